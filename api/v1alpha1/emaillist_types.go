@@ -1,0 +1,314 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Service names a data service that runs over a list.
+// +kubebuilder:validation:Enum=email_validation;email_append;email_intelligence
+type Service string
+
+const (
+	// ServiceEmailValidation verifies every address in the list.
+	ServiceEmailValidation Service = "email_validation"
+	// ServiceEmailAppend finds email addresses for name and postal records.
+	ServiceEmailAppend Service = "email_append"
+	// ServiceEmailIntelligence appends demographics to email addresses.
+	ServiceEmailIntelligence Service = "email_intelligence"
+)
+
+// Action says whether results are delivered at once or held until purchased.
+// +kubebuilder:validation:Enum=process;report
+type Action string
+
+const (
+	// ActionProcess processes the list and purchases its results at once.
+	ActionProcess Action = "process"
+	// ActionReport processes the list and holds results until a Purchase.
+	ActionReport Action = "report"
+)
+
+// Delimiter names the field separator of a list file.
+// +kubebuilder:validation:Enum=comma;pipe;tab
+type Delimiter string
+
+const (
+	// DelimiterComma separates fields with ','.
+	DelimiterComma Delimiter = "comma"
+	// DelimiterPipe separates fields with '|'.
+	DelimiterPipe Delimiter = "pipe"
+	// DelimiterTab separates fields with a tab.
+	DelimiterTab Delimiter = "tab"
+)
+
+// Byte returns the separator byte. An empty delimiter means tab, the
+// default of the list API.
+func (d Delimiter) Byte() byte {
+	switch d {
+	case DelimiterComma:
+		return ','
+	case DelimiterPipe:
+		return '|'
+	default:
+		return '\t'
+	}
+}
+
+// EmailListSpec is what the user asks for. It is immutable once created.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; create a new EmailList instead"
+// +kubebuilder:validation:XValidation:rule="!(has(self.action) && self.action == 'report' && self.service == 'email_validation')",message="email_validation always runs with action=process"
+type EmailListSpec struct {
+	// Service is the data service to run over the list.
+	// +required
+	Service Service `json:"service"`
+
+	// Action is process (the default when omitted) or report.
+	// +optional
+	Action Action `json:"action,omitempty"`
+
+	// Source says where the list file is.
+	// +required
+	Source ListSource `json:"source"`
+
+	// Format describes the list file.
+	// +required
+	Format ListFormat `json:"format"`
+
+	// CallbackURL receives one POST when the list is Processed or Results.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +optional
+	CallbackURL string `json:"callbackURL,omitempty"`
+}
+
+// EffectiveAction returns the action, defaulting to process.
+func (s *EmailListSpec) EffectiveAction() Action {
+	if s.Action == "" {
+		return ActionProcess
+	}
+	return s.Action
+}
+
+// ListSource names exactly one place the list file comes from.
+// +kubebuilder:validation:XValidation:rule="(has(self.uploadKey) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) + (has(self.blobURL) ? 1 : 0) == 1",message="exactly one of uploadKey, configMapKeyRef or blobURL must be set"
+type ListSource struct {
+	// UploadKey is a key in the operator's blob store, written by the REST API.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	UploadKey string `json:"uploadKey,omitempty"`
+
+	// ConfigMapKeyRef selects a key of a ConfigMap in the list's namespace,
+	// for lists kept in Git. Both data and binaryData keys are read.
+	// +optional
+	ConfigMapKeyRef *ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
+
+	// BlobURL is the URL of an object inside the operator's configured blob
+	// store, for example s3://bucket/incoming/list.csv.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	BlobURL string `json:"blobURL,omitempty"`
+}
+
+// ConfigMapKeySelector selects a key of a ConfigMap in the same namespace.
+type ConfigMapKeySelector struct {
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key inside the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+}
+
+// ListFormat describes the list file.
+type ListFormat struct {
+	// Name is the file name; it ends in .csv, .txt or .zip.
+	// +kubebuilder:validation:MinLength=5
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`(?i)^[^/\\]+\.(csv|txt|zip)$`
+	// +required
+	Name string `json:"name"`
+
+	// EmailColumn is the 1-based position of the email column. When omitted
+	// the first column is used.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	EmailColumn int32 `json:"emailColumn,omitempty"`
+
+	// Header says whether the first row is a header.
+	// +optional
+	Header bool `json:"header,omitempty"`
+
+	// Delimiter is comma, pipe or tab (tab when omitted).
+	// +optional
+	Delimiter Delimiter `json:"delimiter,omitempty"`
+}
+
+// EffectiveEmailColumn returns the email column, defaulting to 1.
+func (f *ListFormat) EffectiveEmailColumn() int {
+	if f.EmailColumn < 1 {
+		return 1
+	}
+	return int(f.EmailColumn)
+}
+
+// Phase is the coarse state of a list.
+// +kubebuilder:validation:Enum=Pending;Processing;Processed;Results;Failed
+type Phase string
+
+const (
+	// PhasePending: accepted, not yet running.
+	PhasePending Phase = "Pending"
+	// PhaseProcessing: shards are running.
+	PhaseProcessing Phase = "Processing"
+	// PhaseProcessed: done; results are held until purchased (action=report).
+	PhaseProcessed Phase = "Processed"
+	// PhaseResults: done and purchased; the result file can be downloaded.
+	PhaseResults Phase = "Results"
+	// PhaseFailed: the list cannot be processed; see the Stalled condition.
+	PhaseFailed Phase = "Failed"
+)
+
+// Condition types, following kstatus.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+)
+
+// Progress counts rows.
+type Progress struct {
+	// Done rows.
+	Done int64 `json:"done"`
+	// Total rows in the list (known once the input is prepared).
+	Total int64 `json:"total"`
+}
+
+// ResultFile describes the result file in the blob store.
+type ResultFile struct {
+	// Key of the result object in the blob store.
+	Key string `json:"key"`
+	// Bytes of the result file.
+	Bytes int64 `json:"bytes"`
+	// Rows written, excluding the header.
+	Rows int64 `json:"rows"`
+	// SHA256 of the result file, hex encoded.
+	SHA256 string `json:"sha256"`
+	// FileName is the download name: <name>-<listID>-<suffix>.<ext>.
+	FileName string `json:"fileName"`
+}
+
+// CallbackStatus records delivery of the completion callback.
+type CallbackStatus struct {
+	// State is Pending, Delivered or Failed.
+	State string `json:"state"`
+	// Attempts made so far.
+	Attempts int32 `json:"attempts"`
+	// LastError of the last failed attempt; never contains response bodies.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// LastAttemptAt is when the last attempt was made.
+	// +optional
+	LastAttemptAt *metav1.Time `json:"lastAttemptAt,omitempty"`
+	// DeliveredStatus is the list status that was announced.
+	// +optional
+	DeliveredStatus string `json:"deliveredStatus,omitempty"`
+}
+
+// Callback states.
+const (
+	CallbackPending   = "Pending"
+	CallbackDelivered = "Delivered"
+	CallbackFailed    = "Failed"
+)
+
+// EmailListStatus is observed state. It holds small aggregates only: per-row
+// data lives in the blob store, because etcd objects are size limited.
+type EmailListStatus struct {
+	// ListID is the cluster-unique, increasing list number, assigned once.
+	// +optional
+	ListID int64 `json:"listID,omitempty"`
+	// Phase is the coarse state.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// Records is the number of data rows in the list.
+	// +optional
+	Records int64 `json:"records,omitempty"`
+	// SizeBytes of the submitted file.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Shards the list is split into.
+	// +optional
+	Shards int32 `json:"shards,omitempty"`
+	// Progress of the processing.
+	// +optional
+	Progress *Progress `json:"progress,omitempty"`
+	// ProgressText renders progress for printer columns, e.g. "40/100".
+	// +optional
+	ProgressText string `json:"progressText,omitempty"`
+	// Reporting holds aggregated counts per field, e.g.
+	// {"email_match_type": {"Individual match": 3}}.
+	// +optional
+	Reporting map[string]map[string]int64 `json:"reporting,omitempty"`
+	// Result file, once written.
+	// +optional
+	Result *ResultFile `json:"result,omitempty"`
+	// Purchased is true once results may be downloaded.
+	// +optional
+	Purchased bool `json:"purchased,omitempty"`
+	// StartedAt is when processing started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// CompletedAt is when processing finished.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// Callback delivery state, when a callbackURL is set.
+	// +optional
+	Callback *CallbackStatus `json:"callback,omitempty"`
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Reconciling and Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EmailList is a list file and the data service that runs over it.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=el;elist,categories=emaildata
+// +kubebuilder:printcolumn:name="ListID",type=integer,JSONPath=`.status.listID`
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.spec.service`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progressText`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EmailList struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec EmailListSpec `json:"spec"`
+	// +optional
+	Status EmailListStatus `json:"status,omitempty"`
+}
+
+// EmailListList is a list of EmailLists.
+// +kubebuilder:object:root=true
+type EmailListList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EmailList `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EmailList{}, &EmailListList{})
+}

@@ -1,0 +1,85 @@
+// Command manager runs the emaildata controllers: it reconciles EmailList
+// and Purchase resources and runs lists as Indexed Jobs.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+func main() {
+	var o operator.Options
+	o.Pipeline = pipeline.DefaultConfig()
+	var workerCPU, workerMemory, extraArgs string
+	flag.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
+	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
+	flag.StringVar(&o.Executor, "executor", operator.ExecutorJob, "job (Kubernetes Jobs) or local (in-process)")
+	flag.StringVar(&o.Job.Image, "worker-image", os.Getenv("WORKER_IMAGE"), "image of the worker Jobs")
+	flag.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "emaildata-worker", "service account of worker pods")
+	flag.StringVar(&o.Job.EnvFromSecret, "worker-env-secret", "", "Secret whose keys become the workers' environment (store credentials)")
+	flag.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
+	flag.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")
+	flag.StringVar(&workerCPU, "worker-cpu", "500m", "CPU request of a worker pod")
+	flag.StringVar(&workerMemory, "worker-memory", "256Mi", "memory request and limit of a worker pod")
+	flag.StringVar(&extraArgs, "worker-args", "", "extra worker arguments, space separated")
+	var parallelism, backoff, ttl int
+	flag.IntVar(&parallelism, "job-parallelism", 8, "pods running at once for one list")
+	flag.IntVar(&backoff, "backoff-limit-per-index", 2, "retries of a failed shard")
+	flag.IntVar(&ttl, "job-ttl-seconds", 3600, "how long a finished Job stays, once its outcome is in status")
+	flag.Int64Var(&o.Pipeline.ShardBytes, "shard-bytes", o.Pipeline.ShardBytes, "target input bytes per shard")
+	flag.IntVar(&o.Pipeline.MaxShards, "max-shards", o.Pipeline.MaxShards, "most shards per list")
+	flag.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
+	flag.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
+	flag.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
+	flag.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
+	flag.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
+	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "metrics address (0 disables)")
+	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address")
+	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader, for several replicas")
+	zopts := zap.Options{}
+	zopts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	log := ctrl.Log.WithName("setup")
+
+	o.Job.Parallelism, o.Job.BackoffLimitPerIndex, o.Job.TTLSecondsAfterFinished = int32(parallelism), int32(backoff), int32(ttl)
+	o.Job.ExtraArgs = strings.Fields(extraArgs)
+	for name, v := range map[string]string{"--worker-cpu": workerCPU, "--worker-memory": workerMemory} {
+		if _, err := resource.ParseQuantity(v); err != nil {
+			log.Error(err, "bad quantity", "flag", name)
+			os.Exit(2)
+		}
+	}
+	mem := resource.MustParse(workerMemory)
+	o.Job.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(workerCPU), corev1.ResourceMemory: mem},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := operator.New(ctx, ctrl.GetConfigOrDie(), o)
+	if err != nil {
+		log.Error(err, "unable to set up the manager")
+		os.Exit(1)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,270 @@
+// Package controllers reconciles EmailList and Purchase resources.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+// Finalizer deletes a list's blobs before the list goes away.
+const Finalizer = "lists.emaildata.io/blobs"
+
+// ListIDLabel carries a list ID that the REST API allocated at submission.
+const ListIDLabel = "lists.emaildata.io/list-id"
+
+// EmailListReconciler moves an EmailList through Pending, Processing and
+// Processed or Results (or Failed).
+type EmailListReconciler struct {
+	Client client.Client
+	// APIReader reads objects the manager does not cache (source ConfigMaps).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Store     *blobstore.Store
+	Registry  *listservice.Registry
+	Executor  Executor
+	IDs       *listid.Allocator
+	Pipeline  pipeline.Config
+	// SourceGrace is how long a missing source is waited for (GitOps tools
+	// may apply the list before its ConfigMap) before the list fails.
+	SourceGrace time.Duration
+	// PollInterval is how often progress is refreshed while processing.
+	PollInterval time.Duration
+	Callbacks    CallbackConfig
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists/finalizers,verbs=update
+// +kubebuilder:rbac:groups=lists.emaildata.io,resources=purchases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile loads the list, computes its status from the world, acts, and
+// writes status back only when it changed.
+func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var list listsv1.EmailList
+	if err := r.Client.Get(ctx, req.NamespacedName, &list); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !list.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &list)
+	}
+	if !controllerutil.ContainsFinalizer(&list, Finalizer) {
+		controllerutil.AddFinalizer(&list, Finalizer)
+		if err := r.Client.Update(ctx, &list); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+
+	orig := list.DeepCopy()
+	res, err := r.reconcileStatus(ctx, orig, &list)
+	if perr := patchStatus(ctx, r.Client, orig, &list); perr != nil {
+		if apierrors.IsConflict(perr) {
+			// Someone else wrote first; look again with fresh data.
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *listsv1.EmailList) (ctrl.Result, error) {
+	if list.Status.ListID == 0 {
+		id, err := r.listID(ctx, list)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		list.Status.ListID = id
+	}
+	if list.Status.Phase == "" {
+		list.Status.Phase = listsv1.PhasePending
+		setProgressing(list, ReasonPreparing, "the list is queued for preparation")
+		r.event(list, corev1.EventTypeNormal, "Accepted", "list %d accepted", list.Status.ListID)
+	}
+
+	switch list.Status.Phase {
+	case listsv1.PhasePending:
+		return r.reconcilePending(ctx, list)
+	case listsv1.PhaseProcessing:
+		return r.reconcileProcessing(ctx, list)
+	case listsv1.PhaseProcessed:
+		if err := r.reconcilePurchase(ctx, list); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// Terminal phases. Anything below acts on an outcome that is already
+	// stored (orig came from the API server), never on one still in memory.
+	if !isTerminal(orig.Status.Phase) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if err := r.Executor.Release(ctx, list); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.reconcileCallback(ctx, orig, list)
+}
+
+// listID adopts the ID the REST API put in the label, or allocates one.
+func (r *EmailListReconciler) listID(ctx context.Context, list *listsv1.EmailList) (int64, error) {
+	if v, ok := list.Labels[ListIDLabel]; ok {
+		if id, err := strconv.ParseInt(v, 10, 64); err == nil && id > 0 {
+			return id, nil
+		}
+	}
+	id, err := r.IDs.Next(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("allocate list id: %w", err)
+	}
+	return id, nil
+}
+
+func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
+	if list.Status.Shards == 0 {
+		res, done, err := r.prepare(ctx, list)
+		if !done || err != nil {
+			return res, err
+		}
+	}
+	if err := r.Executor.Start(ctx, list, int(list.Status.Shards)); err != nil {
+		return ctrl.Result{}, err
+	}
+	now := metav1.NewTime(r.now())
+	list.Status.Phase = listsv1.PhaseProcessing
+	list.Status.StartedAt = &now
+	setProgressing(list, ReasonProcessing, fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards))
+	r.event(list, corev1.EventTypeNormal, "Processing", "processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
+	keys := blobstore.ListKeys{UID: string(list.UID)}
+	exec, err := r.Executor.Observe(ctx, list)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch exec.State {
+	case ExecNotStarted:
+		// Lost (a restarted local executor, or a deleted Job): run again;
+		// shards rewrite the same objects, so this is safe.
+		if err := r.Executor.Start(ctx, list, int(list.Status.Shards)); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	case ExecRunning:
+		plan, err := pipeline.LoadPlan(ctx, r.Store, keys)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		done, err := pipeline.Progress(ctx, r.Store, keys, plan)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		setProgress(list, done, list.Status.Records)
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	case ExecFailed:
+		return ctrl.Result{}, r.failFromShards(ctx, list, keys, exec.Message)
+	}
+	return r.complete(ctx, list, keys)
+}
+
+// failFromShards fails the list with the most precise reason available: a
+// shard's own summary names the row and problem, the Job only its exit.
+func (r *EmailListReconciler) failFromShards(ctx context.Context, list *listsv1.EmailList, keys blobstore.ListKeys, fallback string) error {
+	reason, msg := ReasonProcessingFailed, fallback
+	if plan, err := pipeline.LoadPlan(ctx, r.Store, keys); err == nil {
+		if s, err := pipeline.ShardFailure(ctx, r.Store, keys, plan); err == nil && s != nil {
+			msg = fmt.Sprintf("shard %d: %s", s.Index, s.Error)
+			if s.BadInput {
+				reason = ReasonInvalidInput
+			}
+		}
+	}
+	r.fail(list, reason, msg)
+	return nil
+}
+
+func (r *EmailListReconciler) complete(ctx context.Context, list *listsv1.EmailList, keys blobstore.ListKeys) (ctrl.Result, error) {
+	plan, err := pipeline.LoadPlan(ctx, r.Store, keys)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out, err := pipeline.Merge(ctx, r.Store, keys, plan, pipeline.ResultFileName(list.Spec.Format.Name, list.Status.ListID))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := metav1.NewTime(r.now())
+	list.Status.CompletedAt = &now
+	list.Status.Result = &listsv1.ResultFile{Key: out.Key, Bytes: out.Bytes, Rows: out.Rows, SHA256: out.SHA256, FileName: out.FileName}
+	list.Status.Reporting = out.Reporting
+	setProgress(list, out.Rows, list.Status.Records)
+	if list.Spec.EffectiveAction() == listsv1.ActionReport {
+		list.Status.Phase = listsv1.PhaseProcessed
+		setDone(list, ReasonProcessed, "processed; results are held until purchased")
+		r.event(list, corev1.EventTypeNormal, "Processed", "processed %d rows; results are held until purchased", out.Rows)
+		// A Purchase may already be waiting.
+		return ctrl.Result{}, r.reconcilePurchase(ctx, list)
+	}
+	list.Status.Phase = listsv1.PhaseResults
+	list.Status.Purchased = true
+	setDone(list, ReasonResults, "processed; results are ready to download")
+	r.event(list, corev1.EventTypeNormal, "Results", "processed %d rows; results are ready", out.Rows)
+	return ctrl.Result{}, nil
+}
+
+// reconcilePurchase moves a Processed list to Results once a Purchase for it exists.
+func (r *EmailListReconciler) reconcilePurchase(ctx context.Context, list *listsv1.EmailList) error {
+	var purchases listsv1.PurchaseList
+	if err := r.Client.List(ctx, &purchases, client.InNamespace(list.Namespace), client.MatchingFields{PurchaseListNameField: list.Name}); err != nil {
+		return fmt.Errorf("list purchases: %w", err)
+	}
+	for _, p := range purchases.Items {
+		if p.DeletionTimestamp.IsZero() {
+			list.Status.Phase = listsv1.PhaseResults
+			list.Status.Purchased = true
+			setDone(list, ReasonResults, fmt.Sprintf("purchased by %s; results are ready to download", p.Name))
+			r.event(list, corev1.EventTypeNormal, "Purchased", "purchased by %s", p.Name)
+			return nil
+		}
+	}
+	return nil
+}
+
+func (r *EmailListReconciler) fail(list *listsv1.EmailList, reason, msg string) {
+	setFailed(list, reason, msg)
+	r.event(list, corev1.EventTypeWarning, reason, "%s", msg)
+}
+
+func (r *EmailListReconciler) event(list *listsv1.EmailList, eventType, reason, format string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(list, nil, eventType, reason, "Reconcile", format, args...)
+}
+
+func (r *EmailListReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}

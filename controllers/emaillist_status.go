@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+)
+
+// Condition reasons.
+const (
+	ReasonPreparing          = "Preparing"
+	ReasonWaitingForSource   = "WaitingForSource"
+	ReasonProcessing         = "Processing"
+	ReasonProcessed          = "Processed"
+	ReasonResults            = "Results"
+	ReasonInvalidInput       = "InvalidInput"
+	ReasonSourceMissing      = "SourceMissing"
+	ReasonServiceUnavailable = "ServiceUnavailable"
+	ReasonProcessingFailed   = "ProcessingFailed"
+)
+
+// setProgressing marks a list as being worked on (kstatus InProgress).
+func setProgressing(list *listsv1.EmailList, reason, msg string) {
+	gen := list.Generation
+	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionStalled)
+}
+
+// setDone marks a list as finished (kstatus Current).
+func setDone(list *listsv1.EmailList, reason, msg string) {
+	gen := list.Generation
+	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionReconciling)
+	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionStalled)
+}
+
+// setFailed marks a list as failed for good (kstatus Failed).
+func setFailed(list *listsv1.EmailList, reason, msg string) {
+	gen := list.Generation
+	list.Status.Phase = listsv1.PhaseFailed
+	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionReconciling)
+}
+
+func setProgress(list *listsv1.EmailList, done, total int64) {
+	list.Status.Progress = &listsv1.Progress{Done: done, Total: total}
+	list.Status.ProgressText = fmt.Sprintf("%d/%d", done, total)
+}
+
+// patchStatus writes status only when it changed, with optimistic locking so
+// a concurrent writer's change is never overwritten silently.
+func patchStatus(ctx context.Context, c client.Client, orig, list *listsv1.EmailList) error {
+	list.Status.ObservedGeneration = list.Generation
+	if equality.Semantic.DeepEqual(orig.Status, list.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	if err := c.Status().Patch(ctx, list, patch); err != nil {
+		return fmt.Errorf("patch status: %w", err)
+	}
+	return nil
+}
+
+func isTerminal(p listsv1.Phase) bool {
+	return p == listsv1.PhaseProcessed || p == listsv1.PhaseResults || p == listsv1.PhaseFailed
+}

@@ -1,0 +1,377 @@
+package controllers_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/controllers"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+const sampleCSV = "id,name,email\n" +
+	"1,\"Doe, John\",john@example.com\n" +
+	"2,Ann,ann@example\n" +
+	"3,Bob\n" +
+	"4,\"multi\nline\",carol@example.org\n"
+
+// TestListReachesResults runs a process list through both executors.
+func TestListReachesResults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ns    string
+		drive bool
+	}{
+		{"job executor", nsJob, true},
+		{"local executor", nsLocal, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniqueName("results")
+			createConfigMap(t, tc.ns, name, "list.csv", sampleCSV)
+			create(t, newList(tc.ns, name).configMap(name, "list.csv").header().column(3).obj())
+
+			l := waitPhase(t, tc.ns, name, listsv1.PhaseResults, tc.drive)
+			if l.Status.ListID <= 0 {
+				t.Errorf("listID = %d, want > 0", l.Status.ListID)
+			}
+			if l.Status.Records != 4 || l.Status.Progress == nil || l.Status.Progress.Done != 4 || l.Status.ProgressText != "4/4" {
+				t.Errorf("records=%d progress=%+v text=%q, want 4 and 4/4", l.Status.Records, l.Status.Progress, l.Status.ProgressText)
+			}
+			if !l.Status.Purchased || l.Status.StartedAt == nil || l.Status.CompletedAt == nil {
+				t.Errorf("purchased=%v startedAt=%v completedAt=%v", l.Status.Purchased, l.Status.StartedAt, l.Status.CompletedAt)
+			}
+			if l.Status.ObservedGeneration != l.Generation {
+				t.Errorf("observedGeneration %d != generation %d", l.Status.ObservedGeneration, l.Generation)
+			}
+			if c := condition(l.Status.Conditions, listsv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+				t.Errorf("Ready condition = %+v", c)
+			}
+			if c := condition(l.Status.Conditions, listsv1.ConditionReconciling); c != nil {
+				t.Errorf("Reconciling should be gone, got %+v", c)
+			}
+			if got := l.Status.Reporting["status"]; got["valid"] != 2 || got["invalid"] != 2 {
+				t.Errorf("reporting = %v, want 2 valid and 2 invalid", l.Status.Reporting)
+			}
+
+			data := readResult(t, l)
+			want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_valid_email\n" +
+				"1,\"Doe, John\",john@example.com,valid,10,,,john@example.com\n" +
+				"2,Ann,ann@example,invalid,115,,,\n" +
+				"3,Bob,,invalid,100,,,\n" +
+				"4,\"multi\nline\",carol@example.org,valid,10,,,carol@example.org\n"
+			if string(data) != want {
+				t.Errorf("result file:\n%s\nwant:\n%s", data, want)
+			}
+			sum := sha256.Sum256(data)
+			r := l.Status.Result
+			if r.SHA256 != hex.EncodeToString(sum[:]) || r.Bytes != int64(len(data)) || r.Rows != 4 {
+				t.Errorf("result status %+v does not match the file (%d bytes)", r, len(data))
+			}
+			if want := "list-" + itoa(l.Status.ListID) + "-results.csv"; r.FileName != want {
+				t.Errorf("file name %q, want %q", r.FileName, want)
+			}
+		})
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestJobShape checks the Job the controller creates, and that its TTL is
+// set only after the outcome is saved.
+func TestJobShape(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("shape")
+	var body strings.Builder
+	body.WriteString("email\n")
+	for i := 0; i < 100; i++ {
+		body.WriteString("user" + itoa(int64(i)) + "@example.com\n")
+	}
+	create(t, newList(nsJob, name).upload(putUpload(t, []byte(body.String()))).header().obj())
+
+	var job batchv1.Job
+	eventually(t, 20*time.Second, "the job", func() (bool, string) {
+		l := getList(t, nsJob, name)
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.JobName(l)}, &job)
+		return err == nil, "no job yet"
+	})
+	l := getList(t, nsJob, name)
+	spec := job.Spec
+	if *spec.CompletionMode != batchv1.IndexedCompletion {
+		t.Errorf("completion mode %v", *spec.CompletionMode)
+	}
+	if *spec.Completions != l.Status.Shards || l.Status.Shards < 2 || l.Status.Shards > 8 {
+		t.Errorf("completions %d, shards %d: want several shards, at most max-shards 8", *spec.Completions, l.Status.Shards)
+	}
+	if spec.BackoffLimitPerIndex == nil || *spec.BackoffLimitPerIndex != 2 || spec.MaxFailedIndexes == nil || *spec.MaxFailedIndexes != 0 {
+		t.Errorf("backoffLimitPerIndex %v maxFailedIndexes %v", spec.BackoffLimitPerIndex, spec.MaxFailedIndexes)
+	}
+	if spec.PodFailurePolicy == nil || spec.PodFailurePolicy.Rules[0].Action != batchv1.PodFailurePolicyActionFailIndex ||
+		spec.PodFailurePolicy.Rules[0].OnExitCodes.Values[0] != controllers.ExitBadInput {
+		t.Errorf("podFailurePolicy %+v", spec.PodFailurePolicy)
+	}
+	if spec.TTLSecondsAfterFinished != nil {
+		t.Errorf("ttl set before the outcome was saved")
+	}
+	if !metav1.IsControlledBy(&job, l) {
+		t.Errorf("job is not owned by the list")
+	}
+	args := strings.Join(spec.Template.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "--list-uid "+string(l.UID)) {
+		t.Errorf("worker args %q lack the list uid", args)
+	}
+
+	l = waitPhase(t, nsJob, name, listsv1.PhaseResults, true)
+	if l.Status.Records != 100 || l.Status.Result.Rows != 100 {
+		t.Errorf("records %d rows %d, want 100", l.Status.Records, l.Status.Result.Rows)
+	}
+	// Rows stay in input order across shards.
+	lines := strings.Split(strings.TrimSpace(string(readResult(t, l))), "\n")
+	for i, line := range lines[1:] {
+		if !strings.HasPrefix(line, "user"+itoa(int64(i))+"@") {
+			t.Fatalf("row %d is %q: order lost", i, line)
+		}
+	}
+	eventually(t, 10*time.Second, "ttlSecondsAfterFinished", func() (bool, string) {
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(&job), &job)
+		return job.Spec.TTLSecondsAfterFinished != nil, "ttl not set"
+	})
+}
+
+// TestBadInputFails: each bad list ends Failed with a precise message and a
+// Warning event, and a good list next to them still completes.
+func TestBadInputFails(t *testing.T) {
+	bomb := strings.Repeat("a@example.com\n", testLimit/10)
+	cases := []struct {
+		name  string
+		build func(name string) *listsv1.EmailList
+		want  string
+	}{
+		{"missing configmap", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).configMap("does-not-exist", "x").obj()
+		}, `ConfigMap "does-not-exist" does not exist`},
+		{"missing upload", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).upload("uploads/nothing-here").obj()
+		}, "does not exist in the store"},
+		{"email column beyond columns", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).upload(putUpload(t, []byte("a,b\nc,d\n"))).column(5).obj()
+		}, "email column 5 is beyond the file's 2 columns"},
+		{"zip without a file", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{}))).obj()
+		}, "no file"},
+		{"zip with several files", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"a.csv": "a@b.com\n", "b.csv": "c@d.com\n"}))).obj()
+		}, `contains 2 files ("a.csv", "b.csv")`},
+		{"zip path traversal", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"../evil.csv": "a@b.com\n"}))).obj()
+		}, "evil.csv"},
+		{"zip bomb", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"big.csv": bomb}))).obj()
+		}, "expands beyond"},
+		{"binary file", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).upload(putUpload(t, []byte("email\nalice@example.com\nbob@exa\x00mple.com\n"))).obj()
+		}, "NUL byte"},
+		{"excel workbook", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).upload(putUpload(t, []byte("PK\x03\x04\x14\x00\x06\x00junk"))).obj()
+		}, "not delimited text"},
+		{"empty file", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).upload(putUpload(t, nil)).obj()
+		}, "no data rows"},
+		{"service not available", func(n string) *listsv1.EmailList {
+			return newList(nsLocal, n).service(listsv1.ServiceEmailAppend).upload(putUpload(t, []byte("a@b.com\n"))).obj()
+		}, `service "email_append" is not available`},
+	}
+	good := uniqueName("good-neighbour")
+	create(t, newList(nsLocal, good).upload(putUpload(t, []byte("a@example.com\n"))).obj())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			name := uniqueName("bad")
+			create(t, tc.build(name))
+			l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed, false)
+			c := condition(l.Status.Conditions, listsv1.ConditionStalled)
+			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, tc.want) {
+				t.Fatalf("Stalled = %+v, want a message containing %q", c, tc.want)
+			}
+			if r := condition(l.Status.Conditions, listsv1.ConditionReady); r == nil || r.Status != metav1.ConditionFalse {
+				t.Errorf("Ready = %+v, want False", r)
+			}
+			eventually(t, 10*time.Second, "a Warning event", func() (bool, string) {
+				evs := warningEvents(t, nsLocal, name)
+				for _, e := range evs {
+					if strings.Contains(e, tc.want) {
+						return true, ""
+					}
+				}
+				return false, strings.Join(evs, "; ")
+			})
+		})
+	}
+	t.Run("neighbour", func(t *testing.T) {
+		waitPhase(t, nsLocal, good, listsv1.PhaseResults, false)
+	})
+}
+
+// TestShardFailureFailsList: a shard that hits bad input fails the Job, and
+// the list reports the shard's own reason.
+func TestShardFailureFailsList(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("shardfail")
+	key := putUpload(t, []byte("email\na@example.com\nb@example.com\n"))
+	create(t, newList(nsJob, name).upload(key).header().obj())
+	var job batchv1.Job
+	eventually(t, 20*time.Second, "the job", func() (bool, string) {
+		l := getList(t, nsJob, name)
+		return k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.JobName(l)}, &job) == nil, ""
+	})
+	// The input changes under the list: the shard notices and fails.
+	if err := store.WriteAll(ctx, key, []byte("email\na@example.com\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := getList(t, nsJob, name)
+	_, err := pipeline.RunShard(ctx, store, blobstore.ListKeys{UID: string(l.UID)}, 0, registry, testLimits())
+	if err == nil {
+		t.Fatal("shard should fail on a changed input")
+	}
+	finishJob(t, &job, false, 1)
+	l = waitPhase(t, nsJob, name, listsv1.PhaseFailed, false)
+	c := condition(l.Status.Conditions, listsv1.ConditionStalled)
+	if c == nil || !strings.Contains(c.Message, "shard 0") {
+		t.Fatalf("Stalled = %+v, want the shard's reason", c)
+	}
+}
+
+// TestCallback: one POST with list_id, status and name when Results is
+// reached, recorded in status; failing receivers are retried, then given up.
+func TestCallback(t *testing.T) {
+	type got struct {
+		body map[string]any
+		ct   string
+	}
+	var mu sync.Mutex
+	var calls []got
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		mu.Lock()
+		calls = append(calls, got{m, r.Header.Get("Content-Type")})
+		mu.Unlock()
+	}))
+	defer ok.Close()
+	var failures int
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		failures++
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer bad.Close()
+
+	name := uniqueName("cb")
+	create(t, newList(nsLocal, name).upload(putUpload(t, []byte("a@example.com\n"))).callback(ok.URL+"/done?token=x").obj())
+	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults, false)
+	eventually(t, 10*time.Second, "callback delivered", func() (bool, string) {
+		l = getList(t, nsLocal, name)
+		return l.Status.Callback != nil && l.Status.Callback.State == listsv1.CallbackDelivered, ""
+	})
+	time.Sleep(500 * time.Millisecond) // no second delivery
+	mu.Lock()
+	if len(calls) != 1 {
+		t.Fatalf("%d callbacks, want exactly 1", len(calls))
+	}
+	c := calls[0]
+	mu.Unlock()
+	if c.ct != "application/json" || c.body["status"] != "Results" || c.body["name"] != "list.csv" || c.body["list_id"] != float64(l.Status.ListID) {
+		t.Errorf("callback %v (%s)", c.body, c.ct)
+	}
+
+	name = uniqueName("cbfail")
+	create(t, newList(nsLocal, name).upload(putUpload(t, []byte("a@example.com\n"))).callback(bad.URL).obj())
+	eventually(t, 20*time.Second, "callback given up", func() (bool, string) {
+		l = getList(t, nsLocal, name)
+		return l.Status.Callback != nil && l.Status.Callback.State == listsv1.CallbackFailed, ""
+	})
+	if l.Status.Callback.Attempts != 3 || !strings.Contains(l.Status.Callback.LastError, "503") {
+		t.Errorf("callback status %+v, want 3 attempts ending in 503", l.Status.Callback)
+	}
+	if l.Status.Phase != listsv1.PhaseResults {
+		t.Errorf("a failed callback must not fail the list; phase %s", l.Status.Phase)
+	}
+}
+
+// TestFinalizerDeletesBlobs: deleting a list deletes its objects.
+func TestFinalizerDeletesBlobs(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("del")
+	key := putUpload(t, []byte("a@example.com\n"))
+	create(t, newList(nsLocal, name).upload(key).obj())
+	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults, false)
+	if err := k8s.Delete(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "list gone", func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(l), &listsv1.EmailList{})
+		return client.IgnoreNotFound(err) == nil && err != nil, ""
+	})
+	keys := blobstore.ListKeys{UID: string(l.UID)}
+	for _, k := range []string{keys.Plan(), l.Status.Result.Key, key} {
+		if ok, _ := store.Exists(ctx, k); ok {
+			t.Errorf("%s still exists", k)
+		}
+	}
+}
+
+// TestCELRules: the API server enforces the spec's rules.
+func TestCELRules(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		obj  *listsv1.EmailList
+		want string
+	}{
+		{"report with validation", newList(nsLocal, uniqueName("cel")).action(listsv1.ActionReport).upload("k").obj(), "email_validation always runs with action=process"},
+		{"no source", newList(nsLocal, uniqueName("cel")).obj(), "exactly one of uploadKey, configMapKeyRef or blobURL"},
+		{"two sources", newList(nsLocal, uniqueName("cel")).upload("k").configMap("a", "b").obj(), "exactly one of"},
+		{"bad extension", newList(nsLocal, uniqueName("cel")).upload("k").file("list.exe").obj(), "spec.format.name"},
+		{"bad callback", newList(nsLocal, uniqueName("cel")).upload("k").callback("ftp://x").obj(), "spec.callbackURL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := k8s.Create(ctx, tc.obj)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("create error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("immutable", func(t *testing.T) {
+		l := newList(nsLocal, uniqueName("cel")).upload("uploads/none").obj()
+		create(t, l)
+		var err error
+		for i := 0; i < 20; i++ { // the controller adds its finalizer meanwhile
+			_ = k8s.Get(ctx, client.ObjectKeyFromObject(l), l)
+			l.Spec.Format.Header = true
+			if err = k8s.Update(ctx, l); !apierrors.IsConflict(err) {
+				break
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+			t.Fatalf("update error %v, want immutability", err)
+		}
+	})
+}

@@ -1,0 +1,275 @@
+package controllers_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/controllers"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+var nameSeq atomic.Int64
+
+// uniqueName keeps tests independent of each other.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
+}
+
+// listBuilder builds EmailLists for tests.
+type listBuilder struct{ l listsv1.EmailList }
+
+func newList(ns, name string) *listBuilder {
+	return &listBuilder{l: listsv1.EmailList{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: listsv1.EmailListSpec{
+			Service: listsv1.ServiceEmailValidation,
+			Format:  listsv1.ListFormat{Name: "list.csv", Delimiter: listsv1.DelimiterComma},
+		},
+	}}
+}
+
+func (b *listBuilder) service(s listsv1.Service) *listBuilder { b.l.Spec.Service = s; return b }
+func (b *listBuilder) action(a listsv1.Action) *listBuilder   { b.l.Spec.Action = a; return b }
+func (b *listBuilder) file(name string) *listBuilder          { b.l.Spec.Format.Name = name; return b }
+func (b *listBuilder) header() *listBuilder                   { b.l.Spec.Format.Header = true; return b }
+func (b *listBuilder) column(c int32) *listBuilder            { b.l.Spec.Format.EmailColumn = c; return b }
+func (b *listBuilder) callback(u string) *listBuilder         { b.l.Spec.CallbackURL = u; return b }
+func (b *listBuilder) configMap(name, key string) *listBuilder {
+	b.l.Spec.Source.ConfigMapKeyRef = &listsv1.ConfigMapKeySelector{Name: name, Key: key}
+	return b
+}
+func (b *listBuilder) upload(key string) *listBuilder { b.l.Spec.Source.UploadKey = key; return b }
+func (b *listBuilder) obj() *listsv1.EmailList        { return b.l.DeepCopy() }
+
+// upload puts data in the store under a fresh key and returns the key.
+func putUpload(t *testing.T, data []byte) string {
+	t.Helper()
+	key := "uploads/" + uniqueName("u")
+	if err := store.WriteAll(context.Background(), key, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func createConfigMap(t *testing.T, ns, name, key, data string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{key: data}}
+	if err := k8s.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
+}
+
+func getList(t *testing.T, ns, name string) *listsv1.EmailList {
+	t.Helper()
+	var l listsv1.EmailList
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &l); err != nil {
+		t.Fatal(err)
+	}
+	return &l
+}
+
+// waitPhase waits for a list to reach phase, failing fast on Failed.
+func waitPhase(t *testing.T, ns, name string, phase listsv1.Phase, driveJobs bool) *listsv1.EmailList {
+	t.Helper()
+	var l *listsv1.EmailList
+	eventually(t, 30*time.Second, fmt.Sprintf("list %s/%s to be %s", ns, name, phase), func() (bool, string) {
+		if driveJobs {
+			driveJob(t, ns, name)
+		}
+		l = getList(t, ns, name)
+		if l.Status.Phase == listsv1.PhaseFailed && phase != listsv1.PhaseFailed {
+			t.Fatalf("list failed: %v", l.Status.Conditions)
+		}
+		return l.Status.Phase == phase, fmt.Sprintf("phase=%q conditions=%v", l.Status.Phase, l.Status.Conditions)
+	})
+	return l
+}
+
+// driveJob plays the Job controller and kubelet: when the list's Job
+// exists and has not finished, it runs the worker for every index and
+// writes the Job's terminal status.
+func driveJob(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	l := getList(t, ns, name)
+	var job batchv1.Job
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.JobName(l)}, &job); err != nil {
+		return
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed {
+			return
+		}
+	}
+	keys := blobstore.ListKeys{UID: string(l.UID)}
+	n := int(*job.Spec.Completions)
+	var failed error
+	for i := 0; i < n; i++ {
+		if _, err := pipeline.RunShard(ctx, store, keys, i, registry, testLimits()); err != nil {
+			failed = err
+			break
+		}
+	}
+	finishJob(t, &job, failed == nil, n)
+}
+
+// finishJob writes a terminal Job status the way the v1.36 Job controller
+// must: SuccessCriteriaMet before Complete, FailureTarget before Failed.
+func finishJob(t *testing.T, job *batchv1.Job, ok bool, n int) {
+	t.Helper()
+	now := metav1.Now()
+	start := metav1.NewTime(now.Add(-time.Second))
+	job.Status.StartTime = &start
+	if ok {
+		job.Status.Succeeded = int32(n)
+		job.Status.CompletedIndexes = indexRange(n)
+		job.Status.CompletionTime = &now
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now, LastProbeTime: now},
+		}
+	} else {
+		job.Status.Failed = 1
+		job.Status.FailedIndexes = ptrTo("0")
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonFailedIndexes, Message: "Job has failed indexes", LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonFailedIndexes, Message: "Job has failed indexes", LastTransitionTime: now, LastProbeTime: now},
+		}
+	}
+	if err := k8s.Status().Update(context.Background(), job); err != nil {
+		t.Fatalf("update job status: %v", err)
+	}
+}
+
+func indexRange(n int) string {
+	if n == 1 {
+		return "0"
+	}
+	return fmt.Sprintf("0-%d", n-1)
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func testLimits() listfile.Limits {
+	return listfile.Limits{MaxExpandedBytes: testLimit, MaxRecordBytes: 4096}
+}
+
+func condition(conds []metav1.Condition, t string) *metav1.Condition {
+	return meta.FindStatusCondition(conds, t)
+}
+
+// warningEvents returns the Warning events about an object.
+func warningEvents(t *testing.T, ns, name string) []string {
+	t.Helper()
+	var evs eventsv1.EventList
+	if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+func readResult(t *testing.T, l *listsv1.EmailList) []byte {
+	t.Helper()
+	data, err := store.ReadAll(context.Background(), l.Status.Result.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func zipOf(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, body := range files {
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// domainService stands in for a report-capable service: it appends the
+// email's domain and counts rows per domain.
+type domainService struct{}
+
+func (domainService) Columns() []string             { return []string{"domain"} }
+func (domainService) Check(listservice.Input) error { return nil }
+func (domainService) NewProcessor(context.Context, listservice.Input) (listservice.Processor, error) {
+	return &domainProc{rep: listservice.Reporting{}}, nil
+}
+
+type domainProc struct{ rep listservice.Reporting }
+
+func (p *domainProc) ProcessBatch(_ context.Context, rows []listservice.Row, out [][]string) error {
+	for i, r := range rows {
+		email := r.Field(0)
+		d := email[strings.LastIndexByte(email, '@')+1:]
+		out[i][0] = d
+		p.rep.Add("domain", d, 1)
+	}
+	return nil
+}
+func (p *domainProc) Reporting() listservice.Reporting { return p.rep }
+func (p *domainProc) Close() error                     { return nil }
+
+func fmtConds(cs []metav1.Condition) string {
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "[%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}

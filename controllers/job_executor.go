@@ -1,0 +1,250 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+)
+
+// ExitBadInput is the worker's exit code for a problem with the list itself;
+// the Job's podFailurePolicy fails the index at once instead of retrying.
+const ExitBadInput = 42
+
+// WorkerContainer is the name of the worker container in Job pods.
+const WorkerContainer = "worker"
+
+// JobConfig shapes the worker Jobs.
+type JobConfig struct {
+	// Image of the worker (the same image as the manager).
+	Image string
+	// BlobURL is the store the workers open.
+	BlobURL string
+	// Parallelism caps pods running at once for one list.
+	Parallelism int32
+	// BackoffLimitPerIndex retries a failed index this many times.
+	BackoffLimitPerIndex int32
+	// TTLSecondsAfterFinished is set once the outcome is in status.
+	TTLSecondsAfterFinished int32
+	// ServiceAccountName of worker pods; it needs no API permissions.
+	ServiceAccountName string
+	// EnvFromSecret, when set, feeds store credentials to the workers.
+	EnvFromSecret string
+	// StorePVC, when set, is mounted at StoreMountPath for file:// stores.
+	StorePVC       string
+	StoreMountPath string
+	// Resources of the worker container.
+	Resources corev1.ResourceRequirements
+	// ExtraArgs are passed to the worker after the shard arguments.
+	ExtraArgs []string
+}
+
+// JobExecutor runs each list as a batch/v1 Indexed Job, one index a shard.
+type JobExecutor struct {
+	Client client.Client
+	Scheme *runtime.Scheme
+	Config JobConfig
+}
+
+var _ Executor = (*JobExecutor)(nil)
+
+// JobName is the deterministic name of a list's Job: readable, and unique
+// per list incarnation thanks to the UID hash.
+func JobName(list *listsv1.EmailList) string {
+	h := sha256.Sum256([]byte(list.UID))
+	suffix := hex.EncodeToString(h[:])[:8]
+	name := list.Name
+	if len(name) > 52 {
+		name = name[:52]
+	}
+	return name + "-" + suffix
+}
+
+// Start creates the list's Job when it does not exist yet.
+func (e *JobExecutor) Start(ctx context.Context, list *listsv1.EmailList, shards int) error {
+	job, err := e.buildJob(list, shards)
+	if err != nil {
+		return err
+	}
+	err = e.Client.Create(ctx, job)
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create job %s: %w", job.Name, err)
+	}
+	return nil
+}
+
+func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Job, error) {
+	n := int32(shards)
+	parallelism := n
+	if e.Config.Parallelism > 0 && parallelism > e.Config.Parallelism {
+		parallelism = e.Config.Parallelism
+	}
+	labels := map[string]string{
+		"app.kubernetes.io/name":      "emaildata",
+		"app.kubernetes.io/component": "worker",
+		"lists.emaildata.io/list":     truncateLabel(list.Name),
+	}
+	args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
+	args = append(args, e.Config.ExtraArgs...)
+	container := corev1.Container{
+		Name:            WorkerContainer,
+		Image:           e.Config.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/worker"},
+		Args:            args,
+		Resources:       e.Config.Resources,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if e.Config.EnvFromSecret != "" {
+		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: e.Config.EnvFromSecret}}}}
+	}
+	pod := corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		ServiceAccountName:           e.Config.ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(false),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{container},
+	}
+	if e.Config.StorePVC != "" {
+		pod.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: e.Config.StorePVC}}}}
+		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: e.Config.StoreMountPath}}
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: JobName(list), Namespace: list.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			CompletionMode:       ptr.To(batchv1.IndexedCompletion),
+			Completions:          ptr.To(n),
+			Parallelism:          ptr.To(parallelism),
+			BackoffLimitPerIndex: ptr.To(e.Config.BackoffLimitPerIndex),
+			// One index failing for good fails the list: no partial results.
+			MaxFailedIndexes: ptr.To(int32(0)),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+				{
+					Action: batchv1.PodFailurePolicyActionFailIndex,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+						ContainerName: ptr.To(WorkerContainer),
+						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+						Values:        []int32{ExitBadInput},
+					},
+				},
+				{
+					// Evictions and preemptions are not the worker's fault.
+					Action:          batchv1.PodFailurePolicyActionIgnore,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+				},
+			}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	}
+	if err := controllerutil.SetControllerReference(list, job, e.Scheme); err != nil {
+		return nil, fmt.Errorf("own job: %w", err)
+	}
+	return job, nil
+}
+
+// Observe reads the Job's terminal conditions. SuccessCriteriaMet and
+// FailureTarget come before Complete and Failed and already decide the
+// outcome, so either of each pair counts.
+func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Execution, error) {
+	var job batchv1.Job
+	err := e.Client.Get(ctx, client.ObjectKey{Namespace: list.Namespace, Name: JobName(list)}, &job)
+	if apierrors.IsNotFound(err) {
+		return Execution{State: ExecNotStarted}, nil
+	}
+	if err != nil {
+		return Execution{}, fmt.Errorf("get job: %w", err)
+	}
+	if !metav1.IsControlledBy(&job, list) {
+		return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s exists but is not owned by this list", job.Name)}, nil
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			msg := c.Message
+			if msg == "" {
+				msg = c.Reason
+			}
+			return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s failed: %s", job.Name, msg)}, nil
+		}
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet) {
+			return Execution{State: ExecSucceeded}, nil
+		}
+	}
+	return Execution{State: ExecRunning}, nil
+}
+
+// Release sets ttlSecondsAfterFinished, now that status holds the outcome.
+func (e *JobExecutor) Release(ctx context.Context, list *listsv1.EmailList) error {
+	var job batchv1.Job
+	err := e.Client.Get(ctx, client.ObjectKey{Namespace: list.Namespace, Name: JobName(list)}, &job)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get job: %w", err)
+	}
+	if !isJobFinished(&job) || job.Spec.TTLSecondsAfterFinished != nil {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.TTLSecondsAfterFinished = ptr.To(e.Config.TTLSecondsAfterFinished)
+	if err := e.Client.Patch(ctx, &job, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("set job ttl: %w", err)
+	}
+	return nil
+}
+
+func isJobFinished(job *batchv1.Job) bool {
+	for _, t := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {
+		if c := findJobCondition(job, t); c != nil && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func findJobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if job.Status.Conditions[i].Type == t {
+			return &job.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func truncateLabel(s string) string {
+	if len(s) > 63 {
+		return s[:63]
+	}
+	return s
+}

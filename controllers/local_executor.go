@@ -1,0 +1,138 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+// LocalExecutor runs shards in-process with the worker's own code, for the
+// local stack, which has no kubelet. Runs do not survive a restart; a list
+// found Processing with no run is simply started again.
+type LocalExecutor struct {
+	Store    *blobstore.Store
+	Registry *listservice.Registry
+	Limits   listfile.Limits
+	// Slots caps shards running at once across all lists.
+	slots chan struct{}
+
+	mu     sync.Mutex
+	runs   map[types.UID]*localRun
+	events chan event.GenericEvent
+	ctx    context.Context
+}
+
+type localRun struct {
+	done bool
+	err  error
+}
+
+var _ Executor = (*LocalExecutor)(nil)
+
+// NewLocalExecutor returns an executor running at most concurrency shards
+// at once. ctx bounds every run (the manager's context).
+func NewLocalExecutor(ctx context.Context, store *blobstore.Store, reg *listservice.Registry, lim listfile.Limits, concurrency int) *LocalExecutor {
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	return &LocalExecutor{
+		Store: store, Registry: reg, Limits: lim,
+		slots:  make(chan struct{}, concurrency),
+		runs:   map[types.UID]*localRun{},
+		events: make(chan event.GenericEvent, 1024),
+		ctx:    ctx,
+	}
+}
+
+// Events delivers a list when its run ends, so the controller looks again.
+func (e *LocalExecutor) Events() <-chan event.GenericEvent { return e.events }
+
+// Start runs the list's shards in goroutines, once.
+func (e *LocalExecutor) Start(_ context.Context, list *listsv1.EmailList, shards int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.runs[list.UID]; ok {
+		return nil
+	}
+	run := &localRun{}
+	e.runs[list.UID] = run
+	keys := blobstore.ListKeys{UID: string(list.UID)}
+	notify := list.DeepCopy()
+	go func() {
+		err := e.runShards(keys, shards)
+		e.mu.Lock()
+		run.done, run.err = true, err
+		e.mu.Unlock()
+		select {
+		case e.events <- event.GenericEvent{Object: notify}:
+		case <-e.ctx.Done():
+		}
+	}()
+	return nil
+}
+
+func (e *LocalExecutor) runShards(keys blobstore.ListKeys, shards int) error {
+	log := logf.FromContext(e.ctx).WithValues("list", keys.UID)
+	var wg sync.WaitGroup
+	errs := make([]error, shards)
+	for i := 0; i < shards; i++ {
+		select {
+		case e.slots <- struct{}{}:
+		case <-e.ctx.Done():
+			return e.ctx.Err()
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-e.slots }()
+			_, errs[i] = pipeline.RunShard(e.ctx, e.Store, keys, i, e.Registry, e.Limits)
+			if errs[i] != nil {
+				log.V(1).Info("shard failed", "index", i, "error", errs[i].Error())
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Observe reports the in-process run.
+func (e *LocalExecutor) Observe(_ context.Context, list *listsv1.EmailList) (Execution, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	run, ok := e.runs[list.UID]
+	switch {
+	case !ok:
+		return Execution{State: ExecNotStarted}, nil
+	case !run.done:
+		return Execution{State: ExecRunning}, nil
+	case run.err != nil:
+		return Execution{State: ExecFailed, Message: run.err.Error()}, nil
+	default:
+		return Execution{State: ExecSucceeded}, nil
+	}
+}
+
+// Release forgets the finished run.
+func (e *LocalExecutor) Release(_ context.Context, list *listsv1.EmailList) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if run, ok := e.runs[list.UID]; ok && run.done {
+		delete(e.runs, list.UID)
+	}
+	return nil
+}

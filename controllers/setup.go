@@ -1,0 +1,80 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+)
+
+// PurchaseListNameField indexes Purchases by the list they buy.
+const PurchaseListNameField = "spec.listName"
+
+// ListIDField indexes EmailLists by their list ID.
+const ListIDField = "status.listID"
+
+// IndexFields registers the field indexers the controllers and the API use.
+func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &listsv1.Purchase{}, PurchaseListNameField, func(o client.Object) []string {
+		return []string{o.(*listsv1.Purchase).Spec.ListName}
+	}); err != nil {
+		return fmt.Errorf("index purchases: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ListIDField, func(o client.Object) []string {
+		id := o.(*listsv1.EmailList).Status.ListID
+		if id == 0 {
+			return nil
+		}
+		return []string{fmt.Sprint(id)}
+	}); err != nil {
+		return fmt.Errorf("index lists: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager wires the EmailList controller: it owns the Jobs it
+// creates, and looks again when a Purchase names one of its lists.
+func (r *EmailListReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&listsv1.EmailList{}).
+		Watches(&listsv1.Purchase{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*listsv1.Purchase).Spec.ListName}}}
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent})
+	switch e := r.Executor.(type) {
+	case *JobExecutor:
+		b = b.Owns(&batchv1.Job{})
+	case *LocalExecutor:
+		b = b.WatchesRawSource(source.Channel(e.Events(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.Named("emaillist").Complete(r)
+}
+
+// SetupWithManager wires the Purchase controller: it looks again whenever
+// the list a Purchase names changes.
+func (r *PurchaseReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&listsv1.Purchase{}).
+		Watches(&listsv1.EmailList{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var ps listsv1.PurchaseList
+			if err := mgr.GetClient().List(ctx, &ps, client.InNamespace(o.GetNamespace()), client.MatchingFields{PurchaseListNameField: o.GetName()}); err != nil {
+				return nil
+			}
+			reqs := make([]reconcile.Request, 0, len(ps.Items))
+			for _, p := range ps.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+			}
+			return reqs
+		})).
+		Named("purchase").
+		Complete(r)
+}

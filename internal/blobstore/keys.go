@@ -1,0 +1,41 @@
+package blobstore
+
+import (
+	"fmt"
+	"path"
+)
+
+// ListKeys names the objects of one list. Everything lives under one
+// prefix so that deleting the list deletes all of it.
+type ListKeys struct {
+	// UID of the EmailList; unique for the lifetime of the cluster.
+	UID string
+}
+
+// Prefix is the common prefix of the list's objects.
+func (k ListKeys) Prefix() string { return "lists/" + k.UID + "/" }
+
+// Input is the prepared plain-text input (extracted from a zip when needed).
+func (k ListKeys) Input() string { return k.Prefix() + "input" }
+
+// Source is where a ConfigMap source is copied to before preparation.
+func (k ListKeys) Source() string { return k.Prefix() + "source" }
+
+// Plan is the shard plan written at preparation.
+func (k ListKeys) Plan() string { return k.Prefix() + "plan.json" }
+
+// Part is shard i's slice of the result rows.
+func (k ListKeys) Part(i int) string { return fmt.Sprintf("%sparts/%05d.part", k.Prefix(), i) }
+
+// Summary is shard i's small outcome document.
+func (k ListKeys) Summary(i int) string {
+	return fmt.Sprintf("%sparts/%05d.summary.json", k.Prefix(), i)
+}
+
+// Progress is shard i's running row count, rewritten as it goes.
+func (k ListKeys) Progress(i int) string {
+	return fmt.Sprintf("%sparts/%05d.progress.json", k.Prefix(), i)
+}
+
+// Result is the merged result file.
+func (k ListKeys) Result(fileName string) string { return k.Prefix() + "result/" + path.Base(fileName) }

@@ -1,0 +1,124 @@
+package listfile
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Dialect says how to read a file. It comes from the user's upload
+// settings, so Validate reports problems as bad input.
+type Dialect struct {
+	Delimiter   byte // ',', '|' or '\t'
+	Header      bool // first record is a header
+	EmailColumn int  // 1-based position of the email column
+}
+
+// Validate checks the dialect before any byte is read, so a wrong setting
+// fails fast with a clear message instead of producing garbage shards.
+func (d Dialect) Validate() error {
+	switch d.Delimiter {
+	case ',', '|', '\t':
+	default:
+		return inputErr(ErrInvalidDialect, 0, -1,
+			fmt.Sprintf("unsupported delimiter %q: use comma, pipe or tab", d.Delimiter))
+	}
+	if d.EmailColumn < 1 {
+		return inputErr(ErrInvalidDialect, 0, -1,
+			fmt.Sprintf("email column must be 1 or greater, got %d", d.EmailColumn))
+	}
+	return nil
+}
+
+// Kind is the type of an uploaded file, decided by its extension, so the
+// controller knows whether to unzip before scanning.
+type Kind int
+
+// The supported kinds of upload.
+const (
+	KindCSV Kind = iota + 1
+	KindTXT
+	KindZip
+)
+
+// String returns the extension of the kind, for logs and messages.
+func (k Kind) String() string {
+	switch k {
+	case KindCSV:
+		return ".csv"
+	case KindTXT:
+		return ".txt"
+	case KindZip:
+		return ".zip"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// allowedExtensions is used in user-facing messages.
+const allowedExtensions = ".csv, .txt, .zip"
+
+// KindOf returns the kind of a file by its extension (case-insensitive), so
+// uploads of other types are rejected before any reading with a message
+// naming the allowed extensions.
+func KindOf(name string) (Kind, error) {
+	base := baseName(name)
+	ext := strings.ToLower(path.Ext(base))
+	switch ext {
+	case ".csv":
+		return KindCSV, nil
+	case ".txt":
+		return KindTXT, nil
+	case ".zip":
+		return KindZip, nil
+	case "":
+		return 0, inputErr(ErrExtension, 0, -1,
+			fmt.Sprintf("file %q has no extension: allowed extensions are %s", base, allowedExtensions))
+	}
+	return 0, inputErr(ErrExtension, 0, -1,
+		fmt.Sprintf("unsupported file type %q: allowed extensions are %s", ext, allowedExtensions))
+}
+
+// baseName returns the last element of a path that may use '/' or '\'
+// separators (zip files written on Windows use either).
+func baseName(name string) string {
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		return name[i+1:]
+	}
+	return name
+}
+
+// Defaults applied to zero Limits, so a zero value is safe against hostile
+// input.
+const (
+	DefaultMaxRecordBytes   = 1 << 20  // 1 MiB
+	DefaultMaxExpandedBytes = 10 << 30 // 10 GiB
+)
+
+// Limits bounds the resources hostile input can make us use.
+type Limits struct {
+	// MaxExpandedBytes caps the uncompressed bytes of a zip's inner file,
+	// counted as they are read (headers are not trusted).
+	// 0 means DefaultMaxExpandedBytes.
+	MaxExpandedBytes int64
+	// MaxRecordBytes caps one record (without its line terminator); a
+	// larger record is an error, which also bounds the reader's memory.
+	// 0 means DefaultMaxRecordBytes; values above 1 GiB count as 1 GiB.
+	MaxRecordBytes int
+}
+
+// maxRecordCap keeps MaxRecordBytes arithmetic far from overflow.
+const maxRecordCap = 1 << 30
+
+func (l Limits) maxRecord() int {
+	if l.MaxRecordBytes <= 0 {
+		return DefaultMaxRecordBytes
+	}
+	return min(l.MaxRecordBytes, maxRecordCap)
+}
+
+func (l Limits) maxExpanded() int64 {
+	if l.MaxExpandedBytes <= 0 {
+		return DefaultMaxExpandedBytes
+	}
+	return l.MaxExpandedBytes
+}

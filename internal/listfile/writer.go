@@ -1,0 +1,138 @@
+package listfile
+
+import (
+	"bufio"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Writer writes output rows. Data rows are written from the input's raw
+// bytes (WriteRaw), so whatever quoting the user's file had survives
+// untouched and nothing is re-encoded in the hot path.
+type Writer struct {
+	bw    *bufio.Writer
+	delim byte
+	term  string
+	err   error
+}
+
+// NewWriter returns a Writer using delim between fields and CRLF or LF
+// line endings (pass Plan.CRLF to keep the input's line endings).
+func NewWriter(w io.Writer, delim byte, crlf bool) *Writer {
+	term := "\n"
+	if crlf {
+		term = "\r\n"
+	}
+	return &Writer{bw: bufio.NewWriterSize(w, 64<<10), delim: delim, term: term}
+}
+
+// WriteFields writes one record of field values, such as the header,
+// quoting a field when it contains the delimiter, a quote, CR or LF.
+func (w *Writer) WriteFields(fields []string) error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(fields) == 1 && fields[0] == "" {
+		// An empty line would be read back as a blank line, not a record.
+		w.bw.WriteString(`""`)
+	}
+	for i, f := range fields {
+		if i > 0 {
+			w.bw.WriteByte(w.delim)
+		}
+		w.writeField(f)
+	}
+	_, w.err = w.bw.WriteString(w.term)
+	return w.err
+}
+
+// WriteRaw writes an input record unchanged, then width-nfields empty
+// fields (so appended columns line up on ragged rows), then the extra
+// fields quoted as needed, then the line terminator.
+func (w *Writer) WriteRaw(raw []byte, nfields, width int, extra []string) error {
+	if w.err != nil {
+		return w.err
+	}
+	bw := w.bw
+	if len(raw) == 0 && width <= 1 && len(extra) == 0 {
+		bw.WriteString(`""`) // keep an empty record from becoming a blank line
+	} else {
+		bw.Write(raw)
+	}
+	for i := nfields; i < width; i++ {
+		bw.WriteByte(w.delim)
+	}
+	for _, f := range extra {
+		bw.WriteByte(w.delim)
+		w.writeField(f)
+	}
+	_, w.err = bw.WriteString(w.term)
+	return w.err
+}
+
+func (w *Writer) writeField(f string) {
+	if !w.needsQuotes(f) {
+		w.bw.WriteString(f)
+		return
+	}
+	w.bw.WriteByte('"')
+	for {
+		i := strings.IndexByte(f, '"')
+		if i < 0 {
+			break
+		}
+		w.bw.WriteString(f[:i+1])
+		w.bw.WriteByte('"')
+		f = f[i+1:]
+	}
+	w.bw.WriteString(f)
+	w.bw.WriteByte('"')
+}
+
+func (w *Writer) needsQuotes(f string) bool {
+	for i := 0; i < len(f); i++ {
+		switch c := f[i]; c {
+		case '"', '\r', '\n', w.delim:
+			return true
+		}
+	}
+	return false
+}
+
+// Flush writes buffered data to the underlying writer; call it before
+// closing or handing the output on.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	w.err = w.bw.Flush()
+	return w.err
+}
+
+// SynthesizeHeader returns an output header for an input without one: one
+// name per input column, "email" for the email column and "column_<n>"
+// (1-based) for the others, so output columns are always named. It returns
+// max(width, emailColumn) names.
+func SynthesizeHeader(width, emailColumn int) []string {
+	h := make([]string, max(width, emailColumn, 0))
+	for i := range h {
+		if i+1 == emailColumn {
+			h[i] = "email"
+		} else {
+			h[i] = "column_" + strconv.Itoa(i+1)
+		}
+	}
+	return h
+}
+
+// PadHeader returns a copy of an input header extended to width names with
+// "column_<n>", for files whose data rows are wider than their header.
+func PadHeader(header []string, width int) []string {
+	h := make([]string, max(width, len(header)))
+	copy(h, header)
+	for i := len(header); i < len(h); i++ {
+		h[i] = "column_" + strconv.Itoa(i+1)
+	}
+	return h
+}

@@ -1,0 +1,113 @@
+// Package listservice defines the seam between the list pipeline and the data
+// services (email verification, append, intelligence) that run over a list.
+package listservice
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Row is one data row handed to a service. Its fields are copies, so a
+// service may keep them while it works through a batch.
+type Row struct {
+	// Number is the 0-based data row number in the whole list.
+	Number int64
+	// Fields are the row's unquoted values.
+	Fields []string
+}
+
+// Field returns field i (0-based), or "" for a short row.
+func (r Row) Field(i int) string {
+	if i < 0 || i >= len(r.Fields) {
+		return ""
+	}
+	return r.Fields[i]
+}
+
+// Input describes the list a processor works on.
+type Input struct {
+	// Header holds the input's header names, or nil when it had none.
+	Header []string
+	// EmailColumn is the 0-based index of the email column.
+	EmailColumn int
+}
+
+// Processor runs a service over the rows of one shard. Rows come in
+// batches, so a service can group work (for example by mail domain).
+type Processor interface {
+	// ProcessBatch fills out[i] with the appended values for rows[i];
+	// each out[i] has len(Columns()) entries. An error aborts the shard.
+	ProcessBatch(ctx context.Context, rows []Row, out [][]string) error
+	// Reporting returns the aggregated counts of the rows seen so far.
+	Reporting() Reporting
+	// Close releases the processor's resources.
+	Close() error
+}
+
+// Service is a data service that can run over lists.
+type Service interface {
+	// Columns names the appended columns, in order.
+	Columns() []string
+	// Check rejects inputs the service cannot work with (for example a
+	// header that lacks required columns), before any shard runs.
+	Check(in Input) error
+	// NewProcessor returns a processor for one shard.
+	NewProcessor(ctx context.Context, in Input) (Processor, error)
+}
+
+// Reporting holds small aggregated counts: field → bucket → count.
+type Reporting map[string]map[string]int64
+
+// Add counts one row into field/bucket.
+func (r Reporting) Add(field, bucket string, n int64) {
+	m := r[field]
+	if m == nil {
+		m = map[string]int64{}
+		r[field] = m
+	}
+	m[bucket] += n
+}
+
+// Merge adds other's counts into r.
+func (r Reporting) Merge(other Reporting) {
+	for field, buckets := range other {
+		for bucket, n := range buckets {
+			r.Add(field, bucket, n)
+		}
+	}
+}
+
+// Registry maps service names to services. It is not global: each binary
+// builds one with the services it is configured for.
+type Registry struct {
+	mu       sync.RWMutex
+	services map[string]Service
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{services: map[string]Service{}} }
+
+// Register adds a service under name.
+func (r *Registry) Register(name string, s Service) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.services[name] = s
+}
+
+// Lookup returns the named service.
+func (r *Registry) Lookup(name string) (Service, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.services[name]
+	if !ok {
+		names := make([]string, 0, len(r.services))
+		for n := range r.services {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("service %q is not available in this deployment (available: %v)", name, names)
+	}
+	return s, nil
+}

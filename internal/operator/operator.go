@@ -1,0 +1,221 @@
+// Package operator assembles the controller manager: the scheme, caches,
+// controllers, executor and health endpoints. cmd/manager and the local
+// stack both run it.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/controllers"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+// Executor kinds.
+const (
+	ExecutorJob   = "job"
+	ExecutorLocal = "local"
+)
+
+// Options configure the manager.
+type Options struct {
+	// Namespace the operator runs in; it holds the list ID counter.
+	Namespace string
+	// ListIDConfigMap is the counter's name.
+	ListIDConfigMap string
+	// BlobURL names the store; Store, when set, is used instead.
+	BlobURL string
+	Store   *blobstore.Store
+	// Registry of list services; catalog.Registry() when nil.
+	Registry *listservice.Registry
+	// Executor is "job" (default) or "local".
+	Executor string
+	// LocalConcurrency caps in-process shards for the local executor.
+	LocalConcurrency int
+	Job              controllers.JobConfig
+	Pipeline         pipeline.Config
+	// CallbackAllowCIDRs opens private ranges to callbacks, comma separated.
+	CallbackAllowCIDRs string
+	CallbackBackoff    callback.Backoff
+	SourceGrace        time.Duration
+	PollInterval       time.Duration
+	MaxConcurrent      int
+
+	// WatchNamespaces limits the manager to these namespaces (all when empty).
+	WatchNamespaces []string
+
+	// SkipNameValidation allows several managers in one process (tests).
+	SkipNameValidation bool
+
+	MetricsAddr    string
+	ProbeAddr      string
+	LeaderElection bool
+}
+
+// Defaults fills unset options.
+func (o *Options) Defaults() {
+	if o.Namespace == "" {
+		o.Namespace = "emaildata-system"
+	}
+	if o.ListIDConfigMap == "" {
+		o.ListIDConfigMap = "emaildata-list-ids"
+	}
+	if o.Executor == "" {
+		o.Executor = ExecutorJob
+	}
+	if o.LocalConcurrency == 0 {
+		o.LocalConcurrency = 4
+	}
+	if o.Pipeline.ShardBytes == 0 {
+		o.Pipeline = pipeline.DefaultConfig()
+	}
+	if o.CallbackBackoff.Attempts == 0 {
+		o.CallbackBackoff = callback.Backoff{Base: 5 * time.Second, Max: 5 * time.Minute, Attempts: 8}
+	}
+	if o.SourceGrace == 0 {
+		o.SourceGrace = 2 * time.Minute
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 5 * time.Second
+	}
+	if o.MaxConcurrent == 0 {
+		o.MaxConcurrent = 4
+	}
+	if o.Job.BackoffLimitPerIndex == 0 {
+		o.Job.BackoffLimitPerIndex = 2
+	}
+	if o.Job.TTLSecondsAfterFinished == 0 {
+		o.Job.TTLSecondsAfterFinished = 3600
+	}
+	if o.Job.Parallelism == 0 {
+		o.Job.Parallelism = 8
+	}
+	if o.Job.BlobURL == "" {
+		o.Job.BlobURL = o.BlobURL
+	}
+}
+
+// Scheme returns a scheme with the built-in types and ours.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(listsv1.AddToScheme(s))
+	return s
+}
+
+// New builds a manager with the controllers wired in.
+func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	o.Defaults()
+	scheme := Scheme()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElection,
+		Controller:              ctrlconfig.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
+		LeaderElectionID:        "emaildata-manager.lists.emaildata.io",
+		LeaderElectionNamespace: o.Namespace,
+		Cache: cache.Options{DefaultNamespaces: namespaces(o.WatchNamespaces), ByObject: map[client.Object]cache.ByObject{
+			// Only our worker Jobs, not every Job in the cluster.
+			&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "worker"})},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+
+	store := o.Store
+	if store == nil {
+		if store, err = blobstore.Open(ctx, o.BlobURL); err != nil {
+			return nil, err
+		}
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = catalog.Registry()
+	}
+	policy, err := callback.ParsePolicy(o.CallbackAllowCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("callback allow list: %w", err)
+	}
+
+	var exec controllers.Executor
+	switch o.Executor {
+	case ExecutorJob:
+		if o.Job.Image == "" {
+			return nil, fmt.Errorf("the job executor needs a worker image")
+		}
+		exec = &controllers.JobExecutor{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job}
+	case ExecutorLocal:
+		exec = controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
+	default:
+		return nil, fmt.Errorf("unknown executor %q (want job or local)", o.Executor)
+	}
+
+	if err := controllers.IndexFields(ctx, mgr); err != nil {
+		return nil, err
+	}
+	lists := &controllers.EmailListReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    scheme,
+		Recorder:  mgr.GetEventRecorder("emaildata-manager"),
+		Store:     store,
+		Registry:  reg,
+		Executor:  exec,
+		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+			Namespace: o.Namespace, Name: o.ListIDConfigMap},
+		Pipeline:     o.Pipeline,
+		SourceGrace:  o.SourceGrace,
+		PollInterval: o.PollInterval,
+		Callbacks:    controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
+	}
+	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
+		return nil, fmt.Errorf("set up emaillist controller: %w", err)
+	}
+	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("emaildata-manager")}
+	if err := purchases.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up purchase controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace)
+	return mgr, nil
+}
+
+func namespaces(names []string) map[string]cache.Config {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]cache.Config, len(names))
+	for _, n := range names {
+		m[n] = cache.Config{}
+	}
+	return m
+}

@@ -1,0 +1,176 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"gocloud.dev/blob"
+
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+)
+
+// maxSummaryBytes bounds a shard summary read back from the store.
+const maxSummaryBytes = 1 << 20
+
+var blobWriterOptions = blob.WriterOptions{ContentType: "application/octet-stream", BufferSize: 1 << 20}
+
+// Outcome is the merged result of all shards.
+type Outcome struct {
+	Key       string
+	FileName  string
+	Bytes     int64
+	Rows      int64
+	SHA256    string
+	Reporting listservice.Reporting
+}
+
+// Summaries reads every shard's summary. A missing summary is an error.
+func Summaries(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan) ([]Summary, error) {
+	out := make([]Summary, len(plan.Shards))
+	for i := range plan.Shards {
+		if err := store.ReadJSON(ctx, keys.Summary(i), maxSummaryBytes, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ShardFailure returns the first failed shard's summary, if any shard wrote one.
+func ShardFailure(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan) (*Summary, error) {
+	for i := range plan.Shards {
+		var s Summary
+		err := store.ReadJSON(ctx, keys.Summary(i), maxSummaryBytes, &s)
+		if blobstore.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if s.Error != "" {
+			return &s, nil
+		}
+	}
+	return nil, nil
+}
+
+// Progress adds up the rows done: finished shards from their summaries,
+// running ones from their progress documents.
+func Progress(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan) (int64, error) {
+	var done int64
+	for i := range plan.Shards {
+		var s Summary
+		err := store.ReadJSON(ctx, keys.Summary(i), maxSummaryBytes, &s)
+		if err == nil && s.Error == "" {
+			done += s.Rows
+			continue
+		}
+		if err != nil && !blobstore.IsNotFound(err) {
+			return 0, err
+		}
+		var p ProgressDoc
+		err = store.ReadJSON(ctx, keys.Progress(i), maxSummaryBytes, &p)
+		if err == nil {
+			done += p.Rows
+		} else if !blobstore.IsNotFound(err) {
+			return 0, err
+		}
+	}
+	return done, nil
+}
+
+// Merge writes the result file: the header row, then every shard's part in
+// order, zipped when the input was a zip. It records size and SHA-256.
+func Merge(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, fileName string) (*Outcome, error) {
+	sums, err := Summaries(ctx, store, keys, plan)
+	if err != nil {
+		return nil, err
+	}
+	out := &Outcome{Key: keys.Result(fileName), FileName: fileName, Reporting: listservice.Reporting{}}
+	for _, s := range sums {
+		if s.Error != "" {
+			return nil, fmt.Errorf("shard %d failed: %s", s.Index, s.Error)
+		}
+		out.Rows += s.Rows
+		out.Reporting.Merge(s.Reporting)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := store.NewWriter(wctx, out.Key, &blob.WriterOptions{ContentType: ContentType(fileName), BufferSize: 1 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("create result: %w", err)
+	}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(w, h)}
+
+	var werr error
+	if plan.Zip {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(writeRows(ctx, store, keys, plan, pw)) }()
+		werr = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, fileName), pr)
+		pr.CloseWithError(werr)
+	} else {
+		werr = writeRows(ctx, store, keys, plan, cw)
+	}
+	if werr != nil {
+		cancel()
+		_ = w.Close()
+		return nil, fmt.Errorf("write result: %w", werr)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("write result: %w", err)
+	}
+	out.Bytes = cw.n
+	out.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return out, nil
+}
+
+// zipEntryName names the file inside a zipped result after the inner input
+// file, with the result suffix, so unzipping never clobbers the input.
+func zipEntryName(inner, fileName string) string {
+	ext := strings.ToLower(path.Ext(inner))
+	if ext != ".csv" && ext != ".txt" {
+		ext = ".csv"
+	}
+	return strings.TrimSuffix(fileName, path.Ext(fileName)) + ext
+}
+
+func writeRows(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, w io.Writer) error {
+	hw := listfile.NewWriter(w, plan.Delimiter, plan.CRLF)
+	if err := hw.WriteFields(plan.OutputHeader); err != nil {
+		return err
+	}
+	if err := hw.Flush(); err != nil {
+		return err
+	}
+	for i := range plan.Shards {
+		r, err := store.NewReader(ctx, keys.Part(i), nil)
+		if err != nil {
+			return fmt.Errorf("open part %d: %w", i, err)
+		}
+		_, err = io.Copy(w, r)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("copy part %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

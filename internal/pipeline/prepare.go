@@ -1,0 +1,196 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+)
+
+// Config bounds and sizes the work.
+type Config struct {
+	Limits listfile.Limits
+	// ShardBytes is the target input size of one shard.
+	ShardBytes int64
+	// MaxShards caps the shard count; shards grow beyond ShardBytes instead.
+	MaxShards int
+}
+
+// DefaultConfig is used where nothing is configured.
+func DefaultConfig() Config {
+	return Config{
+		Limits:     listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
+		ShardBytes: 8 << 20,
+		MaxShards:  64,
+	}
+}
+
+// Source is the submitted list file in the blob store.
+type Source struct {
+	// Key of the file as submitted (a zip stays zipped).
+	Key string
+	// Name is the file name; its extension decides the format.
+	Name string
+}
+
+// Request is what Prepare needs to know about the list.
+type Request struct {
+	Source  Source
+	Dialect listfile.Dialect
+	Service string
+}
+
+// Prepare validates the list file, extracts a zip into a plain input object,
+// plans the shards and stores the plan. Problems with the file itself come
+// back as InputError; anything else is worth retrying.
+func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, req Request, svc listservice.Service, cfg Config) (*Plan, error) {
+	if err := req.Dialect.Validate(); err != nil {
+		return nil, BadInput(err)
+	}
+	kind, err := listfile.KindOf(req.Source.Name)
+	if err != nil {
+		return nil, BadInput(err)
+	}
+	size, err := store.Size(ctx, req.Source.Key)
+	if err != nil {
+		if blobstore.IsNotFound(err) {
+			return nil, BadInputf("the list file %q is missing from the store", req.Source.Key)
+		}
+		return nil, err
+	}
+
+	plan := &Plan{
+		Version:     PlanVersion,
+		Service:     req.Service,
+		InputKey:    req.Source.Key,
+		Delimiter:   req.Dialect.Delimiter,
+		Header:      req.Dialect.Header,
+		EmailColumn: req.Dialect.EmailColumn,
+		SizeBytes:   size,
+		Columns:     svc.Columns(),
+	}
+
+	var scanned *listfile.Plan
+	if kind == listfile.KindZip {
+		plan.Zip = true
+		plan.InputKey = keys.Input()
+		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg)
+	} else {
+		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	plan.Width = scanned.MaxFields
+	plan.CRLF = scanned.CRLF
+	plan.InputHeader = scanned.Header
+	plan.Records = scanned.Records
+	plan.Shards = scanned.Shards
+	plan.OutputHeader = outputHeader(scanned.Header, scanned.MaxFields, req.Dialect.EmailColumn, plan.Columns)
+
+	if err := svc.Check(listservice.Input{Header: scanned.Header, EmailColumn: req.Dialect.EmailColumn - 1}); err != nil {
+		return nil, BadInput(err)
+	}
+	if err := store.WriteJSON(ctx, keys.Plan(), plan); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+func scanObject(ctx context.Context, store *blobstore.Store, key string, d listfile.Dialect, cfg Config) (*listfile.Plan, error) {
+	r, err := store.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open list file: %w", err)
+	}
+	defer r.Close()
+	p, err := listfile.Scan(r, d, cfg.Limits, cfg.ShardBytes, cfg.MaxShards)
+	return p, classify(err)
+}
+
+// prepareZip extracts the zip's one file into dstKey while scanning it.
+func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey string, size int64, cfg Config) (*listfile.Plan, string, error) {
+	ra, _, err := store.NewReaderAt(ctx, req.Source.Key)
+	if err != nil {
+		return nil, "", err
+	}
+	name, rc, err := listfile.OpenZip(ra, size, cfg.Limits)
+	if err != nil {
+		return nil, "", classify(err)
+	}
+	defer rc.Close()
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := store.NewWriter(wctx, dstKey, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("create %s: %w", dstKey, err)
+	}
+	scanned, err := listfile.Scan(io.TeeReader(rc, w), req.Dialect, cfg.Limits, cfg.ShardBytes, cfg.MaxShards)
+	if err != nil {
+		cancel() // abandons the partial object
+		_ = w.Close()
+		return nil, "", classify(err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, "", fmt.Errorf("write %s: %w", dstKey, err)
+	}
+	return scanned, name, nil
+}
+
+// classify turns listfile's bad-input errors into InputErrors.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if listfile.IsBadInput(err) {
+		return BadInput(err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return err
+}
+
+// outputHeader is the result's header: the input header (padded to width
+// with synthesized names) or a synthesized one, then the service columns.
+func outputHeader(in []string, width, emailColumn int, columns []string) []string {
+	synth := listfile.SynthesizeHeader(width, emailColumn)
+	out := make([]string, 0, width+len(columns))
+	for i := 0; i < width; i++ {
+		if i < len(in) {
+			out = append(out, in[i])
+		} else {
+			out = append(out, synth[i])
+		}
+	}
+	return append(out, columns...)
+}
+
+// ResultFileName is the download name: <name>-<listID>-results.<ext>.
+func ResultFileName(name string, listID int64) string {
+	ext := path.Ext(name)
+	base := strings.TrimSuffix(path.Base(name), ext)
+	if base == "" {
+		base = "list"
+	}
+	return fmt.Sprintf("%s-%d-results%s", base, listID, strings.ToLower(ext))
+}
+
+// ContentType is the media type of a result file of that name.
+func ContentType(fileName string) string {
+	switch strings.ToLower(path.Ext(fileName)) {
+	case ".zip":
+		return "application/zip"
+	case ".csv":
+		return "text/csv; charset=utf-8"
+	default:
+		return "text/plain; charset=utf-8"
+	}
+}
