@@ -24,7 +24,7 @@ func main() {
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
 	flag.StringVar(&o.Executor, "executor", operator.ExecutorJob, "job (Kubernetes Jobs) or local (in-process)")
 	flag.StringVar(&o.Job.Image, "worker-image", os.Getenv("WORKER_IMAGE"), "image of the worker Jobs")
-	flag.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "emaildata-worker", "service account of worker pods")
+	flag.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "", "service account of worker pods, in the list's namespace (default: the namespace's default account; no token is mounted either way)")
 	flag.StringVar(&o.Job.EnvFromSecret, "worker-env-secret", "", "Secret whose keys become the workers' environment (store credentials)")
 	flag.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
 	flag.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")

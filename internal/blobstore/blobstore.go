@@ -45,6 +45,11 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		if !q.Has("create_dir") {
 			q.Set("create_dir", "true")
 		}
+		if !q.Has("no_tmp_dir") {
+			// Write temp files beside the object, so the final rename stays on
+			// one filesystem (a read-only root with a mounted store).
+			q.Set("no_tmp_dir", "true")
+		}
 		if !q.Has("metadata") {
 			q.Set("metadata", "skip")
 		}

@@ -64,6 +64,7 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		p.results = make([]verify.Result, len(rows))
 	}
 	res := p.results[:len(rows)]
+	clear(res) // results are reused: nothing may leak from the previous batch
 	if err := p.svc.Checker(ctx, p.addrs, res); err != nil {
 		return err
 	}

@@ -1,0 +1,185 @@
+package localstack_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMakeRunE2E does what a new user does: start the local stack (the
+// program behind `make run`), `kubectl apply -f config/samples/`, watch the
+// list reach Results, find its result file in the store, then Ctrl-C.
+func TestMakeRunE2E(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		kubectl = filepath.Join(assets, "kubectl")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "localstack")
+	build := exec.Command("go", "build", "-o", bin, "./hack/localstack")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build localstack: %v\n%s", err, out)
+	}
+
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncWriter{b: &strings.Builder{}}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	// The banner prints the kubeconfig and the apply line.
+	var kubeconfig, applyLine string
+	deadline := time.After(90 * time.Second)
+	for applyLine == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("localstack exited early; logs:\n%s", logs.String())
+			}
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "kubeconfig:" {
+				kubeconfig = f[1]
+			}
+			if strings.Contains(l, "kubectl apply -f") {
+				applyLine = strings.TrimSpace(l)
+			}
+		case <-deadline:
+			t.Fatalf("no banner within 90s; logs:\n%s", logs.String())
+		}
+	}
+	if kubeconfig == "" {
+		t.Fatal("banner named no kubeconfig")
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+
+	run := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		c.Dir = root
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// Exactly the printed command.
+	out := run(strings.Fields(strings.TrimPrefix(applyLine, "kubectl "))...)
+	if !strings.Contains(out, "emaillist.lists.emaildata.io/sample-list created") {
+		t.Fatalf("apply output:\n%s", out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		phase := run("get", "emaillist", "sample-list", "-o", "jsonpath={.status.phase}")
+		if phase == "Results" {
+			break
+		}
+		if phase == "Failed" {
+			t.Fatalf("sample list failed:\n%s", run("get", "emaillist", "sample-list", "-o", "yaml"))
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("sample list did not reach Results (phase %q); logs:\n%s", phase, logs.String())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+
+	table := run("get", "emaillists")
+	header := strings.Fields(strings.SplitN(table, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME LISTID SERVICE ACTION PHASE PROGRESS AGE" {
+		t.Errorf("kubectl get emaillists columns: %v", header)
+	}
+	if !strings.Contains(table, "email_validation") || !strings.Contains(table, "Results") {
+		t.Errorf("kubectl get emaillists:\n%s", table)
+	}
+	if short := run("get", "el"); !strings.Contains(short, "sample-list") {
+		t.Errorf("short name el does not work:\n%s", short)
+	}
+
+	key := run("get", "emaillist", "sample-list", "-o", "jsonpath={.status.result.key}")
+	data, err := os.ReadFile(filepath.Join(dir, "store", key))
+	if err != nil {
+		t.Fatalf("result file not in the store: %v", err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_valid_email") || len(rows) < 3 {
+		t.Errorf("result file:\n%s", data)
+	}
+
+	// Applying again, with kustomize this time, changes nothing.
+	if out := run("apply", "-k", "config/samples/"); !strings.Contains(out, "unchanged") {
+		t.Errorf("apply -k output:\n%s", out)
+	}
+
+	// Ctrl-C stops everything cleanly.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("localstack exit: %v; logs:\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("localstack did not stop within 60s of Ctrl-C")
+	}
+}
+
+// syncWriter collects the child's logs while the test reads them.
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
