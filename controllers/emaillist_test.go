@@ -176,7 +176,7 @@ func TestBadInputFails(t *testing.T) {
 		}, "no file"},
 		{"zip with several files", func(n string) *listsv1.EmailList {
 			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"a.csv": "a@b.com\n", "b.csv": "c@d.com\n"}))).obj()
-		}, `contains 2 files ("a.csv", "b.csv")`},
+		}, "contains 2 files"},
 		{"zip path traversal", func(n string) *listsv1.EmailList {
 			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"../evil.csv": "a@b.com\n"}))).obj()
 		}, "evil.csv"},

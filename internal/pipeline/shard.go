@@ -106,9 +106,7 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 	wr := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
 	ncol := len(plan.Columns)
 
-	rows := make([]listservice.Row, 0, batchSize)
-	raws := make([][]byte, 0, batchSize)
-	nfields := make([]int, 0, batchSize)
+	var b batch
 	outs := make([][]string, batchSize)
 	for i := range outs {
 		outs[i] = make([]string, ncol)
@@ -117,6 +115,7 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 	lastProgress := time.Now()
 
 	flush := func() error {
+		rows := b.rows(shard.FirstRow + done)
 		if len(rows) == 0 {
 			return nil
 		}
@@ -128,12 +127,12 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 			return err
 		}
 		for i := range rows {
-			if err := wr.WriteRaw(raws[i], nfields[i], plan.Width, batchOut[i]); err != nil {
+			if err := wr.WriteRaw(b.raw(i), b.nfields[i], plan.Width, batchOut[i]); err != nil {
 				return fmt.Errorf("write row: %w", err)
 			}
 		}
 		done += int64(len(rows))
-		rows, raws, nfields = rows[:0], raws[:0], nfields[:0]
+		b.reset()
 		if progress != nil && time.Since(lastProgress) >= progressEvery {
 			lastProgress = time.Now()
 			progress(done)
@@ -147,17 +146,10 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 			break
 		}
 		if err != nil {
-			return done, classify(fmt.Errorf("row %d: %w", shard.FirstRow+done+int64(len(rows))+1, err))
+			return done, classify(fmt.Errorf("row %d: %w", shard.FirstRow+done+int64(b.len())+1, err))
 		}
-		n := rec.NumFields()
-		fields := make([]string, n)
-		for i := 0; i < n; i++ {
-			fields[i] = rec.Field(i)
-		}
-		rows = append(rows, listservice.Row{Number: shard.FirstRow + done + int64(len(rows)), Fields: fields})
-		raws = append(raws, append([]byte(nil), rec.Raw...))
-		nfields = append(nfields, n)
-		if len(rows) == batchSize {
+		b.add(rec)
+		if b.len() == batchSize {
 			if err := flush(); err != nil {
 				return done, err
 			}
@@ -170,4 +162,63 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 		return done, fmt.Errorf("write rows: %w", err)
 	}
 	return done, nil
+}
+
+// batch collects rows in flat buffers, so a batch costs a few allocations
+// instead of one per field: field bytes go to one arena that becomes a
+// single string when the batch is handed over.
+type batch struct {
+	arena    []byte // field values, back to back
+	fieldEnd []int  // end offset in arena of every field
+	rowEnd   []int  // end index in fieldEnd of every row
+	rawBuf   []byte // raw records, back to back
+	rawEnd   []int
+	nfields  []int
+	out      []listservice.Row
+}
+
+func (b *batch) len() int { return len(b.rowEnd) }
+
+func (b *batch) add(rec *listfile.Record) {
+	n := rec.NumFields()
+	for i := 0; i < n; i++ {
+		b.arena = append(b.arena, rec.FieldBytes(i)...)
+		b.fieldEnd = append(b.fieldEnd, len(b.arena))
+	}
+	b.rowEnd = append(b.rowEnd, len(b.fieldEnd))
+	b.rawBuf = append(b.rawBuf, rec.Raw...)
+	b.rawEnd = append(b.rawEnd, len(b.rawBuf))
+	b.nfields = append(b.nfields, n)
+}
+
+// rows materialises the batch. The strings are fresh per batch, so a
+// service may keep them.
+func (b *batch) rows(first int64) []listservice.Row {
+	s := string(b.arena)
+	fields := make([]string, len(b.fieldEnd))
+	start := 0
+	for i, end := range b.fieldEnd {
+		fields[i] = s[start:end]
+		start = end
+	}
+	b.out = b.out[:0]
+	f := 0
+	for i, end := range b.rowEnd {
+		b.out = append(b.out, listservice.Row{Number: first + int64(i), Fields: fields[f:end:end]})
+		f = end
+	}
+	return b.out
+}
+
+func (b *batch) raw(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.rawEnd[i-1]
+	}
+	return b.rawBuf[start:b.rawEnd[i]]
+}
+
+func (b *batch) reset() {
+	b.arena, b.fieldEnd, b.rowEnd = b.arena[:0], b.fieldEnd[:0], b.rowEnd[:0]
+	b.rawBuf, b.rawEnd, b.nfields = b.rawBuf[:0], b.rawEnd[:0], b.nfields[:0]
 }

@@ -1,0 +1,247 @@
+package evlist
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/verify"
+)
+
+func rowsOf(col int, addrs ...string) []listservice.Row {
+	rows := make([]listservice.Row, len(addrs))
+	for i, a := range addrs {
+		fields := make([]string, col+1)
+		fields[0] = "name"
+		fields[col] = a
+		rows[i] = listservice.Row{Number: int64(i), Fields: fields}
+	}
+	return rows
+}
+
+func newOut(n int) [][]string {
+	out := make([][]string, n)
+	for i := range out {
+		out[i] = make([]string, len(columns))
+	}
+	return out
+}
+
+func TestColumns(t *testing.T) {
+	s := New(SyntaxOnly)
+	want := []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_valid_email"}
+	got := s.Columns()
+	if !slices.Equal(got, want) {
+		t.Fatalf("Columns() = %q, want %q", got, want)
+	}
+	got[0] = "changed" // callers get a copy
+	if s.Columns()[0] != "ev_status" {
+		t.Error("Columns() returned the package's slice")
+	}
+	if err := s.Check(listservice.Input{}); err != nil {
+		t.Errorf("Check(no header) = %v", err)
+	}
+	if err := s.Check(listservice.Input{Header: []string{"a", "b"}, EmailColumn: 1}); err != nil {
+		t.Errorf("Check(header) = %v", err)
+	}
+}
+
+func TestSyntaxOnlyRows(t *testing.T) {
+	tests := []struct {
+		addr string
+		want []string // ev_status, ev_status_code, ev_domain_type, ev_role_account, ev_valid_email
+	}{
+		{"john@example.com", []string{"valid", "10", "", "", "john@example.com"}},
+		{"John.Doe@EXAMPLE.COM", []string{"valid", "10", "", "", "John.Doe@EXAMPLE.COM"}},
+		{"user@bücher.de", []string{"valid", "10", "", "", "user@bücher.de"}},
+		{"info@example.com", []string{"valid", "10", "", "", "info@example.com"}}, // role accounts come with later stages
+		{"", []string{"invalid", "100", "", "", ""}},
+		{"john.example.com", []string{"invalid", "150", "", "", ""}},
+		{"a@b@example.com", []string{"invalid", "155", "", "", ""}},
+		{"@example.com", []string{"invalid", "140", "", "", ""}},
+		{"john@", []string{"invalid", "145", "", "", ""}},
+		{"john@example.invalidtld", []string{"invalid", "200", "", "", ""}},
+		{" john@example.com ", []string{"invalid", "210", "", "", ""}},
+		{"jo hn@example.com", []string{"invalid", "215", "", "", ""}},
+		{"\xff@example.com", []string{"invalid", "110", "", "", ""}},
+	}
+	ctx := context.Background()
+	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{Header: []string{"name", "email"}, EmailColumn: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	addrs := make([]string, len(tests))
+	for i, tt := range tests {
+		addrs[i] = tt.addr
+	}
+	out := newOut(len(tests))
+	if err := p.ProcessBatch(ctx, rowsOf(1, addrs...), out); err != nil {
+		t.Fatal(err)
+	}
+	for i, tt := range tests {
+		if !slices.Equal(out[i], tt.want) {
+			t.Errorf("%q: got %q, want %q", tt.addr, out[i], tt.want)
+		}
+	}
+	wantReport := listservice.Reporting{
+		"status": {"valid": 4, "invalid": 9},
+		"status_code": {
+			"10": 4, "100": 1, "110": 1, "140": 1, "145": 1, "150": 1, "155": 1, "200": 1, "210": 1, "215": 1,
+		},
+	}
+	if got := p.Reporting(); !maps.EqualFunc(got, wantReport, maps.Equal) {
+		t.Errorf("Reporting() = %v, want %v", got, wantReport)
+	}
+}
+
+func TestReportingAcrossBatchesAndShortRows(t *testing.T) {
+	ctx := context.Background()
+	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := [][]listservice.Row{
+		rowsOf(2, "a@example.com", "b@example.org", "bad"),
+		{{Number: 3, Fields: []string{"only one field"}}}, // short row: empty email
+		rowsOf(2, "c@example.net"),
+	}
+	var all [][]string
+	for _, b := range batches {
+		out := newOut(len(b))
+		if err := p.ProcessBatch(ctx, b, out); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, out...)
+	}
+	if got := all[3]; got[0] != "invalid" || got[1] != "100" || got[4] != "" {
+		t.Errorf("short row: %q", got)
+	}
+	if got := all[4]; got[0] != "valid" || got[4] != "c@example.net" {
+		t.Errorf("row after a smaller batch: %q", got)
+	}
+	want := listservice.Reporting{
+		"status":      {"valid": 3, "invalid": 2},
+		"status_code": {"10": 3, "150": 1, "100": 1},
+	}
+	if got := p.Reporting(); !maps.EqualFunc(got, want, maps.Equal) {
+		t.Errorf("Reporting() = %v, want %v", got, want)
+	}
+
+	// Each processor counts its own rows.
+	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	if len(p2.Reporting()) != 0 {
+		t.Errorf("new processor reports %v", p2.Reporting())
+	}
+}
+
+func TestCustomChecker(t *testing.T) {
+	ctx := context.Background()
+	check := func(_ context.Context, addrs []string, res []verify.Result) error {
+		for i, a := range addrs {
+			r := verify.Result{Address: a}
+			switch {
+			case strings.HasPrefix(a, "info@"):
+				r.SetCode(verify.CodeDeliverable)
+				r.RoleAccount = true
+				r.DomainType = "biz"
+			case strings.HasSuffix(a, "@mailinator.com"):
+				r.SetCode(verify.CodeSpamTrap)
+				r.DomainType = "disposable"
+			case strings.HasSuffix(a, "@gmail.com"):
+				r.SetCode(verify.CodeCatchAll)
+				r.DomainType = "freeisp"
+			default:
+				r.SetCode(verify.CodeTimeout)
+			}
+			res[i] = r
+		}
+		return nil
+	}
+	p, err := New(check).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []listservice.Row{
+		{Fields: []string{"info@acme.com"}},
+		{Fields: []string{"x@mailinator.com"}},
+		{Fields: []string{"y@gmail.com"}},
+		{Fields: []string{"z@slow.example"}},
+	}
+	out := newOut(len(rows))
+	if err := p.ProcessBatch(ctx, rows, out); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"safetosend", "50", "biz", "true", "info@acme.com"},
+		{"trap", "525", "disposable", "", ""},
+		{"valid", "45", "freeisp", "", "y@gmail.com"},
+		{"unknown", "5", "", "", ""},
+	}
+	for i := range want {
+		if !slices.Equal(out[i], want[i]) {
+			t.Errorf("row %d: %q, want %q", i, out[i], want[i])
+		}
+	}
+	wantRep := listservice.Reporting{
+		"status":      {"safetosend": 1, "trap": 1, "valid": 1, "unknown": 1},
+		"status_code": {"50": 1, "525": 1, "45": 1, "5": 1},
+	}
+	if got := p.Reporting(); !maps.EqualFunc(got, wantRep, maps.Equal) {
+		t.Errorf("Reporting() = %v, want %v", got, wantRep)
+	}
+}
+
+func TestCheckerError(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("dns down")
+	p, _ := New(func(context.Context, []string, []verify.Result) error { return boom }).NewProcessor(ctx, listservice.Input{})
+	out := newOut(1)
+	if err := p.ProcessBatch(ctx, rowsOf(0, "a@example.com"), out); !errors.Is(err, boom) {
+		t.Errorf("ProcessBatch = %v, want %v", err, boom)
+	}
+	if len(p.Reporting()) != 0 || out[0][0] != "" {
+		t.Errorf("a failed batch was counted: %v %q", p.Reporting(), out[0])
+	}
+}
+
+// A Checker gets zeroed results: nothing from an earlier batch leaks into
+// the next one, even when a checker only sets what it found.
+func TestResultsZeroedBetweenBatches(t *testing.T) {
+	ctx := context.Background()
+	check := func(_ context.Context, addrs []string, res []verify.Result) error {
+		for i, a := range addrs {
+			res[i].Address = a
+			if strings.HasPrefix(a, "info@") {
+				res[i].RoleAccount = true
+				res[i].DomainType = "biz"
+				res[i].SetCode(verify.CodeDeliverable)
+			} else if res[i].Code == 0 {
+				res[i].SetCode(verify.CodeValidSyntax)
+			}
+		}
+		return nil
+	}
+	p, _ := New(check).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	out := newOut(2)
+	if err := p.ProcessBatch(ctx, rowsOf(0, "info@acme.com", "info@acme.org"), out); err != nil {
+		t.Fatal(err)
+	}
+	out = newOut(2)
+	if err := p.ProcessBatch(ctx, rowsOf(0, "jane@acme.com", "info@acme.net"), out); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"valid", "10", "", "", "jane@acme.com"},
+		{"safetosend", "50", "biz", "true", "info@acme.net"},
+	}
+	for i := range want {
+		if !slices.Equal(out[i], want[i]) {
+			t.Errorf("second batch row %d: %q, want %q", i, out[i], want[i])
+		}
+	}
+}
