@@ -1,50 +1,67 @@
-// Command api serves the REST companion API in-cluster.
-//
-// This build serves health and metrics only: the /v5 list, verification,
-// fraud and bulk endpoints arrive with their own issues, and are routed only
-// once they work.
+// Command api serves the REST companion API in-cluster: the /v5/list
+// endpoints, with API keys read from Secrets, plus /healthz, /readyz,
+// /metrics and /openapi.json.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/restapi"
 )
 
 func main() {
-	addr := flag.String("listen", ":8090", "address to serve on")
+	var o restapi.RunOptions
+	var cidrs string
+	var debug bool
+	o.Limits = pipeline.DefaultConfig().Limits
+	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
+	flag.StringVar(&o.KeyNamespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the API key Secrets and the list ID counter")
+	flag.StringVar(&o.Namespace, "lists-namespace", "", "namespace of API-submitted lists (default: --namespace)")
+	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")
+	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest accepted list file")
+	flag.Int64Var(&o.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
+	flag.Float64Var(&o.RateLimit, "rate-limit", 50, "requests per second per API key (a key's Secret may override)")
+	flag.IntVar(&o.Burst, "rate-burst", 100, "burst per API key")
+	flag.StringVar(&cidrs, "callback-allow-cidrs", "", "private ranges callback_url may point at, comma separated")
+	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
+	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
+	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	o.Log = log
+	policy, err := callback.ParsePolicy(cidrs)
+	if err != nil {
+		log.Error("bad --callback-allow-cidrs", "error", err.Error())
+		os.Exit(2)
+	}
+	o.CallbackPolicy = policy
 
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	log.Info("serving", "addr", *addr)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("serve", "error", err.Error())
+	if err := restapi.Run(ctx, ctrl.GetConfigOrDie(), o); err != nil {
+		log.Error("api stopped", "error", err.Error())
 		os.Exit(1)
 	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }

@@ -1,0 +1,51 @@
+package restapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// errorBody is the JSON error shape of the list endpoints.
+type errorBody struct {
+	Error     string `json:"error"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// writeError writes a JSON error. Messages are written for clients and
+// never carry internal errors.
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: code, Message: msg, RequestID: requestIDFrom(r.Context())})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(msg + "\n"))
+}
+
+// tooMany answers a rate-limited request.
+func tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration) {
+	secs := int(retry.Seconds() + 0.999)
+	if secs < 1 {
+		secs = 1
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, r, http.StatusTooManyRequests, "RateLimited", "too many requests for this API key; retry after "+strconv.Itoa(secs)+"s")
+}
+
+// internalError logs err with the request ID and answers 500 without it.
+func (s *Server) internalError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.Error(what, "request_id", requestIDFrom(r.Context()), "error", err.Error())
+	writeError(w, r, http.StatusInternalServerError, "InternalError", "internal error; quote request id "+requestIDFrom(r.Context()))
+}

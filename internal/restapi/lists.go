@@ -1,0 +1,179 @@
+package restapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/controllers"
+)
+
+// TenantLabel marks a list with an opaque digest of the tenant that submitted it.
+const TenantLabel = "emaildata.io/tenant"
+
+// ListIDIndex indexes EmailLists by their list-id label in the API's cache.
+const ListIDIndex = "metadata.labels.list-id"
+
+// IndexListID is the indexer function for ListIDIndex.
+func IndexListID(o client.Object) []string {
+	if v, ok := o.GetLabels()[controllers.ListIDLabel]; ok {
+		return []string{v}
+	}
+	return nil
+}
+
+// tenantLabel turns a tenant name into a label value: a digest, so any
+// tenant name fits and none is exposed in labels.
+func tenantLabel(tenant string) string {
+	sum := sha256.Sum256([]byte("tenant:" + tenant))
+	return hex.EncodeToString(sum[:16])
+}
+
+var errNotFound = errors.New("not found")
+
+// findList returns the caller's list with the path's list_id. A list of
+// another tenant is reported exactly like a missing one.
+func (s *Server) findList(w http.ResponseWriter, r *http.Request) (*listsv1.EmailList, bool) {
+	raw := r.PathValue("list_id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("list_id %q is not a positive integer", truncate(raw, 40)))
+		return nil, false
+	}
+	l, err := s.lookup(r.Context(), id, keyFrom(r.Context()).Tenant)
+	if errors.Is(err, errNotFound) {
+		writeError(w, r, http.StatusNotFound, "ListNotFound", fmt.Sprintf("List not found: %d", id))
+		return nil, false
+	}
+	if err != nil {
+		s.internalError(w, r, "look up list", err)
+		return nil, false
+	}
+	return l, true
+}
+
+// lookup reads the informer cache. On a miss it asks the API server once,
+// so a list is visible right after its submission on any replica, before
+// the cache has caught up (misses are bounded by the key's rate limit).
+func (s *Server) lookup(ctx context.Context, id int64, tenant string) (*listsv1.EmailList, error) {
+	idStr := strconv.FormatInt(id, 10)
+	want := tenantLabel(tenant)
+	var lists listsv1.EmailListList
+	if err := s.client.List(ctx, &lists, client.InNamespace(s.cfg.Namespace), client.MatchingFields{ListIDIndex: idStr}); err != nil {
+		return nil, err
+	}
+	if l := pick(&lists, want); l != nil {
+		return l, nil
+	}
+	if s.live == nil {
+		return nil, errNotFound
+	}
+	if err := s.live.List(ctx, &lists, client.InNamespace(s.cfg.Namespace),
+		client.MatchingLabels{controllers.ListIDLabel: idStr, TenantLabel: want}); err != nil {
+		return nil, err
+	}
+	if l := pick(&lists, want); l != nil {
+		return l, nil
+	}
+	return nil, errNotFound
+}
+
+func pick(lists *listsv1.EmailListList, tenant string) *listsv1.EmailList {
+	for i := range lists.Items {
+		l := &lists.Items[i]
+		if l.Labels[TenantLabel] == tenant && l.DeletionTimestamp.IsZero() {
+			return l
+		}
+	}
+	return nil
+}
+
+// serviceStatus is one entry of a status response's services map.
+type serviceStatus struct {
+	InputCount     int64                       `json:"input_count"`
+	CompletedCount int64                       `json:"completed_count"`
+	Status         string                      `json:"status"`
+	Reporting      map[string]map[string]int64 `json:"reporting,omitempty"`
+	Error          string                      `json:"error,omitempty"`
+}
+
+// listStatusBody is the GET /v5/list/{list_id} response.
+type listStatusBody struct {
+	ListID    int64                       `json:"list_id"`
+	Name      string                      `json:"name"`
+	Status    string                      `json:"status"`
+	Records   int64                       `json:"records"`
+	SizeBytes int64                       `json:"size_bytes"`
+	CreatedAt string                      `json:"created_at"`
+	Action    string                      `json:"action"`
+	Services  map[string]serviceStatus    `json:"services"`
+	Reporting map[string]map[string]int64 `json:"reporting,omitempty"`
+}
+
+func (s *Server) listStatus(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.findList(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, statusBody(l))
+}
+
+func statusBody(l *listsv1.EmailList) listStatusBody {
+	st := l.Status
+	svc := serviceStatus{InputCount: st.Records, Status: "Pending"}
+	if st.Progress != nil {
+		svc.CompletedCount = st.Progress.Done
+	}
+	status := "Pending"
+	switch st.Phase {
+	case listsv1.PhaseProcessing:
+		svc.Status = "Processing"
+	case listsv1.PhaseProcessed:
+		status, svc.Status, svc.Reporting = "Processed", "Completed", st.Reporting
+	case listsv1.PhaseResults:
+		status, svc.Status, svc.Reporting = "Results", "Completed", st.Reporting
+	case listsv1.PhaseFailed:
+		status, svc.Status = "Failed", "Error"
+		for _, c := range st.Conditions {
+			if c.Type == listsv1.ConditionStalled {
+				svc.Error = c.Message
+			}
+		}
+	}
+	body := listStatusBody{
+		ListID:    st.ListID,
+		Name:      l.Spec.Format.Name,
+		Status:    status,
+		Records:   st.Records,
+		SizeBytes: st.SizeBytes,
+		CreatedAt: l.CreationTimestamp.UTC().Format(time.RFC3339),
+		Action:    string(l.Spec.EffectiveAction()),
+		Services:  map[string]serviceStatus{string(l.Spec.Service): svc},
+	}
+	if body.ListID == 0 {
+		body.ListID, _ = strconv.ParseInt(l.Labels[controllers.ListIDLabel], 10, 64)
+	}
+	if st.Phase == listsv1.PhaseProcessed && l.Spec.EffectiveAction() == listsv1.ActionReport {
+		body.Reporting = st.Reporting
+		if body.Reporting == nil {
+			body.Reporting = map[string]map[string]int64{}
+		}
+	}
+	return body
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}

@@ -1,0 +1,146 @@
+package restapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+)
+
+// purchaseRequest is the optional purchase body.
+type purchaseRequest struct {
+	Fields  []string `json:"fields,omitempty"`
+	Options struct {
+		EmailAppend struct {
+			MatchType string `json:"match_type,omitempty"`
+		} `json:"email_append"`
+	} `json:"options"`
+}
+
+// purchaseResponse is the JSON purchase answer; text/plain callers get the
+// status word alone.
+type purchaseResponse struct {
+	ListID int64  `json:"list_id"`
+	Status string `json:"status"`
+}
+
+// purchase creates the list's Purchase (named after the list, so repeating
+// the call is idempotent) and answers once the list is Results.
+func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.findList(w, r)
+	if !ok {
+		return
+	}
+	var req purchaseRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", "could not read the request body")
+		return
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeError(w, r, http.StatusBadRequest, "BadRequest", "the purchase body must be JSON like {\"fields\": [...]}: "+err.Error())
+			return
+		}
+	}
+	if len(req.Fields) > 100 {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", "at most 100 fields may be selected")
+		return
+	}
+	switch mt := req.Options.EmailAppend.MatchType; mt {
+	case "", "I", "H":
+	default:
+		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("options.email_append.match_type %q must be I or H", truncate(mt, 10)))
+		return
+	}
+
+	switch {
+	case l.Spec.Service == listsv1.ServiceEmailValidation:
+		writeError(w, r, http.StatusBadRequest, "NotPurchasable", "email_validation lists always run with action=process and are purchased when processed; there is nothing to purchase")
+		return
+	case l.Status.Phase == listsv1.PhaseFailed:
+		writeError(w, r, http.StatusConflict, "ListFailed", "the list failed and has no results to purchase")
+		return
+	case l.Status.Phase == listsv1.PhaseResults:
+		s.writePurchased(w, r, l)
+		return
+	case l.Status.Phase != listsv1.PhaseProcessed:
+		writeError(w, r, http.StatusConflict, "NotProcessed", "the list is not processed yet; purchase it once its status is Processed")
+		return
+	}
+
+	p := &listsv1.Purchase{
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name + "-purchase", Labels: map[string]string{TenantLabel: l.Labels[TenantLabel]}},
+		Spec:       listsv1.PurchaseSpec{ListName: l.Name, Fields: req.Fields},
+	}
+	if err := s.client.Create(r.Context(), p); err != nil && !apierrors.IsAlreadyExists(err) {
+		s.internalError(w, r, "create purchase", err)
+		return
+	}
+	settled, err := s.waitResults(r.Context(), l)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.internalError(w, r, "wait for purchase", err)
+		return
+	}
+	if settled == nil {
+		w.Header().Set("Retry-After", "2")
+		writeError(w, r, http.StatusAccepted, "PurchasePending", "the purchase is recorded and still being applied; check the list status")
+		return
+	}
+	s.writePurchased(w, r, settled)
+}
+
+// waitResults polls the cache until the list is Results, up to PurchaseWait.
+func (s *Server) waitResults(ctx context.Context, l *listsv1.EmailList) (*listsv1.EmailList, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PurchaseWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var cur listsv1.EmailList
+		if err := s.client.Get(ctx, client.ObjectKeyFromObject(l), &cur); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, err
+		}
+		if cur.Status.Phase == listsv1.PhaseResults {
+			return &cur, nil
+		}
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return nil, nil
+			}
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Server) writePurchased(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList) {
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, purchaseResponse{ListID: l.Status.ListID, Status: string(listsv1.PhaseResults)})
+		return
+	}
+	writeText(w, http.StatusOK, string(listsv1.PhaseResults))
+}
+
+// wantsJSON: the spec's purchase call sends accept: text/plain; JSON only
+// when asked for it first.
+func wantsJSON(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "application/json") && !strings.HasPrefix(strings.TrimSpace(a), "text/plain")
+}

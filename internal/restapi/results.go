@@ -1,0 +1,73 @@
+package restapi
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+// results streams the result file. Not ready: 401 (as the spec says). A
+// report list not purchased yet: 404 reportOnly. Unknown: 404 FileNotFound.
+func (s *Server) results(w http.ResponseWriter, r *http.Request) {
+	raw := r.PathValue("list_id")
+	if id, err := strconv.ParseInt(raw, 10, 64); err != nil || id <= 0 {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("list_id %q is not a positive integer", truncate(raw, 40)))
+		return
+	} else if l, err := s.lookup(r.Context(), id, keyFrom(r.Context()).Tenant); err != nil {
+		if err == errNotFound {
+			writeError(w, r, http.StatusNotFound, "FileNotFound", fmt.Sprintf("no result file for list %d", id))
+			return
+		}
+		s.internalError(w, r, "look up list", err)
+	} else {
+		s.serveResult(w, r, l)
+	}
+}
+
+func (s *Server) serveResult(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList) {
+	switch l.Status.Phase {
+	case listsv1.PhaseResults:
+	case listsv1.PhaseProcessed:
+		writeError(w, r, http.StatusNotFound, "reportOnly", "the list was submitted with action=report; purchase it to download the results")
+		return
+	case listsv1.PhaseFailed:
+		writeError(w, r, http.StatusNotFound, "FileNotFound", "the list failed; it has no result file")
+		return
+	default:
+		writeError(w, r, http.StatusUnauthorized, "NotReady", "Result file is not ready.")
+		return
+	}
+	res := l.Status.Result
+	if res == nil {
+		writeError(w, r, http.StatusNotFound, "FileNotFound", "the result file is missing")
+		return
+	}
+	rd, err := s.store.NewReader(r.Context(), res.Key, nil)
+	if err != nil {
+		if blobstore.IsNotFound(err) {
+			writeError(w, r, http.StatusNotFound, "FileNotFound", "the result file is missing")
+			return
+		}
+		s.internalError(w, r, "open result", err)
+		return
+	}
+	defer rd.Close()
+	h := w.Header()
+	h.Set("Content-Type", pipeline.ContentType(res.FileName))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": res.FileName}))
+	h.Set("Content-Length", strconv.FormatInt(rd.Size(), 10))
+	h.Set("ETag", `"`+res.SHA256+`"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, rd); err != nil {
+		s.log.Debug("result download interrupted", "request_id", requestIDFrom(r.Context()), "error", err.Error())
+	}
+}

@@ -1,0 +1,183 @@
+package restapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/operator"
+)
+
+// RunOptions configure a running API server.
+type RunOptions struct {
+	Config
+	// Listen is the address to serve on; Listener, when set, is used instead.
+	Listen   string
+	Listener net.Listener
+	// KeyNamespace holds the API key Secrets and the list ID counter.
+	KeyNamespace    string
+	ListIDConfigMap string
+	// BlobURL names the store; Store, when set, is used instead.
+	BlobURL string
+	Store   *blobstore.Store
+	// ShutdownTimeout bounds draining in-flight requests (uploads) on stop.
+	ShutdownTimeout time.Duration
+	// DrainDelay keeps serving, not ready, before shutdown, so load
+	// balancers stop sending new requests first.
+	DrainDelay time.Duration
+	Log        *slog.Logger
+	// Ready, when set, is called once the server accepts requests.
+	Ready func(addr string)
+}
+
+// Run serves the API until ctx ends, then drains in-flight requests.
+func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
+	if o.KeyNamespace == "" {
+		o.KeyNamespace = "emaildata-system"
+	}
+	if o.Namespace == "" {
+		o.Namespace = o.KeyNamespace
+	}
+	if o.ListIDConfigMap == "" {
+		o.ListIDConfigMap = "emaildata-list-ids"
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 45 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	namespaces := map[string]cache.Config{o.Namespace: {}, o.KeyNamespace: {}}
+	cl, err := cluster.New(cfg, func(co *cluster.Options) {
+		co.Scheme = operator.Scheme()
+		co.Cache = cache.Options{
+			DefaultNamespaces: namespaces,
+			ByObject: map[client.Object]cache.ByObject{
+				// Only key Secrets, only in the key namespace.
+				&corev1.Secret{}: {
+					Namespaces: map[string]cache.Config{o.KeyNamespace: {}},
+					Label:      labels.SelectorFromSet(labels.Set{apikey.Label: "true"}),
+				},
+			},
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("create cluster client: %w", err)
+	}
+	if err := cl.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ListIDIndex, IndexListID); err != nil {
+		return err
+	}
+	keys := apikey.NewStore()
+	inf, err := cl.GetCache().GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return err
+	}
+	if _, err := inf.AddEventHandler(keyHandler(keys, o.Log)); err != nil {
+		return err
+	}
+	// Lists are read through the cache too; start the informer now.
+	if _, err := cl.GetCache().GetInformer(ctx, &listsv1.EmailList{}); err != nil {
+		return err
+	}
+
+	store := o.Store
+	if store == nil {
+		if store, err = blobstore.Open(ctx, o.BlobURL); err != nil {
+			return err
+		}
+		defer store.Close()
+	}
+	ids := &listid.Allocator{Reader: cl.GetAPIReader(), Writer: cl.GetClient(), Namespace: o.KeyNamespace, Name: o.ListIDConfigMap}
+	srv := New(o.Config, keys, cl.GetClient(), cl.GetAPIReader(), store, ids, o.Log)
+
+	cctx, cancelCluster := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCluster()
+	clusterDone := make(chan error, 1)
+	go func() { clusterDone <- cl.Start(cctx) }()
+	if !cl.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("API caches did not sync")
+	}
+
+	var draining atomic.Bool
+	srv.notReady = draining.Load
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln := o.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", o.Listen); err != nil {
+			return err
+		}
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	o.Log.Info("API serving", "addr", ln.Addr().String(), "keys", keys.Len())
+	if o.Ready != nil {
+		o.Ready(ln.Addr().String())
+	}
+
+	select {
+	case err := <-serveErr:
+		return err
+	case err := <-clusterDone:
+		return fmt.Errorf("cluster client stopped: %w", err)
+	case <-ctx.Done():
+	}
+	draining.Store(true)
+	if o.DrainDelay > 0 {
+		time.Sleep(o.DrainDelay)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+	defer cancel()
+	// Shutdown waits for in-flight requests, uploads included.
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	return nil
+}
+
+// keyHandler keeps the key store in step with the Secret informer.
+func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHandler {
+	upsert := func(obj any) {
+		sec, ok := obj.(*corev1.Secret)
+		if !ok {
+			return
+		}
+		if err := keys.Upsert(sec); err != nil {
+			log.Warn("ignoring API key secret", "error", err.Error())
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    upsert,
+		UpdateFunc: func(_, obj any) { upsert(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if sec, ok := obj.(*corev1.Secret); ok {
+				keys.Delete(sec.Namespace, sec.Name)
+			}
+		},
+	}
+}

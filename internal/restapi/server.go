@@ -1,0 +1,140 @@
+// Package restapi serves the companion REST API: the /v5/list endpoints,
+// with API keys enabled per service and tenant isolation.
+package restapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listid"
+)
+
+// Config holds the server's settings.
+type Config struct {
+	// Namespace where API-submitted lists are created.
+	Namespace string
+	// MaxUploadBytes bounds one uploaded list file.
+	MaxUploadBytes int64
+	// Limits applied when checking an uploaded zip.
+	Limits listfile.Limits
+	// RateLimit is the default requests/second per key; Burst its burst.
+	RateLimit float64
+	Burst     int
+	// CallbackPolicy validates callback_url at submission.
+	CallbackPolicy callback.Policy
+	// PurchaseWait bounds how long a purchase waits for the list to settle.
+	PurchaseWait time.Duration
+}
+
+// Server is the REST API.
+type Server struct {
+	cfg     Config
+	keys    *apikey.Store
+	client  client.Client // reads from the informer cache, writes to the API server
+	live    client.Reader // reads from the API server, on cache misses
+	store   *blobstore.Store
+	ids     *listid.Allocator
+	log     *slog.Logger
+	metrics *metrics
+
+	// notReady reports draining, when set.
+	notReady func() bool
+
+	limMu    sync.Mutex
+	limiters map[*apikey.Key]*rate.Limiter
+}
+
+// New returns a server. c should read from an informer cache that indexes
+// EmailLists by ListIDIndex.
+func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, store *blobstore.Store, ids *listid.Allocator, log *slog.Logger) *Server {
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = 1 << 30
+	}
+	if cfg.RateLimit <= 0 {
+		cfg.RateLimit = 50
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = int(cfg.RateLimit * 2)
+	}
+	if cfg.PurchaseWait <= 0 {
+		cfg.PurchaseWait = 10 * time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{
+		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log,
+		metrics:  newMetrics(),
+		limiters: map[*apikey.Key]*rate.Limiter{},
+	}
+}
+
+// Handler returns the HTTP handler with every route.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.instrument(pattern, h))
+	}
+	route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	route("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	route("GET /openapi.json", serveOpenAPI)
+
+	route("POST /v5/list", s.listKey(s.submitList))
+	route("GET /v5/list/{list_id}", s.listKey(s.listStatus))
+	route("POST /v5/list/{list_id}/purchase", s.listKey(s.purchase))
+	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
+	return s.requestID(s.recoverer(mux))
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.notReady != nil && s.notReady() {
+		writeText(w, http.StatusServiceUnavailable, "draining")
+		return
+	}
+	if s.keys.Len() == 0 {
+		// Not fatal: a cluster may have no keys yet; report it for operators.
+		writeText(w, http.StatusOK, "ok (no API keys configured)")
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+// limiter returns the key's rate limiter.
+func (s *Server) limiter(k *apikey.Key) *rate.Limiter {
+	s.limMu.Lock()
+	defer s.limMu.Unlock()
+	l, ok := s.limiters[k]
+	if !ok {
+		r, b := s.cfg.RateLimit, s.cfg.Burst
+		if k.RateLimit > 0 {
+			r, b = k.RateLimit, max(1, int(k.RateLimit*2))
+		}
+		l = rate.NewLimiter(rate.Limit(r), b)
+		s.limiters[k] = l
+	}
+	return l
+}
+
+// ctxKey keys request-scoped values.
+type ctxKey int
+
+const (
+	keyCtx ctxKey = iota
+	requestIDCtx
+)
+
+func keyFrom(ctx context.Context) *apikey.Key {
+	k, _ := ctx.Value(keyCtx).(*apikey.Key)
+	return k
+}

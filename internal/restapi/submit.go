@@ -1,0 +1,327 @@
+package restapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/controllers"
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/listfile"
+)
+
+// submitAccepted is the POST /v5/list response.
+type submitAccepted struct {
+	ListID    int64 `json:"list_id"`
+	SizeBytes int64 `json:"size_bytes"`
+}
+
+// listParams are the parsed query parameters of a submission.
+type listParams struct {
+	service     string
+	emailColumn int32
+	header      bool
+	delimiter   listsv1.Delimiter
+	action      listsv1.Action
+	name        string
+	callbackURL string
+}
+
+// submitList streams the upload to the blob store, then creates the
+// EmailList. The list exists only once its file is complete, so an aborted
+// upload (or a restart mid-upload) leaves no half-created list.
+func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
+	key := keyFrom(r.Context())
+	p, status, code, msg := s.parseListParams(r, key)
+	if status != 0 {
+		writeError(w, r, status, code, msg)
+		return
+	}
+	body, partName, status, msg := uploadBody(r)
+	if status != 0 {
+		writeError(w, r, status, "BadRequest", msg)
+		return
+	}
+	if p.name == "" {
+		// No name parameter: the uploaded file's own name, else the default.
+		p.name = "myfile.csv"
+		if partName != "" {
+			if validName(partName) != nil {
+				writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file name %q must be a plain name ending in .txt, .csv or .zip; or pass name", truncate(partName, 60)))
+				return
+			}
+			p.name = partName
+		}
+	}
+
+	blobKey := path.Join("uploads", tenantLabel(key.Tenant), uuid.NewString(), p.name)
+	size, err := s.streamUpload(r.Context(), blobKey, body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, r, http.StatusRequestEntityTooLarge, "FileTooLarge", fmt.Sprintf("the list file is larger than the %d bytes allowed", s.cfg.MaxUploadBytes))
+		return
+	case errors.Is(err, errEmptyUpload):
+		writeError(w, r, http.StatusBadRequest, "EmptyFile", "the list file is empty")
+		return
+	case err != nil:
+		if r.Context().Err() != nil {
+			return // the client went away; nothing was created
+		}
+		s.internalError(w, r, "store upload", err)
+		return
+	}
+	cleanup := func() { _ = s.store.Delete(context.WithoutCancel(r.Context()), blobKey) }
+
+	if kind, _ := listfile.KindOf(p.name); kind == listfile.KindZip {
+		if msg, err := s.checkZip(r.Context(), blobKey); err != nil {
+			cleanup()
+			s.internalError(w, r, "check zip", err)
+			return
+		} else if msg != "" {
+			cleanup()
+			writeError(w, r, http.StatusBadRequest, "BadZip", msg)
+			return
+		}
+	}
+
+	id, err := s.ids.Next(r.Context())
+	if err != nil {
+		cleanup()
+		s.internalError(w, r, "allocate list id", err)
+		return
+	}
+	list := &listsv1.EmailList{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.cfg.Namespace,
+			Name:      fmt.Sprintf("list-%d", id),
+			Labels: map[string]string{
+				controllers.ListIDLabel:        strconv.FormatInt(id, 10),
+				TenantLabel:                    tenantLabel(key.Tenant),
+				"app.kubernetes.io/managed-by": "emaildata-api",
+			},
+		},
+		Spec: listsv1.EmailListSpec{
+			Service:     listsv1.Service(p.service),
+			Action:      p.action,
+			Source:      listsv1.ListSource{UploadKey: blobKey},
+			Format:      listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: p.header, Delimiter: p.delimiter},
+			CallbackURL: p.callbackURL,
+		},
+	}
+	if err := s.client.Create(context.WithoutCancel(r.Context()), list); err != nil {
+		cleanup()
+		s.internalError(w, r, "create list", err)
+		return
+	}
+	w.Header().Set("Location", fmt.Sprintf("/v5/list/%d", id))
+	writeJSON(w, http.StatusAccepted, submitAccepted{ListID: id, SizeBytes: size})
+}
+
+func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams, status int, code, msg string) {
+	q := r.URL.Query()
+	bad := func(m string) (listParams, int, string, string) { return p, http.StatusBadRequest, "BadRequest", m }
+
+	enabled := key.EnabledListServices()
+	switch svc := q.Get("service"); {
+	case svc != "":
+		if !isListService(svc) {
+			return bad(fmt.Sprintf("service %q is not a list service; choose one of %s", truncate(svc, 40), strings.Join(apikey.ListServices, ", ")))
+		}
+		if !key.Enabled(svc) {
+			return p, http.StatusForbidden, "Forbidden", fmt.Sprintf("this API key is not enabled for %s", svc)
+		}
+		p.service = svc
+	case len(enabled) == 0:
+		return p, http.StatusForbidden, "Forbidden", "this API key is not enabled for any list service"
+	case len(enabled) > 1:
+		return bad(fmt.Sprintf("this API key is enabled for several list services; choose one with the service query parameter: %s", strings.Join(enabled, ", ")))
+	default:
+		p.service = enabled[0]
+	}
+
+	if v := q.Get("email_column"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return bad(fmt.Sprintf("email_column %q must be a whole number from 1 to 1000", truncate(v, 20)))
+		}
+		p.emailColumn = int32(n)
+	}
+	if v := q.Get("header"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(fmt.Sprintf("header %q must be true or false", truncate(v, 20)))
+		}
+		p.header = b
+	}
+	switch v := q.Get("delimiter"); v {
+	case "", "\t", "tab", "%09":
+		p.delimiter = listsv1.DelimiterTab
+	case ",", "comma":
+		p.delimiter = listsv1.DelimiterComma
+	case "|", "pipe":
+		p.delimiter = listsv1.DelimiterPipe
+	default:
+		return bad(fmt.Sprintf("delimiter %q must be a comma, a pipe or a tab (URL-encoded: %%2C, %%7C, %%09)", truncate(v, 20)))
+	}
+	switch v := q.Get("action"); v {
+	case "", "process":
+		p.action = ""
+	case "report":
+		if p.service == apikey.ServiceEmailValidation {
+			return bad("email_validation always runs with action=process; action=report is not available for it")
+		}
+		p.action = listsv1.ActionReport
+	default:
+		return bad(fmt.Sprintf("action %q must be process or report", truncate(v, 20)))
+	}
+	if p.name = q.Get("name"); p.name != "" {
+		if err := validName(p.name); err != nil {
+			return bad(err.Error())
+		}
+	}
+	if v := q.Get("callback_url"); v != "" {
+		if err := s.cfg.CallbackPolicy.ValidateURL(v); err != nil {
+			return bad(err.Error())
+		}
+		p.callbackURL = v
+	}
+	return p, 0, "", ""
+}
+
+func isListService(s string) bool {
+	for _, l := range apikey.ListServices {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+func validName(name string) error {
+	if len(name) > 255 {
+		return errors.New("name is longer than 255 characters")
+	}
+	if strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." || strings.HasPrefix(name, ".") {
+		return fmt.Errorf("name %q must be a plain file name", truncate(name, 60))
+	}
+	for _, c := range name {
+		if c < 0x20 || c == 0x7f {
+			return errors.New("name contains control characters")
+		}
+	}
+	if _, err := listfile.KindOf(name); err != nil {
+		return fmt.Errorf("name %q must end in .txt, .csv or .zip", truncate(name, 60))
+	}
+	return nil
+}
+
+var errEmptyUpload = errors.New("empty upload")
+
+// uploadBody finds the list file: a multipart part named file, or the raw
+// body for text/csv, text/plain, application/zip and octet-stream uploads.
+func uploadBody(r *http.Request) (body io.Reader, fileName string, status int, msg string) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil {
+		return nil, "", http.StatusUnsupportedMediaType, "send the list as multipart/form-data with a part named file, or as a text/csv body"
+	}
+	switch mt {
+	case "multipart/form-data":
+		mr, err := r.MultipartReader()
+		if err != nil {
+			return nil, "", http.StatusBadRequest, "malformed multipart body: " + err.Error()
+		}
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				return nil, "", http.StatusBadRequest, `the multipart body has no part named "file"`
+			}
+			if err != nil {
+				return nil, "", http.StatusBadRequest, "malformed multipart body"
+			}
+			if part.FormName() == "file" {
+				return part, part.FileName(), 0, ""
+			}
+			_ = part.Close()
+		}
+	case "text/csv", "text/plain", "application/zip", "application/octet-stream", "text/tab-separated-values":
+		return r.Body, "", 0, ""
+	default:
+		return nil, "", http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q is not supported; use multipart/form-data or text/csv", mt)
+	}
+}
+
+// streamUpload copies the body to the store without holding it in memory.
+// A failed or oversized upload leaves no object behind.
+func (s *Server) streamUpload(ctx context.Context, key string, body io.Reader) (int64, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.store.NewWriter(wctx, key, nil)
+	if err != nil {
+		return 0, err
+	}
+	limited := &maxReader{r: body, remaining: s.cfg.MaxUploadBytes, limit: s.cfg.MaxUploadBytes}
+	n, err := io.Copy(w, limited)
+	if err == nil && n == 0 {
+		err = errEmptyUpload
+	}
+	if err != nil {
+		cancel() // discards the partial object
+		_ = w.Close()
+		return 0, err
+	}
+	if err := w.Close(); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// maxReader fails with *http.MaxBytesError past limit bytes.
+type maxReader struct {
+	r         io.Reader
+	remaining int64
+	limit     int64
+}
+
+func (m *maxReader) Read(p []byte) (int, error) {
+	if m.remaining < 0 {
+		return 0, &http.MaxBytesError{Limit: m.limit}
+	}
+	if int64(len(p)) > m.remaining+1 {
+		p = p[:m.remaining+1]
+	}
+	n, err := m.r.Read(p)
+	m.remaining -= int64(n)
+	if m.remaining < 0 {
+		return n, &http.MaxBytesError{Limit: m.limit}
+	}
+	return n, err
+}
+
+// checkZip opens an uploaded zip the way preparation will, so a broken
+// archive is refused at once. msg is the client's problem; err is ours.
+func (s *Server) checkZip(ctx context.Context, key string) (msg string, err error) {
+	ra, size, err := s.store.NewReaderAt(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	_, rc, err := listfile.OpenZip(ra, size, s.cfg.Limits)
+	if err != nil {
+		if listfile.IsBadInput(err) {
+			return err.Error(), nil
+		}
+		return "", err
+	}
+	return "", rc.Close()
+}

@@ -1,0 +1,200 @@
+package restapi_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/restapi"
+)
+
+const (
+	nsSystem  = "emaildata-system"
+	maxUpload = 256 << 10
+)
+
+// Keys of the test tenants. Each is at least 16 characters.
+const (
+	keyAcme     = "acme-validation-key-0001"    // email_validation only
+	keyGlobex   = "globex-validation-key-0002"  // email_validation only, another tenant
+	keyMulti    = "acme-multi-service-key-0003" // validation + intelligence, tenant acme
+	keyFraud    = "fraud-only-key-000000004"    // no list service
+	keyLimited  = "rate-limited-key-00000005"   // 1 request/s
+	keyReporter = "report-key-0000000000006"    // email_intelligence only, tenant initech
+)
+
+var (
+	cfg     *rest.Config
+	k8s     client.Client
+	store   *blobstore.Store
+	baseURL string
+)
+
+func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
+
+// runSuite starts envtest, the manager with the local executor, and the
+// API on a loopback port, all sharing one in-memory store.
+func runSuite(m *testing.M) int {
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.WarnLevel)))
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
+		return 1
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsSystem}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for name, spec := range map[string][3]string{
+		"acme":     {keyAcme, "email_validation", "acme"},
+		"globex":   {keyGlobex, "email_validation", "globex"},
+		"multi":    {keyMulti, "email_validation,email_intelligence", "acme"},
+		"fraud":    {keyFraud, "fraud", "acme"},
+		"limited":  {keyLimited, "email_validation", "limited"},
+		"reporter": {keyReporter, "email_intelligence", "initech"},
+	} {
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: "key-" + name, Labels: map[string]string{apikey.Label: "true"}},
+			StringData: map[string]string{"key": spec[0], "services": spec[1], "tenant": spec[2]},
+		}
+		if name == "limited" {
+			sec.StringData["rateLimit"] = "1"
+		}
+		if err := k8s.Create(ctx, sec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+
+	store, err = blobstore.Open(ctx, "mem://")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	reg := catalog.Registry()
+	reg.Register("email_intelligence", domainService{})
+	mgr, err := operator.New(ctx, cfg, operator.Options{
+		Namespace: nsSystem, Store: store, Registry: reg, Executor: operator.ExecutorLocal,
+		Pipeline:     pipeline.Config{Limits: listfile.Limits{MaxExpandedBytes: 1 << 20}, ShardBytes: 1 << 10, MaxShards: 4},
+		PollInterval: 100 * time.Millisecond, MetricsAddr: "0", ProbeAddr: "0",
+		CallbackAllowCIDRs: "127.0.0.0/8",
+		CallbackBackoff:    callback.Backoff{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, Attempts: 2},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = mgr.Start(ctx) }()
+
+	addr, err := startAPI(ctx, restapi.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	baseURL = "http://" + addr
+	if err := loadOpenAPI(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startAPI runs an API server on a loopback port until ctx ends.
+func startAPI(ctx context.Context, c restapi.Config) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	c.MaxUploadBytes = maxUpload
+	c.Limits = listfile.Limits{MaxExpandedBytes: 1 << 20}
+	if c.RateLimit == 0 {
+		c.RateLimit = 1000
+	}
+	c.PurchaseWait = 10 * time.Second
+	ready := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- restapi.Run(ctx, cfg, restapi.RunOptions{
+			Config: c, Listener: ln, KeyNamespace: nsSystem, Store: store,
+			ShutdownTimeout: 20 * time.Second,
+			Log:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Ready:           func(string) { close(ready) },
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-errc:
+		return "", err
+	case <-time.After(30 * time.Second):
+		return "", fmt.Errorf("API did not start")
+	}
+	// Wait until every test key is in the informer-fed key store.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := httpGet("http://"+ln.Addr().String()+"/v5/list/1", keyReporter)
+		if err == nil && resp != 401 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return ln.Addr().String(), nil
+}
+
+// domainService stands in for a report-capable service: it appends the
+// email's domain and counts rows per domain.
+type domainService struct{}
+
+func (domainService) Columns() []string             { return []string{"domain"} }
+func (domainService) Check(listservice.Input) error { return nil }
+func (domainService) NewProcessor(context.Context, listservice.Input) (listservice.Processor, error) {
+	return &domainProc{rep: listservice.Reporting{}}, nil
+}
+
+type domainProc struct{ rep listservice.Reporting }
+
+func (p *domainProc) ProcessBatch(_ context.Context, rows []listservice.Row, out [][]string) error {
+	for i, r := range rows {
+		e := r.Field(0)
+		d := e[strings.LastIndexByte(e, '@')+1:]
+		out[i][0] = d
+		p.rep.Add("domain", d, 1)
+	}
+	return nil
+}
+func (p *domainProc) Reporting() listservice.Reporting { return p.rep }
+func (p *domainProc) Close() error                     { return nil }
