@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,6 +24,7 @@ func main() {
 	crds := flag.String("crd-dir", "config/crd/bases", "CRD manifests")
 	metrics := flag.String("metrics-bind-address", "127.0.0.1:18080", "manager metrics address (0 disables)")
 	probe := flag.String("health-probe-bind-address", "127.0.0.1:18081", "manager health address (0 disables)")
+	apiListen := flag.String("api-listen", "127.0.0.1:8090", "REST API address")
 	zopts := zap.Options{Development: true}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -36,7 +38,8 @@ func main() {
 	}
 	s, err := localstack.Start(ctx, localstack.Options{
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
-		MetricsAddr: *metrics, ProbeAddr: *probe,
+		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local stack:", err)
@@ -48,14 +51,22 @@ emaildata local stack is running (Ctrl-C stops it).
 
   kubeconfig:  %[1]s
   blob store:  %[2]s
+  REST API:    %[4]s   (OpenAPI document: %[4]s/openapi.json)
+  API key:     %[5]s   (enabled for every service)
 
-Try it:
+With kubectl:
   export KUBECONFIG=%[1]s
   kubectl apply -f %[3]s/
   kubectl get emaillists -w          # sample-list reaches Results
   kubectl get emaillist sample-list -o jsonpath='{.status.result.key}'   # result file, under the blob store
 
-`, s.Kubeconfig, s.StoreDir, samples)
+With the REST API:
+  export API=%[4]s KEY=%[5]s
+  curl -s -X POST "$API/v5/list?service=email_validation&email_column=4&header=true&delimiter=%%2C&name=people.csv" -H "api_key: $KEY" -H "accept: application/json" -F "file=@%[3]s/sample-list.csv"
+  curl -s "$API/v5/list/LIST_ID" -H "api_key: $KEY" -H "accept: application/json"
+  curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
+
+`, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey)
 
 	select {
 	case <-ctx.Done():

@@ -37,7 +37,7 @@ func TestMakeRunE2E(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
 	stdout, err := cmd.StdoutPipe()
@@ -66,7 +66,7 @@ func TestMakeRunE2E(t *testing.T) {
 	}()
 
 	// The banner prints the kubeconfig and the apply line.
-	var kubeconfig, applyLine string
+	var kubeconfig, applyLine, apiURL, apiKey string
 	deadline := time.After(90 * time.Second)
 	for applyLine == "" {
 		select {
@@ -74,8 +74,14 @@ func TestMakeRunE2E(t *testing.T) {
 			if !ok {
 				t.Fatalf("localstack exited early; logs:\n%s", logs.String())
 			}
-			if f := strings.Fields(l); len(f) == 2 && f[0] == "kubeconfig:" {
+			f := strings.Fields(l)
+			switch {
+			case len(f) == 2 && f[0] == "kubeconfig:":
 				kubeconfig = f[1]
+			case len(f) >= 3 && f[0] == "REST" && f[1] == "API:":
+				apiURL = f[2]
+			case len(f) >= 3 && f[0] == "API" && f[1] == "key:":
+				apiKey = f[2]
 			}
 			if strings.Contains(l, "kubectl apply -f") {
 				applyLine = strings.TrimSpace(l)
@@ -84,8 +90,8 @@ func TestMakeRunE2E(t *testing.T) {
 			t.Fatalf("no banner within 90s; logs:\n%s", logs.String())
 		}
 	}
-	if kubeconfig == "" {
-		t.Fatal("banner named no kubeconfig")
+	if kubeconfig == "" || apiURL == "" || apiKey == "" {
+		t.Fatalf("banner lacks kubeconfig (%q), REST API (%q) or API key (%q)", kubeconfig, apiURL, apiKey)
 	}
 	go func() {
 		for range lines {
@@ -152,6 +158,9 @@ func TestMakeRunE2E(t *testing.T) {
 		t.Errorf("apply -k output:\n%s", out)
 	}
 
+	// The README's REST examples work as written against the printed API and key.
+	runREADMEBlock(t, root, apiURL, apiKey)
+
 	// Ctrl-C stops everything cleanly.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -182,4 +191,46 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// runREADMEBlock runs the README's REST API curl block, as a user would
+// paste it, and checks what it produced.
+func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "<!-- e2e:rest-api -->\n```sh\n")
+	if !ok {
+		t.Fatal("README has no e2e:rest-api block")
+	}
+	script, _, _ := strings.Cut(after, "```")
+	work := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "config"), filepath.Join(work, "config")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "API="+apiURL, "KEY="+apiKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README REST block failed: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("README block output lacks %s:\n%s", want, text)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(work, "people-*-results.csv"))
+	if len(files) != 1 {
+		t.Fatalf("curl -OJ saved %v, want one people-<id>-results.csv", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	if !strings.HasPrefix(string(data), "id,first_name,last_name,email,ev_status") {
+		t.Errorf("downloaded result:\n%s", data)
+	}
 }

@@ -5,19 +5,28 @@ package localstack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/restapi"
 )
 
 // Options configure the stack.
@@ -30,6 +39,10 @@ type Options struct {
 	AssetsDir string
 	// MetricsAddr and ProbeAddr of the manager; "0" disables.
 	MetricsAddr, ProbeAddr string
+	// APIListen is the REST API's address, e.g. 127.0.0.1:8090.
+	APIListen string
+	// Log receives the API's logs.
+	Log *slog.Logger
 }
 
 // Stack is a running local control plane with the manager.
@@ -40,10 +53,16 @@ type Stack struct {
 	StoreDir string
 	// BlobURL is the store's URL.
 	BlobURL string
+	// APIURL is the REST API's base URL.
+	APIURL string
+	// APIKey is a local key enabled for every service.
+	APIKey string
 
 	env     *envtest.Environment
 	cancel  context.CancelFunc
 	mgrDone chan error
+	apiDone chan error
+	done    chan error
 }
 
 // Namespace the operator runs in.
@@ -119,26 +138,101 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	s.cancel = cancel
-	s.mgrDone = make(chan error, 1)
-	go func() { s.mgrDone <- mgr.Start(mctx) }()
+	s.mgrDone, s.apiDone, s.done = make(chan error, 1), make(chan error, 1), make(chan error, 2)
+	go func() {
+		err := mgr.Start(mctx)
+		s.mgrDone <- err
+		s.done <- fmt.Errorf("manager: %w", err)
+	}()
+
+	if s.APIKey, err = ensureLocalKey(ctx, c, filepath.Join(dir, "api-key")); err != nil {
+		cancel()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.APIListen)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("REST API: %w", err)
+	}
+	s.APIURL = "http://" + ln.Addr().String()
+	policy, _ := callback.ParsePolicy("127.0.0.0/8,::1/128")
+	apiReady := make(chan struct{})
+	go func() {
+		err := restapi.Run(mctx, cfg, restapi.RunOptions{
+			Config:          restapi.Config{CallbackPolicy: policy},
+			Listener:        ln,
+			KeyNamespace:    Namespace,
+			BlobURL:         s.BlobURL,
+			Log:             o.Log,
+			ShutdownTimeout: 20 * time.Second,
+			Ready:           func(string) { close(apiReady) },
+		})
+		s.apiDone <- err
+		s.done <- fmt.Errorf("REST API: %w", err)
+	}()
+	select {
+	case <-apiReady:
+	case err := <-s.done:
+		cancel()
+		return nil, err
+	case <-time.After(60 * time.Second):
+		cancel()
+		return nil, errors.New("REST API did not start within 60s")
+	}
 	ok = true
 	return s, nil
 }
 
-// Done reports the manager stopping on its own.
-func (s *Stack) Done() <-chan error { return s.mgrDone }
+// ensureLocalKey creates (once) an API key enabled for every service, and
+// keeps it in keyFile so it stays the same between runs.
+func ensureLocalKey(ctx context.Context, c client.Client, keyFile string) (string, error) {
+	key := ""
+	if b, err := os.ReadFile(keyFile); err == nil {
+		key = strings.TrimSpace(string(b))
+	}
+	if len(key) < 16 {
+		var b [24]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		key = "local-" + hex.EncodeToString(b[:])
+		if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+			return "", err
+		}
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "local-api-key"}}
+	_, err := controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
+		sec.Labels = map[string]string{apikey.Label: "true"}
+		sec.Data = map[string][]byte{
+			"key":      []byte(key),
+			"services": []byte(strings.Join(apikey.KnownServices, ",")),
+			"tenant":   []byte("local"),
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("create local API key: %w", err)
+	}
+	return key, nil
+}
 
-// Stop stops the manager, then the control plane.
+// Done reports the manager or the API stopping on its own.
+func (s *Stack) Done() <-chan error { return s.done }
+
+// Stop stops the manager and the API (which drains in-flight requests),
+// then the control plane.
 func (s *Stack) Stop() error {
 	s.cancel()
 	var errs []error
-	select {
-	case err := <-s.mgrDone:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
+	for name, ch := range map[string]chan error{"manager": s.mgrDone, "REST API": s.apiDone} {
+		select {
+		case err := <-ch:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		case <-time.After(30 * time.Second):
+			errs = append(errs, fmt.Errorf("%s did not stop within 30s", name))
 		}
-	case <-time.After(30 * time.Second):
-		errs = append(errs, errors.New("manager did not stop within 30s"))
 	}
 	if err := s.env.Stop(); err != nil {
 		errs = append(errs, err)
