@@ -138,6 +138,12 @@ func (s *Store) Upsert(sec *corev1.Secret) error {
 		return fmt.Errorf("secret %s: %w", name, err)
 	}
 	d := digest(sha256.Sum256([]byte(raw)))
+	// A key belongs to one Secret. Taking it over would switch its tenant
+	// silently, and removing either Secret later would drop the entry the
+	// other still holds; the duplicate is refused instead.
+	if other, ok := s.byDigest[d]; ok {
+		return fmt.Errorf("secret %s: the key is already held by secret %s; ignoring the duplicate", name, other.secretID)
+	}
 	k.secretID = name
 	s.byDigest[d] = k
 	s.bySecret[name] = d

@@ -50,8 +50,17 @@ type Server struct {
 	// notReady reports draining, when set.
 	notReady func() bool
 
-	limMu    sync.Mutex
-	limiters map[*apikey.Key]*rate.Limiter
+	limMu sync.Mutex
+	// limiters holds one limiter per key Secret, by name (Run caches key
+	// Secrets of one namespace). Keyed by Secret rather than by *apikey.Key:
+	// every Secret update or informer resync yields a new *Key, and a map by
+	// pointer would grow with each and reset the key's limit.
+	limiters map[string]*keyLimiter
+}
+
+type keyLimiter struct {
+	key *apikey.Key // the version of the key the limits come from
+	lim *rate.Limiter
 }
 
 // New returns a server. c should read from an informer cache that indexes
@@ -75,7 +84,7 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 	return &Server{
 		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log,
 		metrics:  newMetrics(),
-		limiters: map[*apikey.Key]*rate.Limiter{},
+		limiters: map[string]*keyLimiter{},
 	}
 }
 
@@ -114,16 +123,22 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) limiter(k *apikey.Key) *rate.Limiter {
 	s.limMu.Lock()
 	defer s.limMu.Unlock()
-	l, ok := s.limiters[k]
-	if !ok {
-		r, b := s.cfg.RateLimit, s.cfg.Burst
-		if k.RateLimit > 0 {
-			r, b = k.RateLimit, max(1, int(k.RateLimit*2))
-		}
-		l = rate.NewLimiter(rate.Limit(r), b)
-		s.limiters[k] = l
+	r, b := s.cfg.RateLimit, s.cfg.Burst
+	if k.RateLimit > 0 {
+		r, b = k.RateLimit, max(1, int(k.RateLimit*2))
 	}
-	return l
+	e, ok := s.limiters[k.Secret]
+	switch {
+	case !ok:
+		e = &keyLimiter{key: k, lim: rate.NewLimiter(rate.Limit(r), b)}
+		s.limiters[k.Secret] = e
+	case e.key != k:
+		// The Secret changed or was resynced: keep the state, apply its limits.
+		e.key = k
+		e.lim.SetLimit(rate.Limit(r))
+		e.lim.SetBurst(b)
+	}
+	return e.lim
 }
 
 // ctxKey keys request-scoped values.

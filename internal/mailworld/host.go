@@ -1,0 +1,176 @@
+package mailworld
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// host is one SMTP endpoint: an MX host on its own loopback IP, or a
+// refusing address (PrimaryDown host, NullMX sink).
+type host struct {
+	name  string
+	ip    netip.Addr
+	pref  uint16
+	group *group // nil for a NullMX sink
+	down  bool
+
+	ln     net.Listener // nil when down
+	closer io.Closer    // bound, non-listening socket when down
+
+	cur, maxCur, total, rejected    atomic.Int64
+	ehlo, mail, rcpt, rset, dataCmd atomic.Int64
+}
+
+func (h *host) addr(port int) string {
+	return net.JoinHostPort(h.ip.String(), strconv.Itoa(port))
+}
+
+// bind listens (or, for a down host, binds without listening) on h.ip:port
+// and returns the port actually bound.
+func (h *host) bind(port int) (int, error) {
+	if h.down {
+		c, p, err := bindRefusing(h.ip, port)
+		if err != nil {
+			return 0, err
+		}
+		h.closer = c
+		return p, nil
+	}
+	ln, err := net.Listen("tcp4", h.addr(port))
+	if err != nil {
+		return 0, err
+	}
+	h.ln = ln
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (h *host) close() {
+	if h.ln != nil {
+		h.ln.Close()
+	}
+	if h.closer != nil {
+		h.closer.Close()
+	}
+}
+
+func (h *host) snapshot(port int) HostStats {
+	return HostStats{
+		Host:          h.name,
+		Addr:          h.addr(port),
+		Down:          h.down,
+		Current:       int(h.cur.Load()),
+		MaxConcurrent: int(h.maxCur.Load()),
+		Total:         int(h.total.Load()),
+		Rejected:      int(h.rejected.Load()),
+		EHLO:          int(h.ehlo.Load()),
+		MAIL:          int(h.mail.Load()),
+		RCPT:          int(h.rcpt.Load()),
+		RSET:          int(h.rset.Load()),
+		DATA:          int(h.dataCmd.Load()),
+	}
+}
+
+func (h *host) reset() {
+	for _, c := range []*atomic.Int64{&h.total, &h.rejected, &h.ehlo, &h.mail, &h.rcpt, &h.rset, &h.dataCmd} {
+		c.Store(0)
+	}
+	h.maxCur.Store(h.cur.Load())
+}
+
+func storeMax(m *atomic.Int64, v int64) {
+	for {
+		old := m.Load()
+		if v <= old || m.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// bindSMTP binds every host on one shared port, retrying with another port
+// when SMTPPort is 0 and some IP already has the kernel-chosen one in use.
+func (w *World) bindSMTP() error {
+	if len(w.hosts) == 0 {
+		w.port = w.opts.SMTPPort
+		return nil
+	}
+	tries := 1
+	if w.opts.SMTPPort == 0 {
+		tries = 50
+	}
+	var lastErr error
+	for try := 0; try < tries; try++ {
+		port := w.opts.SMTPPort
+		var err error
+		for _, h := range w.hosts {
+			var p int
+			if p, err = h.bind(port); err != nil {
+				break
+			}
+			port = p
+		}
+		if err == nil {
+			w.port = port
+			return nil
+		}
+		lastErr = err
+		for _, h := range w.hosts {
+			h.close()
+			h.ln, h.closer = nil, nil
+		}
+	}
+	return fmt.Errorf("mailworld: binding SMTP hosts: %w", lastErr)
+}
+
+func (w *World) acceptLoop(h *host) {
+	defer w.wg.Done()
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			select {
+			case <-w.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// e.g. EMFILE: back off instead of spinning
+			select {
+			case <-w.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if !w.track(c) {
+			c.Close()
+			return
+		}
+		w.wg.Add(1)
+		go w.serve(h, c)
+	}
+}
+
+func (w *World) track(c net.Conn) bool {
+	w.connMu.Lock()
+	defer w.connMu.Unlock()
+	select {
+	case <-w.done:
+		return false
+	default:
+	}
+	w.conns[c] = struct{}{}
+	return true
+}
+
+func (w *World) untrack(c net.Conn) {
+	w.connMu.Lock()
+	delete(w.conns, c)
+	w.connMu.Unlock()
+}

@@ -1,0 +1,348 @@
+package mailworld
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"time"
+)
+
+const (
+	maxLine      = 2048 // command line limit (RFC 5321 requires 512)
+	maxBadCmds   = 10   // unknown/invalid commands before 421
+	extSize      = "52428800"
+	dataQueuedID = "MAILWORLD"
+)
+
+var errLineTooLong = errors.New("line too long")
+
+type session struct {
+	w    *World
+	h    *host
+	t    *domainState // connection-level settings of the host's group
+	c    net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	helo string
+
+	inTx     bool
+	sender   string
+	rcpts    int // RCPT commands in the transaction
+	accepted int // recipients accepted in the transaction
+	bad      int
+}
+
+func (w *World) serve(h *host, c net.Conn) {
+	defer w.wg.Done()
+	defer w.untrack(c)
+	defer c.Close()
+	n := h.cur.Add(1)
+	storeMax(&h.maxCur, n)
+	h.total.Add(1)
+	storeMax(&w.peak, w.cur.Add(1))
+	defer func() {
+		h.cur.Add(-1)
+		w.cur.Add(-1)
+	}()
+
+	t := h.group.tmpl
+	if t.Tarpit {
+		// Hold the connection, say nothing, until the client gives up.
+		c.SetReadDeadline(time.Now().Add(w.opts.IdleTimeout))
+		io.Copy(io.Discard, c)
+		return
+	}
+	s := &session{w: w, h: h, t: t, c: c, br: bufio.NewReaderSize(c, maxLine), bw: bufio.NewWriterSize(c, 1024)}
+	defer s.flush()
+	if t.MaxConns > 0 && n > int64(t.MaxConns) {
+		h.rejected.Add(1)
+		s.reply("421 4.7.0 " + h.name + " Error: too many connections, try again later")
+		return
+	}
+	if !s.reply("220 " + h.name + " ESMTP mailworld") {
+		return
+	}
+	for s.step() {
+	}
+}
+
+// step reads and answers one command; false ends the session.
+func (s *session) step() bool {
+	line, err := s.readLine()
+	if errors.Is(err, errLineTooLong) {
+		return s.bump("500 5.5.2 Error: line too long")
+	}
+	if err != nil {
+		return false
+	}
+	verb, arg := line, ""
+	if i := strings.IndexByte(line, ' '); i >= 0 {
+		verb, arg = line[:i], strings.TrimSpace(line[i+1:])
+	}
+	h := s.h
+	switch strings.ToUpper(verb) {
+	case "EHLO", "HELO":
+		h.ehlo.Add(1)
+		if s.t.DropConnection {
+			return false
+		}
+		if arg == "" {
+			return s.bump("501 5.5.4 Syntax: " + strings.ToUpper(verb) + " hostname")
+		}
+		s.w.noteName(s.w.ehloNames, arg)
+		s.helo = arg
+		s.resetTx()
+		if strings.EqualFold(verb, "HELO") {
+			return s.reply("250 " + h.name)
+		}
+		return s.reply(
+			"250-"+h.name+" Hello "+arg,
+			"250-PIPELINING",
+			"250-SIZE "+extSize,
+			"250-8BITMIME",
+			"250-ENHANCEDSTATUSCODES",
+			"250 SMTPUTF8")
+	case "MAIL":
+		h.mail.Add(1)
+		if s.helo == "" {
+			return s.bump("503 5.5.1 Error: send HELO/EHLO first")
+		}
+		if s.inTx {
+			return s.bump("503 5.5.1 Error: nested MAIL command")
+		}
+		path, ok := parsePath(arg, "FROM:")
+		if !ok {
+			return s.bump("501 5.5.4 Syntax: MAIL FROM:<address>")
+		}
+		s.w.noteName(s.w.mailFrom, path)
+		s.inTx, s.sender, s.rcpts, s.accepted = true, strings.ToLower(path), 0, 0
+		return s.reply("250 2.1.0 Ok")
+	case "RCPT":
+		h.rcpt.Add(1)
+		if !s.inTx {
+			return s.bump("503 5.5.1 Error: need MAIL command")
+		}
+		if s.t.DropAtRCPT {
+			return false
+		}
+		path, ok := parsePath(arg, "TO:")
+		if !ok || path == "" {
+			return s.bump("501 5.5.4 Syntax: RCPT TO:<address>")
+		}
+		s.rcpts++
+		if s.t.SecondRCPT452 && s.rcpts > 1 {
+			return s.reply("452 4.5.3 Error: too many recipients")
+		}
+		r := s.rcptReply(path)
+		if strings.HasPrefix(r, "250") {
+			s.accepted++
+		}
+		return s.reply(r)
+	case "DATA":
+		h.dataCmd.Add(1)
+		if !s.inTx {
+			return s.bump("503 5.5.1 Error: need RCPT command")
+		}
+		if s.accepted == 0 {
+			return s.reply("554 5.5.1 Error: no valid recipients")
+		}
+		if !s.reply("354 End data with <CR><LF>.<CR><LF>") {
+			return false
+		}
+		if err := s.readData(); err != nil {
+			return false
+		}
+		s.resetTx()
+		return s.reply("250 2.0.0 Ok: queued as " + dataQueuedID + " (discarded)")
+	case "RSET":
+		h.rset.Add(1)
+		s.resetTx()
+		return s.reply("250 2.0.0 Ok")
+	case "NOOP":
+		return s.reply("250 2.0.0 Ok")
+	case "VRFY":
+		return s.reply("252 2.5.2 Cannot VRFY user, but will accept message and attempt delivery")
+	case "HELP":
+		return s.reply("214 2.0.0 Commands: EHLO HELO MAIL RCPT DATA RSET NOOP VRFY QUIT")
+	case "QUIT":
+		s.reply("221 2.0.0 Bye")
+		return false
+	case "EXPN", "ETRN", "TURN", "STARTTLS", "AUTH", "BDAT":
+		return s.bump("502 5.5.1 Error: command not implemented")
+	default:
+		return s.bump("500 5.5.2 Error: command not recognized")
+	}
+}
+
+// bump answers a client error, closing the session after too many.
+func (s *session) bump(msg string) bool {
+	s.bad++
+	if s.bad > maxBadCmds {
+		s.reply("421 4.7.0 " + s.h.name + " Error: too many errors")
+		return false
+	}
+	return s.reply(msg)
+}
+
+func (s *session) resetTx() {
+	s.inTx, s.sender, s.rcpts, s.accepted = false, "", 0, 0
+}
+
+func (s *session) rcptReply(path string) string {
+	local, domain, ok := split(path)
+	if !ok {
+		if strings.EqualFold(path, "postmaster") {
+			return "250 2.1.5 Ok"
+		}
+		return "501 5.1.3 Bad recipient address syntax"
+	}
+	ds := s.h.group.domains[domain]
+	if ds == nil {
+		return "550 5.7.1 <" + path + ">: Relay access denied"
+	}
+	if ds.PolicyReject {
+		return "550 5.7.1 <" + path + ">: Recipient address rejected: Access denied by policy"
+	}
+	if ds.Greylist > 0 && !s.w.greyPass(ds, s.sender, local+"@"+domain) {
+		return "451 4.7.1 <" + path + ">: Recipient address rejected: Greylisted, please try again later"
+	}
+	switch ds.behaviour(local) {
+	case Exists, CatchAll:
+		return "250 2.1.5 Ok"
+	case Full:
+		return "552 5.2.2 <" + path + ">: Mailbox full"
+	case Disabled:
+		return "550 5.2.1 <" + path + ">: Mailbox disabled"
+	case TempFail:
+		return "450 4.2.1 <" + path + ">: Mailbox temporarily unavailable"
+	default:
+		return "550 5.1.1 <" + path + ">: Recipient address rejected: User unknown"
+	}
+}
+
+func (w *World) greyPass(ds *domainState, sender, rcpt string) bool {
+	key := sender + "\x00" + rcpt
+	now := w.opts.Now()
+	ds.greyMu.Lock()
+	defer ds.greyMu.Unlock()
+	if ds.grey == nil {
+		ds.grey = make(map[string]time.Time)
+	}
+	first, seen := ds.grey[key]
+	if !seen {
+		ds.grey[key] = now
+		return false
+	}
+	return now.Sub(first) >= ds.Greylist
+}
+
+// parsePath extracts the address of "FROM:<a@b> PARAMS" / "TO:<a@b>".
+// Lenient: a space after the colon and a bare address are accepted.
+func parsePath(arg, prefix string) (string, bool) {
+	if len(arg) < len(prefix) || !strings.EqualFold(arg[:len(prefix)], prefix) {
+		return "", false
+	}
+	rest := strings.TrimLeft(arg[len(prefix):], " ")
+	var path string
+	if strings.HasPrefix(rest, "<") {
+		end := strings.IndexByte(rest, '>')
+		if end < 0 {
+			return "", false
+		}
+		path = rest[1:end]
+		if i := strings.IndexByte(path, ':'); i >= 0 && strings.HasPrefix(path, "@") {
+			path = path[i+1:] // source route
+		}
+	} else {
+		path, _, _ = strings.Cut(rest, " ")
+		if path == "" {
+			return "", false
+		}
+	}
+	if strings.ContainsAny(path, " <>") {
+		return "", false
+	}
+	return path, true
+}
+
+// readLine reads one CRLF (or LF) terminated command line, flushing pending
+// replies first unless a complete pipelined command is already buffered.
+func (s *session) readLine() (string, error) {
+	if s.bw.Buffered() > 0 {
+		if b, _ := s.br.Peek(s.br.Buffered()); bytes.IndexByte(b, '\n') < 0 {
+			if !s.flush() {
+				return "", io.ErrClosedPipe
+			}
+		}
+	}
+	s.c.SetReadDeadline(time.Now().Add(s.w.opts.IdleTimeout))
+	line, err := s.br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = s.br.ReadSlice('\n')
+		}
+		if err != nil {
+			return "", err
+		}
+		return "", errLineTooLong
+	}
+	if err != nil {
+		return "", err
+	}
+	line = bytes.TrimRight(line, "\r\n")
+	return string(line), nil
+}
+
+// readData consumes a message up to the lone "." line and discards it.
+func (s *session) readData() error {
+	if !s.flush() {
+		return io.ErrClosedPipe
+	}
+	atStart := true
+	for {
+		s.c.SetReadDeadline(time.Now().Add(s.w.opts.IdleTimeout))
+		chunk, err := s.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			atStart = false
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if atStart && (string(chunk) == ".\r\n" || string(chunk) == ".\n") {
+			return nil
+		}
+		atStart = true
+	}
+}
+
+// reply queues reply lines after the configured latency. Replies are
+// flushed before the next blocking read, so pipelined commands get their
+// replies in one write.
+func (s *session) reply(lines ...string) bool {
+	if d := s.w.opts.Latency; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-s.w.done:
+			t.Stop()
+			return false
+		}
+	}
+	for _, l := range lines {
+		s.bw.WriteString(l)
+		s.bw.WriteString("\r\n")
+	}
+	return true
+}
+
+func (s *session) flush() bool {
+	if s.bw.Buffered() == 0 {
+		return true
+	}
+	s.c.SetWriteDeadline(time.Now().Add(s.w.opts.IdleTimeout))
+	return s.bw.Flush() == nil
+}
