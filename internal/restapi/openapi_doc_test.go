@@ -24,6 +24,7 @@ var handlerRoutes = []struct {
 	{method: http.MethodGet, path: "/v5/list/{list_id}"},
 	{method: http.MethodPost, path: "/v5/list/{list_id}/purchase"},
 	{method: http.MethodGet, path: "/v5/list/{list_id}/results"},
+	{method: http.MethodGet, path: "/v5/ev"}, // routed when a Verifier is configured
 }
 
 func loadOpenAPIDoc(t *testing.T) *openapi3.T {

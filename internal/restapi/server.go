@@ -34,18 +34,24 @@ type Config struct {
 	CallbackPolicy callback.Policy
 	// PurchaseWait bounds how long a purchase waits for the list to settle.
 	PurchaseWait time.Duration
+	// Verifier serves GET /v5/ev; the route exists only when it is set.
+	Verifier Verifier
+	// EVSMTP enables the SMTP mailbox check on GET /v5/ev (callers may
+	// turn it off per call with smtp=false).
+	EVSMTP bool
 }
 
 // Server is the REST API.
 type Server struct {
-	cfg     Config
-	keys    *apikey.Store
-	client  client.Client // reads from the informer cache, writes to the API server
-	live    client.Reader // reads from the API server, on cache misses
-	store   *blobstore.Store
-	ids     *listid.Allocator
-	log     *slog.Logger
-	metrics *metrics
+	cfg      Config
+	keys     *apikey.Store
+	client   client.Client // reads from the informer cache, writes to the API server
+	live     client.Reader // reads from the API server, on cache misses
+	verifier Verifier
+	store    *blobstore.Store
+	ids      *listid.Allocator
+	log      *slog.Logger
+	metrics  *metrics
 
 	// notReady reports draining, when set.
 	notReady func() bool
@@ -82,7 +88,7 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 		log = slog.Default()
 	}
 	return &Server{
-		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log,
+		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log, verifier: cfg.Verifier,
 		metrics:  newMetrics(),
 		limiters: map[string]*keyLimiter{},
 	}
@@ -103,6 +109,9 @@ func (s *Server) Handler() http.Handler {
 	route("GET /v5/list/{list_id}", s.listKey(s.listStatus))
 	route("POST /v5/list/{list_id}/purchase", s.listKey(s.purchase))
 	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
+	if s.verifier != nil {
+		route("GET /v5/ev", s.queryKey(apikey.ServiceEmailValidation, s.verifyEmail))
+	}
 	return s.requestID(s.recoverer(mux))
 }
 

@@ -24,11 +24,16 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/typo"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 const (
@@ -47,6 +52,7 @@ const (
 )
 
 var (
+	world   *mailworld.World
 	cfg     *rest.Config
 	k8s     client.Client
 	store   *blobstore.Store
@@ -121,6 +127,15 @@ func runSuite(m *testing.M) int {
 	}
 	go func() { _ = mgr.Start(ctx) }()
 
+	world, err = mailworld.Start(ctx, []mailworld.Domain{
+		{Name: "good.test", DefaultBehaviour: mailworld.Exists},
+		{Name: "gone.test", NXDomain: true},
+	}, mailworld.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer world.Close()
 	addr, err := startAPI(ctx, restapi.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -146,6 +161,12 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		c.RateLimit = 1000
 	}
 	c.PurchaseWait = 10 * time.Second
+	c.Verifier = &verify.Engine{
+		Lists:     emaillists.Default,
+		Typos:     typo.Default(),
+		DNS:       mxdns.New(mxdns.Config{Server: world.DNSAddr(), Timeout: time.Second}),
+		ExtraTLDs: map[string]bool{"test": true},
+	}
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {

@@ -16,6 +16,10 @@ type Result struct {
 	Local         string // local part as written (without surrounding whitespace)
 	Domain        string // domain in ASCII (punycode, lower-case) for DNS
 	UnicodeDomain string // domain with U-labels, for display
+
+	// typo marks a valid-looking address whose domain is a likely typo of a
+	// well-known provider; the engine keeps its verdict invalid.
+	typo bool
 }
 
 // SetCode sets r.Code and the matching r.Status.

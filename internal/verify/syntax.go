@@ -33,8 +33,7 @@ import (
 //     or unbalanced <> when one of them is the first or last character
 //     → 135 (elsewhere '<' and '>' are just invalid characters)
 //  6. no @ outside quotes → 150
-//  7. several @ outside quotes → 155, unless they are one run ("@@"), a
-//     doubled keystroke marked as needing 210
+//  7. several @ outside quotes → 155 (a correction may be offered)
 //  8. empty local part → 140; empty domain → 145
 //  9. local part over 64 octets or address over 254 octets → 130
 //  10. white space outside quotes → 215
@@ -163,10 +162,9 @@ func parseCore(core string, extra, unwrap bool) (parsed, Code) {
 		return parsed{}, CodeNoAt
 	}
 	if nAt > 1 {
-		if lastAt-firstAt != nAt-1 {
-			return parsed{}, CodeMultipleAt
-		}
-		extra = true // "john@@example.com"
+		// Even a doubled "@@" is 155: the corrections stage offers the
+		// address with one "@".
+		return parsed{}, CodeMultipleAt
 	}
 	local, domain := core[:firstAt], core[lastAt+1:]
 	if local == "" {

@@ -124,9 +124,9 @@ var syntaxCases = []syntaxCase{
 	// 140 / 145: missing parts.
 	{"no username", "@example.com", CodeNoUsername, "", "", ""},
 	{"empty quoted username", `""@example.com`, CodeNoUsername, "", "", ""},
-	{"no username doubled at", "@@example.com", CodeNoUsername, "", "", ""},
+	{"no username doubled at", "@@example.com", CodeMultipleAt, "", "", ""},
 	{"no domain", "john@", CodeNoDomain, "", "", ""},
-	{"no domain doubled at", "john@@", CodeNoDomain, "", "", ""},
+	{"no domain doubled at", "john@@", CodeMultipleAt, "", "", ""},
 	{"no domain trailing space", "john@ ", CodeNoDomain, "", "", ""},
 
 	// 150 / 155: @ signs.
@@ -158,8 +158,8 @@ var syntaxCases = []syntaxCase{
 	{"single quotes", "'john@example.com'", CodeExtraCharacter, "john", "", ""},
 	{"double quotes", `"john@example.com"`, CodeExtraCharacter, "john", "example.com", ""},
 	{"quotes and spaces", `" john@example.com "`, CodeExtraCharacter, "john", "", ""},
-	{"doubled at", "john@@example.com", CodeExtraCharacter, "john", "example.com", ""},
-	{"everything", " <john@@Example.com.> ;", CodeExtraCharacter, "john", "example.com", ""},
+	{"doubled at", "john@@example.com", CodeMultipleAt, "", "", ""},
+	{"everything", " <john@Example.com.> ;", CodeExtraCharacter, "john", "example.com", ""},
 
 	// 215: unquoted spaces.
 	{"space in local", "john doe@example.com", CodeUnquotedSpace, "", "", ""},
@@ -173,7 +173,7 @@ var syntaxCases = []syntaxCase{
 	// Precedence between rules.
 	{"core error beats edge space", " jo<hn@example.com ", CodeInvalidCharacter, "", "", ""},
 	{"TLD beats trailing dot", "john@example.invalidtld.", CodeInvalidTLD, "", "example.invalidtld", ""},
-	{"space beats doubled at", "john doe@@example.com", CodeUnquotedSpace, "", "", ""},
+	{"doubled at beats space", "john doe@@example.com", CodeMultipleAt, "", "", ""},
 	{"control beats no at", "jo\x01hn", CodeInvalidCharacter, "", "", ""},
 	{"unbalanced beats no at", "(john", CodeUnbalanced, "", "", ""},
 	{"no username beats no domain", "@", CodeNoUsername, "", "", ""},

@@ -1,0 +1,88 @@
+package restapi
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/verify"
+)
+
+// Verifier verifies one address; *verify.Engine implements it.
+type Verifier interface {
+	Verify(ctx context.Context, address string, o verify.Options) verify.Result
+}
+
+// evTimeout bounds for GET /v5/ev, in seconds.
+const (
+	evDefaultTimeout = 10.0
+	evMaxTimeout     = 30.0
+)
+
+// queryKey authenticates the single-address endpoints, which take the key
+// in the api_key query parameter and answer errors in plain text.
+func (s *Server) queryKey(service string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		presented := strings.TrimSpace(q.Get("api_key"))
+		if presented == "" || !q.Has("email") {
+			writeText(w, http.StatusBadRequest, "Missing query parameter(s).")
+			return
+		}
+		k, ok := s.keys.Lookup(presented)
+		if !ok {
+			writeText(w, http.StatusUnauthorized, "Invalid API key.")
+			return
+		}
+		if !k.Enabled(service) {
+			writeText(w, http.StatusForbidden, fmt.Sprintf("This API key is not enabled for %s.", service))
+			return
+		}
+		if res := s.limiter(k).Reserve(); !res.OK() || res.Delay() > 0 {
+			delay := res.Delay()
+			res.Cancel()
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(delay.Seconds())))))
+			writeText(w, http.StatusTooManyRequests, "Too many requests for this API key.")
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), keyCtx, k)))
+	}
+}
+
+// evResponse is the GET /v5/ev body.
+type evResponse struct {
+	SafeToSend verify.SafeToSendResponse `json:"safe_to_send"`
+}
+
+// verifyEmail serves GET /v5/ev: one address, synchronously, within the
+// caller's timeout (default 10 s, at most 30 s). smtp=false skips the
+// mailbox check.
+func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	timeout := evDefaultTimeout
+	if v := q.Get("timeout"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || f <= 0 {
+			writeText(w, http.StatusBadRequest, "timeout must be a number of seconds greater than 0.")
+			return
+		}
+		timeout = min(f, evMaxTimeout)
+	}
+	opts := verify.Options{SMTP: s.cfg.EVSMTP}
+	if v := q.Get("smtp"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeText(w, http.StatusBadRequest, "smtp must be true or false.")
+			return
+		}
+		opts.SMTP = b && s.cfg.EVSMTP
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(timeout*float64(time.Second)))
+	defer cancel()
+	res := s.verifier.Verify(ctx, q.Get("email"), opts)
+	writeJSON(w, http.StatusOK, evResponse{SafeToSend: res.SafeToSend()})
+}

@@ -1,0 +1,245 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/emaildata/emaildata/internal/emaillists"
+	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/typo"
+)
+
+// Options are per-call choices.
+type Options struct {
+	// SMTP runs the mailbox check after the domain check.
+	SMTP bool
+}
+
+// Resolver finds a domain's mail hosts; *mxdns.Resolver implements it.
+type Resolver interface {
+	Lookup(ctx context.Context, domain string) (mxdns.Result, error)
+}
+
+// MailboxChecker runs the SMTP stage for addresses of one domain whose mail
+// hosts are known. out[i] receives the code for addrs[i]: one of
+// CodeDeliverable, CodeCatchAll, CodeMailboxNotFound, CodeMailboxFull,
+// CodeMailNotAccepted, CodeValidDomain (unconfirmed) or CodeTimeout.
+type MailboxChecker interface {
+	CheckMailboxes(ctx context.Context, domain string, mx []mxdns.MXHost, addrs []string, out []Code) error
+}
+
+// Engine runs every stage: syntax, corrections, lists, DNS and SMTP. One
+// engine serves GET /v5/ev (Verify) and the email_validation list service
+// (VerifyBatch). Nil stages are skipped.
+type Engine struct {
+	// Lists returns the current classification lists (they may reload).
+	Lists func() *emaillists.Lists
+	// Typos suggests corrections.
+	Typos *typo.Corrector
+	// DNS resolves domains; nil stops at syntax and lists (code 10).
+	DNS Resolver
+	// SMTP checks mailboxes; nil stops at the domain check (code 20).
+	SMTP MailboxChecker
+	// DomainWorkers bounds concurrent domains in a batch (default 32).
+	DomainWorkers int
+	// ExtraTLDs are accepted although they are not ICANN top-level domains:
+	// internal names of air-gapped clusters, or "test" for test worlds.
+	ExtraTLDs map[string]bool
+}
+
+// Verify checks one address within ctx's deadline. When the deadline
+// expires before a verdict, the code is CodeTimeout.
+func (e *Engine) Verify(ctx context.Context, address string, o Options) Result {
+	r := e.verify(ctx, address, o)
+	finish(&r)
+	return r
+}
+
+func (e *Engine) verify(ctx context.Context, address string, o Options) Result {
+	r := e.offline(address)
+	if final(r.Code) {
+		return r
+	}
+	mx, ok := e.domain(ctx, &r)
+	if !ok || !o.SMTP || e.SMTP == nil {
+		return r
+	}
+	codes := []Code{CodeValidDomain}
+	if err := e.SMTP.CheckMailboxes(ctx, r.Domain, mx, []string{mailbox(r)}, codes); err != nil && ctx.Err() != nil {
+		r.SetCode(CodeTimeout)
+		return r
+	}
+	e.applySMTP(&r, codes[0])
+	return r
+}
+
+// VerifyBatch checks many addresses: the offline stages per address, then
+// one DNS lookup and one SMTP batch per domain, domains in parallel.
+// results[i] is for addrs[i].
+func (e *Engine) VerifyBatch(ctx context.Context, addrs []string, results []Result, o Options) error {
+	if len(results) < len(addrs) {
+		return errors.New("verify: results shorter than addrs")
+	}
+	byDomain := map[string][]int{}
+	for i, a := range addrs {
+		results[i] = e.offline(a)
+		if !final(results[i].Code) {
+			byDomain[results[i].Domain] = append(byDomain[results[i].Domain], i)
+		}
+	}
+	workers := e.DomainWorkers
+	if workers <= 0 {
+		workers = 32
+	}
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	for domain, idx := range byDomain {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			e.verifyDomain(ctx, domain, idx, results, o)
+		}()
+	}
+	wg.Wait()
+	for i := range addrs {
+		finish(&results[i])
+	}
+	return ctx.Err()
+}
+
+// finish keeps the rule that a result with corrections is invalid.
+func finish(r *Result) {
+	if len(r.Corrections) > 0 && r.Status != StatusInvalid {
+		r.SetCode(CodeDomainNotAccepted)
+	}
+}
+
+func (e *Engine) verifyDomain(ctx context.Context, domain string, idx []int, results []Result, o Options) {
+	first := &results[idx[0]]
+	mx, ok := e.domain(ctx, first)
+	for _, i := range idx[1:] {
+		if results[i].Code == CodeValidSyntax {
+			results[i].SetCode(first.Code)
+		}
+	}
+	if !ok || !o.SMTP || e.SMTP == nil {
+		return
+	}
+	boxes := make([]string, len(idx))
+	codes := make([]Code, len(idx))
+	for j, i := range idx {
+		boxes[j] = mailbox(results[i])
+		codes[j] = CodeValidDomain
+	}
+	if err := e.SMTP.CheckMailboxes(ctx, domain, mx, boxes, codes); err != nil && ctx.Err() != nil {
+		for _, i := range idx {
+			results[i].SetCode(CodeTimeout)
+		}
+		return
+	}
+	for j, i := range idx {
+		e.applySMTP(&results[i], codes[j])
+	}
+}
+
+// offline runs the stages that need no network: syntax, corrections and
+// lists.
+func (e *Engine) offline(address string) Result {
+	r := CheckSyntax(address)
+	if r.Code == CodeInvalidTLD && e.ExtraTLDs[r.Domain[strings.LastIndexByte(r.Domain, '.')+1:]] {
+		r.SetCode(CodeValidSyntax)
+	}
+	if e.Typos != nil {
+		if s := e.Typos.Suggest(address); len(s) > 0 {
+			r.Corrections = s
+			if r.Code == CodeValidSyntax {
+				// A likely typo of a well-known provider: still look the
+				// domain up, but the verdict stays invalid.
+				r.typo = true
+			}
+		}
+	}
+	if r.Code != CodeValidSyntax {
+		return r
+	}
+	if e.Lists != nil {
+		c := e.Lists().Classify(r.Local, r.Domain)
+		r.DomainType = c.DomainType
+		r.RoleAccount = c.Role
+		switch {
+		case c.Suppressed:
+			r.SetCode(CodeSuppressed)
+		case c.SpamTrap:
+			r.SetCode(CodeSpamTrap)
+		case c.DomainType == emaillists.DomainDisposable:
+			r.SetCode(CodeSpamTrap)
+		case c.Dangerous:
+			r.SetCode(CodeUsernameNotAccepted)
+		}
+	}
+	if r.Code == CodeValidSyntax && e.DNS == nil && r.typo {
+		r.SetCode(CodeDomainNotAccepted)
+	}
+	return r
+}
+
+// domain runs the DNS stage. It returns the mail hosts and true when the
+// domain can receive mail.
+func (e *Engine) domain(ctx context.Context, r *Result) ([]mxdns.MXHost, bool) {
+	if e.DNS == nil {
+		return nil, false
+	}
+	res, err := e.DNS.Lookup(ctx, r.Domain)
+	if err != nil {
+		if ctx.Err() != nil {
+			r.SetCode(CodeTimeout)
+		} else {
+			r.SetCode(CodeSystemError)
+		}
+		return nil, false
+	}
+	switch res.Status {
+	case mxdns.NXDomain:
+		r.SetCode(CodeDomainNotFound)
+	case mxdns.NoAddress:
+		r.SetCode(CodeDomainNoIP)
+	case mxdns.NullMX:
+		r.SetCode(CodeDomainNoMail)
+	case mxdns.OK:
+		if r.typo {
+			// The domain exists, but it is a likely typo of a provider.
+			r.SetCode(CodeDomainNotAccepted)
+			return nil, false
+		}
+		r.SetCode(CodeValidDomain)
+		return res.MX, true
+	default:
+		r.SetCode(CodeSystemError)
+	}
+	return nil, false
+}
+
+func (e *Engine) applySMTP(r *Result, c Code) {
+	switch c {
+	case CodeDeliverable, CodeCatchAll, CodeMailboxNotFound, CodeMailboxFull, CodeMailNotAccepted, CodeTimeout, CodeValidDomain:
+		r.SetCode(c)
+	default:
+		r.SetCode(CodeValidDomain)
+	}
+}
+
+// mailbox is the address the SMTP stage asks for: local part and the ASCII
+// domain.
+func mailbox(r Result) string { return r.Local + "@" + r.Domain }
+
+// final reports codes after which no network stage runs.
+func final(c Code) bool { return c != CodeValidSyntax }
