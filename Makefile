@@ -59,7 +59,7 @@ envtest-assets: ## Build kube-apiserver and etcd from the Go module proxy (cache
 
 .PHONY: run
 run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API.
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)"
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)" $(ARGS)
 
 .PHONY: test
 test: verify-generated vet envtest-assets ## Run all tests.

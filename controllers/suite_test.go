@@ -85,7 +85,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	registry = catalog.Registry()
+	registry = catalog.Registry(nil)
 	// A stand-in for the report-capable services, so the two-step flow is
 	// exercised before the data store exists.
 	registry.Register("email_intelligence", &domainService{})

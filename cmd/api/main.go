@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
@@ -36,6 +37,8 @@ func main() {
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
+	vc := catalog.DefaultVerifyConfig()
+	vc.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -53,6 +56,12 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	engine, err := catalog.NewEngine(ctx, vc)
+	if err != nil {
+		log.Error("verification engine", "error", err.Error())
+		os.Exit(2)
+	}
+	o.Verifier, o.EVSMTP = engine, vc.SMTP
 	if err := restapi.Run(ctx, ctrl.GetConfigOrDie(), o); err != nil {
 		log.Error("api stopped", "error", err.Error())
 		os.Exit(1)

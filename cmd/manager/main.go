@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
@@ -19,6 +20,8 @@ import (
 func main() {
 	var o operator.Options
 	o.Pipeline = pipeline.DefaultConfig()
+	o.Verify = catalog.DefaultVerifyConfig()
+	o.Verify.BindFlags(flag.CommandLine)
 	var workerCPU, workerMemory, extraArgs string
 	flag.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")

@@ -25,6 +25,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -67,6 +68,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 type usageError struct{ error }
 
+// registry builds the list services from the verification flags.
+func registry(ctx context.Context, vc catalog.VerifyConfig) (*listservice.Registry, error) {
+	e, err := catalog.NewEngine(ctx, vc)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return catalog.Registry(e), nil
+}
+
 func limitsFlags(fs *flag.FlagSet) *listfile.Limits {
 	lim := pipeline.DefaultConfig().Limits
 	fs.Int64Var(&lim.MaxExpandedBytes, "max-expanded-bytes", lim.MaxExpandedBytes, "largest uncompressed size of a zipped list")
@@ -80,6 +90,8 @@ func runShard(ctx context.Context, args []string) error {
 	blobURL := fs.String("blob-url", os.Getenv("BLOB_URL"), "blob store URL")
 	index := fs.Int("index", -1, "shard index (default: $JOB_COMPLETION_INDEX)")
 	lim := limitsFlags(fs)
+	vc := catalog.DefaultVerifyConfig()
+	vc.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -98,7 +110,11 @@ func runShard(ctx context.Context, args []string) error {
 		return err
 	}
 	defer store.Close()
-	sum, err := pipeline.RunShard(ctx, store, blobstore.ListKeys{UID: *uid}, *index, catalog.Registry(), *lim)
+	reg, err := registry(ctx, vc)
+	if err != nil {
+		return err
+	}
+	sum, err := pipeline.RunShard(ctx, store, blobstore.ListKeys{UID: *uid}, *index, reg, *lim)
 	if err != nil {
 		return err
 	}
@@ -117,6 +133,9 @@ func runLocal(ctx context.Context, args []string) error {
 	header := fs.Bool("header", false, "the first row is a header")
 	emailCol := fs.Int("email-column", 1, "1-based email column")
 	lim := limitsFlags(fs)
+	vc := catalog.DefaultVerifyConfig()
+	vc.DNSServer = "off" // standalone runs are offline unless asked
+	vc.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -127,7 +146,10 @@ func runLocal(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", *delim)}
 	}
-	reg := catalog.Registry()
+	reg, err := registry(ctx, vc)
+	if err != nil {
+		return err
+	}
 	svc, err := reg.Lookup(*service)
 	if err != nil {
 		return usageError{err}

@@ -18,7 +18,7 @@ import (
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
-const evHeader = "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_valid_email"
+const evHeader = "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid"
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
@@ -59,27 +59,38 @@ func TestRunLocal(t *testing.T) {
 			data:  []byte("name,email\r\nAnn,ann@example.com\r\n\"Doe, Bob\",not-an-email\r\n"),
 			flags: []string{"--delimiter", "comma", "--header", "--email-column", "2"},
 			want: "name,email," + evHeader + "\r\n" +
-				"Ann,ann@example.com,valid,10,,,ann@example.com\r\n" +
-				"\"Doe, Bob\",not-an-email,invalid,150,,,\r\n",
+				"Ann,ann@example.com,valid,10,biz,false,,false,true\r\n" +
+				"\"Doe, Bob\",not-an-email,invalid,150,,false,,false,false\r\n",
 		},
 		{
 			name: "defaults: tab, no header, column 1", in: "list.txt", out: "result.txt",
 			data: []byte("ann@example.com\tAnn\n@example.com\n"),
 			want: "email\tcolumn_2\t" + strings.ReplaceAll(evHeader, ",", "\t") + "\n" +
-				"ann@example.com\tAnn\tvalid\t10\t\t\tann@example.com\n" +
-				"@example.com\t\tinvalid\t140\t\t\t\n",
+				"ann@example.com\tAnn\tvalid\t10\tbiz\tfalse\t\tfalse\ttrue\n" +
+				"@example.com\t\tinvalid\t140\t\tfalse\t\tfalse\tfalse\n",
 		},
 		{
 			name: "pipe", in: "list.csv", out: "result.csv",
 			data:  []byte("email|x\na@example.org|1\n"),
 			flags: []string{"--delimiter", "|", "--header"},
-			want:  "email|x|" + strings.ReplaceAll(evHeader, ",", "|") + "\na@example.org|1|valid|10|||a@example.org\n",
+			want:  "email|x|" + strings.ReplaceAll(evHeader, ",", "|") + "\na@example.org|1|valid|10|biz|false||false|true\n",
 		},
 		{
 			name: "zip in, zip out", in: "upload.zip", out: "upload-results.zip", entry: "upload-results.csv",
 			data:  zipOf(t, "list.csv", "email\na@example.org\nb@@example.org\n"),
 			flags: []string{"--delimiter", "comma", "--header"},
-			want:  "email," + evHeader + "\na@example.org,valid,10,,,a@example.org\nb@@example.org,invalid,210,,,\n",
+			want:  "email," + evHeader + "\na@example.org,valid,10,biz,false,,false,true\nb@@example.org,invalid,155,,false,b@example.org,false,false\n",
+		},
+		{
+			name: "corrections, roles and duplicates", in: "list.csv", out: "result.csv",
+			data:  []byte("email\ninfo@example.com\njohn@gmial.com\nx@mailinator.com\n\" INFO@Example.com\"\ninfo@example.com\n"),
+			flags: []string{"--delimiter", "comma", "--header"},
+			want: "email," + evHeader + "\n" +
+				"info@example.com,valid,10,biz,true,,false,true\n" +
+				"john@gmial.com,invalid,505,freeisp,false,john@gmail.com,false,false\n" +
+				"x@mailinator.com,trap,525,disposable,false,,false,false\n" +
+				"\" INFO@Example.com\",invalid,210,,false,INFO@example.com,true,false\n" +
+				"info@example.com,valid,10,biz,true,,true,true\n",
 		},
 	}
 	for _, tt := range tests {
@@ -112,6 +123,47 @@ func TestRunLocal(t *testing.T) {
 				t.Errorf("output:\n got %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// ev_duplicate spans the processor's batches (512 rows each): a repeat
+// hundreds of rows later, in another case and padded, is still flagged.
+func TestRunLocalDuplicatesAcrossBatches(t *testing.T) {
+	const n = 1200
+	var b strings.Builder
+	b.WriteString("Ann@Example.com\n")
+	for i := 1; i < n-2; i++ {
+		b.WriteString("user" + strconv.Itoa(i) + "@example.com\n")
+	}
+	b.WriteString(" ann@example.COM \nuser1@EXAMPLE.com\n")
+	dir := t.TempDir()
+	in := writeFile(t, dir, "list.txt", []byte(b.String()))
+	out := filepath.Join(dir, "result.txt")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--in", in, "--out", out}, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != n+1 {
+		t.Fatalf("%d lines, want %d", len(lines), n+1)
+	}
+	const dupCol = 1 + 5 // after the email column: ev_status, ..., ev_duplicate
+	for i, line := range lines[1:] {
+		f := strings.Split(line, "\t")
+		if len(f) != 8 {
+			t.Fatalf("row %d: %q", i+1, line)
+		}
+		want := "false"
+		if i >= n-2 {
+			want = "true"
+		}
+		if f[dupCol] != want {
+			t.Errorf("row %d %q: ev_duplicate %q, want %q", i+1, f[0], f[dupCol], want)
+		}
 	}
 }
 
@@ -190,7 +242,7 @@ func prepareFileStore(t *testing.T, uid string, data string, shardBytes int64) (
 	if err := store.WriteAll(ctx, "uploads/list.csv", []byte(data), nil); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := catalog.Registry().Lookup("email_validation")
+	svc, err := catalog.Registry(nil).Lookup("email_validation")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,9 +275,9 @@ func readSummary(t *testing.T, url, uid string, i int) pipeline.Summary {
 
 func TestShard(t *testing.T) {
 	const uid = "3d4c-uid"
-	url, plan := prepareFileStore(t, uid, "name,email\nAnn,ann@example.com\nBob,bob@example\n", 1<<20)
+	url, plan := prepareFileStore(t, uid, "name,email\nAnn,ann@example.com\nBob,bob@example\nAnn,Ann@Example.com\n", 1<<20)
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0"}, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0", "--dns-server", "off"}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	dir := strings.TrimPrefix(url, "file://")
@@ -234,12 +286,15 @@ func TestShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "Ann,ann@example.com,valid,10,,,ann@example.com\nBob,bob@example,invalid,115,,,\n"; string(part) != want {
+	// Offline (--dns-server off): syntax, corrections and lists.
+	if want := "Ann,ann@example.com,valid,10,biz,false,,false,true\n" +
+		"Bob,bob@example,invalid,115,,false,,false,false\n" +
+		"Ann,Ann@Example.com,valid,10,biz,false,,true,true\n"; string(part) != want {
 		t.Errorf("part %q, want %q", part, want)
 	}
 	sum := readSummary(t, url, uid, 0)
-	if sum.Index != 0 || sum.Rows != 2 || sum.Error != "" ||
-		sum.Reporting["status"]["valid"] != 1 || sum.Reporting["status"]["invalid"] != 1 || sum.Reporting["status_code"]["115"] != 1 {
+	if sum.Index != 0 || sum.Rows != 3 || sum.Error != "" ||
+		sum.Reporting["status"]["valid"] != 2 || sum.Reporting["status"]["invalid"] != 1 || sum.Reporting["status_code"]["115"] != 1 {
 		t.Errorf("summary %+v", sum)
 	}
 
@@ -282,7 +337,7 @@ func TestShardFromJobIndex(t *testing.T) {
 	for i := range plan.Shards {
 		t.Setenv("JOB_COMPLETION_INDEX", strconv.Itoa(i))
 		var stderr bytes.Buffer
-		if code := run(context.Background(), []string{"shard", "--list-uid", uid}, &stderr); code != 0 {
+		if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--dns-server", "off"}, &stderr); code != 0 {
 			t.Fatalf("index %d: exit %d: %s", i, code, stderr.String())
 		}
 		s := readSummary(t, url, uid, i)
@@ -303,7 +358,7 @@ func TestShardBadInput(t *testing.T) {
 	dir := strings.TrimPrefix(url, "file://")
 	writeFile(t, filepath.Join(dir, "uploads"), "list.csv", []byte("name,email\nAnn,ann@e\x00ample.com\n"))
 	var stderr bytes.Buffer
-	code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0"}, &stderr)
+	code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0", "--dns-server", "off"}, &stderr)
 	if code != 42 || !strings.Contains(stderr.String(), "bad input: row 1: binary data") {
 		t.Errorf("exit %d, stderr %q; want 42 and a binary-data message", code, stderr.String())
 	}
@@ -313,7 +368,7 @@ func TestShardBadInput(t *testing.T) {
 
 	// An index outside the plan is worth reporting but not bad input.
 	stderr.Reset()
-	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "7"}, &stderr); code != 1 {
+	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "7", "--dns-server", "off"}, &stderr); code != 1 {
 		t.Errorf("index 7: exit %d, stderr %q", code, stderr.String())
 	}
 }

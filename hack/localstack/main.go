@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/localstack"
 )
 
@@ -25,6 +26,9 @@ func main() {
 	metrics := flag.String("metrics-bind-address", "127.0.0.1:18080", "manager metrics address (0 disables)")
 	probe := flag.String("health-probe-bind-address", "127.0.0.1:18081", "manager health address (0 disables)")
 	apiListen := flag.String("api-listen", "127.0.0.1:8090", "REST API address")
+	vc := catalog.DefaultVerifyConfig()
+	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
+	vc.BindFlags(flag.CommandLine)
 	zopts := zap.Options{Development: true}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -38,7 +42,7 @@ func main() {
 	}
 	s, err := localstack.Start(ctx, localstack.Options{
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
-		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen,
+		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, Verify: vc,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
@@ -53,6 +57,7 @@ emaildata local stack is running (Ctrl-C stops it).
   blob store:  %[2]s
   REST API:    %[4]s   (OpenAPI document: %[4]s/openapi.json)
   API key:     %[5]s   (enabled for every service)
+  verification: %[6]s
 
 With kubectl:
   export KUBECONFIG=%[1]s
@@ -66,7 +71,7 @@ With the REST API:
   curl -s "$API/v5/list/LIST_ID" -H "api_key: $KEY" -H "accept: application/json"
   curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
 
-`, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey)
+`, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey, verifyMode(vc))
 
 	select {
 	case <-ctx.Done():
@@ -79,4 +84,14 @@ With the REST API:
 		os.Exit(1)
 	}
 	fmt.Println("stopped.")
+}
+
+func verifyMode(vc catalog.VerifyConfig) string {
+	if vc.DNSServer == "off" || vc.DNSServer == "" {
+		return "offline (syntax, corrections, lists); add --dns-server=system --smtp (make run ARGS=...) for DNS and SMTP checks"
+	}
+	if !vc.SMTP {
+		return "syntax, corrections, lists and DNS via " + vc.DNSServer
+	}
+	return "all stages, DNS via " + vc.DNSServer + ", SMTP on"
 }

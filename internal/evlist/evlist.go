@@ -1,20 +1,24 @@
 // Package evlist runs email verification over lists: the email_validation
 // list service.
 //
-// It currently runs the syntax stage of internal/verify only; the DNS, list
-// and SMTP stages plug in through the same Checker when they land.
+// Rows are verified in batches by a Checker (the verify.Engine's batch
+// mode in production), and each row gets the result columns appended.
 package evlist
 
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Columns appended to every row, after the input's own columns.
-var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_valid_email"}
+// ev_duplicate marks an address (trimmed, lower-cased) that appeared
+// earlier in the same shard; shards are 8 MiB by default, so in lists larger
+// than one shard a repeat across shards is not flagged.
+var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid"}
 
 // Checker verifies one batch of addresses; results[i] is for addrs[i].
 type Checker func(ctx context.Context, addrs []string, results []verify.Result) error
@@ -25,6 +29,13 @@ func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result) erro
 		results[i] = verify.CheckSyntax(a)
 	}
 	return nil
+}
+
+// EngineChecker verifies batches with the engine's batch mode.
+func EngineChecker(e *verify.Engine) Checker {
+	return func(ctx context.Context, addrs []string, results []verify.Result) error {
+		return e.VerifyBatch(ctx, addrs, results, verify.Options{SMTP: true})
+	}
 }
 
 // Service is the email_validation list service.
@@ -44,7 +55,7 @@ func (s *Service) Check(listservice.Input) error { return nil }
 
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	return &processor{svc: s, col: in.EmailColumn, report: listservice.Reporting{}}, nil
+	return &processor{svc: s, col: in.EmailColumn, report: listservice.Reporting{}, seen: map[string]struct{}{}}, nil
 }
 
 type processor struct {
@@ -53,6 +64,7 @@ type processor struct {
 	report  listservice.Reporting
 	addrs   []string
 	results []verify.Result
+	seen    map[string]struct{}
 }
 
 func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, out [][]string) error {
@@ -69,19 +81,33 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		return err
 	}
 	for i, r := range res {
-		valid := ""
+		valid := "false"
 		if r.Status == verify.StatusValid || r.Status == verify.StatusSafeToSend {
-			valid = r.Address
+			valid = "true"
 		}
-		role := ""
+		role := "false"
 		if r.RoleAccount {
 			role = "true"
+		}
+		correction := ""
+		if len(r.Corrections) > 0 {
+			correction = r.Corrections[0]
+		}
+		dup := "false"
+		if norm := strings.ToLower(strings.TrimSpace(p.addrs[i])); norm != "" {
+			if _, ok := p.seen[norm]; ok {
+				dup = "true"
+			} else {
+				p.seen[norm] = struct{}{}
+			}
 		}
 		out[i][0] = string(r.Status)
 		out[i][1] = strconv.Itoa(int(r.Code))
 		out[i][2] = r.DomainType
 		out[i][3] = role
-		out[i][4] = valid
+		out[i][4] = correction
+		out[i][5] = dup
+		out[i][6] = valid
 		p.report.Add("status", string(r.Status), 1)
 		p.report.Add("status_code", strconv.Itoa(int(r.Code)), 1)
 	}

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/typo"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -33,7 +35,7 @@ func newOut(n int) [][]string {
 
 func TestColumns(t *testing.T) {
 	s := New(SyntaxOnly)
-	want := []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_valid_email"}
+	want := []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid"}
 	got := s.Columns()
 	if !slices.Equal(got, want) {
 		t.Fatalf("Columns() = %q, want %q", got, want)
@@ -53,21 +55,22 @@ func TestColumns(t *testing.T) {
 func TestSyntaxOnlyRows(t *testing.T) {
 	tests := []struct {
 		addr string
-		want []string // ev_status, ev_status_code, ev_domain_type, ev_role_account, ev_valid_email
+		want []string // ev_status, ev_status_code, ev_domain_type, ev_role_account, ev_correction, ev_duplicate, ev_valid
 	}{
-		{"john@example.com", []string{"valid", "10", "", "", "john@example.com"}},
-		{"John.Doe@EXAMPLE.COM", []string{"valid", "10", "", "", "John.Doe@EXAMPLE.COM"}},
-		{"user@bücher.de", []string{"valid", "10", "", "", "user@bücher.de"}},
-		{"info@example.com", []string{"valid", "10", "", "", "info@example.com"}}, // role accounts come with later stages
-		{"", []string{"invalid", "100", "", "", ""}},
-		{"john.example.com", []string{"invalid", "150", "", "", ""}},
-		{"a@b@example.com", []string{"invalid", "155", "", "", ""}},
-		{"@example.com", []string{"invalid", "140", "", "", ""}},
-		{"john@", []string{"invalid", "145", "", "", ""}},
-		{"john@example.invalidtld", []string{"invalid", "200", "", "", ""}},
-		{" john@example.com ", []string{"invalid", "210", "", "", ""}},
-		{"jo hn@example.com", []string{"invalid", "215", "", "", ""}},
-		{"\xff@example.com", []string{"invalid", "110", "", "", ""}},
+		{"john@example.com", []string{"valid", "10", "", "false", "", "false", "true"}},
+		{"John.Doe@EXAMPLE.COM", []string{"valid", "10", "", "false", "", "false", "true"}},
+		{"user@bücher.de", []string{"valid", "10", "", "false", "", "false", "true"}},
+		{"info@example.com", []string{"valid", "10", "", "false", "", "false", "true"}}, // role accounts come with the list stage
+		{"", []string{"invalid", "100", "", "false", "", "false", "false"}},
+		{"john.example.com", []string{"invalid", "150", "", "false", "", "false", "false"}},
+		{"a@b@example.com", []string{"invalid", "155", "", "false", "", "false", "false"}}, // corrections come with the engine
+		{"@example.com", []string{"invalid", "140", "", "false", "", "false", "false"}},
+		{"john@", []string{"invalid", "145", "", "false", "", "false", "false"}},
+		{"john@example.invalidtld", []string{"invalid", "200", "", "false", "", "false", "false"}},
+		// The first row's address, trimmed: a duplicate, whatever its verdict.
+		{" john@example.com ", []string{"invalid", "210", "", "false", "", "true", "false"}},
+		{"jo hn@example.com", []string{"invalid", "215", "", "false", "", "false", "false"}},
+		{"\xff@example.com", []string{"invalid", "110", "", "false", "", "false", "false"}},
 	}
 	ctx := context.Background()
 	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{Header: []string{"name", "email"}, EmailColumn: 1})
@@ -118,10 +121,10 @@ func TestReportingAcrossBatchesAndShortRows(t *testing.T) {
 		}
 		all = append(all, out...)
 	}
-	if got := all[3]; got[0] != "invalid" || got[1] != "100" || got[4] != "" {
+	if got := all[3]; !slices.Equal(got, []string{"invalid", "100", "", "false", "", "false", "false"}) {
 		t.Errorf("short row: %q", got)
 	}
-	if got := all[4]; got[0] != "valid" || got[4] != "c@example.net" {
+	if got := all[4]; !slices.Equal(got, []string{"valid", "10", "", "false", "", "false", "true"}) {
 		t.Errorf("row after a smaller batch: %q", got)
 	}
 	want := listservice.Reporting{
@@ -155,6 +158,10 @@ func TestCustomChecker(t *testing.T) {
 			case strings.HasSuffix(a, "@gmail.com"):
 				r.SetCode(verify.CodeCatchAll)
 				r.DomainType = "freeisp"
+			case strings.HasSuffix(a, "@gmial.com"):
+				r.SetCode(verify.CodeDomainNotAccepted)
+				r.DomainType = "freeisp"
+				r.Corrections = []string{"z@gmail.com", "z@gmx.com"} // the first one is reported
 			default:
 				r.SetCode(verify.CodeTimeout)
 			}
@@ -170,6 +177,7 @@ func TestCustomChecker(t *testing.T) {
 		{Fields: []string{"info@acme.com"}},
 		{Fields: []string{"x@mailinator.com"}},
 		{Fields: []string{"y@gmail.com"}},
+		{Fields: []string{"z@gmial.com"}},
 		{Fields: []string{"z@slow.example"}},
 	}
 	out := newOut(len(rows))
@@ -177,10 +185,11 @@ func TestCustomChecker(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := [][]string{
-		{"safetosend", "50", "biz", "true", "info@acme.com"},
-		{"trap", "525", "disposable", "", ""},
-		{"valid", "45", "freeisp", "", "y@gmail.com"},
-		{"unknown", "5", "", "", ""},
+		{"safetosend", "50", "biz", "true", "", "false", "true"},
+		{"trap", "525", "disposable", "false", "", "false", "false"},
+		{"valid", "45", "freeisp", "false", "", "false", "true"},
+		{"invalid", "505", "freeisp", "false", "z@gmail.com", "false", "false"},
+		{"unknown", "5", "", "false", "", "false", "false"},
 	}
 	for i := range want {
 		if !slices.Equal(out[i], want[i]) {
@@ -188,8 +197,8 @@ func TestCustomChecker(t *testing.T) {
 		}
 	}
 	wantRep := listservice.Reporting{
-		"status":      {"safetosend": 1, "trap": 1, "valid": 1, "unknown": 1},
-		"status_code": {"50": 1, "525": 1, "45": 1, "5": 1},
+		"status":      {"safetosend": 1, "trap": 1, "valid": 1, "invalid": 1, "unknown": 1},
+		"status_code": {"50": 1, "525": 1, "45": 1, "505": 1, "5": 1},
 	}
 	if got := p.Reporting(); !maps.EqualFunc(got, wantRep, maps.Equal) {
 		t.Errorf("Reporting() = %v, want %v", got, wantRep)
@@ -220,6 +229,9 @@ func TestResultsZeroedBetweenBatches(t *testing.T) {
 				res[i].RoleAccount = true
 				res[i].DomainType = "biz"
 				res[i].SetCode(verify.CodeDeliverable)
+				if a == "info@acme.org" {
+					res[i].Corrections = []string{"info@acme.com"}
+				}
 			} else if res[i].Code == 0 {
 				res[i].SetCode(verify.CodeValidSyntax)
 			}
@@ -236,12 +248,115 @@ func TestResultsZeroedBetweenBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := [][]string{
-		{"valid", "10", "", "", "jane@acme.com"},
-		{"safetosend", "50", "biz", "true", "info@acme.net"},
+		{"valid", "10", "", "false", "", "false", "true"},
+		{"safetosend", "50", "biz", "true", "", "false", "true"},
 	}
 	for i := range want {
 		if !slices.Equal(out[i], want[i]) {
 			t.Errorf("second batch row %d: %q, want %q", i, out[i], want[i])
+		}
+	}
+}
+
+// ev_duplicate flags an address seen earlier by the same processor, in this
+// batch or an earlier one, compared trimmed and lower-cased; its first
+// occurrence and empty addresses are never duplicates.
+func TestDuplicate(t *testing.T) {
+	ctx := context.Background()
+	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := []struct {
+		addrs []string
+		want  []string // ev_duplicate
+	}{
+		{
+			[]string{"ann@example.com", "bob@example.com", "", "Bob@Example.COM"},
+			[]string{"false", "false", "false", "true"},
+		},
+		{
+			[]string{" ANN@Example.com\t", "ann@example.com", "", "carol@example.com", "bob@example.com", "ann@example.org"},
+			[]string{"true", "true", "false", "false", "true", "false"},
+		},
+		{
+			[]string{"Carol@example.com ", "dave@example.com"},
+			[]string{"true", "false"},
+		},
+	}
+	for bi, b := range batches {
+		out := newOut(len(b.addrs))
+		if err := p.ProcessBatch(ctx, rowsOf(0, b.addrs...), out); err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range b.addrs {
+			if got := out[i][5]; got != b.want[i] {
+				t.Errorf("batch %d row %d %q: ev_duplicate %q, want %q", bi, i, a, got, b.want[i])
+			}
+		}
+		if bi == 1 {
+			// A duplicate keeps its own verdict: the padded copy is invalid,
+			// the exact repeat valid.
+			if out[0][0] != "invalid" || out[0][1] != "210" || out[0][6] != "false" {
+				t.Errorf("padded duplicate: %q", out[0])
+			}
+			if out[1][0] != "valid" || out[1][6] != "true" {
+				t.Errorf("exact duplicate: %q", out[1])
+			}
+		}
+	}
+	// Rows are counted in the reporting whether or not they repeat.
+	if got := p.Reporting()["status"]; got["valid"]+got["invalid"] != 12 {
+		t.Errorf("Reporting() status = %v, want 12 rows", got)
+	}
+
+	// Each processor has its own memory of addresses.
+	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	out := newOut(1)
+	if err := p2.ProcessBatch(ctx, rowsOf(0, "ann@example.com"), out); err != nil {
+		t.Fatal(err)
+	}
+	if out[0][5] != "false" {
+		t.Errorf("new processor: ev_duplicate %q, want false", out[0][5])
+	}
+}
+
+// The engine's checker fills every column: list classification (domain
+// type, role accounts) and typo corrections, the first one reported.
+func TestEngineChecker(t *testing.T) {
+	ctx := context.Background()
+	e := &verify.Engine{Lists: emaillists.Default, Typos: typo.Default()} // offline: no DNS, no SMTP
+	p, err := New(EngineChecker(e)).NewProcessor(ctx, listservice.Input{EmailColumn: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		addr string
+		want []string
+	}{
+		{"ann@example.com", []string{"valid", "10", "biz", "false", "", "false", "true"}},
+		{"info@example.com", []string{"valid", "10", "biz", "true", "", "false", "true"}},
+		{"john@gmail.com", []string{"valid", "10", "freeisp", "false", "", "false", "true"}},
+		{"x@mailinator.com", []string{"trap", "525", "disposable", "false", "", "false", "false"}},
+		{"abuse@example.com", []string{"invalid", "500", "biz", "true", "", "false", "false"}},
+		// Corrections: a syntax error with a fix, and a provider's typo,
+		// which is invalid even though its syntax is fine.
+		{"b@@example.org", []string{"invalid", "155", "", "false", "b@example.org", "false", "false"}},
+		{"john@gmial.com", []string{"invalid", "505", "freeisp", "false", "john@gmail.com", "false", "false"}},
+		{"john@gmail.con", []string{"invalid", "200", "", "false", "john@gmail.com", "false", "false"}},
+		{" John@Gmail.com ", []string{"invalid", "210", "", "false", "John@gmail.com", "true", "false"}},
+	}
+	addrs := make([]string, len(tests))
+	for i, tt := range tests {
+		addrs[i] = tt.addr
+	}
+	out := newOut(len(tests))
+	if err := p.ProcessBatch(ctx, rowsOf(1, addrs...), out); err != nil {
+		t.Fatal(err)
+	}
+	for i, tt := range tests {
+		if !slices.Equal(out[i], tt.want) {
+			t.Errorf("%q: got %q, want %q", tt.addr, out[i], tt.want)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
@@ -43,6 +44,9 @@ type Options struct {
 	APIListen string
 	// Log receives the API's logs.
 	Log *slog.Logger
+	// Verify configures verification (the local stack runs offline by
+	// default: no DNS, no SMTP).
+	Verify catalog.VerifyConfig
 }
 
 // Stack is a running local control plane with the manager.
@@ -127,6 +131,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		Namespace:   Namespace,
 		BlobURL:     s.BlobURL,
 		Executor:    operator.ExecutorLocal,
+		Verify:      o.Verify,
 		MetricsAddr: o.MetricsAddr,
 		ProbeAddr:   o.ProbeAddr,
 		// Locally, a list waits a little for a ConfigMap applied after it.
@@ -156,10 +161,15 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.APIURL = "http://" + ln.Addr().String()
 	policy, _ := callback.ParsePolicy("127.0.0.0/8,::1/128")
+	engine, err := catalog.NewEngine(mctx, o.Verify)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	apiReady := make(chan struct{})
 	go func() {
 		err := restapi.Run(mctx, cfg, restapi.RunOptions{
-			Config:          restapi.Config{CallbackPolicy: policy},
+			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP},
 			Listener:        ln,
 			KeyNamespace:    Namespace,
 			BlobURL:         s.BlobURL,

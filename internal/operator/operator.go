@@ -48,8 +48,11 @@ type Options struct {
 	// BlobURL names the store; Store, when set, is used instead.
 	BlobURL string
 	Store   *blobstore.Store
-	// Registry of list services; catalog.Registry() when nil.
+	// Registry of list services; built from Verify when nil.
 	Registry *listservice.Registry
+	// Verify configures the verification engine of email_validation lists;
+	// Job workers get the same settings as flags.
+	Verify catalog.VerifyConfig
 	// Executor is "job" (default) or "local".
 	Executor string
 	// LocalConcurrency caps in-process shards for the local executor.
@@ -154,8 +157,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	reg := o.Registry
 	if reg == nil {
-		reg = catalog.Registry()
+		engine, err := catalog.NewEngine(ctx, o.Verify)
+		if err != nil {
+			return nil, err
+		}
+		reg = catalog.Registry(engine)
 	}
+	o.Job.ExtraArgs = append(o.Verify.Args(), o.Job.ExtraArgs...)
 	policy, err := callback.ParsePolicy(o.CallbackAllowCIDRs)
 	if err != nil {
 		return nil, fmt.Errorf("callback allow list: %w", err)

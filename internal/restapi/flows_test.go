@@ -51,9 +51,9 @@ func TestProcessFlow(t *testing.T) {
 	if ct := res.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") {
 		t.Errorf("Content-Type %q", ct)
 	}
-	want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_valid_email\n" +
-		"1,\"Doe, John\",john@example.com,valid,10,,,john@example.com\n" +
-		"2,Ann,not-an-email,invalid,150,,,\n"
+	want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid\n" +
+		"1,\"Doe, John\",john@example.com,valid,10,biz,false,,false,true\n" +
+		"2,Ann,not-an-email,invalid,150,,false,,false,false\n"
 	if string(res.body) != want {
 		t.Errorf("result:\n%s\nwant:\n%s", res.body, want)
 	}
@@ -121,7 +121,7 @@ func TestZipInZipOut(t *testing.T) {
 	}
 	f, _ := zr.File[0].Open()
 	content, _ := io.ReadAll(f)
-	if !strings.HasPrefix(string(content), "email\tev_status") || !strings.Contains(string(content), "john@example.com\tvalid\t10") {
+	if !strings.HasPrefix(string(content), "email\tev_status") || !strings.Contains(string(content), "john@example.com\tvalid\t10\tbiz") {
 		t.Errorf("zip content %q", content)
 	}
 }

@@ -112,7 +112,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	reg := catalog.Registry()
+	reg := catalog.Registry(nil)
 	reg.Register("email_intelligence", domainService{})
 	mgr, err := operator.New(ctx, cfg, operator.Options{
 		Namespace: nsSystem, Store: store, Registry: reg, Executor: operator.ExecutorLocal,

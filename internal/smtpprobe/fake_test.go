@@ -1,0 +1,288 @@
+package smtpprobe
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/mxdns"
+)
+
+// fakeSMTP is a scripted loopback SMTP server for behaviours the mail world
+// does not have (HELO-only servers, refused senders, per-session limits,
+// garbage). Empty replies from the hooks close the connection.
+type fakeSMTP struct {
+	t        testing.TB
+	ln       net.Listener
+	greeting string
+	ehlo     []string                                 // reply lines to EHLO
+	mail     func(session, n int) string              // reply to the n-th MAIL of a session (1-based)
+	rcpt     func(session, n int, rcpt string) string // reply to the n-th RCPT of a session
+
+	mu       sync.Mutex
+	sessions int
+	cmds     []string
+}
+
+// newFake starts a fake server, configured by setup before it serves.
+func newFake(t testing.TB, setup func(f *fakeSMTP)) *fakeSMTP {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSMTP{
+		t: t, ln: ln, greeting: "220 fake ESMTP",
+		ehlo: []string{"250-fake", "250-PIPELINING", "250 ENHANCEDSTATUSCODES"},
+		mail: func(int, int) string { return "250 2.1.0 Ok" },
+		rcpt: func(_, _ int, rcpt string) string {
+			if strings.HasPrefix(rcpt, "ok") {
+				return "250 2.1.5 Ok"
+			}
+			return "550 5.1.1 unknown"
+		},
+	}
+	if setup != nil {
+		setup(f)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.sessions++
+			n := f.sessions
+			f.mu.Unlock()
+			wg.Go(func() { f.serve(c, n) })
+		}
+	})
+	return f
+}
+
+func (f *fakeSMTP) serve(c net.Conn, session int) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	send := func(lines ...string) bool {
+		if len(lines) == 0 || lines[0] == "" {
+			return false
+		}
+		_, err := c.Write([]byte(strings.Join(lines, "\r\n") + "\r\n"))
+		return err == nil
+	}
+	if !send(strings.Split(f.greeting, "\n")...) || !strings.HasPrefix(f.greeting, "220") {
+		return
+	}
+	mails, rcpts := 0, 0
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimRight(line, "\r\n")
+		f.mu.Lock()
+		f.cmds = append(f.cmds, line)
+		f.mu.Unlock()
+		verb, arg, _ := strings.Cut(line, " ")
+		var ok bool
+		switch strings.ToUpper(verb) {
+		case "EHLO":
+			ok = send(f.ehlo...)
+		case "HELO":
+			ok = send("250 fake")
+		case "MAIL":
+			mails++
+			ok = send(f.mail(session, mails))
+		case "RCPT":
+			rcpts++
+			addr := strings.TrimSuffix(strings.TrimPrefix(arg, "TO:<"), ">")
+			ok = send(f.rcpt(session, rcpts, addr))
+		case "RSET":
+			ok = send("250 2.0.0 Ok")
+		case "QUIT":
+			send("221 2.0.0 Bye")
+			return
+		case "DATA":
+			f.t.Errorf("DATA sent")
+			return
+		default:
+			ok = send("500 5.5.2 what?")
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+func (f *fakeSMTP) count(prefix string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.cmds {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeSMTP) nSessions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sessions
+}
+
+// fakeProber probes MX hosts fake1, fake2, ... (pretend addresses
+// 127.0.0.101, ...) that the dialer maps to the given servers.
+func fakeProber(t testing.TB, mod func(*Config), servers ...*fakeSMTP) (*Prober, []mxdns.MXHost) {
+	route := map[string]string{}
+	var mx []mxdns.MXHost
+	for i, f := range servers {
+		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(101 + i)})
+		route[ip.String()+":25"] = f.ln.Addr().String()
+		mx = append(mx, mxdns.MXHost{Host: fmt.Sprintf("fake%d", i+1), Pref: uint16(10 * (i + 1)), Addrs: []netip.Addr{ip}})
+	}
+	guard := loopbackDialer(t)
+	cfg := Config{
+		HELOName: "verify.example.test", MailFrom: "verify@example.test",
+		ConnectTimeout: 500 * time.Millisecond, CommandTimeout: time.Second,
+		RatePerHost: 1000, GreylistRetry: 100 * time.Millisecond, MaxGreylistRetries: 2,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			to, ok := route[addr]
+			if !ok {
+				return nil, fmt.Errorf("no route to %s", addr)
+			}
+			return guard(ctx, network, to)
+		},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return New(cfg), mx
+}
+
+func TestFakeHELOOnlyNoPipelining(t *testing.T) {
+	f := newFake(t, func(f *fakeSMTP) {
+		f.greeting = "220-fake.test ESMTP\n220-multi-line greeting\n220 ready"
+		f.ehlo = []string{"502 5.5.1 EHLO not implemented"}
+	})
+	p, mx := fakeProber(t, nil, f)
+	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake1" {
+		t.Fatalf("got %+v", r)
+	}
+	want := []string{"EHLO verify.example.test", "HELO verify.example.test", "MAIL FROM:<verify@example.test>", "RCPT TO:<ok1@fake.test>", "RSET", "MAIL FROM:<verify@example.test>"}
+	f.mu.Lock()
+	got := f.cmds
+	f.mu.Unlock()
+	if len(got) != 8 || strings.Join(got[:6], "|") != strings.Join(want, "|") || !strings.HasPrefix(got[6], "RCPT TO:<") || got[7] != "QUIT" {
+		t.Fatalf("commands %q", got)
+	}
+}
+
+func TestFakeGreeting421FallsToNextHost(t *testing.T) {
+	busy := newFake(t, func(f *fakeSMTP) { f.greeting = "421 4.7.0 too busy" })
+	ok := newFake(t, nil)
+	p, mx := fakeProber(t, nil, busy, ok)
+	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake2" {
+		t.Fatalf("got %+v", r)
+	}
+	if st := p.Stats(); st.HostFailures != 1 || st.Sessions != 1 || st.Dials != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestFakeSenderRefused(t *testing.T) {
+	f := newFake(t, func(f *fakeSMTP) {
+		f.mail = func(int, int) string { return "553 5.1.8 sender domain rejected" }
+	})
+	p, mx := fakeProber(t, nil, f)
+	r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
+	if r.Outcome != Unconfirmed || !errors.Is(r.Err, ErrAllHostsFailed) || !strings.HasPrefix(r.Reply, "553 5.1.8") {
+		t.Fatalf("got %+v", r)
+	}
+	if f.count("RCPT") != 0 && f.count("RCPT") != 1 { // pipelined RCPT is ignored
+		t.Fatalf("RCPTs %d", f.count("RCPT"))
+	}
+}
+
+func TestFakeMailTempFailRetried(t *testing.T) {
+	f := newFake(t, func(f *fakeSMTP) {
+		f.mail = func(session, _ int) string {
+			if session == 1 {
+				return "451 4.7.1 try later"
+			}
+			return "250 2.1.0 Ok"
+		}
+	})
+	p, mx := fakeProber(t, nil, f)
+	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "nobody@fake.test"); r.Outcome != Missing {
+		t.Fatalf("got %+v", r)
+	}
+	if f.nSessions() != 2 {
+		t.Fatalf("%d sessions", f.nSessions())
+	}
+}
+
+// A server limiting recipients per session (452 4.5.3 after 3) or dropping
+// the connection after 3: the batch reconnects to the same host at once.
+func TestFakePerSessionLimits(t *testing.T) {
+	for _, mode := range []string{"452", "drop"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFake(t, func(f *fakeSMTP) {
+				f.rcpt = func(_, n int, rcpt string) string {
+					if n > 3 {
+						if mode == "drop" {
+							return ""
+						}
+						return "452 4.5.3 too many recipients this session"
+					}
+					if strings.HasPrefix(rcpt, "ok") {
+						return "250 2.1.5 Ok"
+					}
+					return "550 5.1.1 unknown"
+				}
+			})
+			p, mx := fakeProber(t, func(c *Config) { c.MaxConnsPerHost = 1 }, f, newFake(t, nil))
+			var addrs []string
+			for i := range 10 {
+				addrs = append(addrs, fmt.Sprintf("ok%d@fake.test", i), fmt.Sprintf("no%d@fake.test", i))
+			}
+			res := make([]Result, len(addrs))
+			if err := p.ProbeBatch(ctxTimeout(t, 5*time.Second), "fake.test", mx, addrs, res); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				want := Deliverable
+				if i%2 == 1 {
+					want = Missing
+				}
+				if r.Outcome != want || r.Host != "fake1" {
+					t.Fatalf("%s: %+v", addrs[i], r)
+				}
+			}
+			// 21 verdicts at 3 per session.
+			if n := f.nSessions(); n < 7 || n > 9 {
+				t.Fatalf("%d sessions", n)
+			}
+		})
+	}
+}
+
+func TestFakeGarbage(t *testing.T) {
+	f := newFake(t, func(f *fakeSMTP) { f.ehlo = []string{"hello there"} })
+	p, mx := fakeProber(t, nil, f)
+	r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
+	if r.Outcome != Unconfirmed || !errors.Is(r.Err, errProtocol) {
+		t.Fatalf("got %+v", r)
+	}
+}

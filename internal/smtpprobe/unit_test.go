@@ -1,0 +1,213 @@
+package smtpprobe
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadReply(t *testing.T) {
+	for _, tc := range []struct {
+		in         string
+		code       int
+		enh, text  string
+		last       string
+		err        error
+		afterFirst string // what the next reply reads as, if any
+	}{
+		{in: "250 2.1.5 Ok\r\n", code: 250, enh: "2.1.5", text: "2.1.5 Ok", last: "250 2.1.5 Ok"},
+		{in: "220\r\n", code: 220, last: "220"},
+		{in: "550 5.1.1 <a@b>: User unknown\n", code: 550, enh: "5.1.1", text: "5.1.1 <a@b>: User unknown", last: "550 5.1.1 <a@b>: User unknown"},
+		{in: "250-mx.test Hello\r\n250-PIPELINING\r\n250-SIZE 100\r\n250 SMTPUTF8\r\n", code: 250, text: "mx.test Hello\nPIPELINING\nSIZE 100\nSMTPUTF8", last: "250 SMTPUTF8"},
+		{in: "550-5.7.1 Blocked\r\n550-5.7.1 see http://x\r\n550 5.7.1 bye\r\n", code: 550, enh: "5.7.1", last: "550 5.7.1 bye"},
+		{in: "451 4.7.1 Greylisted\r\n250 2.0.0 Ok\r\n", code: 451, enh: "4.7.1", last: "451 4.7.1 Greylisted", afterFirst: "250 2.0.0 Ok"},
+		{in: "452 5.2.2 odd\r\n", code: 452, text: "5.2.2 odd", last: "452 5.2.2 odd"}, // class mismatch: no enhanced code
+		{in: "550 5.1.1.1 x\r\n", code: 550, last: "550 5.1.1.1 x"},
+		{in: "550 5.1234.1 x\r\n", code: 550, last: "550 5.1234.1 x"},
+		{in: "250-a\r\n550 b\r\n", err: errProtocol},
+		{in: "25O Ok\r\n", err: errProtocol},
+		{in: "250_Ok\r\n", err: errProtocol},
+		{in: "650 no\r\n", err: errProtocol},
+		{in: "hello\r\n", err: errProtocol},
+		{in: "250-a\r\n", err: io.EOF},
+		{in: "250 trunc", err: io.ErrUnexpectedEOF},
+		{in: "", err: io.EOF},
+		{in: "250 " + strings.Repeat("x", maxReplyLine) + "\r\n", err: errProtocol},
+		{in: strings.Repeat("250-x\r\n", maxReplyLines+1) + "250 x\r\n", err: errProtocol},
+	} {
+		br := bufio.NewReaderSize(strings.NewReader(tc.in), maxReplyLine)
+		r, err := readReply(br)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%q: err %v, want %v", truncate(tc.in, 40), err, tc.err)
+			}
+			continue
+		}
+		if err != nil || r.code != tc.code || r.enh != tc.enh || r.last != tc.last || (tc.text != "" && r.text != tc.text) {
+			t.Errorf("%q: got %+v %v", tc.in, r, err)
+		}
+		if tc.afterFirst != "" {
+			if r2, err := readReply(br); err != nil || r2.last != tc.afterFirst {
+				t.Errorf("%q: second reply %+v %v", tc.in, r2, err)
+			}
+		}
+	}
+}
+
+func TestClassifyRcpt(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want rcptKind
+		grey bool
+	}{
+		{"250 2.1.5 Ok", kindAccepted, false},
+		{"251 2.1.5 User not local; will forward", kindAccepted, false},
+		{"550 5.1.1 <a@b>: Recipient address rejected: User unknown", kindMissing, false},
+		{"550 5.1.1 The email account that you tried to reach does not exist", kindMissing, false},
+		{"553 5.1.3 bad address syntax", kindMissing, false},
+		{"550 5.1.10 RESOLVER.ADR.RecipientNotFound", kindMissing, false},
+		{"550 5.2.1 <a@b>: Mailbox disabled", kindMissing, false},
+		{"550 User unknown", kindMissing, false},
+		{"551 User not local", kindMissing, false},
+		{"553 sorry, no mailbox here by that name", kindMissing, false},
+		{"550 Requested action not taken", kindMissing, false},
+		{"552 5.2.2 <a@b>: Mailbox full", kindFull, false},
+		{"552 Requested mail action aborted: exceeded storage allocation", kindFull, false},
+		{"550 5.2.2 quota exceeded", kindFull, false},
+		{"550 mailbox full", kindFull, false},
+		{"550 5.7.1 <a@b>: Recipient address rejected: Access denied by policy", kindPolicy, false},
+		{"550 5.7.1 <a@b>: Relay access denied", kindPolicy, false},
+		{"554 5.7.1 Service unavailable; Client host blocked using zen.spamhaus.org", kindPolicy, false},
+		{"550 5.1.2 not accepted for this domain", kindPolicy, false},
+		{"554 rejected", kindPolicy, false},
+		{"550 Relaying denied", kindPolicy, false},
+		{"553 sorry, that domain isn't in my list of allowed rcpthosts", kindPolicy, false},
+		{"550 5.1.8 sender domain does not resolve", kindUnknown, false},
+		{"501 5.5.4 Syntax: RCPT TO:<address>", kindUnknown, false},
+		{"503 5.5.1 Error: need MAIL command", kindUnknown, false},
+		{"500 command unrecognized", kindUnknown, false},
+		{"451 4.7.1 <a@b>: Recipient address rejected: Greylisted, please try again later", kindTemporary, true},
+		{"450 4.2.1 <a@b>: Mailbox temporarily unavailable", kindTemporary, false},
+		{"450 4.7.1 Client host rejected: cannot find your hostname", kindTemporary, true},
+		{"451 Temporary local problem - please try later", kindTemporary, true},
+		{"421 4.7.0 mx Error: too many connections, try again later", kindTemporary, true},
+		{"450 4.1.1 Recipient address rejected: unverified address", kindTemporary, false},
+		{"452 4.5.3 Error: too many recipients", kindRetryNow, false},
+		{"452 4.2.2 Mailbox full", kindTemporary, false},
+		{"354 go ahead", kindUnknown, false},
+	} {
+		r, err := readReply(bufio.NewReader(strings.NewReader(tc.line + "\r\n")))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.line, err)
+		}
+		if got := classifyRcpt(r); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.line, got, tc.want)
+		}
+		if got := looksGreylisted(r); got != tc.grey {
+			t.Errorf("%q: greylisted %v, want %v", tc.line, got, tc.grey)
+		}
+	}
+}
+
+func TestVerdictCache(t *testing.T) {
+	c := newVerdictCache(3, time.Minute)
+	now := time.Unix(1_700_000_000, 0)
+	c.now = func() time.Time { return now }
+	for i := range 5 {
+		c.put(fmt.Sprintf("d%d.test", i), i%2 == 0)
+	}
+	if c.len() != 3 {
+		t.Fatalf("len %d, want 3", c.len())
+	}
+	if _, ok := c.get("d0.test"); ok {
+		t.Fatal("oldest not evicted")
+	}
+	if v, ok := c.get("d2.test"); !ok || !v {
+		t.Fatal("d2 missing")
+	}
+	c.put("d5.test", false) // evicts d3 (d2 was just used)
+	if _, ok := c.get("d3.test"); ok {
+		t.Fatal("LRU order ignored")
+	}
+	c.put("d2.test", false)
+	if v, ok := c.get("d2.test"); !ok || v {
+		t.Fatal("update ignored")
+	}
+	now = now.Add(time.Minute)
+	if _, ok := c.get("d2.test"); ok || c.len() != 2 {
+		t.Fatalf("expired entry served (len %d)", c.len())
+	}
+	c.del("d4.test")
+	if _, ok := c.get("d4.test"); ok {
+		t.Fatal("del")
+	}
+}
+
+func TestHostLimits(t *testing.T) {
+	l := newHostLimits(2, 1000)
+	ctx := context.Background()
+	r1, err1 := l.acquire(ctx, "a")
+	r2, err2 := l.acquire(ctx, "a")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	// A third connection to "a" waits; "b" does not.
+	if _, err := l.acquire(ctxTimeout(t, 30*time.Millisecond), "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third slot: %v", err)
+	}
+	rb, err := l.acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb()
+	rb() // idempotent
+	r1()
+	if _, err := l.acquire(ctxTimeout(t, time.Second), "a"); err != nil {
+		t.Fatalf("slot not freed: %v", err)
+	}
+	r2()
+
+	// A token that cannot come before the deadline fails at once.
+	slow := newHostLimits(1, 0.5)
+	rs, _ := slow.acquire(ctx, "s")
+	rs()
+	t0 := time.Now()
+	if _, err := slow.acquire(ctxTimeout(t, 100*time.Millisecond), "s"); err == nil || time.Since(t0) > 50*time.Millisecond {
+		t.Fatalf("rate wait: %v after %v", err, time.Since(t0))
+	}
+
+	// Idle hosts with a full bucket are swept; busy ones are kept.
+	big := newHostLimits(1, 1e6)
+	var held []func()
+	for i := range minSweep + 10 {
+		r, err := big.acquire(ctx, fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 5 {
+			held = append(held, r)
+		} else {
+			r()
+		}
+	}
+	time.Sleep(time.Millisecond)
+	if _, err := big.acquire(ctx, "new"); err != nil {
+		t.Fatal(err)
+	}
+	if n := big.len(); n > minSweep {
+		t.Fatalf("%d hosts after sweep", n)
+	}
+	for i := range 5 {
+		if big.m[fmt.Sprint(i)] == nil {
+			t.Fatalf("busy host %d swept", i)
+		}
+	}
+	for _, r := range held {
+		r()
+	}
+}
