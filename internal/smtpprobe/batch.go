@@ -54,7 +54,8 @@ type batch struct {
 	nAccepted int
 	failed    []bool // per target: refused, dropped or stalled
 	dead      error  // all targets failed
-	over      bool   // ctx ended
+	over      bool   // ctx ended (or its deadline cannot be met)
+	overErr   error  // why: wraps context.Canceled or DeadlineExceeded
 	ca        caState
 	caItem    *item
 	estimate  time.Duration // time one more session for a retry is expected to take
@@ -116,7 +117,7 @@ func (b *batch) run() error {
 	}
 	b.finish()
 	if b.over {
-		return fmt.Errorf("smtpprobe: %s: %w", b.domain, ctxErr(b.ctx))
+		return fmt.Errorf("smtpprobe: %s: %w", b.domain, b.overErr)
 	}
 	return nil
 }
@@ -172,10 +173,15 @@ func (b *batch) next(maxWait time.Duration) *item {
 		clear(b.deferred[len(keep):])
 		b.deferred = keep
 		if ca := b.caItem; ca != nil && !ca.done && !b.caNeededLocked() {
-			// Only the deferred catch-all probe is left and nothing needs
-			// it: do not wait for it.
+			// Only the catch-all probe is left and nothing needs it: do not
+			// wait or connect for it.
 			if i := slices.Index(b.deferred, ca); i >= 0 {
 				b.deferred = slices.Delete(b.deferred, i, i+1)
+				b.finalLocked(ca, Result{})
+				continue
+			}
+			if i := slices.Index(b.ready, ca); i >= 0 {
+				b.ready = slices.Delete(b.ready, i, i+1)
 				b.finalLocked(ca, Result{})
 				continue
 			}
@@ -212,7 +218,7 @@ func (b *batch) next(maxWait time.Duration) *item {
 		}
 		b.mu.Lock()
 		if ctxOver(b.ctx) && !b.over {
-			b.abortLocked(&budgetError{ctxErr(b.ctx)})
+			b.abortLocked(ctxErr(b.ctx))
 		}
 	}
 }
@@ -276,7 +282,7 @@ func (b *batch) open() (*session, error) {
 		if b.over || b.dead != nil {
 			err := b.dead
 			if b.over {
-				err = &budgetError{ctxErr(b.ctx)}
+				err = b.overErr
 			}
 			b.mu.Unlock()
 			return nil, err
@@ -446,7 +452,9 @@ func (b *batch) temporary(it *item, s *session, r reply) {
 	b.mu.Lock()
 	fits := true
 	if dl, ok := b.ctx.Deadline(); ok {
-		fits = time.Until(dl) >= delay+b.estimate
+		// The wait, a rate token at worst, and one more session.
+		token := time.Duration(float64(time.Second) / b.p.cfg.RatePerHost)
+		fits = time.Until(dl) >= delay+token+b.estimate
 	}
 	if it.tries <= b.p.cfg.MaxGreylistRetries && fits && !b.over && b.dead == nil {
 		b.p.deferred.Add(1)
@@ -495,7 +503,7 @@ func (b *batch) requeue(it *item, s *session, err error) {
 	}
 	switch {
 	case b.over:
-		b.settleLocked(it, &budgetError{ctxErr(b.ctx)})
+		b.settleLocked(it, b.overErr)
 	case b.dead != nil:
 		b.settleLocked(it, b.dead)
 	case it.drops >= 2:
@@ -549,7 +557,13 @@ func (b *batch) settleLocked(it *item, err error) {
 }
 
 func (b *batch) abortLocked(err error) {
-	b.over = true
+	if !isBudget(err) {
+		if ce := ctxErr(b.ctx); ce != nil && !errors.Is(err, ce) {
+			err = fmt.Errorf("%w: %w", ce, err)
+		}
+		err = &budgetError{err}
+	}
+	b.over, b.overErr = true, err
 	b.settleQueuedLocked(err)
 }
 

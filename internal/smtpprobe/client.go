@@ -172,7 +172,7 @@ func (e *hostError) Unwrap() error { return e.err }
 // past its deadline, or a per-host wait that cannot end before it).
 type budgetError struct{ err error }
 
-func (e *budgetError) Error() string { return "smtpprobe: " + e.err.Error() }
+func (e *budgetError) Error() string { return "smtpprobe: " + fmt.Sprint(e.err) }
 func (e *budgetError) Unwrap() error { return e.err }
 
 // ctxOver reports whether ctx is done or its deadline has passed (a

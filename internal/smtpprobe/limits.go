@@ -3,6 +3,7 @@ package smtpprobe
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -68,6 +69,9 @@ func (l *hostLimits) acquire(ctx context.Context, addr string) (release func(), 
 	if err := h.lim.Wait(ctx); err != nil {
 		<-h.sem
 		l.unref(h)
+		if ctx.Err() == nil { // the token would come after the deadline
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
 		return nil, err
 	}
 	var once sync.Once

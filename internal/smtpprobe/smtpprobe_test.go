@@ -490,6 +490,25 @@ func TestRatePerHost(t *testing.T) {
 	if hs := hostStats(e, "mx1.slowprov.test"); hs.Total != 6 || took < 240*time.Millisecond {
 		t.Fatalf("%d connections in %v", hs.Total, took)
 	}
+
+	// A token that cannot come before the caller's deadline: Timeout at
+	// once, without connecting.
+	slow := e.prober(func(c *Config) { c.MaxConnsPerHost = 1; c.RatePerHost = 1 })
+	slow.Probe(ctx, e.mx("r0.test"), "nobody@r0.test") // takes the burst
+	res := make([]Result, 2)
+	t0 = time.Now()
+	err := slow.ProbeBatch(ctxTimeout(t, 300*time.Millisecond), "r1.test", e.mx("r1.test"), []string{"a@r1.test", "b@r1.test"}, res)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 100*time.Millisecond {
+		t.Fatalf("err %v after %v", err, time.Since(t0))
+	}
+	for _, r := range res {
+		if r.Outcome != Timeout || !errors.Is(r.Err, context.DeadlineExceeded) {
+			t.Fatalf("got %+v", r)
+		}
+	}
+	if hs := hostStats(e, "mx1.slowprov.test"); hs.Total != 7 {
+		t.Fatalf("%d connections", hs.Total)
+	}
 }
 
 // The caller's deadline expiring in the middle of a batch: decided
