@@ -1,0 +1,240 @@
+package fraud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// historyContract checks a History implementation; the PostgreSQL tests run
+// it too.
+func historyContract(t *testing.T, h History) {
+	ctx := context.Background()
+	now := t0
+	k := Keys{Email: "A", Domain: "D", Tumbling: "T", IP: "I", Phone: "P"}
+
+	st, err := h.Stats(ctx, k, now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != (Stats{}) {
+		t.Fatalf("empty history: %+v", st)
+	}
+
+	events := []Event{
+		{Keys{Email: "C", Domain: "D", IP: "I"}, now.Add(-48 * time.Hour)}, // outside the window
+		{k, now.Add(-2 * time.Hour)},
+		{Keys{Email: "B", Domain: "D", Tumbling: "T", IP: "I"}, now.Add(-time.Hour)},
+		{k, now.Add(-30 * time.Minute)},
+		{Keys{Email: "E", Domain: "D2"}, now.Add(-10 * time.Minute)}, // no ip, no phone
+		{Keys{Email: "F", Domain: "D", IP: "I", Phone: "P"}, now.Add(-5 * time.Minute)},
+	}
+	for _, ev := range events {
+		if err := h.Record(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err = h.Stats(ctx, k, now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{
+		EmailCount: 2, EmailTotal: 2, EmailFirstSeen: now.Add(-2 * time.Hour),
+		DomainCount: 4, DomainTotal: 5, DomainFirstSeen: now.Add(-48 * time.Hour),
+		TumblingVariants: 1,
+		IPCount:          4, IPDistinctEmails: 2,
+		PhoneCount: 3, PhoneDistinctEmails: 1,
+	}
+	if !sameStats(st, want) {
+		t.Errorf("stats\n got %+v\nwant %+v", st, want)
+	}
+
+	// A short window and absent keys.
+	st, err = h.Stats(ctx, Keys{Email: "A", Domain: "D"}, now, 45*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Stats{EmailCount: 1, EmailTotal: 2, EmailFirstSeen: now.Add(-2 * time.Hour),
+		DomainCount: 2, DomainTotal: 5, DomainFirstSeen: now.Add(-48 * time.Hour)}
+	if !sameStats(st, want) {
+		t.Errorf("short window\n got %+v\nwant %+v", st, want)
+	}
+
+	// A late event older than the first sighting moves first-seen back.
+	if err := h.Record(ctx, Event{Keys{Email: "A", Domain: "D"}, now.Add(-72 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = h.Stats(ctx, Keys{Email: "A", Domain: "D"}, now, time.Hour)
+	if !st.EmailFirstSeen.Equal(now.Add(-72*time.Hour)) || !st.DomainFirstSeen.Equal(now.Add(-72*time.Hour)) || st.EmailTotal != 3 {
+		t.Errorf("after late event: %+v", st)
+	}
+}
+
+func sameStats(a, b Stats) bool {
+	ea, eb := a.EmailFirstSeen, b.EmailFirstSeen
+	da, db := a.DomainFirstSeen, b.DomainFirstSeen
+	a.EmailFirstSeen, b.EmailFirstSeen, a.DomainFirstSeen, b.DomainFirstSeen = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return a == b && ea.Equal(eb) && da.Equal(db)
+}
+
+func TestMemoryHistory(t *testing.T) {
+	historyContract(t, NewMemoryHistory(0, 0))
+}
+
+func TestMemoryHistoryBounded(t *testing.T) {
+	h := NewMemoryHistory(100, 4)
+	ctx := context.Background()
+	for i := range 1000 {
+		ev := Event{Keys{Email: fmt.Sprint("e", i), Domain: "d", IP: "ip"}, t0.Add(time.Duration(i) * time.Second)}
+		if err := h.Record(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.Len(); n > 100 {
+		t.Errorf("%d keys kept, bound 100", n)
+	}
+	h.mu.Lock()
+	for id, k := range h.m {
+		if len(k.times) >= 8 || len(k.emails) > 4 {
+			t.Errorf("key %v keeps %d times, %d emails", id, len(k.times), len(k.emails))
+		}
+	}
+	hot := h.m[memKeyID{'d', "d"}]
+	h.mu.Unlock()
+	// The hot domain survives eviction and counts all events ever.
+	if hot == nil || hot.total != 1000 {
+		t.Errorf("hot domain key = %+v", hot)
+	}
+	st, _ := h.Stats(ctx, Keys{Email: "e999", IP: "ip"}, t0.Add(1000*time.Second), time.Hour)
+	if st.IPDistinctEmails != 3 { // the 4 most recent, less itself
+		t.Errorf("IPDistinctEmails = %d, want 3 (capped)", st.IPDistinctEmails)
+	}
+}
+
+// errHistory fails every call.
+type errHistory struct{ records int }
+
+func (e *errHistory) Record(context.Context, Event) error { e.records++; return errors.New("down") }
+func (e *errHistory) Stats(context.Context, Keys, time.Time, time.Duration) (Stats, error) {
+	return Stats{}, errors.New("down")
+}
+
+func TestScorerHistory(t *testing.T) {
+	ctx := context.Background()
+	now := t0
+	h := NewMemoryHistory(0, 0)
+	s := New(testConfig(t, nil), Deps{History: h, Now: func() time.Time { return now }})
+	assess := func(in Input) Assessment { return s.Assess(ctx, in, okResult(in.Email)) }
+
+	t.Run("first sighting", func(t *testing.T) {
+		a := assess(Input{Email: "ann.lee@newdomain.example", IP: "73.1.1.1"})
+		if a.EAM == nil || a.DAM == nil {
+			t.Fatal("eam/dam missing")
+		}
+		want := Activity{DateFirstSeen: "2026-03-02", Longevity: 0, Velocity: 0, Popularity: 0}
+		if *a.EAM != want || *a.DAM != want {
+			t.Errorf("eam %+v dam %+v, want %+v", *a.EAM, *a.DAM, want)
+		}
+		checkCodes(t, a, []string{ReasonDomainNew}, []string{ReasonEmailVelocity, ReasonEmailEstablished})
+	})
+	t.Run("tumbling", func(t *testing.T) {
+		var a Assessment
+		for i, e := range []string{"john.smith+a@gmail.com", "johnsmith+b@gmail.com", "john.smith7@gmail.com", "jo.hn.smith@gmail.com", "johnsmith99@gmail.com"} {
+			a = assess(Input{Email: e})
+			want := []int{1, 1, 2, 3, 3}[i]
+			if a.Risk.TumblingRisk != want {
+				t.Errorf("%s: tumbling_risk %d, want %d", e, a.Risk.TumblingRisk, want)
+			}
+		}
+		for _, r := range a.Reasons {
+			if r.Code == ReasonEmailTumbling && r.Points != 2*s.Config().Weights[ReasonEmailTumbling] {
+				t.Errorf("tumbling points %d", r.Points)
+			}
+		}
+		checkCodes(t, a, []string{ReasonEmailTumbling}, nil)
+	})
+	t.Run("ip velocity", func(t *testing.T) {
+		var a Assessment
+		for i := range 6 {
+			a = assess(Input{Email: fmt.Sprintf("user%c@yahoo.com", 'a'+i), IP: "8.8.4.4"})
+			if i < 5 && hasCode(a, ReasonIPVelocity) {
+				t.Fatalf("ip_velocity after %d addresses", i)
+			}
+		}
+		checkCodes(t, a, []string{ReasonIPVelocity}, nil)
+	})
+	t.Run("phone velocity", func(t *testing.T) {
+		var a Assessment
+		for i := range 4 {
+			a = assess(Input{Email: fmt.Sprintf("p%c@yahoo.com", 'a'+i), Phone: "+1 201 555 0123"})
+		}
+		checkCodes(t, a, []string{ReasonPhoneVelocity}, nil)
+	})
+	t.Run("email velocity and eam", func(t *testing.T) {
+		var a Assessment
+		for range 6 {
+			a = assess(Input{Email: "repeat@gmail.com"})
+		}
+		checkCodes(t, a, []string{ReasonEmailVelocity}, nil)
+		if a.EAM.Velocity != 3 || a.EAM.Popularity != 3 { // 5 earlier events: 4-7 -> 3
+			t.Errorf("eam = %+v", *a.EAM)
+		}
+		now = now.Add(100 * 24 * time.Hour)
+		a = assess(Input{Email: "repeat@gmail.com"})
+		if a.EAM.Longevity != 2 || a.EAM.Velocity != 0 || a.EAM.DateFirstSeen != "2026-03-02" {
+			t.Errorf("eam after 100 days = %+v", *a.EAM)
+		}
+		checkCodes(t, a, []string{ReasonEmailEstablished}, []string{ReasonEmailVelocity, ReasonDomainNew})
+	})
+	t.Run("no record", func(t *testing.T) {
+		h2 := NewMemoryHistory(0, 0)
+		s2 := New(DefaultConfig(), Deps{History: h2, NoRecord: true})
+		s2.Assess(ctx, Input{Email: "a@b.com"}, okResult("a@b.com"))
+		if h2.Len() != 0 {
+			t.Errorf("recorded with NoRecord")
+		}
+	})
+	t.Run("history down", func(t *testing.T) {
+		eh := &errHistory{}
+		s3 := New(DefaultConfig(), Deps{History: eh})
+		a := s3.Assess(ctx, Input{Email: "a+x@b.com"}, okResult("a+x@b.com"))
+		if a.EAM != nil || a.DAM != nil || a.Risk.TumblingRisk != 1 || eh.records != 1 {
+			t.Errorf("eam %v dam %v tumbling %d records %d", a.EAM, a.DAM, a.Risk.TumblingRisk, eh.records)
+		}
+	})
+	t.Run("digests", func(t *testing.T) {
+		// History sees keyed digests, never the values.
+		h3 := NewMemoryHistory(0, 0)
+		s4 := New(DefaultConfig(), Deps{History: h3, HistoryKey: []byte("k")})
+		s4.Assess(ctx, Input{Email: "ann@gmail.com", IP: "8.8.8.8", Phone: "+12015550123"}, okResult("ann@gmail.com"))
+		h3.mu.Lock()
+		defer h3.mu.Unlock()
+		for id := range h3.m {
+			if len(id.key) != 22 {
+				t.Errorf("key %q is not a digest", id.key)
+			}
+		}
+		if digest([]byte("k"), 'e', "x") == digest([]byte("other"), 'e', "x") {
+			t.Error("digest ignores the key")
+		}
+	})
+}
+
+func TestScale10(t *testing.T) {
+	for n, want := range map[int64]int{0: 0, 1: 1, 2: 2, 3: 2, 4: 3, 7: 3, 8: 4, 511: 9, 512: 10, 1 << 40: 10} {
+		if got := scale10(n); got != want {
+			t.Errorf("scale10(%d) = %d, want %d", n, got, want)
+		}
+	}
+	days := [3]int{1, 90, 365}
+	for age, want := range map[time.Duration]int{0: 0, 23 * time.Hour: 0, 24 * time.Hour: 1, 89 * 24 * time.Hour: 1, 90 * 24 * time.Hour: 2, 400 * 24 * time.Hour: 3} {
+		if got := longevity(t0.Add(-age), t0, days); got != want {
+			t.Errorf("longevity(%v) = %d, want %d", age, got, want)
+		}
+	}
+	if longevity(time.Time{}, t0, days) != 0 {
+		t.Error("never seen has longevity")
+	}
+}
