@@ -39,6 +39,8 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
 	vc := catalog.DefaultVerifyConfig()
 	vc.BindFlags(flag.CommandLine)
+	var fc catalog.FraudConfig
+	fc.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -62,6 +64,11 @@ func main() {
 		os.Exit(2)
 	}
 	o.Verifier, o.EVSMTP = engine, vc.SMTP
+	if o.Fraud, err = catalog.NewFraud(ctx, fc); err != nil {
+		log.Error("fraud scorer", "error", err.Error())
+		os.Exit(2)
+	}
+	o.FraudBudget, o.FraudSMTP = fc.Budget, fc.SMTP && vc.SMTP
 	if err := restapi.Run(ctx, ctrl.GetConfigOrDie(), o); err != nil {
 		log.Error("api stopped", "error", err.Error())
 		os.Exit(1)

@@ -166,10 +166,15 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		cancel()
 		return nil, err
 	}
+	scorer, err := catalog.NewFraud(mctx, catalog.FraudConfig{})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	apiReady := make(chan struct{})
 	go func() {
 		err := restapi.Run(mctx, cfg, restapi.RunOptions{
-			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP},
+			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer},
 			Listener:        ln,
 			KeyNamespace:    Namespace,
 			BlobURL:         s.BlobURL,

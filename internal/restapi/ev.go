@@ -34,7 +34,7 @@ func (s *Server) queryKey(service string, next func(http.ResponseWriter, *http.R
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		presented := strings.TrimSpace(q.Get("api_key"))
-		if presented == "" || !q.Has("email") {
+		if presented == "" || q.Get("email") == "" {
 			writeText(w, http.StatusBadRequest, "Missing query parameter(s).")
 			return
 		}

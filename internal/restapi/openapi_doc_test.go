@@ -25,6 +25,7 @@ var handlerRoutes = []struct {
 	{method: http.MethodPost, path: "/v5/list/{list_id}/purchase"},
 	{method: http.MethodGet, path: "/v5/list/{list_id}/results"},
 	{method: http.MethodGet, path: "/v5/ev"}, // routed when a Verifier is configured
+	{method: http.MethodGet, path: "/fr"},    // routed when a fraud Scorer is configured too
 }
 
 func loadOpenAPIDoc(t *testing.T) *openapi3.T {

@@ -15,6 +15,7 @@ import (
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/fraud"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listid"
 )
@@ -39,6 +40,12 @@ type Config struct {
 	// EVSMTP enables the SMTP mailbox check on GET /v5/ev (callers may
 	// turn it off per call with smtp=false).
 	EVSMTP bool
+	// Fraud serves GET /fr (with Verifier); the route exists only when set.
+	Fraud *fraud.Scorer
+	// FraudBudget bounds the email check of GET /fr; FraudSMTP adds the
+	// mailbox check to it.
+	FraudBudget time.Duration
+	FraudSMTP   bool
 }
 
 // Server is the REST API.
@@ -111,6 +118,9 @@ func (s *Server) Handler() http.Handler {
 	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(apikey.ServiceEmailValidation, s.verifyEmail))
+		if s.cfg.Fraud != nil {
+			route("GET /fr", s.queryKey(apikey.ServiceFraud, s.fraudCheck))
+		}
 	}
 	return s.requestID(s.recoverer(mux))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/emaillists"
+	"github.com/emaildata/emaildata/internal/fraud"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/mailworld"
@@ -167,6 +168,7 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		DNS:       mxdns.New(mxdns.Config{Server: world.DNSAddr(), Timeout: time.Second}),
 		ExtraTLDs: map[string]bool{"test": true},
 	}
+	c.Fraud = fraud.New(fraud.DefaultConfig(), fraud.Deps{History: fraud.NewMemoryHistory(1000, 64), HistoryKey: []byte("test-key")})
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {

@@ -1,0 +1,34 @@
+package restapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/fraud"
+	"github.com/emaildata/emaildata/internal/verify"
+)
+
+// frDefaultBudget bounds the email check inside GET /fr.
+const frDefaultBudget = 1500 * time.Millisecond
+
+// fraudCheck serves GET /fr: an explainable risk assessment. Bad optional
+// inputs never fail the call; they are signals in reasons.
+func (s *Server) fraudCheck(w http.ResponseWriter, r *http.Request, _ *apikey.Key, q url.Values) {
+	in := fraud.Input{
+		Email: q.Get("email"), ReferenceID: q.Get("reference_id"),
+		First: q.Get("first"), Last: q.Get("last"),
+		Street: q.Get("street"), City: q.Get("city"), State: q.Get("state"), Zip: q.Get("zip"), Country: q.Get("country"),
+		Phone: q.Get("phone"), IP: q.Get("ip"), UserAgent: q.Get("user_agent"),
+	}
+	budget := s.cfg.FraudBudget
+	if budget <= 0 {
+		budget = frDefaultBudget
+	}
+	vctx, cancel := context.WithTimeout(r.Context(), budget)
+	ev := s.verifier.Verify(vctx, in.Email, verify.Options{SMTP: s.cfg.FraudSMTP})
+	cancel()
+	writeJSON(w, http.StatusOK, s.cfg.Fraud.Assess(r.Context(), in, ev))
+}
