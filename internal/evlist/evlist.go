@@ -41,6 +41,15 @@ func EngineChecker(e *verify.Engine) Checker {
 // Service is the email_validation list service.
 type Service struct {
 	Checker Checker
+	// Batch is the number of rows verified together (default 10,000).
+	Batch int
+}
+
+func (s *Service) batchSize() int {
+	if s.Batch > 0 {
+		return s.Batch
+	}
+	return 10_000
 }
 
 // New returns the service using check for verification.
@@ -115,4 +124,9 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 }
 
 func (p *processor) Reporting() listservice.Reporting { return p.report }
-func (p *processor) Close() error                     { return nil }
+
+// BatchSize asks for large batches: with SMTP on, each batch pays its
+// slowest domain's waits (greylisting retries, stalled hosts) once, and one
+// SMTP session serves more of a domain's addresses.
+func (p *processor) BatchSize() int { return p.svc.batchSize() }
+func (p *processor) Close() error   { return nil }

@@ -46,6 +46,14 @@ type Processor interface {
 	Close() error
 }
 
+// BatchSizer is implemented by processors that want batches of another
+// size than the pipeline's default: a service that waits on remote servers
+// (SMTP greylisting, slow hosts) pays those waits once per batch, so it
+// wants large batches.
+type BatchSizer interface {
+	BatchSize() int
+}
+
 // Service is a data service that can run over lists.
 type Service interface {
 	// Columns names the appended columns, in order.

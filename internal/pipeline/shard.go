@@ -13,9 +13,13 @@ import (
 	"github.com/emaildata/emaildata/internal/listservice"
 )
 
-// batchSize rows go to a service at a time; big enough for a service to
-// group by domain, small enough to keep memory flat.
-const batchSize = 512
+// batchSize rows go to a service at a time by default; big enough for a
+// service to group by domain, small enough to keep memory flat. Services
+// may ask for larger batches (BatchSizer), up to maxBatchSize.
+const (
+	batchSize    = 512
+	maxBatchSize = 50_000
+)
 
 // progressEvery is how often a shard rewrites its progress document.
 const progressEvery = 2 * time.Second
@@ -106,8 +110,12 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 	wr := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
 	ncol := len(plan.Columns)
 
+	size := batchSize
+	if bs, ok := proc.(listservice.BatchSizer); ok && bs.BatchSize() > 0 {
+		size = min(bs.BatchSize(), maxBatchSize)
+	}
 	var b batch
-	outs := make([][]string, batchSize)
+	outs := make([][]string, size)
 	for i := range outs {
 		outs[i] = make([]string, ncol)
 	}
@@ -149,7 +157,7 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 			return done, classify(fmt.Errorf("row %d: %w", shard.FirstRow+done+int64(b.len())+1, err))
 		}
 		b.add(rec)
-		if b.len() == batchSize {
+		if b.len() == size {
 			if err := flush(); err != nil {
 				return done, err
 			}
