@@ -275,7 +275,8 @@ func (b *batch) worker() {
 }
 
 // open connects to the first target not known to have failed, marking
-// failing ones. On error the batch is already dead or over.
+// failing ones, and skipping (as failed) those the Prober has penalised.
+// On error the batch is already dead or over.
 func (b *batch) open() (*session, error) {
 	for {
 		b.mu.Lock()
@@ -289,6 +290,11 @@ func (b *batch) open() (*session, error) {
 		}
 		ix := slices.Index(b.failed, false)
 		b.mu.Unlock()
+		if err := b.p.penalties.check(b.targets[ix].addr); err != nil {
+			// Stalled or unreachable recently: go to the next host at once.
+			b.hostFailed(ix, &hostError{tg: b.targets[ix], err: err})
+			continue
+		}
 		s, err := b.p.dial(b.ctx, b.targets[ix], ix)
 		if err == nil {
 			return s, nil
@@ -308,7 +314,11 @@ func (b *batch) hostFailed(ix int, err error) {
 		}
 		return
 	}
-	b.p.hostFails.Add(1)
+	if errors.Is(err, ErrHostSkipped) {
+		b.p.skipped.Add(1)
+	} else {
+		b.p.hostFails.Add(1)
+	}
 	if b.failed[ix] {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -199,7 +200,10 @@ func ctxErr(ctx context.Context) error {
 
 // dial acquires the host's slot and rate token, connects, reads the
 // greeting and says EHLO (HELO if EHLO is refused). Errors are
-// *budgetError (ctx) or *hostError (the host).
+// *budgetError (ctx) or *hostError (the host). A host whose connect timed
+// out or was refused, or that sent no greeting within CommandTimeout, is
+// penalised (see Config.HostPenaltyTTL); one that gets as far as a usable
+// session is forgiven.
 func (p *Prober) dial(ctx context.Context, tg target, hostIx int) (*session, error) {
 	release, err := p.limits.acquire(ctx, tg.addr)
 	if err != nil {
@@ -209,11 +213,15 @@ func (p *Prober) dial(ctx context.Context, tg target, hostIx int) (*session, err
 	p.dials.Add(1)
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	c, err := p.cfg.Dialer(dctx, "tcp", tg.addr)
+	connectTimedOut := dctx.Err() != nil
 	cancel()
 	if err != nil {
 		release()
 		if ctxOver(ctx) {
 			return nil, &budgetError{fmt.Errorf("%w: %w", ctxErr(ctx), err)}
+		}
+		if connectTimedOut || unreachable(err) {
+			p.penalties.mark(tg.addr, err)
 		}
 		return nil, &hostError{tg: tg, err: err}
 	}
@@ -232,6 +240,7 @@ func (p *Prober) dial(ctx context.Context, tg target, hostIx int) (*session, err
 		s.close()
 		return nil, err
 	}
+	p.penalties.clear(tg.addr)
 	s.setup = time.Since(t0)
 	p.sessions.Add(1)
 	return s, nil
@@ -300,6 +309,11 @@ func (s *session) hello() error {
 	}
 	g, err := s.read()
 	if err != nil {
+		// No greeting within CommandTimeout (with ctx still live): a
+		// tarpit, not worth another wait for a while.
+		if !isBudget(err) && errors.Is(err, os.ErrDeadlineExceeded) {
+			s.p.penalties.mark(s.tg.addr, err)
+		}
 		return err
 	}
 	if g.code != 220 {

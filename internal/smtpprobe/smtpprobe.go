@@ -30,12 +30,24 @@
 // or its deadline passed before a verdict, or waiting for a per-host
 // connection slot or rate token could not finish before the deadline.
 // Unconfirmed means the probe ran to its own end with ctx still live: every
-// MX host was tried and each failed within the prober's own ConnectTimeout
-// and CommandTimeout, or the server only ever answered 4xx. A tarpit is
+// MX host was tried (or skipped as recently stalled or unreachable) and
+// each failed within the prober's own ConnectTimeout and CommandTimeout, or
+// the server only ever answered 4xx. A tarpit is
 // therefore Unconfirmed when CommandTimeout (the prober's own budget per
 // step) runs out on every host first, and Timeout when ctx's deadline comes
 // first; errors.Is(Result.Err, os.ErrDeadlineExceeded) tells a stalled
 // server apart in both cases.
+//
+// # Stalled and unreachable hosts
+//
+// An MX host address whose connect timed out or was refused, or that sent
+// no greeting within CommandTimeout, is remembered for
+// Config.HostPenaltyTTL: later probes of any domain skip it and go straight
+// to the next MX host, and when every host of a domain is skipped the
+// outcome is Unconfirmed at once, with Result.Err wrapping ErrAllHostsFailed,
+// ErrHostSkipped and the remembered failure. A host is tried again after
+// the TTL, and forgiven as soon as it gets as far as a usable session.
+// Failures caused by the caller's context are never held against a host.
 //
 // # Load on mail servers
 //
@@ -98,6 +110,14 @@ type Config struct {
 	// MaxGreylistRetries is the number of such retries per address
 	// (default 3; negative: none).
 	MaxGreylistRetries int
+	// HostPenaltyTTL is how long an MX host address whose connect timed
+	// out or was refused, or that sent no greeting within CommandTimeout,
+	// is skipped by later probes (default 5m; negative: never skipped).
+	// Failures caused by the caller's context do not count.
+	// HostPenaltySize bounds the number of remembered addresses (default
+	// 10_000, least recently marked evicted).
+	HostPenaltyTTL  time.Duration
+	HostPenaltySize int
 	// Dialer opens connections (default: a net.Dialer). ConnectTimeout is
 	// applied through the context.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -133,6 +153,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.GreylistRetry <= 0 {
 		c.GreylistRetry = 60 * time.Second
+	}
+	if c.HostPenaltyTTL == 0 {
+		c.HostPenaltyTTL = 5 * time.Minute
+	}
+	if c.HostPenaltySize <= 0 {
+		c.HostPenaltySize = 10_000
 	}
 	switch {
 	case c.MaxGreylistRetries == 0:
@@ -238,6 +264,10 @@ var (
 	ErrBadAddress = errors.New("smtpprobe: address unusable in RCPT TO")
 	// ErrAllHostsFailed: every MX host refused, dropped or stalled.
 	ErrAllHostsFailed = errors.New("smtpprobe: all MX hosts failed")
+	// ErrHostSkipped: the MX host was not tried because it stalled or was
+	// unreachable within the last Config.HostPenaltyTTL; the error also
+	// wraps that earlier failure.
+	ErrHostSkipped = errors.New("smtpprobe: MX host skipped after a recent failure")
 )
 
 // Stats are cumulative counters of a Prober.
@@ -250,28 +280,32 @@ type Stats struct {
 	CatchAllCached uint64 // batches that took the catch-all verdict from the cache
 	Deferred       uint64 // addresses deferred after a 4xx for a later retry
 	HostFailures   uint64 // sessions that failed before any RCPT verdict
+	HostsSkipped   uint64 // MX host addresses skipped as recently stalled or unreachable
 }
 
 // Prober runs SMTP probes. It is safe for concurrent use; the per-host
-// limits and the catch-all cache are shared by all its calls.
+// limits, the catch-all cache and the memory of stalled or unreachable
+// hosts are shared by all its calls.
 type Prober struct {
-	cfg      Config
-	limits   *hostLimits
-	cache    *verdictCache
-	secret   [16]byte
-	mailFrom string // "<...>" reverse path
+	cfg       Config
+	limits    *hostLimits
+	cache     *verdictCache
+	penalties *hostPenalties // nil when disabled
+	secret    [16]byte
+	mailFrom  string // "<...>" reverse path
 
-	dials, sessions, rcpts, rsets, caProbes, caCached, deferred, hostFails atomic.Uint64
+	dials, sessions, rcpts, rsets, caProbes, caCached, deferred, hostFails, skipped atomic.Uint64
 }
 
 // New returns a Prober for cfg. It sends nothing until the first probe.
 func New(cfg Config) *Prober {
 	cfg.setDefaults()
 	p := &Prober{
-		cfg:      cfg,
-		limits:   newHostLimits(cfg.MaxConnsPerHost, cfg.RatePerHost),
-		cache:    newVerdictCache(cfg.CatchAllCacheSize, cfg.CatchAllCacheTTL),
-		mailFrom: "<" + cfg.MailFrom + ">",
+		cfg:       cfg,
+		limits:    newHostLimits(cfg.MaxConnsPerHost, cfg.RatePerHost),
+		cache:     newVerdictCache(cfg.CatchAllCacheSize, cfg.CatchAllCacheTTL),
+		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL),
+		mailFrom:  "<" + cfg.MailFrom + ">",
 	}
 	rand.Read(p.secret[:])
 	return p
@@ -291,6 +325,7 @@ func (p *Prober) Stats() Stats {
 		CatchAllCached: p.caCached.Load(),
 		Deferred:       p.deferred.Load(),
 		HostFailures:   p.hostFails.Load(),
+		HostsSkipped:   p.skipped.Load(),
 	}
 }
 
