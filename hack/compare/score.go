@@ -1,0 +1,307 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/emaildata/emaildata/internal/mailworld"
+)
+
+const (
+	truthDeliverable = mailworld.TruthDeliverable
+	truthMissing     = mailworld.TruthMissing
+	truthFull        = mailworld.TruthFull
+	truthCatchAll    = mailworld.TruthCatchAll
+	truthGreylisted  = mailworld.TruthGreylisted
+	truthNXDomain    = mailworld.TruthNXDomain
+	truthNoAddress   = mailworld.TruthNoAddress
+	truthNullMX      = mailworld.TruthNullMX
+	truthPolicy      = mailworld.TruthPolicy
+	truthTimeout     = mailworld.TruthTimeout
+	truthUnconfirmed = mailworld.TruthUnconfirmed
+	mailworldInvalid = mailworld.TruthInvalid
+)
+
+// categories in table order.
+var categories = []string{
+	truthDeliverable, truthMissing, truthFull, truthCatchAll, truthNXDomain, truthNoAddress,
+	truthNullMX, truthPolicy, truthGreylisted, truthUnconfirmed, truthTimeout,
+}
+
+// expected is the category a perfect verifier reports: greylisted
+// addresses are judged on their mailbox (the verdict after the window).
+func expected(truth, underlying string) string {
+	if truth == truthGreylisted {
+		return underlying
+	}
+	return truth
+}
+
+// exactOK: the predicted category is the expected one. A tarpit (timeout)
+// may be reported as timeout or unconfirmed (both mean "the server stalled,
+// no verdict"). AfterShip's "no usable MX" (nomail) is credited for all three
+// domain categories, which it cannot tell apart.
+func exactOK(truth, underlying, pred string) bool {
+	e := expected(truth, underlying)
+	switch {
+	case truth == truthTimeout:
+		return pred == truthTimeout || pred == truthUnconfirmed
+	case pred == predNoMail:
+		return e == truthNXDomain || e == truthNoAddress || e == truthNullMX
+	}
+	return pred == e
+}
+
+// verdict is what a sender does with the address.
+func verdict(cat string) string {
+	switch cat {
+	case truthDeliverable:
+		return "send"
+	case truthMissing, truthFull, truthPolicy, truthNXDomain, truthNoAddress, truthNullMX, predNoMail, mailworldInvalid, predRejectOther:
+		return "drop"
+	}
+	return "unknown" // catchall, unconfirmed, timeout, other
+}
+
+type runResult struct {
+	name    string
+	pred    []string
+	raw     []string
+	wall    float64 // seconds
+	cpu     float64 // verifier process CPU seconds
+	world   worldReport
+	dnsDial int64  // dials of the replaced net.DefaultResolver
+	note    string // tool-specific counters
+}
+
+type score struct {
+	n, exact, verdict int
+}
+
+func scoreRun(r *runResult, truth, under []string) (per map[string]*score, total score, goodDropped, badSent int) {
+	per = map[string]*score{}
+	for i := range truth {
+		t := truth[i]
+		s := per[t]
+		if s == nil {
+			s = &score{}
+			per[t] = s
+		}
+		s.n++
+		total.n++
+		p := r.pred[i]
+		if exactOK(t, under[i], p) {
+			s.exact++
+			total.exact++
+		}
+		tv := verdict(expected(t, under[i]))
+		if tv == verdict(p) {
+			s.verdict++
+			total.verdict++
+		}
+		switch {
+		case tv == "send" && verdict(p) == "drop":
+			goodDropped++
+		case tv == "drop" && verdict(p) == "send":
+			badSent++
+		}
+	}
+	return
+}
+
+func pct(a, b int) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f %%", 100*float64(a)/float64(b))
+}
+
+func printReport(w io.Writer, runs []*runResult, truth, under []string) {
+	type scored struct {
+		per                 map[string]*score
+		total               score
+		goodDropped, badSen int
+	}
+	sc := make([]scored, len(runs))
+	for i, r := range runs {
+		per, tot, gd, bs := scoreRun(r, truth, under)
+		sc[i] = scored{per, tot, gd, bs}
+	}
+
+	fmt.Fprintf(w, "\n### Throughput\n\n| verifier | wall | rows/s | verifier CPU | CPU ms / 1k rows | world CPU |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range runs {
+		n := len(r.pred)
+		fmt.Fprintf(w, "| %s | %.1f s | %.0f | %.2f s | %.0f | %.2f s |\n", r.name, r.wall, float64(n)/r.wall, r.cpu, 1e6*r.cpu/float64(n), r.world.CPUSecs)
+	}
+
+	fmt.Fprintf(w, "\n### Accuracy per ground-truth category (exact / send-drop-unknown verdict)\n\n| category | rows |")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %s exact | %s verdict |", r.name, r.name)
+	}
+	fmt.Fprintf(w, "\n| --- | ---: |%s\n", strings.Repeat(" ---: | ---: |", len(runs)))
+	for _, c := range categories {
+		n := 0
+		if s := sc[0].per[c]; s != nil {
+			n = s.n
+		}
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %d |", c, n)
+		for i := range runs {
+			s := sc[i].per[c]
+			fmt.Fprintf(w, " %s | %s |", pct(s.exact, s.n), pct(s.verdict, s.n))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "| **all** | %d |", sc[0].total.n)
+	for i := range runs {
+		fmt.Fprintf(w, " **%s** | **%s** |", pct(sc[i].total.exact, sc[i].total.n), pct(sc[i].total.verdict, sc[i].total.n))
+	}
+	fmt.Fprintf(w, "\n| good address dropped | |")
+	for i := range runs {
+		fmt.Fprintf(w, " %d | |", sc[i].goodDropped)
+	}
+	fmt.Fprintf(w, "\n| bad address sent | |")
+	for i := range runs {
+		fmt.Fprintf(w, " %d | |", sc[i].badSen)
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintf(w, "\n### What each verifier answered, per category (raw answer × rows)\n\n")
+	for _, c := range categories {
+		idx := []int{}
+		for i, t := range truth {
+			if t == c {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "- **%s** (%d):", c, len(idx))
+		for _, r := range runs {
+			cnt := map[string]int{}
+			for _, i := range idx {
+				k := r.raw[i]
+				if c == truthGreylisted {
+					k = "[" + under[i] + "] " + k
+				}
+				cnt[k]++
+			}
+			fmt.Fprintf(w, " %s: %s;", r.name, topCounts(cnt, 4))
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprintf(w, "\n### Load on the mail world\n\n| verifier | SMTP connections | peak concurrent (world) | max concurrent on one host | 421 too many conns | EHLO | RCPT | DATA | DNS queries | %s |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n", "notes")
+	for _, r := range runs {
+		s := r.world.Stats
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.name, s.Connections, s.PeakConcurrent, s.MaxConcurrent, s.Rejected, s.EHLO, s.RCPT, s.DATA, s.DNSQueries, r.note)
+	}
+}
+
+func topCounts(m map[string]int, k int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var l []kv
+	for a, b := range m {
+		l = append(l, kv{a, b})
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].v > l[j].v || l[i].v == l[j].v && l[i].k < l[j].k })
+	var parts []string
+	for i, e := range l {
+		if i == k {
+			rest := 0
+			for _, e := range l[k:] {
+				rest += e.v
+			}
+			parts = append(parts, fmt.Sprintf("others ×%d", rest))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("`%s` ×%d", e.k, e.v))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shape names the feature of an address's domain that matters to a
+// verifier, for explaining errors.
+func shape(d mailworld.Domain) string {
+	var f []string
+	switch {
+	case d.NXDomain:
+		return "NXDOMAIN"
+	case d.NullMX:
+		return "null MX"
+	case d.NoAddress:
+		return "no MX, no A"
+	case d.NoMX:
+		f = append(f, "implicit MX (A only)")
+	}
+	if d.Provider != "" {
+		f = append(f, "provider "+d.Provider)
+	}
+	if d.DefaultBehaviour == mailworld.CatchAll {
+		f = append(f, "catch-all")
+	}
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{
+		{d.Greylist > 0, "greylisting"}, {d.PolicyReject, "policy reject"}, {d.Tarpit, "tarpit"},
+		{d.DropConnection, "drop at EHLO"}, {d.DropAtRCPT, "drop at RCPT"}, {d.SecondRCPT452, "452 on 2nd RCPT"},
+		{d.PrimaryDown, "primary MX down"}, {d.MaxConns > 0, fmt.Sprintf("max %d conns", d.MaxConns)},
+	} {
+		if x.on {
+			f = append(f, x.name)
+		}
+	}
+	if len(f) == 0 {
+		return "plain"
+	}
+	return strings.Join(f, ", ")
+}
+
+// printErrors lists, per verifier, the exact-scoring errors grouped by the
+// domain's shape, truth and answer.
+func printErrors(w io.Writer, runs []*runResult, addrs, truth, under []string, doms []mailworld.Domain) {
+	byName := map[string]mailworld.Domain{}
+	for _, d := range doms {
+		byName[d.Name] = d
+	}
+	fmt.Fprintf(w, "\n### Errors by domain shape (exact scoring)\n")
+	for _, r := range runs {
+		cnt := map[string]int{}
+		total := 0
+		for i, a := range addrs {
+			if exactOK(truth[i], under[i], r.pred[i]) {
+				continue
+			}
+			total++
+			dom := strings.ToLower(a[strings.LastIndexByte(a, '@')+1:])
+			key := fmt.Sprintf("%s | %s | `%s`", shape(byName[dom]), expected(truth[i], under[i]), r.raw[i])
+			cnt[key]++
+		}
+		fmt.Fprintf(w, "\n%s: %d errors\n\n", r.name, total)
+		if total == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| domain shape | expected | answer | rows |\n| --- | --- | --- | ---: |\n")
+		type kv struct {
+			k string
+			v int
+		}
+		var l []kv
+		for k, v := range cnt {
+			l = append(l, kv{k, v})
+		}
+		sort.Slice(l, func(i, j int) bool { return l[i].v > l[j].v || l[i].v == l[j].v && l[i].k < l[j].k })
+		for _, e := range l {
+			fmt.Fprintf(w, "| %s | %d |\n", e.k, e.v)
+		}
+	}
+}
