@@ -1,0 +1,270 @@
+package people
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ImportOptions configures Import. The zero value is usable.
+type ImportOptions struct {
+	// Comma is the field delimiter (default ',').
+	Comma rune
+	// BatchSize is the number of records per Store.Upsert (default
+	// DefaultImportBatch).
+	BatchSize int
+	// ContinueOnError skips malformed rows, collecting their errors, instead
+	// of stopping at the first one.
+	ContinueOnError bool
+	// MaxErrors bounds the errors collected with ContinueOnError (default
+	// 100): one more malformed row stops the import with ErrTooManyErrors.
+	MaxErrors int
+}
+
+// ImportResult counts what Import did.
+type ImportResult struct {
+	Rows     int        // data rows read, malformed ones included
+	Imported int        // rows written to the store
+	Failed   int        // malformed rows
+	Errors   []RowError // errors of the malformed rows, at most MaxErrors (+1 when stopped)
+}
+
+// RowError reports one malformed input row. It holds the line number, the
+// column and a reason, never the row's values.
+type RowError struct {
+	Line   int    // line where the row starts; the header is line 1
+	Column string // column at fault, "" when the row as a whole is malformed
+	Reason string
+}
+
+func (e *RowError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("line %d: %s", e.Line, e.Reason)
+	}
+	return fmt.Sprintf("line %d: %s: %s", e.Line, e.Column, e.Reason)
+}
+
+// ErrTooManyErrors stops an import with ContinueOnError after more than
+// MaxErrors malformed rows.
+var ErrTooManyErrors = errors.New("people: import: too many malformed rows")
+
+// Import reads a delimited file with a header row, whose column names are
+// those of Columns (any subset that includes "email", in any order, matched
+// case-insensitively), and upserts its rows into s in batches, streaming.
+// The interests column holds names separated by ';' or '|'.
+//
+// A malformed row (wrong number of fields, broken quoting, invalid email or
+// field value) either stops the import, after the rows before it have been
+// written, with an error that wraps its *RowError, or, with
+// ContinueOnError, is skipped and reported in the result. A problem with
+// the header or the store stops the import with an error.
+func Import(ctx context.Context, s Store, r io.Reader, opt ImportOptions) (ImportResult, error) {
+	var res ImportResult
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = DefaultImportBatch
+	}
+	if opt.MaxErrors <= 0 {
+		opt.MaxErrors = 100
+	}
+	cr := csv.NewReader(r)
+	if opt.Comma != 0 {
+		cr.Comma = opt.Comma
+	}
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err == io.EOF {
+		return res, errors.New("people: import: empty input, no header")
+	}
+	if err != nil {
+		return res, fmt.Errorf("people: import: header: %w", err)
+	}
+	cols, interests, err := importColumns(header)
+	if err != nil {
+		return res, err
+	}
+
+	// Reading and parsing (this goroutine's reader below) overlaps with
+	// writing the previous batch (the loop at the end): one batch in flight.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	full := make(chan []Record, 1)
+	free := make(chan []Record, 2)
+	var readErr error
+	go func() {
+		defer close(full)
+		rd := importReader{cr: cr, header: header, cols: cols, interests: interests, opt: opt, res: &res}
+		readErr = rd.run(ctx, full, free)
+	}()
+	var writeErr error
+	for batch := range full {
+		if writeErr != nil {
+			continue // drain
+		}
+		if err := s.Upsert(ctx, batch); err != nil {
+			writeErr = fmt.Errorf("people: import: %w", err)
+			cancel()
+			continue
+		}
+		res.Imported += len(batch)
+		select {
+		case free <- batch[:0]:
+		default:
+		}
+	}
+	if writeErr != nil {
+		return res, writeErr
+	}
+	return res, readErr
+}
+
+// DefaultImportBatch is the default ImportOptions.BatchSize. Large
+// transactions make bulk loads into the embedded store much faster (each
+// commit rewrites the B+tree pages it touches); at most two batches are in
+// memory at once (one being read, one being written), about 25 MB each at
+// this size.
+const DefaultImportBatch = 50_000
+
+type importReader struct {
+	cr        *csv.Reader
+	header    []string
+	cols      []*field
+	interests int
+	opt       ImportOptions
+	res       *ImportResult // Rows, Failed and Errors; Imported is the writer's
+}
+
+// run reads rows into batches and sends them to full; it returns the error
+// that stops the import, if any.
+func (rd *importReader) run(ctx context.Context, full chan<- []Record, free <-chan []Record) error {
+	res, opt := rd.res, rd.opt
+	batch := make([]Record, 0, opt.BatchSize)
+	send := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		select {
+		case full <- batch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case batch = <-free:
+		default:
+			batch = make([]Record, 0, opt.BatchSize)
+		}
+		return nil
+	}
+	// fail records a malformed row; it returns non-nil when the import stops.
+	fail := func(e RowError) error {
+		res.Failed++
+		res.Errors = append(res.Errors, e)
+		if opt.ContinueOnError && len(res.Errors) <= opt.MaxErrors {
+			return nil
+		}
+		if err := send(); err != nil {
+			return err
+		}
+		if opt.ContinueOnError {
+			return fmt.Errorf("%w (%d); the last: %w", ErrTooManyErrors, res.Failed, &res.Errors[len(res.Errors)-1])
+		}
+		return fmt.Errorf("people: import: %w", &res.Errors[len(res.Errors)-1])
+	}
+	for {
+		if len(batch) == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		row, err := rd.cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if !errors.As(err, &pe) {
+				return fmt.Errorf("people: import: %w", err)
+			}
+			res.Rows++
+			if err := fail(RowError{Line: pe.StartLine, Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
+				return err
+			}
+			continue
+		}
+		res.Rows++
+		line, _ := rd.cr.FieldPos(0)
+		if len(row) != len(rd.header) {
+			reason := fmt.Sprintf("%d fields, the header has %d", len(row), len(rd.header))
+			if err := fail(RowError{Line: line, Reason: reason}); err != nil {
+				return err
+			}
+			continue
+		}
+		batch = append(batch, Record{})
+		rec := &batch[len(batch)-1]
+		for i, f := range rd.cols {
+			if f != nil {
+				*f.get(rec) = row[i]
+			}
+		}
+		var ferr *FieldError
+		if rd.interests >= 0 {
+			if rec.Interests, err = ParseInterests(row[rd.interests]); err != nil {
+				ferr = err.(*FieldError)
+			}
+		}
+		if ferr == nil {
+			rec.Normalize()
+			if err := rec.Validate(); err != nil {
+				ferr = err.(*FieldError)
+			}
+		}
+		if ferr != nil {
+			batch = batch[:len(batch)-1]
+			if err := fail(RowError{Line: line, Column: ferr.Field, Reason: ferr.Reason}); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(batch) == opt.BatchSize {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+	}
+	return send()
+}
+
+// importColumns maps header cells to fields (nil for the interests column)
+// and returns the interests column index or -1. Its errors name columns by
+// position only: a file without a header would otherwise put personal
+// data in them.
+func importColumns(header []string) ([]*field, int, error) {
+	cols := make([]*field, len(header))
+	interests := -1
+	seen := map[string]bool{}
+	for i, h := range header {
+		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
+		if seen[h] {
+			return nil, 0, fmt.Errorf("people: import: header: column %d repeats an earlier column", i+1)
+		}
+		seen[h] = true
+		if h == ColInterests {
+			interests = i
+			continue
+		}
+		f := fieldByName[h]
+		if f == nil {
+			return nil, 0, fmt.Errorf("people: import: header: column %d is not a known column (want names from %s)",
+				i+1, strings.Join(Columns(), ","))
+		}
+		cols[i] = f
+	}
+	if !seen[ColEmail] {
+		return nil, 0, fmt.Errorf("people: import: header: no %q column", ColEmail)
+	}
+	return cols, interests, nil
+}

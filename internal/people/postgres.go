@@ -1,0 +1,414 @@
+package people
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha1"
+	"fmt"
+	"hash/fnv"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PostgreSQL layout, in the URL's schema (default public):
+//
+//	people                  one row per person (columns: pgColumns)
+//	  PRIMARY KEY (email)
+//	  INDEX (email_md5), INDEX (email_sha1), INDEX (household_id)
+//	people_schema_version   the migration version (one row)
+//
+// email_md5 and email_sha1 are the raw 16- and 20-byte digests of the
+// normalised email; demographic fields are their bucket text (empty when
+// unknown), interests a text[] of interest names.
+var pgColumns = []string{
+	"email", "email_md5", "email_sha1", "household_id",
+	"first_name", "middle_name", "last_name", "street", "city", "state", "zip",
+	"age", "gender", "household_income", "net_worth", "home_market_value",
+	"home_owner_status", "length_of_residence", "marital_status",
+	"presence_of_children", "education", "occupation", "interests",
+}
+
+// pgMigrations[i] takes the schema from version i to i+1. %[1]s is the
+// quoted schema name. Append only.
+var pgMigrations = [][]string{
+	{
+		`CREATE TABLE %[1]s.people (
+	email                text PRIMARY KEY,
+	email_md5            bytea NOT NULL,
+	email_sha1           bytea NOT NULL,
+	household_id         text NOT NULL DEFAULT '',
+	first_name           text NOT NULL DEFAULT '',
+	middle_name          text NOT NULL DEFAULT '',
+	last_name            text NOT NULL DEFAULT '',
+	street               text NOT NULL DEFAULT '',
+	city                 text NOT NULL DEFAULT '',
+	state                text NOT NULL DEFAULT '',
+	zip                  text NOT NULL DEFAULT '',
+	age                  text NOT NULL DEFAULT '',
+	gender               text NOT NULL DEFAULT '',
+	household_income     text NOT NULL DEFAULT '',
+	net_worth            text NOT NULL DEFAULT '',
+	home_market_value    text NOT NULL DEFAULT '',
+	home_owner_status    text NOT NULL DEFAULT '',
+	length_of_residence  text NOT NULL DEFAULT '',
+	marital_status       text NOT NULL DEFAULT '',
+	presence_of_children text NOT NULL DEFAULT '',
+	education            text NOT NULL DEFAULT '',
+	occupation           text NOT NULL DEFAULT '',
+	interests            text[] NOT NULL DEFAULT '{}'
+)`,
+		`CREATE INDEX people_email_md5_idx ON %[1]s.people (email_md5)`,
+		`CREATE INDEX people_email_sha1_idx ON %[1]s.people (email_sha1)`,
+		`CREATE INDEX people_household_id_idx ON %[1]s.people (household_id)`,
+	},
+}
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+type pgStore struct {
+	pool   *pgxpool.Pool
+	table  string // quoted schema.people
+	selCol string // select list
+	upsert string // INSERT ... ON CONFLICT for one row ($1..$23)
+	merge  string // INSERT ... SELECT FROM people_stage ON CONFLICT
+}
+
+// pgCopyThreshold: Upsert of more records than this goes through COPY into
+// a temporary staging table; fewer are sent as one pipelined batch of
+// single-row upserts.
+const pgCopyThreshold = 64
+
+func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
+	q := u.Query()
+	schema := q.Get("schema")
+	if schema == "" {
+		schema = "public"
+	}
+	if !schemaName.MatchString(schema) {
+		return nil, fmt.Errorf("people: schema name must match %s", schemaName)
+	}
+	q.Del("schema")
+	u2 := *u
+	u2.RawQuery = q.Encode()
+	cfg, err := pgxpool.ParseConfig(u2.String())
+	if err != nil {
+		return nil, fmt.Errorf("people: postgres URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("people: postgres: %w", err)
+	}
+	qs := pgx.Identifier{schema}.Sanitize()
+	s := &pgStore{pool: pool, table: qs + ".people"}
+	if err := migratePostgres(ctx, pool, schema, qs); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.selCol = strings.Join(pgColumns, ", ")
+	var ph, set, old, neu []string
+	for i, c := range pgColumns {
+		ph = append(ph, fmt.Sprintf("$%d", i+1))
+		if c != "email" {
+			set = append(set, c+" = EXCLUDED."+c)
+			old = append(old, "p."+c)
+			neu = append(neu, "EXCLUDED."+c)
+		}
+	}
+	onConflict := fmt.Sprintf(" ON CONFLICT (email) DO UPDATE SET %s WHERE (%s) IS DISTINCT FROM (%s)",
+		strings.Join(set, ", "), strings.Join(old, ", "), strings.Join(neu, ", "))
+	s.upsert = fmt.Sprintf("INSERT INTO %s AS p (%s) VALUES (%s)", s.table, s.selCol, strings.Join(ph, ", ")) + onConflict
+	s.merge = fmt.Sprintf("INSERT INTO %s AS p (%s) SELECT %s FROM people_stage", s.table, s.selCol, s.selCol) + onConflict
+	return s, nil
+}
+
+func migratePostgres(ctx context.Context, pool *pgxpool.Pool, schema, qs string) error {
+	h := fnv.New64a()
+	h.Write([]byte("emaildata/internal/people/" + schema))
+	lock := int64(h.Sum64())
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lock); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+qs); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+qs+".people_schema_version (version integer NOT NULL)"); err != nil {
+			return err
+		}
+		var v int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+qs+".people_schema_version").Scan(&v); err != nil {
+			return err
+		}
+		if v > len(pgMigrations) {
+			return fmt.Errorf("schema version %d is newer than this program's %d", v, len(pgMigrations))
+		}
+		if v == len(pgMigrations) {
+			return nil
+		}
+		for _, m := range pgMigrations[v:] {
+			for _, stmt := range m {
+				if _, err := tx.Exec(ctx, fmt.Sprintf(stmt, qs)); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM "+qs+".people_schema_version"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+qs+".people_schema_version (version) VALUES ($1)", len(pgMigrations))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("people: postgres schema: %w", err)
+	}
+	return nil
+}
+
+func (s *pgStore) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+func pgRow(r *Record) []any {
+	m, h := md5.Sum([]byte(r.Email)), sha1.Sum([]byte(r.Email))
+	in := r.Interests.Names()
+	if in == nil {
+		in = []string{}
+	}
+	return []any{
+		r.Email, m[:], h[:], r.HouseholdID,
+		r.First, r.Middle, r.Last, r.Street, r.City, r.State, r.Zip,
+		r.Age, r.Gender, r.HouseholdIncome, r.NetWorth, r.HomeMarketValue,
+		r.HomeOwnerStatus, r.LengthOfResidence, r.MaritalStatus,
+		r.PresenceOfChildren, r.Education, r.Occupation, in,
+	}
+}
+
+func (s *pgStore) Upsert(ctx context.Context, recs []Record) error {
+	recs, err := prepare(recs)
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if len(recs) <= pgCopyThreshold {
+			b := &pgx.Batch{}
+			for i := range recs {
+				b.Queue(s.upsert, pgRow(&recs[i])...)
+			}
+			return tx.SendBatch(ctx, b).Close()
+		}
+		if _, err := tx.Exec(ctx, "CREATE TEMP TABLE people_stage (LIKE "+s.table+" INCLUDING DEFAULTS) ON COMMIT DROP"); err != nil {
+			return err
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"people_stage"}, pgColumns,
+			pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) { return pgRow(&recs[i]), nil }))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.merge)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("people: postgres upsert: %w", err)
+	}
+	return nil
+}
+
+func (s *pgStore) Delete(ctx context.Context, emails []string) error {
+	emails = normEmails(emails)
+	if len(emails) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE email = ANY($1)", emails); err != nil {
+		return fmt.Errorf("people: postgres delete: %w", err)
+	}
+	return nil
+}
+
+// scan reads one row of selCol into r and returns its digests.
+func scanPerson(rows pgx.Rows, r *Record) (m, h []byte, err error) {
+	var in []string
+	err = rows.Scan(&r.Email, &m, &h, &r.HouseholdID,
+		&r.First, &r.Middle, &r.Last, &r.Street, &r.City, &r.State, &r.Zip,
+		&r.Age, &r.Gender, &r.HouseholdIncome, &r.NetWorth, &r.HomeMarketValue,
+		&r.HomeOwnerStatus, &r.LengthOfResidence, &r.MaritalStatus,
+		&r.PresenceOfChildren, &r.Education, &r.Occupation, &in)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range in {
+		if i, ok := interestIndex[n]; ok {
+			r.Interests |= 1 << i
+		}
+	}
+	return m, h, nil
+}
+
+func (s *pgStore) Get(ctx context.Context, key Key) (*Record, error) {
+	recs, err := s.LookupBatch(ctx, []Key{key})
+	if err != nil {
+		return nil, err
+	}
+	if recs[0] == nil {
+		return nil, ErrNotFound
+	}
+	return recs[0], nil
+}
+
+// pgLookupChunk: LookupBatch splits larger batches into chunks of at least
+// this many keys, run concurrently on separate connections (up to
+// GOMAXPROCS of them), so that the server can use more than one core.
+const pgLookupChunk = 2048
+
+func (s *pgStore) LookupBatch(ctx context.Context, keys []Key) ([]*Record, error) {
+	out := make([]*Record, len(keys))
+	err := parallel(len(keys), pgLookupChunk, func(lo, hi int) error {
+		return s.lookupRange(ctx, keys[lo:hi], out[lo:hi])
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lookupRange looks keys up with one query per key kind, sent as one
+// pipelined batch, and stores the records in out (aligned with keys).
+func (s *pgStore) lookupRange(ctx context.Context, keys []Key, out []*Record) error {
+	// Positions of each distinct key value, per kind.
+	var pos [KeySHA1 + 1]map[string][]int
+	var emails []string
+	var md5s, sha1s [][]byte
+	for i, k := range keys {
+		raw, ok := k.raw()
+		if !ok {
+			continue
+		}
+		if pos[k.Kind] == nil {
+			pos[k.Kind] = make(map[string][]int)
+		}
+		p := pos[k.Kind]
+		if _, seen := p[string(raw)]; !seen {
+			switch k.Kind {
+			case KeyEmail:
+				emails = append(emails, string(raw))
+			case KeyMD5:
+				md5s = append(md5s, raw)
+			case KeySHA1:
+				sha1s = append(sha1s, raw)
+			}
+		}
+		p[string(raw)] = append(p[string(raw)], i)
+	}
+	b := &pgx.Batch{}
+	var kinds []KeyKind
+	sel := "SELECT " + s.selCol + " FROM " + s.table + " WHERE "
+	if len(emails) > 0 {
+		b.Queue(sel+"email = ANY($1)", emails)
+		kinds = append(kinds, KeyEmail)
+	}
+	if len(md5s) > 0 {
+		b.Queue(sel+"email_md5 = ANY($1)", md5s)
+		kinds = append(kinds, KeyMD5)
+	}
+	if len(sha1s) > 0 {
+		b.Queue(sel+"email_sha1 = ANY($1)", sha1s)
+		kinds = append(kinds, KeySHA1)
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for _, kind := range kinds {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("people: postgres lookup: %w", err)
+		}
+		for rows.Next() {
+			r := new(Record)
+			m, h, err := scanPerson(rows, r)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("people: postgres lookup: %w", err)
+			}
+			k := r.Email
+			switch kind {
+			case KeyMD5:
+				k = string(m)
+			case KeySHA1:
+				k = string(h)
+			}
+			for n, i := range pos[kind][k] {
+				if n == 0 {
+					out[i] = r
+				} else {
+					c := *r
+					out[i] = &c
+				}
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("people: postgres lookup: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("people: postgres lookup: %w", err)
+	}
+	return nil
+}
+
+func (s *pgStore) Household(ctx context.Context, id string) ([]Record, error) {
+	r, err := s.HouseholdBatch(ctx, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	return r[0], nil
+}
+
+func (s *pgStore) HouseholdBatch(ctx context.Context, ids []string) ([][]Record, error) {
+	out := make([][]Record, len(ids))
+	want := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != "" {
+			want = append(want, id)
+		}
+	}
+	if len(want) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+s.selCol+" FROM "+s.table+
+		" WHERE household_id = ANY($1) ORDER BY household_id, email", want)
+	if err != nil {
+		return nil, fmt.Errorf("people: postgres household: %w", err)
+	}
+	defer rows.Close()
+	byID := make(map[string][]Record)
+	for rows.Next() {
+		var r Record
+		if _, _, err := scanPerson(rows, &r); err != nil {
+			return nil, fmt.Errorf("people: postgres household: %w", err)
+		}
+		byID[r.HouseholdID] = append(byID[r.HouseholdID], r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("people: postgres household: %w", err)
+	}
+	used := make(map[string]bool, len(byID))
+	for i, id := range ids {
+		if id == "" {
+			continue
+		}
+		if used[id] {
+			out[i] = slices.Clone(byID[id])
+		} else {
+			out[i], used[id] = byID[id], true
+		}
+	}
+	return out, nil
+}
