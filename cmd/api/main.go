@@ -16,6 +16,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
@@ -41,6 +42,7 @@ func main() {
 	vc.BindFlags(flag.CommandLine)
 	var fc catalog.FraudConfig
 	fc.BindFlags(flag.CommandLine)
+	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -64,7 +66,14 @@ func main() {
 		os.Exit(2)
 	}
 	o.Verifier, o.EVSMTP = engine, vc.SMTP
-	if o.Fraud, err = catalog.NewFraud(ctx, fc); err != nil {
+	if *peopleURL != "" {
+		if o.People, err = people.Open(ctx, *peopleURL); err != nil {
+			log.Error("people store", "error", err.Error())
+			os.Exit(2)
+		}
+		defer o.People.Close()
+	}
+	if o.Fraud, err = catalog.NewFraud(ctx, fc, o.People); err != nil {
 		log.Error("fraud scorer", "error", err.Error())
 		os.Exit(2)
 	}

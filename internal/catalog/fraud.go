@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emaildata/emaildata/internal/fraud"
+	"github.com/emaildata/emaildata/internal/people"
 )
 
 // FraudConfig configures GET /fr.
@@ -43,8 +44,9 @@ func (c *FraudConfig) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.SMTP, "fraud-smtp", false, "run the SMTP mailbox check inside GET /fr")
 }
 
-// NewFraud builds the fraud scorer, starting its config watcher.
-func NewFraud(ctx context.Context, c FraudConfig) (*fraud.Scorer, error) {
+// NewFraud builds the fraud scorer, starting its config watcher. A people
+// store, when given, fills the postal *_match fields.
+func NewFraud(ctx context.Context, c FraudConfig, store people.Store) (*fraud.Scorer, error) {
 	cfg := fraud.DefaultConfig()
 	if c.ConfigPath != "" {
 		var err error
@@ -53,6 +55,9 @@ func NewFraud(ctx context.Context, c FraudConfig) (*fraud.Scorer, error) {
 		}
 	}
 	var deps fraud.Deps
+	if store != nil {
+		deps.People = personLookup{store}
+	}
 	if c.GeoIPPaths != "" {
 		db, err := fraud.OpenMaxMind(strings.Split(c.GeoIPPaths, ",")...)
 		if err != nil {
@@ -95,4 +100,16 @@ func NewFraud(ctx context.Context, c FraudConfig) (*fraud.Scorer, error) {
 		go func() { _ = w.Run(ctx) }()
 	}
 	return s, nil
+}
+
+// personLookup answers the fraud scorer's reference-person questions from
+// the people store.
+type personLookup struct{ s people.Store }
+
+func (p personLookup) Lookup(ctx context.Context, email string) (first, last, street, city, zip string, ok bool) {
+	rec, err := p.s.Get(ctx, people.EmailKey(email))
+	if err != nil || rec == nil {
+		return "", "", "", "", "", false
+	}
+	return rec.First, rec.Last, rec.Street, rec.City, rec.Zip, true
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
 
@@ -67,6 +68,7 @@ type Stack struct {
 	mgrDone chan error
 	apiDone chan error
 	done    chan error
+	people  people.Store
 }
 
 // Namespace the operator runs in.
@@ -166,7 +168,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		cancel()
 		return nil, err
 	}
-	scorer, err := catalog.NewFraud(mctx, catalog.FraudConfig{})
+	pstore, err := localPeople(mctx, filepath.Join(dir, "people.db"))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.people = pstore
+	scorer, err := catalog.NewFraud(mctx, catalog.FraudConfig{}, pstore)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -174,7 +182,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	apiReady := make(chan struct{})
 	go func() {
 		err := restapi.Run(mctx, cfg, restapi.RunOptions{
-			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer},
+			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer, People: pstore},
 			Listener:        ln,
 			KeyNamespace:    Namespace,
 			BlobURL:         s.BlobURL,
@@ -249,8 +257,31 @@ func (s *Stack) Stop() error {
 			errs = append(errs, fmt.Errorf("%s did not stop within 30s", name))
 		}
 	}
+	if s.people != nil {
+		_ = s.people.Close()
+	}
 	if err := s.env.Stop(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// localDemoPeople is how many synthetic people the local stack loads.
+const localDemoPeople = 20_000
+
+// localPeople opens the local reference store, loading synthetic people
+// (no real personal data) the first time.
+func localPeople(ctx context.Context, path string) (people.Store, error) {
+	_, statErr := os.Stat(path)
+	st, err := people.Open(ctx, "bolt://"+path)
+	if err != nil {
+		return nil, fmt.Errorf("people store: %w", err)
+	}
+	if os.IsNotExist(statErr) {
+		if err := st.Upsert(ctx, people.GenerateSlice(1, localDemoPeople)); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("load synthetic people: %w", err)
+		}
+	}
+	return st, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/emaildata/emaildata/internal/fraud"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/people"
 )
 
 // Config holds the server's settings.
@@ -46,6 +47,8 @@ type Config struct {
 	// mailbox check to it.
 	FraudBudget time.Duration
 	FraudSMTP   bool
+	// People serves POST /v5/ei/bulk; the route exists only when set.
+	People people.Store
 }
 
 // Server is the REST API.
@@ -116,6 +119,9 @@ func (s *Server) Handler() http.Handler {
 	route("GET /v5/list/{list_id}", s.listKey(s.listStatus))
 	route("POST /v5/list/{list_id}/purchase", s.listKey(s.purchase))
 	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
+	if s.cfg.People != nil {
+		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
+	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(apikey.ServiceEmailValidation, s.verifyEmail))
 		if s.cfg.Fraud != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
 	"github.com/emaildata/emaildata/internal/typo"
@@ -48,16 +49,19 @@ const (
 	keyGlobex   = "globex-validation-key-0002"  // email_validation only, another tenant
 	keyMulti    = "acme-multi-service-key-0003" // validation + intelligence, tenant acme
 	keyFraud    = "fraud-only-key-000000004"    // no list service
+	keyDemo     = "demographics-key-00000007"   // bulk demographics only
 	keyLimited  = "rate-limited-key-00000005"   // 1 request/s
 	keyReporter = "report-key-0000000000006"    // email_intelligence only, tenant initech
 )
 
 var (
-	world   *mailworld.World
-	cfg     *rest.Config
-	k8s     client.Client
-	store   *blobstore.Store
-	baseURL string
+	peopleStore people.Store
+	peopleData  []people.Record
+	world       *mailworld.World
+	cfg         *rest.Config
+	k8s         client.Client
+	store       *blobstore.Store
+	baseURL     string
 )
 
 func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
@@ -92,6 +96,7 @@ func runSuite(m *testing.M) int {
 		"globex":   {keyGlobex, "email_validation", "globex"},
 		"multi":    {keyMulti, "email_validation,email_intelligence", "acme"},
 		"fraud":    {keyFraud, "fraud", "acme"},
+		"demo":     {keyDemo, "demographics", "acme"},
 		"limited":  {keyLimited, "email_validation", "limited"},
 		"reporter": {keyReporter, "email_intelligence", "initech"},
 	} {
@@ -137,6 +142,22 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer world.Close()
+	peopleDir, err := os.MkdirTemp("", "emaildata-people-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(peopleDir)
+	if peopleStore, err = people.Open(ctx, "bolt://"+peopleDir+"/people.db"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer peopleStore.Close()
+	peopleData = people.GenerateSlice(7, 500)
+	if err := peopleStore.Upsert(ctx, peopleData); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	addr, err := startAPI(ctx, restapi.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -168,6 +189,7 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		DNS:       mxdns.New(mxdns.Config{Server: world.DNSAddr(), Timeout: time.Second}),
 		ExtraTLDs: map[string]bool{"test": true},
 	}
+	c.People = peopleStore
 	c.Fraud = fraud.New(fraud.DefaultConfig(), fraud.Deps{History: fraud.NewMemoryHistory(1000, 64), HistoryKey: []byte("test-key")})
 	ready := make(chan struct{})
 	errc := make(chan error, 1)

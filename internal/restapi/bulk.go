@@ -1,0 +1,183 @@
+package restapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/people"
+)
+
+// Bulk limits.
+const (
+	bulkMaxItems = 5000
+	// bulkMaxBytes bounds the body: 5,000 items of generous size.
+	bulkMaxBytes = 16 << 20
+)
+
+// demographicFields are the fields a bulk answer may carry, in order.
+var demographicFields = []string{
+	"age", "gender", "zip", "household_income", "net_worth", "home_market_value", "home_owner_status",
+	"length_of_residence", "marital_status", "presence_of_children", "education", "occupation", "interests",
+}
+
+// bulkKey authenticates POST /v5/ei/bulk (key in the api_key query
+// parameter, enabled for demographics); errors are JSON like the body.
+func (s *Server) bulkKey(next func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		presented := strings.TrimSpace(r.URL.Query().Get("api_key"))
+		if presented == "" {
+			writeError(w, r, http.StatusUnauthorized, "Unauthorized", "missing API key: pass it in the api_key query parameter")
+			return
+		}
+		k, ok := s.keys.Lookup(presented)
+		if !ok {
+			writeError(w, r, http.StatusUnauthorized, "Unauthorized", "Invalid API key.")
+			return
+		}
+		if !k.Enabled(apikey.ServiceDemographics) {
+			writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for demographics")
+			return
+		}
+		if res := s.limiter(k).Reserve(); !res.OK() || res.Delay() > 0 {
+			d := res.Delay()
+			res.Cancel()
+			tooMany(w, r, d)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// bulkAppend serves POST /v5/ei/bulk: a JSON array of at most 5,000
+// people, decoded item by item; the answer is an array in input order with
+// {} where nothing matched. A bad item yields {} and never fails the batch.
+func (s *Server) bulkAppend(w http.ResponseWriter, r *http.Request) {
+	var only map[string]bool
+	if f := r.URL.Query().Get("fields"); f != "" {
+		only = map[string]bool{}
+		for _, name := range strings.Split(f, ",") {
+			name = strings.TrimSpace(name)
+			if !isDemographic(name) {
+				writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("fields: %q is not a demographic field (%s)", truncate(name, 40), strings.Join(demographicFields, ", ")))
+				return
+			}
+			only[name] = true
+		}
+	}
+	items, status, msg := decodeBulk(http.MaxBytesReader(w, r.Body, bulkMaxBytes))
+	if status != 0 {
+		code := "BadRequest"
+		if status == http.StatusRequestEntityTooLarge {
+			code = "TooLarge"
+		}
+		writeError(w, r, status, code, msg)
+		return
+	}
+	results, err := people.Match(r.Context(), s.cfg.People, items)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.internalError(w, r, "match", err)
+		return
+	}
+	out := make([]map[string]any, len(results))
+	for i, m := range results {
+		out[i] = demographics(m, only)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// decodeBulk streams the array. Items that are not objects of strings
+// become empty inputs, which match nothing.
+func decodeBulk(body io.Reader) ([]people.Input, int, string) {
+	dec := json.NewDecoder(body)
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, bodyStatus(err), "the body must be a JSON array of people: " + cleanJSONErr(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, http.StatusBadRequest, "the body must be a JSON array of people"
+	}
+	items := make([]people.Input, 0, 256)
+	for dec.More() {
+		if len(items) == bulkMaxItems {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("at most %d people per request; split the array", bulkMaxItems)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, bodyStatus(err), fmt.Sprintf("item %d: %s", len(items)+1, cleanJSONErr(err))
+		}
+		var in people.Input
+		if json.Unmarshal(raw, &in) != nil {
+			in = people.Input{} // a bad item yields {}
+		}
+		items = append(items, in)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, bodyStatus(err), "the JSON array is not closed: " + cleanJSONErr(err)
+	}
+	return items, 0, ""
+}
+
+func bodyStatus(err error) int {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+func cleanJSONErr(err error) string {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Sprintf("the body is larger than %d bytes", bulkMaxBytes)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of the body"
+	}
+	return err.Error()
+}
+
+func isDemographic(name string) bool {
+	for _, f := range demographicFields {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// demographics renders one match: the demographic fields that have values
+// (restricted to only, when set) and the match level and confidence.
+func demographics(m people.MatchResult, only map[string]bool) map[string]any {
+	out := map[string]any{}
+	if m.Record == nil || m.Level == people.LevelNone {
+		return out
+	}
+	rec := m.Record
+	vals := map[string]string{
+		"age": rec.Age, "gender": rec.Gender, "zip": rec.Zip, "household_income": rec.HouseholdIncome,
+		"net_worth": rec.NetWorth, "home_market_value": rec.HomeMarketValue, "home_owner_status": rec.HomeOwnerStatus,
+		"length_of_residence": rec.LengthOfResidence, "marital_status": rec.MaritalStatus,
+		"presence_of_children": rec.PresenceOfChildren, "education": rec.Education, "occupation": rec.Occupation,
+	}
+	for k, v := range vals {
+		if v != "" && (only == nil || only[k]) {
+			out[k] = v
+		}
+	}
+	if in := rec.Interests.Map(); len(in) > 0 && (only == nil || only["interests"]) {
+		out["interests"] = in
+	}
+	if len(out) > 0 {
+		out["match_level"] = m.Level.String()
+		out["match_confidence"] = m.Confidence
+	}
+	return out
+}

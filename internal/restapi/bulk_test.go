@@ -1,0 +1,111 @@
+package restapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/emaildata/emaildata/internal/people"
+)
+
+func bulk(t *testing.T, key, query string, body []byte) response {
+	t.Helper()
+	req := newRequest(t, http.MethodPost, "/v5/ei/bulk?api_key="+key+query, "", body, "application/json")
+	return do(t, req)
+}
+
+// TestBulkDemographics: the bulk append contract.
+func TestBulkDemographics(t *testing.T) {
+	p := peopleData[0]
+	other := peopleData[1]
+	items := []map[string]any{
+		{"email": p.Email, "first": p.First, "last": p.Last, "street": p.Street, "city": p.City, "state": p.State, "zip": p.Zip},
+		{"email": "  " + strings.ToUpper(p.Email) + " "},
+		{"md5_email": people.EmailMD5(p.Email)},
+		{"email": "not an email"},
+		{"email": "nobody@nowhere.test"},
+		{"sha1_email": people.EmailSHA1(other.Email), "first": other.First},
+		{"email": 42}, // a bad item
+	}
+	body, _ := json.Marshal(items)
+	r := bulk(t, keyDemo, "", body)
+	if r.code != http.StatusOK {
+		t.Fatalf("%d %s", r.code, r.body)
+	}
+	var out []map[string]any
+	if err := json.Unmarshal(r.body, &out); err != nil || len(out) != len(items) {
+		t.Fatalf("want %d results in order: %s", len(items), r.body)
+	}
+	if out[0]["age"] != p.Age || out[0]["match_level"] != "Individual" {
+		t.Errorf("full match: %v (want age %q)", out[0], p.Age)
+	}
+	for _, i := range []int{3, 4, 6} {
+		if len(out[i]) != 0 {
+			t.Errorf("item %d: %v, want {}", i, out[i])
+		}
+	}
+	conf := func(i int) float64 { c, _ := out[i]["match_confidence"].(float64); return c }
+	if !(conf(0) > conf(1) && conf(1) > conf(2) && conf(2) > 0) {
+		t.Errorf("confidence must rank email+name+postal > email > md5: %v %v %v", conf(0), conf(1), conf(2))
+	}
+	if out[5]["match_level"] != "Individual" || out[5]["zip"] != other.Zip {
+		t.Errorf("sha1 + first: %v", out[5])
+	}
+
+	t.Run("fields filter", func(t *testing.T) {
+		r := bulk(t, keyDemo, "&fields=age,gender", body[:0:0])
+		_ = r
+		b, _ := json.Marshal([]map[string]string{{"email": p.Email}})
+		r = bulk(t, keyDemo, "&fields=age,gender", b)
+		var got []map[string]any
+		_ = json.Unmarshal(r.body, &got)
+		for k := range got[0] {
+			if k != "age" && k != "gender" && k != "match_level" && k != "match_confidence" {
+				t.Errorf("field %q not filtered out: %v", k, got[0])
+			}
+		}
+	})
+
+	cases := []struct {
+		name string
+		key  string
+		q    string
+		body []byte
+		code int
+		msg  string
+	}{
+		{"5,001 items", keyDemo, "", []byte("[" + strings.Repeat(`{"email":"a@b.test"},`, 5000) + `{"email":"a@b.test"}]`), 413, "at most 5000 people"},
+		{"malformed JSON", keyDemo, "", []byte(`[{"email": "a@b.test"`), 400, "unexpected end"},
+		{"not an array", keyDemo, "", []byte(`{"email":"a@b.test"}`), 400, "JSON array"},
+		{"unknown field", keyDemo, "&fields=shoe_size", []byte(`[]`), 400, "shoe_size"},
+		{"missing key", "", "", []byte(`[]`), 401, "missing API key"},
+		{"key not enabled", keyAcme, "", []byte(`[]`), 403, "not enabled for demographics"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := bulk(t, tc.key, tc.q, tc.body)
+			if r.code != tc.code || !strings.Contains(string(r.body), tc.msg) {
+				t.Fatalf("%d %.200s, want %d with %q", r.code, r.body, tc.code, tc.msg)
+			}
+		})
+	}
+	t.Run("exactly 5,000 items", func(t *testing.T) {
+		var b bytes.Buffer
+		b.WriteString("[")
+		for i := 0; i < 5000; i++ {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"email":%q}`, peopleData[i%len(peopleData)].Email)
+		}
+		b.WriteString("]")
+		r := bulk(t, keyDemo, "", b.Bytes())
+		var got []map[string]any
+		if r.code != 200 || json.Unmarshal(r.body, &got) != nil || len(got) != 5000 || len(got[4999]) == 0 {
+			t.Fatalf("%d, %d results", r.code, len(got))
+		}
+	})
+}
