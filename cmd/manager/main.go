@@ -22,6 +22,7 @@ func main() {
 	o.Pipeline = pipeline.DefaultConfig()
 	o.Verify = catalog.DefaultVerifyConfig()
 	o.Verify.BindFlags(flag.CommandLine)
+	flag.StringVar(&o.PeopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store for email_intelligence and email_append (bolt:///path.db or postgres://...)")
 	var workerCPU, workerMemory, extraArgs string
 	flag.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")

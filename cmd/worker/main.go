@@ -26,6 +26,7 @@ import (
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -68,13 +69,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 type usageError struct{ error }
 
-// registry builds the list services from the verification flags.
-func registry(ctx context.Context, vc catalog.VerifyConfig) (*listservice.Registry, error) {
+// registry builds the list services from the verification flags and, when
+// given, the reference people store.
+func registry(ctx context.Context, vc catalog.VerifyConfig, peopleURL string) (*listservice.Registry, error) {
 	e, err := catalog.NewEngine(ctx, vc)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	return catalog.Registry(e), nil
+	reg := catalog.Registry(e)
+	if peopleURL != "" {
+		ps, err := people.Open(ctx, peopleURL)
+		if err != nil {
+			return nil, err
+		}
+		catalog.RegisterPeople(reg, ps, nil)
+	}
+	return reg, nil
 }
 
 func limitsFlags(fs *flag.FlagSet) *listfile.Limits {
@@ -92,6 +102,7 @@ func runShard(ctx context.Context, args []string) error {
 	lim := limitsFlags(fs)
 	vc := catalog.DefaultVerifyConfig()
 	vc.BindFlags(fs)
+	peopleURL := fs.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -110,7 +121,7 @@ func runShard(ctx context.Context, args []string) error {
 		return err
 	}
 	defer store.Close()
-	reg, err := registry(ctx, vc)
+	reg, err := registry(ctx, vc, *peopleURL)
 	if err != nil {
 		return err
 	}
@@ -136,6 +147,7 @@ func runLocal(ctx context.Context, args []string) error {
 	vc := catalog.DefaultVerifyConfig()
 	vc.DNSServer = "off" // standalone runs are offline unless asked
 	vc.BindFlags(fs)
+	peopleURL := fs.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -146,7 +158,7 @@ func runLocal(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", *delim)}
 	}
-	reg, err := registry(ctx, vc)
+	reg, err := registry(ctx, vc, *peopleURL)
 	if err != nil {
 		return err
 	}

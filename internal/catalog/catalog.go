@@ -7,15 +7,17 @@ import (
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/evlist"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/typo"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Registry returns the list services of this build.
 //
-// email_append and email_intelligence need the reference data store and
-// matcher, which are not part of this build yet; lists asking for them fail
-// with a clear "not available" message instead of producing empty results.
+// email_append and email_intelligence need the reference people store;
+// RegisterPeople adds them. Without it, lists asking for them fail with a
+// clear "not available" message instead of producing empty results.
 //
 // A nil engine means an offline one: syntax, corrections and lists.
 func Registry(e *verify.Engine) *listservice.Registry {
@@ -30,4 +32,16 @@ func Registry(e *verify.Engine) *listservice.Registry {
 // OfflineEngine verifies without network stages.
 func OfflineEngine() *verify.Engine {
 	return &verify.Engine{Lists: emaillists.Default, Typos: typo.Default()}
+}
+
+// RegisterPeople adds the services backed by the reference people store:
+// email_intelligence, and email_append when finder can look people up by
+// name and postal code (nil: email_append says it is not available).
+func RegisterPeople(reg *listservice.Registry, store people.Store, finder peoplelist.PostalFinder) {
+	reg.Register(peoplelist.NameEmailIntelligence, peoplelist.NewEmailIntelligence(store))
+	appendStore := store
+	if finder != nil {
+		appendStore = peoplelist.WithPostalIndex(store, finder)
+	}
+	reg.Register(peoplelist.NameEmailAppend, peoplelist.NewEmailAppend(appendStore))
 }

@@ -3,6 +3,10 @@ package localstack_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/people"
 )
 
 // TestMakeRunE2E does what a new user does: start the local stack (the
@@ -160,6 +166,7 @@ func TestMakeRunE2E(t *testing.T) {
 
 	// The README's REST examples work as written against the printed API and key.
 	runREADMEBlock(t, root, apiURL, apiKey)
+	runDemographicsList(t, apiURL, apiKey)
 
 	// Ctrl-C stops everything cleanly.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -232,5 +239,70 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 	data, _ := os.ReadFile(files[0])
 	if !strings.HasPrefix(string(data), "id,first_name,last_name,email,ev_status") {
 		t.Errorf("downloaded result:\n%s", data)
+	}
+}
+
+// runDemographicsList submits an email_intelligence report list of people
+// the local stack loaded, checks the reporting, purchases it and downloads
+// the appended demographics: the two-step flow with a real service.
+func runDemographicsList(t *testing.T, apiURL, apiKey string) {
+	t.Helper()
+	var csv strings.Builder
+	csv.WriteString("email\n")
+	for _, p := range people.GenerateSlice(1, 30) {
+		csv.WriteString(p.Email + "\n")
+	}
+	csv.WriteString("nobody@nowhere.example\n")
+	call := func(method, path, ct string, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, apiURL+path, strings.NewReader(body))
+		req.Header.Set("api_key", apiKey)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := call("POST", "/v5/list?service=email_intelligence&action=report&header=true&delimiter=%2C&name=people.csv", "text/csv", csv.String())
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var sub struct {
+		ListID int64 `json:"list_id"`
+	}
+	_ = json.Unmarshal([]byte(body), &sub)
+	var st struct {
+		Status    string                      `json:"status"`
+		Reporting map[string]map[string]int64 `json:"reporting"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for st.Status != "Processed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("report list did not reach Processed: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+		_, body = call("GET", fmt.Sprintf("/v5/list/%d", sub.ListID), "", "")
+		_ = json.Unmarshal([]byte(body), &st)
+		if st.Status == "Failed" {
+			t.Fatalf("report list failed: %s", body)
+		}
+	}
+	if st.Reporting["age"]["Total Count"] != 30 {
+		t.Errorf("reporting %v: want 30 people matched with an age", st.Reporting)
+	}
+	if code, body = call("POST", fmt.Sprintf("/v5/list/%d/purchase", sub.ListID), "application/json", ""); code != http.StatusOK {
+		t.Fatalf("purchase: %d %s", code, body)
+	}
+	code, body = call("GET", fmt.Sprintf("/v5/list/%d/results", sub.ListID), "", "")
+	if code != http.StatusOK || !strings.HasPrefix(body, "email,age,gender,") {
+		t.Fatalf("results: %d %.300s", code, body)
+	}
+	if got := strings.Count(body, "\n"); got != 32 {
+		t.Errorf("%d lines, want header + 31 rows", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
 
@@ -128,14 +130,26 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
 
+	pstore, err := localPeople(ctx, filepath.Join(dir, "people.db"))
+	if err != nil {
+		return nil, err
+	}
+	s.people = pstore
+	defer func() {
+		if !ok {
+			_ = pstore.Close()
+		}
+	}()
 	mctx, cancel := context.WithCancel(ctx)
 	mgr, err := operator.New(mctx, cfg, operator.Options{
-		Namespace:   Namespace,
-		BlobURL:     s.BlobURL,
-		Executor:    operator.ExecutorLocal,
-		Verify:      o.Verify,
-		MetricsAddr: o.MetricsAddr,
-		ProbeAddr:   o.ProbeAddr,
+		People:       pstore,
+		PostalFinder: peoplelist.NewPostalIndex(slices.Values(people.GenerateSlice(localPeopleSeed, localDemoPeople))),
+		Namespace:    Namespace,
+		BlobURL:      s.BlobURL,
+		Executor:     operator.ExecutorLocal,
+		Verify:       o.Verify,
+		MetricsAddr:  o.MetricsAddr,
+		ProbeAddr:    o.ProbeAddr,
 		// Locally, a list waits a little for a ConfigMap applied after it.
 		SourceGrace:  30 * time.Second,
 		PollInterval: time.Second,
@@ -168,12 +182,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		cancel()
 		return nil, err
 	}
-	pstore, err := localPeople(mctx, filepath.Join(dir, "people.db"))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	s.people = pstore
 	scorer, err := catalog.NewFraud(mctx, catalog.FraudConfig{}, pstore)
 	if err != nil {
 		cancel()
@@ -266,8 +274,11 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
-// localDemoPeople is how many synthetic people the local stack loads.
-const localDemoPeople = 20_000
+// The local stack loads localDemoPeople synthetic people from this seed.
+const (
+	localDemoPeople = 20_000
+	localPeopleSeed = 1
+)
 
 // localPeople opens the local reference store, loading synthetic people
 // (no real personal data) the first time.
@@ -278,7 +289,7 @@ func localPeople(ctx context.Context, path string) (people.Store, error) {
 		return nil, fmt.Errorf("people store: %w", err)
 	}
 	if os.IsNotExist(statErr) {
-		if err := st.Upsert(ctx, people.GenerateSlice(1, localDemoPeople)); err != nil {
+		if err := st.Upsert(ctx, people.GenerateSlice(localPeopleSeed, localDemoPeople)); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("load synthetic people: %w", err)
 		}

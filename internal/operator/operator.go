@@ -30,6 +30,8 @@ import (
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/listid"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -53,6 +55,12 @@ type Options struct {
 	// Verify configures the verification engine of email_validation lists;
 	// Job workers get the same settings as flags.
 	Verify catalog.VerifyConfig
+	// PeopleURL names the reference people store for email_intelligence and
+	// email_append (passed on to workers); People, when set, is used instead
+	// (with PostalFinder for email_append).
+	PeopleURL    string
+	People       people.Store
+	PostalFinder peoplelist.PostalFinder
 	// Executor is "job" (default) or "local".
 	Executor string
 	// LocalConcurrency caps in-process shards for the local executor.
@@ -162,6 +170,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 		reg = catalog.Registry(engine)
+		ps := o.People
+		if ps == nil && o.PeopleURL != "" {
+			if ps, err = people.Open(ctx, o.PeopleURL); err != nil {
+				return nil, err
+			}
+		}
+		if ps != nil {
+			catalog.RegisterPeople(reg, ps, o.PostalFinder)
+		}
+	}
+	if o.PeopleURL != "" {
+		o.Job.ExtraArgs = append(o.Job.ExtraArgs, "--people-url="+o.PeopleURL)
 	}
 	o.Job.ExtraArgs = append(o.Verify.Args(), o.Job.ExtraArgs...)
 	policy, err := callback.ParsePolicy(o.CallbackAllowCIDRs)

@@ -1,0 +1,189 @@
+package peoplelist
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Service names, as registered in a listservice.Registry.
+const (
+	NameEmailIntelligence = "email_intelligence"
+	NameEmailAppend       = "email_append"
+)
+
+// Person fields that input header columns can name.
+const (
+	FieldFirst  = "first"
+	FieldMiddle = "middle"
+	FieldLast   = "last"
+	FieldStreet = "street"
+	FieldCity   = "city"
+	FieldState  = "state"
+	FieldZip    = "zip"
+)
+
+// HeaderAliases lists, for each person field, the header names taken to
+// mean it. Header names are compared after lower-casing and dropping
+// everything but ASCII letters and digits, so "First Name", "first_name"
+// and "FIRST-NAME" all mean first.
+var HeaderAliases = map[string][]string{
+	FieldFirst:  {"first", "first_name", "firstname", "fname", "given_name"},
+	FieldMiddle: {"middle", "middle_name", "middlename", "mname", "middle_initial"},
+	FieldLast:   {"last", "last_name", "lastname", "lname", "surname", "family_name"},
+	FieldStreet: {"street", "street_address", "address", "address1", "address_1", "address_line_1", "addr"},
+	FieldCity:   {"city", "town"},
+	FieldState:  {"state", "st", "state_code", "province"},
+	FieldZip:    {"zip", "zip_code", "zipcode", "zip5", "postal_code", "postalcode", "postcode"},
+}
+
+// personFields is the order fields are resolved in.
+var personFields = []string{FieldFirst, FieldMiddle, FieldLast, FieldStreet, FieldCity, FieldState, FieldZip}
+
+var aliasField = func() map[string]string {
+	m := map[string]string{}
+	for f, names := range HeaderAliases {
+		for _, n := range names {
+			m[headerKey(n)] = f
+		}
+	}
+	return m
+}()
+
+// headerKey lower-cases a header name and keeps its ASCII letters and
+// digits only.
+func headerKey(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			b.WriteByte(c)
+		case c >= 'A' && c <= 'Z':
+			b.WriteByte(c + 'a' - 'A')
+		}
+	}
+	return b.String()
+}
+
+// columnMap gives the 0-based input column of each person field, -1 when
+// the header does not name it.
+type columnMap struct {
+	first, middle, last, street, city, state, zip int
+}
+
+// mapColumns resolves the person fields in header; the first column naming
+// a field wins, and the email column is never taken for one. A nil header
+// maps nothing.
+func mapColumns(header []string, emailCol int) columnMap {
+	m := columnMap{-1, -1, -1, -1, -1, -1, -1}
+	for i, h := range header {
+		if i == emailCol {
+			continue
+		}
+		f, ok := aliasField[headerKey(h)]
+		if !ok {
+			continue
+		}
+		p := m.ptr(f)
+		if *p < 0 {
+			*p = i
+		}
+	}
+	return m
+}
+
+func (m *columnMap) ptr(field string) *int {
+	switch field {
+	case FieldFirst:
+		return &m.first
+	case FieldMiddle:
+		return &m.middle
+	case FieldLast:
+		return &m.last
+	case FieldStreet:
+		return &m.street
+	case FieldCity:
+		return &m.city
+	case FieldState:
+		return &m.state
+	}
+	return &m.zip
+}
+
+// normName keeps the letters of s, lower-cased ("O'Neil" -> "oneil"), the
+// way people.Match compares names.
+func normName(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case c >= 'a' && c <= 'z':
+				b.WriteByte(c)
+			case c >= 'A' && c <= 'Z':
+				b.WriteByte(c + 'a' - 'A')
+			}
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		if unicode.IsLetter(r) {
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// zip5 returns the 5-digit zip of s ("02138-1234" -> "02138"), restoring
+// leading zeros lost by spreadsheets ("2138" -> "02138"), or "".
+func zip5(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '-'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) == 9 {
+		s = s[:5]
+	}
+	if len(s) > 5 || len(s) < 3 {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return ""
+		}
+	}
+	return strings.Repeat("0", 5-len(s)) + s
+}
+
+var streetAbbrev = map[string]string{
+	"street": "st", "avenue": "ave", "av": "ave", "road": "rd", "drive": "dr",
+	"lane": "ln", "court": "ct", "boulevard": "blvd", "place": "pl",
+	"terrace": "ter", "circle": "cir", "parkway": "pkwy", "highway": "hwy",
+	"way": "way", "square": "sq", "trail": "trl",
+	"north": "n", "south": "s", "east": "e", "west": "w",
+	"northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw",
+}
+
+var unitWords = map[string]bool{"apt": true, "apartment": true, "unit": true, "ste": true, "suite": true, "#": true}
+
+// normStreet lower-cases the street, abbreviates suffixes and directions,
+// and drops a unit ("Apt 5", "#5") and everything after it, like
+// people.Match's street comparison.
+func normStreet(s string) string {
+	s = strings.ReplaceAll(strings.ToLower(s), "#", " # ")
+	var toks []string
+	for t := range strings.FieldsFuncSeq(s, func(c rune) bool {
+		return !(unicode.IsLetter(c) || unicode.IsDigit(c) || c == '#')
+	}) {
+		if unitWords[t] {
+			break
+		}
+		if a, ok := streetAbbrev[t]; ok {
+			t = a
+		}
+		toks = append(toks, t)
+	}
+	return strings.Join(toks, " ")
+}
