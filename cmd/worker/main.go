@@ -4,6 +4,8 @@
 //
 //	worker shard --list-uid UID --blob-url URL [--index N]
 //	worker run --in list.csv --out result.csv [--service email_validation] [--delimiter comma] [--header] [--email-column 1]
+//	worker people-generate --n 100000 --seed 1 --out people.csv
+//	worker people-import --people-url bolt:///data/people.db --in people.csv [--continue-on-error]
 //
 // Exit codes: 0 success, 1 failure worth retrying, 42 a problem with the
 // list itself (the Job fails the index at once), 2 bad usage.
@@ -38,7 +40,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: worker shard|run [flags]")
+		fmt.Fprintln(stderr, "usage: worker shard|run|people-import|people-generate [flags]")
 		return 2
 	}
 	var err error
@@ -47,8 +49,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = runShard(ctx, args[1:])
 	case "run":
 		err = runLocal(ctx, args[1:])
+	case "people-import":
+		err = runPeopleImport(ctx, args[1:], os.Stdout)
+	case "people-generate":
+		err = runPeopleGenerate(args[1:], os.Stdout)
 	default:
-		fmt.Fprintf(stderr, "unknown command %q; want shard or run\n", args[0])
+		fmt.Fprintf(stderr, "unknown command %q; want shard, run, people-import or people-generate\n", args[0])
 		return 2
 	}
 	var usage usageError

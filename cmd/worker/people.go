@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/pipeline"
+)
+
+// ImportSummary is what people-import reports: on stdout, and as JSON in the
+// blob store when --summary-key is given (the Dataset controller reads it).
+type ImportSummary struct {
+	Rows     int      `json:"rows"`
+	Imported int      `json:"imported"`
+	Failed   int      `json:"failed"`
+	Errors   []string `json:"errors,omitempty"` // line-numbered, never row contents
+	Error    string   `json:"error,omitempty"`
+}
+
+// maxSummaryErrors bounds the errors a summary carries.
+const maxSummaryErrors = 20
+
+// runPeopleImport loads a CSV of people (header row naming Record columns)
+// into the reference store: `worker people-import --people-url URL
+// (--in FILE | --blob-url URL --key KEY) [--continue-on-error]`.
+func runPeopleImport(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("people-import", flag.ContinueOnError)
+	peopleURL := fs.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...)")
+	in := fs.String("in", "", "local CSV file")
+	blobURL := fs.String("blob-url", os.Getenv("BLOB_URL"), "blob store holding the CSV (with --key)")
+	key := fs.String("key", "", "blob key of the CSV")
+	summaryKey := fs.String("summary-key", "", "blob key to write the JSON summary to")
+	cont := fs.Bool("continue-on-error", false, "skip malformed rows (reported by line) instead of stopping")
+	maxErrors := fs.Int("max-errors", 100, "with --continue-on-error, stop after this many malformed rows")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if *peopleURL == "" || (*in == "") == (*key == "") {
+		return usageError{errors.New("--people-url and exactly one of --in or --key are required")}
+	}
+	var (
+		src   io.ReadCloser
+		store *blobstore.Store
+		err   error
+	)
+	if *key != "" || *summaryKey != "" {
+		if *blobURL == "" {
+			return usageError{errors.New("--key and --summary-key need --blob-url")}
+		}
+		if store, err = blobstore.Open(ctx, *blobURL); err != nil {
+			return err
+		}
+		defer store.Close()
+	}
+	if *in != "" {
+		src, err = os.Open(*in)
+	} else {
+		src, err = store.NewReader(ctx, *key, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("open input: %w", err)
+	}
+	defer src.Close()
+
+	ps, err := people.Open(ctx, *peopleURL)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	res, ierr := people.Import(ctx, ps, bufio.NewReaderSize(src, 1<<20), people.ImportOptions{ContinueOnError: *cont, MaxErrors: *maxErrors})
+	sum := ImportSummary{Rows: res.Rows, Imported: res.Imported, Failed: res.Failed}
+	for i, e := range res.Errors {
+		if i == maxSummaryErrors {
+			sum.Errors = append(sum.Errors, fmt.Sprintf("... and %d more", len(res.Errors)-i))
+			break
+		}
+		sum.Errors = append(sum.Errors, e.Error())
+	}
+	if ierr != nil {
+		sum.Error = ierr.Error()
+	}
+	if *summaryKey != "" {
+		if err := store.WriteJSON(context.WithoutCancel(ctx), *summaryKey, sum); err != nil {
+			return errors.Join(ierr, err)
+		}
+	}
+	_ = json.NewEncoder(stdout).Encode(sum)
+	if ierr != nil {
+		if res.Failed > 0 && ctx.Err() == nil {
+			return pipeline.BadInput(ierr) // a malformed file: retrying cannot help
+		}
+		return ierr
+	}
+	return nil
+}
+
+// runPeopleGenerate writes deterministic synthetic people as CSV:
+// `worker people-generate --n 100000 --seed 1 --out people.csv`.
+func runPeopleGenerate(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("people-generate", flag.ContinueOnError)
+	n := fs.Int("n", 1000, "people to generate")
+	seed := fs.Uint64("seed", 1, "seed; the same seed gives the same people")
+	out := fs.String("out", "-", "output CSV file (- for stdout)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if *n < 0 {
+		return usageError{errors.New("--n must not be negative")}
+	}
+	w := stdout
+	if *out != "-" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := people.WriteCSV(bw, people.Generate(*seed, *n)); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
