@@ -493,6 +493,15 @@ func comparePostal(in *Input, r *Record) (PostalEvidence, int) {
 
 // zip5 returns the 5-digit zip of s ("02138-1234" -> "02138"), restoring
 // leading zeros lost by spreadsheets ("2138" -> "02138"), or "".
+// NormalizeZip returns the 5-digit zip of s ("02138-1234" -> "02138"),
+// restoring leading zeros lost by spreadsheets, or "" when s is no zip.
+// Matchers outside this package compare zips the same way.
+func NormalizeZip(s string) string { return zip5(s) }
+
+// NormalizeStreet is the street form Match compares: lower-case, suffixes
+// and directions abbreviated, any unit dropped.
+func NormalizeStreet(s string) string { return normStreet(s) }
+
 func zip5(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '-'); i >= 0 {

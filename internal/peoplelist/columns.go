@@ -1,6 +1,7 @@
 package peoplelist
 
 import (
+	"github.com/emaildata/emaildata/internal/people"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -136,54 +137,8 @@ func normName(s string) string {
 	return b.String()
 }
 
-// zip5 returns the 5-digit zip of s ("02138-1234" -> "02138"), restoring
-// leading zeros lost by spreadsheets ("2138" -> "02138"), or "".
-func zip5(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '-'); i >= 0 {
-		s = s[:i]
-	}
-	if len(s) == 9 {
-		s = s[:5]
-	}
-	if len(s) > 5 || len(s) < 3 {
-		return ""
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return ""
-		}
-	}
-	return strings.Repeat("0", 5-len(s)) + s
-}
-
-var streetAbbrev = map[string]string{
-	"street": "st", "avenue": "ave", "av": "ave", "road": "rd", "drive": "dr",
-	"lane": "ln", "court": "ct", "boulevard": "blvd", "place": "pl",
-	"terrace": "ter", "circle": "cir", "parkway": "pkwy", "highway": "hwy",
-	"way": "way", "square": "sq", "trail": "trl",
-	"north": "n", "south": "s", "east": "e", "west": "w",
-	"northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw",
-}
-
-var unitWords = map[string]bool{"apt": true, "apartment": true, "unit": true, "ste": true, "suite": true, "#": true}
-
-// normStreet lower-cases the street, abbreviates suffixes and directions,
-// and drops a unit ("Apt 5", "#5") and everything after it, like
-// people.Match's street comparison.
-func normStreet(s string) string {
-	s = strings.ReplaceAll(strings.ToLower(s), "#", " # ")
-	var toks []string
-	for t := range strings.FieldsFuncSeq(s, func(c rune) bool {
-		return !(unicode.IsLetter(c) || unicode.IsDigit(c) || c == '#')
-	}) {
-		if unitWords[t] {
-			break
-		}
-		if a, ok := streetAbbrev[t]; ok {
-			t = a
-		}
-		toks = append(toks, t)
-	}
-	return strings.Join(toks, " ")
-}
+// zip5 and normStreet compare the way people.Match does.
+var (
+	zip5       = people.NormalizeZip
+	normStreet = people.NormalizeStreet
+)
