@@ -39,3 +39,15 @@ func (k ListKeys) Progress(i int) string {
 
 // Result is the merged result file.
 func (k ListKeys) Result(fileName string) string { return k.Prefix() + "result/" + path.Base(fileName) }
+
+// DatasetKeys names the objects of one Dataset, under datasets/<uid>/.
+type DatasetKeys struct{ UID string }
+
+// Prefix is the folder of all the Dataset's objects.
+func (k DatasetKeys) Prefix() string { return "datasets/" + k.UID + "/" }
+
+// Source is where a ConfigMap source is copied to.
+func (k DatasetKeys) Source() string { return k.Prefix() + "source.csv" }
+
+// Summary is the import summary that the loader (worker) writes.
+func (k DatasetKeys) Summary() string { return k.Prefix() + "summary.json" }

@@ -1,10 +1,11 @@
 package peoplelist
 
 import (
-	"github.com/emaildata/emaildata/internal/people"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/emaildata/emaildata/internal/people"
 )
 
 // Service names, as registered in a listservice.Registry.
