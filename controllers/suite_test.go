@@ -23,6 +23,7 @@ import (
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -39,6 +40,10 @@ var (
 	k8s      client.Client
 	store    *blobstore.Store
 	registry *listservice.Registry
+	// peopleStore is the reference store both managers load Datasets into;
+	// bbolt locks its file, so it is opened once and shared.
+	peopleStore people.Store
+	peopleURL   string
 )
 
 // TestMain starts a real kube-apiserver and etcd (envtest) and two
@@ -85,6 +90,19 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	peopleDir, err := os.MkdirTemp("", "emaildata-people-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(peopleDir)
+	peopleURL = "bolt://" + filepath.Join(peopleDir, "people.db")
+	if peopleStore, err = people.Open(ctx, peopleURL); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer peopleStore.Close()
+
 	registry = catalog.Registry(nil)
 	// A stand-in for the report-capable services, so the two-step flow is
 	// exercised before the data store exists.
@@ -94,6 +112,8 @@ func runSuite(m *testing.M) int {
 		Namespace: nsSystem,
 		Store:     store,
 		Registry:  registry,
+		People:    peopleStore,
+		PeopleURL: peopleURL,
 		Pipeline: pipeline.Config{
 			Limits:     listfile.Limits{MaxExpandedBytes: testLimit, MaxRecordBytes: 4096},
 			ShardBytes: 256,

@@ -163,6 +163,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 	}
+	// The people store is opened in-process only where it is used: by the
+	// list services of the built-in registry, and by the local Dataset
+	// loader (Job workers open it themselves from PeopleURL).
+	ps := o.People
+	if ps == nil && o.PeopleURL != "" && (o.Registry == nil || o.Executor == ExecutorLocal) {
+		if ps, err = people.Open(ctx, o.PeopleURL); err != nil {
+			return nil, err
+		}
+	}
 	reg := o.Registry
 	if reg == nil {
 		engine, err := catalog.NewEngine(ctx, o.Verify)
@@ -170,12 +179,6 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 		reg = catalog.Registry(engine)
-		ps := o.People
-		if ps == nil && o.PeopleURL != "" {
-			if ps, err = people.Open(ctx, o.PeopleURL); err != nil {
-				return nil, err
-			}
-		}
 		if ps != nil {
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}
@@ -189,15 +192,20 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, fmt.Errorf("callback allow list: %w", err)
 	}
 
-	var exec controllers.Executor
+	var (
+		exec   controllers.Executor
+		loader controllers.DatasetLoader
+	)
 	switch o.Executor {
 	case ExecutorJob:
 		if o.Job.Image == "" {
 			return nil, fmt.Errorf("the job executor needs a worker image")
 		}
 		exec = &controllers.JobExecutor{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job}
+		loader = &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
 	case ExecutorLocal:
 		exec = controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
+		loader = controllers.NewLocalDatasetLoader(ctx, store, ps)
 	default:
 		return nil, fmt.Errorf("unknown executor %q (want job or local)", o.Executor)
 	}
@@ -222,6 +230,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
 		return nil, fmt.Errorf("set up emaillist controller: %w", err)
+	}
+	datasets := &controllers.DatasetReconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Scheme:       scheme,
+		Recorder:     mgr.GetEventRecorder("emaildata-manager"),
+		Store:        store,
+		Loader:       loader,
+		SourceGrace:  o.SourceGrace,
+		PollInterval: o.PollInterval,
+	}
+	if err := datasets.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up dataset controller: %w", err)
 	}
 	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("emaildata-manager")}
 	if err := purchases.SetupWithManager(mgr); err != nil {

@@ -116,3 +116,29 @@ func TestFraudEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestFraudPostalMatch: with the reference store, *_match fields compare
+// the input with the person the email belongs to.
+func TestFraudPostalMatch(t *testing.T) {
+	p := peopleData[3]
+	r := fr(t, q("api_key", keyFraud, "email", p.Email, "first", p.First, "last", "Someone-Else", "zip", p.Zip, "country", "US"))
+	if r.code != http.StatusOK {
+		t.Fatalf("%d %s", r.code, r.body)
+	}
+	var a struct {
+		Risk struct {
+			Postal map[string]string `json:"postal"`
+		} `json:"risk"`
+	}
+	if err := json.Unmarshal(r.body, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Risk.Postal["first_name_match"] != "match" || a.Risk.Postal["last_name_match"] != "no_match" || a.Risk.Postal["zip_match"] != "match" {
+		t.Errorf("postal %v", a.Risk.Postal)
+	}
+	r = fr(t, q("api_key", keyFraud, "email", "stranger@good.test", "first", "Ann"))
+	_ = json.Unmarshal(r.body, &a)
+	if a.Risk.Postal["first_name_match"] == "match" {
+		t.Errorf("an unknown email cannot match a name: %v", a.Risk.Postal)
+	}
+}

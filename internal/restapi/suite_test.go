@@ -25,7 +25,6 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/emaillists"
-	"github.com/emaildata/emaildata/internal/fraud"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/mailworld"
@@ -190,7 +189,11 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		ExtraTLDs: map[string]bool{"test": true},
 	}
 	c.People = peopleStore
-	c.Fraud = fraud.New(fraud.DefaultConfig(), fraud.Deps{History: fraud.NewMemoryHistory(1000, 64), HistoryKey: []byte("test-key")})
+	scorer, err := catalog.NewFraud(ctx, catalog.FraudConfig{}, peopleStore) // in-memory history
+	if err != nil {
+		return "", err
+	}
+	c.Fraud = scorer
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {

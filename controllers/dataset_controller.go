@@ -1,0 +1,293 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
+)
+
+// DatasetFinalizer deletes a Dataset's blobs before the Dataset goes away.
+const DatasetFinalizer = "lists.emaildata.io/dataset-blobs"
+
+// Dataset condition reasons (besides the shared ones).
+const (
+	ReasonLoading                = "Loading"
+	ReasonLoaded                 = "Loaded"
+	ReasonLoadFailed             = "LoadFailed"
+	ReasonPeopleStoreUnavailable = "PeopleStoreUnavailable"
+)
+
+// DatasetReconciler moves a Dataset through Pending, Loading and Loaded
+// (or Failed): it stages the source in the blob store, runs the import with
+// its Loader, and copies the import summary into status.
+type DatasetReconciler struct {
+	Client client.Client
+	// APIReader reads objects the manager does not cache (source ConfigMaps).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Store     *blobstore.Store
+	Loader    DatasetLoader
+	// SourceGrace is how long a missing source is waited for.
+	SourceGrace time.Duration
+	// PollInterval is how often a running import is looked at.
+	PollInterval time.Duration
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=lists.emaildata.io,resources=datasets,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=lists.emaildata.io,resources=datasets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=lists.emaildata.io,resources=datasets/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile loads the Dataset, computes its status, acts, and writes status
+// back only when it changed.
+func (r *DatasetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var ds listsv1.Dataset
+	if err := r.Client.Get(ctx, req.NamespacedName, &ds); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ds.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &ds)
+	}
+	if !controllerutil.ContainsFinalizer(&ds, DatasetFinalizer) {
+		controllerutil.AddFinalizer(&ds, DatasetFinalizer)
+		if err := r.Client.Update(ctx, &ds); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	orig := ds.DeepCopy()
+	res, err := r.reconcileStatus(ctx, orig, &ds)
+	if perr := patchDatasetStatus(ctx, r.Client, orig, &ds); perr != nil {
+		if apierrors.IsConflict(perr) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *DatasetReconciler) reconcileStatus(ctx context.Context, orig, ds *listsv1.Dataset) (ctrl.Result, error) {
+	if ds.Status.Phase == "" {
+		ds.Status.Phase = listsv1.DatasetPending
+		setDatasetProgressing(ds, ReasonPreparing, "the dataset is queued for loading")
+		r.event(ds, corev1.EventTypeNormal, "Accepted", "dataset accepted")
+	}
+	switch ds.Status.Phase {
+	case listsv1.DatasetPending:
+		return r.reconcilePending(ctx, ds)
+	case listsv1.DatasetLoading:
+		return r.reconcileLoading(ctx, ds)
+	}
+	// Terminal: release only an outcome the API server already holds.
+	if !isDatasetTerminal(orig.Status.Phase) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return ctrl.Result{}, r.Loader.Release(ctx, ds)
+}
+
+func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Dataset) (ctrl.Result, error) {
+	key, err := r.stageSource(ctx, ds)
+	if errors.Is(err, errSourceMissing) {
+		waited := r.now().Sub(ds.CreationTimestamp.Time)
+		if waited < r.SourceGrace {
+			setDatasetProgressing(ds, ReasonWaitingForSource, err.Error())
+			return ctrl.Result{RequeueAfter: min(r.PollInterval, r.SourceGrace-waited)}, nil
+		}
+		r.fail(ds, ReasonSourceMissing, err.Error())
+		return ctrl.Result{}, nil
+	}
+	if errors.Is(err, errBadSource) {
+		r.fail(ds, ReasonInvalidInput, err.Error())
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if res, ok, err := r.start(ctx, ds, key); !ok {
+		return res, err
+	}
+	now := metav1.NewTime(r.now())
+	ds.Status.Phase = listsv1.DatasetLoading
+	ds.Status.StartedAt = &now
+	setDatasetProgressing(ds, ReasonLoading, "loading into the people store")
+	r.event(ds, corev1.EventTypeNormal, ReasonLoading, "loading %s into the people store", key)
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+// start launches the import; ok is false when it did not.
+func (r *DatasetReconciler) start(ctx context.Context, ds *listsv1.Dataset, key string) (ctrl.Result, bool, error) {
+	err := r.Loader.Start(ctx, ds, key)
+	if errors.Is(err, errPeopleUnavailable) {
+		r.fail(ds, ReasonPeopleStoreUnavailable, err.Error())
+		return ctrl.Result{}, false, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	return ctrl.Result{}, true, nil
+}
+
+func (r *DatasetReconciler) reconcileLoading(ctx context.Context, ds *listsv1.Dataset) (ctrl.Result, error) {
+	exec, err := r.Loader.Observe(ctx, ds)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch exec.State {
+	case ExecNotStarted:
+		// Lost (a restarted local loader, a deleted Job): load again; the
+		// source is already staged and upserts are idempotent.
+		key, err := r.sourceKey(ds)
+		if err != nil {
+			r.fail(ds, ReasonInvalidInput, err.Error())
+			return ctrl.Result{}, nil
+		}
+		if res, ok, err := r.start(ctx, ds, key); !ok {
+			return res, err
+		}
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	case ExecRunning:
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	sum, err := readSummary(ctx, r.Store, ds)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := metav1.NewTime(r.now())
+	if sum != nil {
+		ds.Status.Rows, ds.Status.Imported, ds.Status.Failed = sum.Rows, sum.Imported, sum.Failed
+		ds.Status.Errors = nil
+		for _, e := range sum.Errors {
+			if len(ds.Status.Errors) == listsv1.MaxDatasetErrors {
+				break
+			}
+			ds.Status.Errors = append(ds.Status.Errors, truncate(e, maxErrorLen))
+		}
+	}
+	if exec.State == ExecFailed {
+		msg := exec.Message
+		if sum != nil && sum.Error != "" {
+			msg = "import stopped: " + sum.Error
+		}
+		ds.Status.CompletedAt = &now
+		r.fail(ds, ReasonLoadFailed, msg)
+		return ctrl.Result{}, nil
+	}
+	if sum == nil {
+		ds.Status.CompletedAt = &now
+		r.fail(ds, ReasonLoadFailed, "the import finished without writing its summary")
+		return ctrl.Result{}, nil
+	}
+	ds.Status.CompletedAt = &now
+	ds.Status.Phase = listsv1.DatasetLoaded
+	msg := fmt.Sprintf("loaded %d of %d rows; %d malformed rows skipped", sum.Imported, sum.Rows, sum.Failed)
+	setDatasetDone(ds, ReasonLoaded, msg)
+	r.event(ds, corev1.EventTypeNormal, ReasonLoaded, "%s", msg)
+	return ctrl.Result{}, nil
+}
+
+// finalize deletes the Dataset's blobs (a staged ConfigMap copy and the
+// summary; never a blobURL source, which the user owns). The Job goes with
+// its owner reference.
+func (r *DatasetReconciler) finalize(ctx context.Context, ds *listsv1.Dataset) error {
+	if !controllerutil.ContainsFinalizer(ds, DatasetFinalizer) {
+		return nil
+	}
+	if err := r.Store.DeletePrefix(ctx, blobstore.DatasetKeys{UID: string(ds.UID)}.Prefix()); err != nil {
+		return fmt.Errorf("delete dataset blobs: %w", err)
+	}
+	if l, ok := r.Loader.(interface{ Forget(*listsv1.Dataset) }); ok {
+		l.Forget(ds)
+	}
+	controllerutil.RemoveFinalizer(ds, DatasetFinalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, ds))
+}
+
+func (r *DatasetReconciler) fail(ds *listsv1.Dataset, reason, msg string) {
+	ds.Status.Phase = listsv1.DatasetFailed
+	gen := ds.Generation
+	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionReconciling)
+	r.event(ds, corev1.EventTypeWarning, reason, "%s", msg)
+}
+
+func setDatasetProgressing(ds *listsv1.Dataset, reason, msg string) {
+	gen := ds.Generation
+	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionStalled)
+}
+
+func setDatasetDone(ds *listsv1.Dataset, reason, msg string) {
+	gen := ds.Generation
+	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionReconciling)
+	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionStalled)
+}
+
+func isDatasetTerminal(p listsv1.DatasetPhase) bool {
+	return p == listsv1.DatasetLoaded || p == listsv1.DatasetFailed
+}
+
+// patchDatasetStatus writes status only when it changed, with optimistic
+// locking.
+func patchDatasetStatus(ctx context.Context, c client.Client, orig, ds *listsv1.Dataset) error {
+	ds.Status.ObservedGeneration = ds.Generation
+	if equality.Semantic.DeepEqual(orig.Status, ds.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	if err := c.Status().Patch(ctx, ds, patch); err != nil {
+		return fmt.Errorf("patch status: %w", err)
+	}
+	return nil
+}
+
+func (r *DatasetReconciler) event(ds *listsv1.Dataset, eventType, reason, format string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(ds, nil, eventType, reason, "Reconcile", format, args...)
+}
+
+func (r *DatasetReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager wires the Dataset controller: it owns its Jobs, or
+// listens to the local loader's run ends.
+func (r *DatasetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).For(&listsv1.Dataset{})
+	switch l := r.Loader.(type) {
+	case *DatasetJobLoader:
+		b = b.Owns(&batchv1.Job{})
+	case *LocalDatasetLoader:
+		b = b.WatchesRawSource(source.Channel(l.Events(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.Named("dataset").Complete(r)
+}

@@ -1,0 +1,204 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
+)
+
+// DatasetJobLoader imports a Dataset with `worker people-import` in a
+// batch/v1 Job of one pod. See DatasetSummary for the worker's contract.
+type DatasetJobLoader struct {
+	Client client.Client
+	Scheme *runtime.Scheme
+	// Config shapes the pod like the list Jobs; its ExtraArgs are not used.
+	Config JobConfig
+	// PeopleURL is the people store the worker loads into.
+	PeopleURL string
+}
+
+var _ DatasetLoader = (*DatasetJobLoader)(nil)
+
+// DatasetJobName is the deterministic name of a Dataset's Job, unique per
+// Dataset incarnation thanks to the UID hash.
+func DatasetJobName(ds *listsv1.Dataset) string {
+	h := sha256.Sum256([]byte(ds.UID))
+	name := ds.Name
+	if len(name) > 47 {
+		name = name[:47]
+	}
+	return name + "-load-" + hex.EncodeToString(h[:])[:8]
+}
+
+// Start creates the Dataset's Job when it does not exist yet.
+func (l *DatasetJobLoader) Start(ctx context.Context, ds *listsv1.Dataset, key string) error {
+	if l.PeopleURL == "" {
+		return errPeopleUnavailable
+	}
+	job, err := l.buildJob(ds, key)
+	if err != nil {
+		return err
+	}
+	if err := l.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create job %s: %w", job.Name, err)
+	}
+	return nil
+}
+
+func (l *DatasetJobLoader) buildJob(ds *listsv1.Dataset, key string) (*batchv1.Job, error) {
+	labels := map[string]string{
+		"app.kubernetes.io/name":      "emaildata",
+		"app.kubernetes.io/component": "worker",
+		"lists.emaildata.io/dataset":  truncateLabel(ds.Name),
+	}
+	args := []string{"people-import",
+		"--blob-url", l.Config.BlobURL,
+		"--key", key,
+		"--summary-key", blobstore.DatasetKeys{UID: string(ds.UID)}.Summary(),
+		"--people-url", l.PeopleURL,
+	}
+	if ds.Spec.ContinueOnError {
+		args = append(args, "--continue-on-error")
+	}
+	if ds.Spec.MaxErrors > 0 {
+		args = append(args, "--max-errors", strconv.Itoa(int(ds.Spec.MaxErrors)))
+	}
+	pod := workerPod(l.Config, args)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: DatasetJobName(ds), Namespace: ds.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			Completions:  ptr.To(int32(1)),
+			Parallelism:  ptr.To(int32(1)),
+			BackoffLimit: ptr.To(int32(1)),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+				{
+					// Bad input fails the same way every time: no retry.
+					Action: batchv1.PodFailurePolicyActionFailJob,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+						ContainerName: ptr.To(WorkerContainer),
+						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+						Values:        []int32{ExitBadInput},
+					},
+				},
+				{
+					Action:          batchv1.PodFailurePolicyActionIgnore,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+				},
+			}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	}
+	if err := controllerutil.SetControllerReference(ds, job, l.Scheme); err != nil {
+		return nil, fmt.Errorf("own job: %w", err)
+	}
+	return job, nil
+}
+
+// workerPod is the pod of a worker Job running args, shaped by cfg.
+func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
+	container := corev1.Container{
+		Name:            WorkerContainer,
+		Image:           cfg.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/worker"},
+		Args:            args,
+		Resources:       cfg.Resources,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if cfg.EnvFromSecret != "" {
+		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cfg.EnvFromSecret}}}}
+	}
+	pod := corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		ServiceAccountName:           cfg.ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(false),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{container},
+	}
+	if cfg.StorePVC != "" {
+		pod.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cfg.StorePVC}}}}
+		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: cfg.StoreMountPath}}
+	}
+	return pod
+}
+
+// Observe reads the Job's terminal conditions (FailureTarget and
+// SuccessCriteriaMet decide the outcome before Failed and Complete).
+func (l *DatasetJobLoader) Observe(ctx context.Context, ds *listsv1.Dataset) (Execution, error) {
+	job, err := l.get(ctx, ds)
+	if err != nil || job == nil {
+		return Execution{State: ExecNotStarted}, err
+	}
+	if !metav1.IsControlledBy(job, ds) {
+		return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s exists but is not owned by this dataset", job.Name)}, nil
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) {
+			msg := c.Message
+			if msg == "" {
+				msg = c.Reason
+			}
+			return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s failed: %s", job.Name, msg)}, nil
+		}
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet) {
+			return Execution{State: ExecSucceeded}, nil
+		}
+	}
+	return Execution{State: ExecRunning}, nil
+}
+
+// Release sets ttlSecondsAfterFinished, now that status holds the outcome.
+func (l *DatasetJobLoader) Release(ctx context.Context, ds *listsv1.Dataset) error {
+	job, err := l.get(ctx, ds)
+	if err != nil || job == nil {
+		return err
+	}
+	if !isJobFinished(job) || job.Spec.TTLSecondsAfterFinished != nil || !metav1.IsControlledBy(job, ds) {
+		return nil
+	}
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.TTLSecondsAfterFinished = ptr.To(l.Config.TTLSecondsAfterFinished)
+	if err := l.Client.Patch(ctx, job, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("set job ttl: %w", err)
+	}
+	return nil
+}
+
+func (l *DatasetJobLoader) get(ctx context.Context, ds *listsv1.Dataset) (*batchv1.Job, error) {
+	var job batchv1.Job
+	err := l.Client.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: DatasetJobName(ds)}, &job)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job: %w", err)
+	}
+	return &job, nil
+}

@@ -1,0 +1,96 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/people"
+)
+
+// DatasetLoader runs the import of a Dataset whose source is in the blob
+// store. The Job loader runs `worker people-import` in a batch/v1 Job; the
+// local loader calls people.Import in-process. Both leave a DatasetSummary
+// at DatasetKeys.Summary() when the import ends, however it ends.
+type DatasetLoader interface {
+	// Start launches the import of the object key. It is idempotent.
+	Start(ctx context.Context, ds *listsv1.Dataset, key string) error
+	// Observe reports the state of the import.
+	Observe(ctx context.Context, ds *listsv1.Dataset) (Execution, error)
+	// Release is called once the outcome is saved in status.
+	Release(ctx context.Context, ds *listsv1.Dataset) error
+}
+
+// errPeopleUnavailable: the operator has no people store to load into.
+var errPeopleUnavailable = errors.New("no reference people store is configured (--people-url)")
+
+// DatasetSummary is the outcome of one import, stored as JSON at
+// datasets/<uid>/summary.json (blobstore.DatasetKeys.Summary).
+//
+// Contract with the worker: `worker people-import --blob-url URL --key KEY
+// --summary-key datasets/<uid>/summary.json --people-url URL
+// [--continue-on-error] [--max-errors N]` writes this object to
+// --summary-key (and may print the same JSON to stdout) before it exits,
+// whether the import succeeded or not, for example
+//
+//	{"rows":4,"imported":3,"failed":1,"errors":["line 7: email: invalid email address"]}
+//	{"rows":2,"imported":1,"failed":1,"errors":["line 3: 3 fields, the header has 4"],
+//	 "error":"people: import: line 3: 3 fields, the header has 4"}
+//
+// rows, imported and failed are people.ImportResult's counts; errors holds
+// the RowError messages (line and column, never row contents), at most
+// listsv1.MaxDatasetErrors of them; error is set when the import stopped
+// (the error people.Import returned) and is absent on success. The worker
+// exits 0 on success, ExitBadInput (42) when the input is at fault (a bad
+// header, a malformed row without --continue-on-error, too many malformed
+// rows) so that the Job fails at once, and any other code for problems
+// worth one retry (the store).
+type DatasetSummary struct {
+	Rows     int64    `json:"rows"`
+	Imported int64    `json:"imported"`
+	Failed   int64    `json:"failed"`
+	Errors   []string `json:"errors,omitempty"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// maxSummaryBytes bounds the summary read back from the store.
+const maxSummaryBytes = 256 << 10
+
+// maxErrorLen bounds one error message in status.
+const maxErrorLen = 512
+
+// NewDatasetSummary builds the summary of people.Import's outcome.
+func NewDatasetSummary(res people.ImportResult, err error) DatasetSummary {
+	s := DatasetSummary{Rows: int64(res.Rows), Imported: int64(res.Imported), Failed: int64(res.Failed)}
+	for i := range res.Errors {
+		if len(s.Errors) == listsv1.MaxDatasetErrors {
+			break
+		}
+		s.Errors = append(s.Errors, truncate(res.Errors[i].Error(), maxErrorLen))
+	}
+	if err != nil {
+		s.Error = truncate(err.Error(), maxErrorLen)
+	}
+	return s
+}
+
+func readSummary(ctx context.Context, store *blobstore.Store, ds *listsv1.Dataset) (*DatasetSummary, error) {
+	var s DatasetSummary
+	err := store.ReadJSON(ctx, blobstore.DatasetKeys{UID: string(ds.UID)}.Summary(), maxSummaryBytes, &s)
+	if blobstore.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read dataset summary: %w", err)
+	}
+	return &s, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

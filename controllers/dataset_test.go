@@ -1,0 +1,288 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/controllers"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/people"
+)
+
+// peopleCSV returns a people file with three good rows and, when bad is
+// set, a malformed row (two fields of three) on line 4, plus the emails of
+// the good rows.
+func peopleCSV(prefix string, bad bool) (string, []string) {
+	emails := []string{prefix + "-ann@example.com", prefix + "-bob@example.com", prefix + "-cy@example.net"}
+	var b strings.Builder
+	b.WriteString("email,first,last\n")
+	fmt.Fprintf(&b, "%s,Ann,Lee\n", emails[0])
+	fmt.Fprintf(&b, "%s,Bob,Ray\n", emails[1])
+	if bad {
+		b.WriteString("secret-value,only-two\n") // line 4
+	}
+	fmt.Fprintf(&b, "%s,Cy,Dee\n", emails[2])
+	return b.String(), emails
+}
+
+func newDataset(ns, name, cm string, cont bool) *listsv1.Dataset {
+	return &listsv1.Dataset{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: listsv1.DatasetSpec{
+			Source:          listsv1.DatasetSource{ConfigMapKeyRef: &listsv1.ConfigMapKeySelector{Name: cm, Key: "people.csv"}},
+			ContinueOnError: cont,
+		},
+	}
+}
+
+func getDataset(t *testing.T, ns, name string) *listsv1.Dataset {
+	t.Helper()
+	var ds listsv1.Dataset
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &ds); err != nil {
+		t.Fatal(err)
+	}
+	return &ds
+}
+
+func waitDataset(t *testing.T, ns, name string, phase listsv1.DatasetPhase) *listsv1.Dataset {
+	t.Helper()
+	var ds *listsv1.Dataset
+	eventually(t, 30*time.Second, fmt.Sprintf("dataset %s/%s to be %s", ns, name, phase), func() (bool, string) {
+		ds = getDataset(t, ns, name)
+		return ds.Status.Phase == phase, fmt.Sprintf("phase=%q %s", ds.Status.Phase, fmtConds(ds.Status.Conditions))
+	})
+	return ds
+}
+
+func TestDatasetLocalContinueOnError(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("ds-cont")
+	data, emails := peopleCSV(name, true)
+	createConfigMap(t, nsLocal, name, "people.csv", data)
+	create(t, newDataset(nsLocal, name, name, true))
+
+	ds := waitDataset(t, nsLocal, name, listsv1.DatasetLoaded)
+	if ds.Status.Rows != 4 || ds.Status.Imported != 3 || ds.Status.Failed != 1 {
+		t.Errorf("rows %d imported %d failed %d, want 4, 3, 1", ds.Status.Rows, ds.Status.Imported, ds.Status.Failed)
+	}
+	if len(ds.Status.Errors) != 1 || !strings.HasPrefix(ds.Status.Errors[0], "line 4:") {
+		t.Errorf("errors %q, want one naming line 4", ds.Status.Errors)
+	}
+	if strings.Contains(strings.Join(ds.Status.Errors, " "), "secret-value") {
+		t.Errorf("errors leak row contents: %q", ds.Status.Errors)
+	}
+	if c := condition(ds.Status.Conditions, listsv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready: %v", ds.Status.Conditions)
+	}
+	if ds.Status.StartedAt == nil || ds.Status.CompletedAt == nil || ds.Status.ObservedGeneration != ds.Generation {
+		t.Errorf("startedAt %v completedAt %v observedGeneration %d", ds.Status.StartedAt, ds.Status.CompletedAt, ds.Status.ObservedGeneration)
+	}
+	for _, e := range emails {
+		rec, err := peopleStore.Get(ctx, people.EmailKey(e))
+		if err != nil {
+			t.Fatalf("get %s: %v", e, err)
+		}
+		if rec.Last == "" {
+			t.Errorf("%s has no last name", e)
+		}
+	}
+
+	// Deleting the Dataset deletes its blobs (the staged copy, the summary).
+	keys := blobstore.DatasetKeys{UID: string(ds.UID)}
+	if _, err := store.Size(ctx, keys.Source()); err != nil {
+		t.Fatalf("staged source: %v", err)
+	}
+	if err := k8s.Delete(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "dataset gone", func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(ds), &listsv1.Dataset{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	for _, k := range []string{keys.Source(), keys.Summary()} {
+		if _, err := store.Size(ctx, k); !blobstore.IsNotFound(err) {
+			t.Errorf("%s survived the dataset: %v", k, err)
+		}
+	}
+}
+
+func TestDatasetLocalStopsOnError(t *testing.T) {
+	name := uniqueName("ds-stop")
+	data, _ := peopleCSV(name, true)
+	createConfigMap(t, nsLocal, name, "people.csv", data)
+	create(t, newDataset(nsLocal, name, name, false))
+
+	ds := waitDataset(t, nsLocal, name, listsv1.DatasetFailed)
+	c := condition(ds.Status.Conditions, listsv1.ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "line 4") {
+		t.Fatalf("Stalled %+v, want one naming line 4", c)
+	}
+	if strings.Contains(c.Message, "secret-value") {
+		t.Errorf("message leaks row contents: %q", c.Message)
+	}
+	if ds.Status.Failed != 1 || ds.Status.Imported > 2 {
+		t.Errorf("imported %d failed %d", ds.Status.Imported, ds.Status.Failed)
+	}
+	if evs := warningEvents(t, nsLocal, name); len(evs) == 0 {
+		t.Errorf("no warning event")
+	}
+}
+
+func TestDatasetValidation(t *testing.T) {
+	ctx := context.Background()
+	both := newDataset(nsLocal, uniqueName("ds-both"), "cm", true)
+	both.Spec.Source.BlobURL = "mem://x/y.csv"
+	if err := k8s.Create(ctx, both); err == nil || !strings.Contains(err.Error(), "exactly one of") {
+		t.Errorf("two sources accepted: %v", err)
+	}
+	none := newDataset(nsLocal, uniqueName("ds-none"), "cm", true)
+	none.Spec.Source.ConfigMapKeyRef = nil
+	if err := k8s.Create(ctx, none); err == nil {
+		t.Errorf("no source accepted")
+	}
+
+	name := uniqueName("ds-immutable")
+	ds := newDataset(nsLocal, name, name, true)
+	create(t, ds)
+	ds = getDataset(t, nsLocal, name)
+	ds.Spec.ContinueOnError = false
+	if err := k8s.Update(ctx, ds); err == nil || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("spec update accepted: %v", err)
+	}
+}
+
+func TestDatasetJob(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("ds-job")
+	data, _ := peopleCSV(name, true)
+	createConfigMap(t, nsJob, name, "people.csv", data)
+	ds := newDataset(nsJob, name, name, true)
+	ds.Spec.MaxErrors = 5
+	create(t, ds)
+
+	var job batchv1.Job
+	eventually(t, 30*time.Second, "the dataset's job", func() (bool, string) {
+		ds = getDataset(t, nsJob, name)
+		if ds.UID == "" {
+			return false, "no uid"
+		}
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.DatasetJobName(ds)}, &job)
+		return err == nil, fmt.Sprint(err)
+	})
+	ds = waitDataset(t, nsJob, name, listsv1.DatasetLoading)
+	keys := blobstore.DatasetKeys{UID: string(ds.UID)}
+
+	spec := job.Spec
+	if !metav1.IsControlledBy(&job, ds) {
+		t.Errorf("job is not owned by the dataset")
+	}
+	if spec.BackoffLimit == nil || *spec.BackoffLimit != 1 {
+		t.Errorf("backoffLimit %v, want 1", spec.BackoffLimit)
+	}
+	if spec.PodFailurePolicy == nil || spec.PodFailurePolicy.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
+		spec.PodFailurePolicy.Rules[0].OnExitCodes.Values[0] != controllers.ExitBadInput {
+		t.Errorf("podFailurePolicy %+v", spec.PodFailurePolicy)
+	}
+	if spec.TTLSecondsAfterFinished != nil {
+		t.Errorf("ttl set before the outcome was saved")
+	}
+	if job.Labels["app.kubernetes.io/component"] != "worker" {
+		t.Errorf("labels %v", job.Labels)
+	}
+	c := spec.Template.Spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"people-import", "--key " + keys.Source(), "--summary-key " + keys.Summary(),
+		"--people-url " + peopleURL, "--blob-url mem://", "--continue-on-error", "--max-errors 5"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("worker args %q lack %q", args, want)
+		}
+	}
+	if c.Command[0] != "/worker" || c.Image != "emaildata:test" {
+		t.Errorf("command %v image %s", c.Command, c.Image)
+	}
+	staged, err := store.ReadAll(ctx, keys.Source())
+	if err != nil || string(staged) != data {
+		t.Fatalf("staged source %q, %v", staged, err)
+	}
+
+	// Play the worker: write the summary, then the Job's terminal status.
+	sum := controllers.DatasetSummary{Rows: 4, Imported: 3, Failed: 1, Errors: []string{"line 4: 2 fields, the header has 3"}}
+	if err := store.WriteJSON(ctx, keys.Summary(), sum); err != nil {
+		t.Fatal(err)
+	}
+	completeJob(t, &job)
+
+	ds = waitDataset(t, nsJob, name, listsv1.DatasetLoaded)
+	if ds.Status.Rows != 4 || ds.Status.Imported != 3 || ds.Status.Failed != 1 || len(ds.Status.Errors) != 1 {
+		t.Errorf("status %+v", ds.Status)
+	}
+	eventually(t, 10*time.Second, "ttlSecondsAfterFinished", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(&job), &job); err != nil {
+			return false, err.Error()
+		}
+		return job.Spec.TTLSecondsAfterFinished != nil, "no ttl"
+	})
+}
+
+func TestDatasetJobFailed(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName("ds-jobfail")
+	data, _ := peopleCSV(name, true)
+	createConfigMap(t, nsJob, name, "people.csv", data)
+	create(t, newDataset(nsJob, name, name, false))
+	ds := waitDataset(t, nsJob, name, listsv1.DatasetLoading)
+	var job batchv1.Job
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.DatasetJobName(ds)}, &job); err != nil {
+		t.Fatal(err)
+	}
+	sum := controllers.DatasetSummary{Rows: 3, Imported: 2, Failed: 1, Errors: []string{"line 4: 2 fields, the header has 3"},
+		Error: "people: import: line 4: 2 fields, the header has 3"}
+	if err := store.WriteJSON(ctx, blobstore.DatasetKeys{UID: string(ds.UID)}.Summary(), sum); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	job.Status.Failed = 1
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy, Message: "exit code 42", LastTransitionTime: now, LastProbeTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonPodFailurePolicy, Message: "exit code 42", LastTransitionTime: now, LastProbeTime: now},
+	}
+	if err := k8s.Status().Update(ctx, &job); err != nil {
+		t.Fatalf("update job status: %v", err)
+	}
+	ds = waitDataset(t, nsJob, name, listsv1.DatasetFailed)
+	c := condition(ds.Status.Conditions, listsv1.ConditionStalled)
+	if c == nil || !strings.Contains(c.Message, "line 4") {
+		t.Errorf("Stalled %+v, want the summary's line", c)
+	}
+	if ds.Status.Imported != 2 || ds.Status.Failed != 1 {
+		t.Errorf("status %+v", ds.Status)
+	}
+}
+
+// completeJob writes a successful terminal status on a one-pod Job.
+func completeJob(t *testing.T, job *batchv1.Job) {
+	t.Helper()
+	now := metav1.Now()
+	start := metav1.NewTime(now.Add(-time.Second))
+	job.Status.StartTime = &start
+	job.Status.CompletionTime = &now
+	job.Status.Succeeded = 1
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now, LastProbeTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now, LastProbeTime: now},
+	}
+	if err := k8s.Status().Update(context.Background(), job); err != nil {
+		t.Fatalf("update job status: %v", err)
+	}
+}
