@@ -240,6 +240,9 @@ func (r *EmailListReconciler) reconcilePurchase(ctx context.Context, list *lists
 	}
 	for _, p := range purchases.Items {
 		if p.DeletionTimestamp.IsZero() {
+			if err := r.deliver(ctx, list, &p); err != nil {
+				return err
+			}
 			list.Status.Phase = listsv1.PhaseResults
 			list.Status.Purchased = true
 			setDone(list, ReasonResults, fmt.Sprintf("purchased by %s; results are ready to download", p.Name))
@@ -247,6 +250,27 @@ func (r *EmailListReconciler) reconcilePurchase(ctx context.Context, list *lists
 			return nil
 		}
 	}
+	return nil
+}
+
+// deliver narrows the result file to what the purchase asked for (fields,
+// match type); without options the merged result is delivered as it is.
+func (r *EmailListReconciler) deliver(ctx context.Context, list *listsv1.EmailList, p *listsv1.Purchase) error {
+	d := pipeline.Delivery{Fields: p.Spec.Fields, IndividualOnly: p.Spec.MatchType == "I"}
+	if d.Empty() || list.Status.Result == nil {
+		return nil
+	}
+	keys := blobstore.ListKeys{UID: string(list.UID)}
+	plan, err := pipeline.LoadPlan(ctx, r.Store, keys)
+	if err != nil {
+		return err
+	}
+	res := list.Status.Result
+	out, err := pipeline.Restrict(ctx, r.Store, keys, plan, &pipeline.Outcome{Key: res.Key, FileName: res.FileName}, d)
+	if err != nil {
+		return fmt.Errorf("deliver purchase %s: %w", p.Name, err)
+	}
+	list.Status.Result = &listsv1.ResultFile{Key: out.Key, Bytes: out.Bytes, Rows: out.Rows, SHA256: out.SHA256, FileName: out.FileName}
 	return nil
 }
 

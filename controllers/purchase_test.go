@@ -98,3 +98,24 @@ func TestPurchaseRefusals(t *testing.T) {
 	createConfigMap(t, ns, waiting, "l.csv", "a@example.com\n")
 	waitPurchase(t, ns, waiting+"-buy", listsv1.PurchasePurchased, "is purchased")
 }
+
+// TestPurchaseFields: a purchase with fields delivers only those service
+// columns (the input's columns always).
+func TestPurchaseFields(t *testing.T) {
+	ns := nsLocal
+	name := uniqueName("fields")
+	create(t, newList(ns, name).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).
+		upload(putUpload(t, []byte("a@x.com\nb@y.org\n"))).obj())
+	waitPhase(t, ns, name, listsv1.PhaseProcessed, false)
+	p := newPurchase(ns, name+"-buy", name)
+	p.Spec.Fields = []string{"age"} // not one of this service's columns: only input columns stay
+	create(t, p)
+	waitPurchase(t, ns, name+"-buy", listsv1.PurchasePurchased, "is purchased")
+	l := getList(t, ns, name)
+	if got := string(readResult(t, l)); got != "email\na@x.com\nb@y.org\n" {
+		t.Errorf("delivered %q, want the input column only", got)
+	}
+	if !strings.Contains(l.Status.Result.Key, "delivered-") || l.Status.Result.Rows != 2 {
+		t.Errorf("result %+v", l.Status.Result)
+	}
+}

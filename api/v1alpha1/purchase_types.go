@@ -13,11 +13,18 @@ type PurchaseSpec struct {
 	// +required
 	ListName string `json:"listName"`
 
-	// Fields restricts the delivered result columns (services that support it).
+	// Fields restricts the delivered result columns to these service
+	// columns; the input's own columns are always delivered.
 	// +kubebuilder:validation:MaxItems=100
 	// +listType=set
 	// +optional
 	Fields []string `json:"fields,omitempty"`
+
+	// MatchType, for email_append: I delivers Individual matches only, H
+	// (the default) Individual and Household matches.
+	// +kubebuilder:validation:Enum=I;H
+	// +optional
+	MatchType string `json:"matchType,omitempty"`
 }
 
 // PurchasePhase is the coarse state of a Purchase.

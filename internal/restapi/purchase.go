@@ -80,7 +80,7 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
 
 	p := &listsv1.Purchase{
 		ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name + "-purchase", Labels: map[string]string{TenantLabel: l.Labels[TenantLabel]}},
-		Spec:       listsv1.PurchaseSpec{ListName: l.Name, Fields: req.Fields},
+		Spec:       listsv1.PurchaseSpec{ListName: l.Name, Fields: req.Fields, MatchType: req.Options.EmailAppend.MatchType},
 	}
 	if err := s.client.Create(r.Context(), p); err != nil && !apierrors.IsAlreadyExists(err) {
 		s.internalError(w, r, "create purchase", err)

@@ -1,0 +1,130 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+
+	"gocloud.dev/blob"
+
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listfile"
+)
+
+// Delivery narrows a result file at purchase time.
+type Delivery struct {
+	// Fields keeps only these service columns (all when empty); the
+	// input's own columns are always kept. Unknown names are ignored.
+	Fields []string
+	// IndividualOnly blanks email_append matches that are not Individual.
+	IndividualOnly bool
+}
+
+// Empty reports whether d changes nothing.
+func (d Delivery) Empty() bool { return len(d.Fields) == 0 && !d.IndividualOnly }
+
+// Restrict writes the delivered file: the merged result with only the
+// chosen service columns and, for IndividualOnly, household matches
+// blanked. It returns the new file's outcome (under result/delivered-).
+func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, res *Outcome, d Delivery) (*Outcome, error) {
+	inputCols := len(plan.OutputHeader) - len(plan.Columns)
+	keep := make([]int, 0, len(plan.OutputHeader))
+	for i := 0; i < inputCols; i++ {
+		keep = append(keep, i)
+	}
+	for j, c := range plan.Columns {
+		if len(d.Fields) == 0 || slices.Contains(d.Fields, c) {
+			keep = append(keep, inputCols+j)
+		}
+	}
+	matchCol, emailCol := -1, -1
+	if d.IndividualOnly {
+		for j, c := range plan.Columns {
+			switch c {
+			case "email_match_type":
+				matchCol = inputCols + j
+			case "email":
+				emailCol = inputCols + j
+			}
+		}
+	}
+
+	src, err := store.ReadAll(ctx, res.Key)
+	if err != nil {
+		return nil, fmt.Errorf("read result: %w", err)
+	}
+	var plain io.Reader = bytes.NewReader(src)
+	if plan.Zip {
+		_, rc, err := listfile.OpenZip(bytes.NewReader(src), int64(len(src)), listfile.Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("open zipped result: %w", err)
+		}
+		defer rc.Close()
+		plain = rc
+	}
+
+	var body bytes.Buffer
+	w := listfile.NewWriter(&body, plan.Delimiter, plan.CRLF)
+	rd := listfile.NewReader(plain, listfile.Dialect{Delimiter: plan.Delimiter, EmailColumn: 1}, listfile.Limits{})
+	out := make([]string, 0, len(keep))
+	var rows int64
+	for first := true; ; first = false {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read result row: %w", err)
+		}
+		fields := rec.Fields()
+		if !first && matchCol >= 0 && matchCol < len(fields) && fields[matchCol] != "" && fields[matchCol] != "Individual" {
+			fields[matchCol] = ""
+			if emailCol >= 0 && emailCol < len(fields) {
+				fields[emailCol] = ""
+			}
+		}
+		out = out[:0]
+		for _, i := range keep {
+			if i < len(fields) {
+				out = append(out, fields[i])
+			} else {
+				out = append(out, "")
+			}
+		}
+		if err := w.WriteFields(out); err != nil {
+			return nil, err
+		}
+		if !first {
+			rows++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+
+	delivered := &Outcome{Key: keys.Prefix() + "result/delivered-" + res.FileName, FileName: res.FileName, Rows: rows, Reporting: res.Reporting}
+	wr, err := store.NewWriter(ctx, delivered.Key, &blob.WriterOptions{ContentType: ContentType(res.FileName)})
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(wr, h)}
+	if plan.Zip {
+		err = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, res.FileName), &body)
+	} else {
+		_, err = io.Copy(cw, &body)
+	}
+	if cerr := wr.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write delivered result: %w", err)
+	}
+	delivered.Bytes = cw.n
+	delivered.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return delivered, nil
+}
