@@ -81,25 +81,11 @@ func (l *DatasetJobLoader) buildJob(ds *listsv1.Dataset, key string) (*batchv1.J
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: DatasetJobName(ds), Namespace: ds.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
-			Completions:  ptr.To(int32(1)),
-			Parallelism:  ptr.To(int32(1)),
-			BackoffLimit: ptr.To(int32(1)),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
-				{
-					// Bad input fails the same way every time: no retry.
-					Action: batchv1.PodFailurePolicyActionFailJob,
-					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-						ContainerName: ptr.To(WorkerContainer),
-						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-						Values:        []int32{ExitBadInput},
-					},
-				},
-				{
-					Action:          batchv1.PodFailurePolicyActionIgnore,
-					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
-				},
-			}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+			Completions:      ptr.To(int32(1)),
+			Parallelism:      ptr.To(int32(1)),
+			BackoffLimit:     ptr.To(int32(1)),
+			PodFailurePolicy: workerFailurePolicy(batchv1.PodFailurePolicyActionFailJob),
+			Template:         corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
 	if err := controllerutil.SetControllerReference(ds, job, l.Scheme); err != nil {

@@ -143,28 +143,34 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 			BackoffLimitPerIndex: ptr.To(e.Config.BackoffLimitPerIndex),
 			// One index failing for good fails the list: no partial results.
 			MaxFailedIndexes: ptr.To(int32(0)),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
-				{
-					Action: batchv1.PodFailurePolicyActionFailIndex,
-					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-						ContainerName: ptr.To(WorkerContainer),
-						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-						Values:        []int32{ExitBadInput},
-					},
-				},
-				{
-					// Evictions and preemptions are not the worker's fault.
-					Action:          batchv1.PodFailurePolicyActionIgnore,
-					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
-				},
-			}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+			PodFailurePolicy: workerFailurePolicy(batchv1.PodFailurePolicyActionFailIndex),
+			Template:         corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
 	if err := controllerutil.SetControllerReference(list, job, e.Scheme); err != nil {
 		return nil, fmt.Errorf("own job: %w", err)
 	}
 	return job, nil
+}
+
+// workerFailurePolicy applies onBadInput at once when the worker exits with
+// ExitBadInput (retrying cannot fix the input), and ignores evictions and
+// preemptions, which are not the worker's fault.
+func workerFailurePolicy(onBadInput batchv1.PodFailurePolicyAction) *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{
+			Action: onBadInput,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+				ContainerName: ptr.To(WorkerContainer),
+				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+				Values:        []int32{ExitBadInput},
+			},
+		},
+		{
+			Action:          batchv1.PodFailurePolicyActionIgnore,
+			OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+		},
+	}}
 }
 
 // Observe reads the Job's terminal conditions. SuccessCriteriaMet and
