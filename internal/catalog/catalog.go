@@ -35,8 +35,10 @@ func OfflineEngine() *verify.Engine {
 }
 
 // RegisterPeople adds the services backed by the reference people store:
-// email_intelligence, and email_append when finder can look people up by
-// name and postal code (nil: email_append says it is not available).
+// email_intelligence, and email_append, which looks people up by name and
+// postal code with finder, or when finder is nil with the store's own
+// index (people.NamePostalFinder; a store without one: email_append says
+// it is not available).
 func RegisterPeople(reg *listservice.Registry, store people.Store, finder peoplelist.PostalFinder) {
 	reg.Register(peoplelist.NameEmailIntelligence, peoplelist.NewEmailIntelligence(store))
 	appendStore := store

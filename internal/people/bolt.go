@@ -17,19 +17,23 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Embedded (bbolt) layout, one file, four buckets:
+// Embedded (bbolt) layout, one file, five buckets:
 //
 //	people     normalised email                 -> record (codec.go)
 //	md5        16-byte MD5 of the email          -> email
 //	sha1       20-byte SHA-1 of the email        -> email
 //	household  household id, 0x00, email         -> empty
+//	postal     NormalizeName(last), 0x00, NormalizeZip(zip), 0x00, email -> empty
 //
-// All four are written in the same transaction.
+// All five are written in the same transaction. The postal bucket holds
+// only people with a last name that has letters and a valid zip; it is
+// built from the people bucket when a file made before it is opened.
 var (
 	bucketPeople    = []byte("people")
 	bucketMD5       = []byte("md5")
 	bucketSHA1      = []byte("sha1")
 	bucketHousehold = []byte("household")
+	bucketPostal    = []byte("postal")
 	boltBuckets     = [][]byte{bucketPeople, bucketMD5, bucketSHA1, bucketHousehold}
 )
 
@@ -85,7 +89,19 @@ func openBolt(u *url.URL) (Store, error) {
 				return err
 			}
 		}
-		return nil
+		if tx.Bucket(bucketPostal) != nil {
+			return nil
+		}
+		pb, err := tx.CreateBucket(bucketPostal)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketPeople).ForEach(func(email, v []byte) error {
+			if k := postalKey(storedText(v, fieldLast), storedText(v, fieldZip), string(email)); k != nil {
+				return pb.Put(k, []byte{})
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		db.Close()
@@ -101,6 +117,54 @@ func householdKey(id, email string) []byte {
 	k = append(k, id...)
 	k = append(k, 0)
 	return append(k, email...)
+}
+
+// postalKey returns the postal bucket key of a person, or nil when the
+// last name has no letters or the zip is not valid.
+func postalKey(last, zip, email string) []byte {
+	last, zip = NormalizeName(last), NormalizeZip(zip)
+	if last == "" || zip == "" {
+		return nil
+	}
+	return postalPrefix(last, zip, email)
+}
+
+// postalPrefix joins normalised parts; with email "" it is the prefix of
+// all the people of last and zip.
+func postalPrefix(last, zip, email string) []byte {
+	k := make([]byte, 0, len(last)+len(zip)+2+len(email))
+	k = append(k, last...)
+	k = append(k, 0)
+	k = append(k, zip...)
+	k = append(k, 0)
+	return append(k, email...)
+}
+
+// Indexes of text fields in the stored record (textFields without the
+// email).
+const (
+	fieldLast = 2
+	fieldZip  = 6
+)
+
+// storedText returns text field i (0 = first name, see codec.go) of an
+// encoded record without decoding the rest, or "" when it is corrupt.
+func storedText(v []byte, i int) string {
+	if len(v) == 0 {
+		return ""
+	}
+	p := v[1:]
+	for j := 0; j < len(textFields)-1; j++ {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || uint64(len(p)-k) < n {
+			return ""
+		}
+		if j == i {
+			return string(p[k : k+int(n)])
+		}
+		p = p[k+int(n):]
+	}
+	return ""
 }
 
 // storedHousehold returns the household id of an encoded record without
@@ -156,6 +220,8 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 	md5s := make([]kv, n)
 	sha1s := make([]kv, n)
 	hh := make([]kv, 0, n)
+	postal := make([]kv, 0, n)
+	postalOf := make([][]byte, n)
 	take := func(from int) []byte { return arena[from:len(arena):len(arena)] }
 	for i := range recs {
 		r := &recs[i]
@@ -171,10 +237,15 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 		if r.HouseholdID != "" {
 			hh = append(hh, kv{householdKey(r.HouseholdID, r.Email), []byte{}})
 		}
+		if k := postalKey(r.Last, r.Zip, r.Email); k != nil {
+			postalOf[i] = k
+			postal = append(postal, kv{k, []byte{}})
+		}
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		pb := tx.Bucket(bucketPeople)
 		hb := tx.Bucket(bucketHousehold)
+		xb := tx.Bucket(bucketPostal)
 		for i := range recs {
 			old := pb.Get(people[i].k)
 			if old == nil {
@@ -182,6 +253,11 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 			}
 			if oh := storedHousehold(old); oh != "" && oh != recs[i].HouseholdID {
 				if err := hb.Delete(householdKey(oh, recs[i].Email)); err != nil {
+					return err
+				}
+			}
+			if opk := postalKey(storedText(old, fieldLast), storedText(old, fieldZip), recs[i].Email); opk != nil && !bytes.Equal(opk, postalOf[i]) {
+				if err := xb.Delete(opk); err != nil {
 					return err
 				}
 			}
@@ -195,7 +271,10 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 		if err := putSorted(tx.Bucket(bucketSHA1), sha1s); err != nil {
 			return err
 		}
-		return putSorted(hb, hh)
+		if err := putSorted(hb, hh); err != nil {
+			return err
+		}
+		return putSorted(xb, postal)
 	})
 }
 
@@ -226,6 +305,11 @@ func (s *boltStore) Delete(ctx context.Context, emails []string) error {
 			}
 			if oh := storedHousehold(old); oh != "" {
 				if err := tx.Bucket(bucketHousehold).Delete(householdKey(oh, e)); err != nil {
+					return err
+				}
+			}
+			if k := postalKey(storedText(old, fieldLast), storedText(old, fieldZip), e); k != nil {
+				if err := tx.Bucket(bucketPostal).Delete(k); err != nil {
 					return err
 				}
 			}
@@ -354,6 +438,44 @@ func (s *boltStore) HouseholdBatch(ctx context.Context, ids []string) ([][]Recor
 				var err error
 				if out[i], err = v.household(ids[i], nil); err != nil {
 					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FindByNamePostal implements NamePostalFinder with a prefix scan of the
+// postal bucket per key.
+func (s *boltStore) FindByNamePostal(ctx context.Context, keys []NamePostalKey) ([][]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([][]Record, len(keys))
+	err := parallel(len(keys), 128, func(lo, hi int) error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			xb, pb := tx.Bucket(bucketPostal), tx.Bucket(bucketPeople)
+			c := xb.Cursor()
+			for i := lo; i < hi; i++ {
+				last, zip, ok := keys[i].norm()
+				if !ok {
+					continue
+				}
+				prefix := postalPrefix(last, zip, "")
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+					email := k[len(prefix):]
+					val := pb.Get(email)
+					if val == nil {
+						continue
+					}
+					out[i] = append(out[i], Record{})
+					if err := decodeRecord(string(email), val, &out[i][len(out[i])-1]); err != nil {
+						return err
+					}
 				}
 			}
 			return nil

@@ -19,12 +19,15 @@ import (
 //
 //	people                  one row per person (columns: pgColumns)
 //	  PRIMARY KEY (email)
-//	  INDEX (email_md5), INDEX (email_sha1), INDEX (household_id)
+//	  INDEX (email_md5), INDEX (email_sha1), INDEX (household_id),
+//	  INDEX (last_name_norm, zip5)
 //	people_schema_version   the migration version (one row)
 //
 // email_md5 and email_sha1 are the raw 16- and 20-byte digests of the
 // normalised email; demographic fields are their bucket text (empty when
-// unknown), interests a text[] of interest names.
+// unknown), interests a text[] of interest names. last_name_norm and zip5
+// (pgDerivedColumns) are NormalizeName(last_name) and NormalizeZip(zip),
+// computed in Go on upsert, for FindByNamePostal.
 var pgColumns = []string{
 	"email", "email_md5", "email_sha1", "household_id",
 	"first_name", "middle_name", "last_name", "street", "city", "state", "zip",
@@ -32,6 +35,12 @@ var pgColumns = []string{
 	"home_owner_status", "length_of_residence", "marital_status",
 	"presence_of_children", "education", "occupation", "interests",
 }
+
+// pgDerivedColumns are written after pgColumns but never read back.
+var pgDerivedColumns = []string{"last_name_norm", "zip5"}
+
+// pgWriteColumns is pgColumns then pgDerivedColumns: what pgRow returns.
+var pgWriteColumns = append(slices.Clip(pgColumns), pgDerivedColumns...)
 
 // pgMigrations[i] takes the schema from version i to i+1. %[1]s is the
 // quoted schema name. Append only.
@@ -66,16 +75,59 @@ var pgMigrations = [][]string{
 		`CREATE INDEX people_email_sha1_idx ON %[1]s.people (email_sha1)`,
 		`CREATE INDEX people_household_id_idx ON %[1]s.people (household_id)`,
 	},
+	{
+		`ALTER TABLE %[1]s.people
+	ADD COLUMN last_name_norm text NOT NULL DEFAULT '',
+	ADD COLUMN zip5           text NOT NULL DEFAULT ''`,
+		`CREATE INDEX people_last_name_norm_zip5_idx ON %[1]s.people (last_name_norm, zip5)`,
+	},
+}
+
+// pgMigrationHooks[i], when set, runs after the statements of
+// pgMigrations[i], in the same transaction, for what SQL cannot do the
+// way the Go code does.
+var pgMigrationHooks = map[int]func(ctx context.Context, tx pgx.Tx, qs string) error{
+	1: backfillPostal,
+}
+
+// backfillPostal fills last_name_norm and zip5 of existing rows.
+func backfillPostal(ctx context.Context, tx pgx.Tx, qs string) error {
+	rows, err := tx.Query(ctx, "SELECT email, last_name, zip FROM "+qs+".people")
+	if err != nil {
+		return err
+	}
+	var emails, lasts, zips []string
+	for rows.Next() {
+		var e, l, z string
+		if err := rows.Scan(&e, &l, &z); err != nil {
+			rows.Close()
+			return err
+		}
+		if l, z = NormalizeName(l), NormalizeZip(z); l != "" || z != "" {
+			emails, lasts, zips = append(emails, e), append(lasts, l), append(zips, z)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(emails) == 0 {
+		return nil
+	}
+	_, err = tx.Exec(ctx, "UPDATE "+qs+".people AS p SET last_name_norm = u.l, zip5 = u.z"+
+		" FROM unnest($1::text[], $2::text[], $3::text[]) AS u(e, l, z) WHERE p.email = u.e", emails, lasts, zips)
+	return err
 }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 type pgStore struct {
-	pool   *pgxpool.Pool
-	table  string // quoted schema.people
-	selCol string // select list
-	upsert string // INSERT ... ON CONFLICT for one row ($1..$23)
-	merge  string // INSERT ... SELECT FROM people_stage ON CONFLICT
+	pool    *pgxpool.Pool
+	table   string // quoted schema.people
+	selCol  string // select list
+	pSelCol string // select list qualified by "p."
+	upsert  string // INSERT ... ON CONFLICT for one row ($1..$25)
+	merge   string // INSERT ... SELECT FROM people_stage ON CONFLICT
 }
 
 // pgCopyThreshold: Upsert of more records than this goes through COPY into
@@ -110,8 +162,10 @@ func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
 		return nil, err
 	}
 	s.selCol = strings.Join(pgColumns, ", ")
+	writeCol := strings.Join(pgWriteColumns, ", ")
+	s.pSelCol = "p." + strings.Join(pgColumns, ", p.")
 	var ph, set, old, neu []string
-	for i, c := range pgColumns {
+	for i, c := range pgWriteColumns {
 		ph = append(ph, fmt.Sprintf("$%d", i+1))
 		if c != "email" {
 			set = append(set, c+" = EXCLUDED."+c)
@@ -121,8 +175,8 @@ func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
 	}
 	onConflict := fmt.Sprintf(" ON CONFLICT (email) DO UPDATE SET %s WHERE (%s) IS DISTINCT FROM (%s)",
 		strings.Join(set, ", "), strings.Join(old, ", "), strings.Join(neu, ", "))
-	s.upsert = fmt.Sprintf("INSERT INTO %s AS p (%s) VALUES (%s)", s.table, s.selCol, strings.Join(ph, ", ")) + onConflict
-	s.merge = fmt.Sprintf("INSERT INTO %s AS p (%s) SELECT %s FROM people_stage", s.table, s.selCol, s.selCol) + onConflict
+	s.upsert = fmt.Sprintf("INSERT INTO %s AS p (%s) VALUES (%s)", s.table, writeCol, strings.Join(ph, ", ")) + onConflict
+	s.merge = fmt.Sprintf("INSERT INTO %s AS p (%s) SELECT %s FROM people_stage", s.table, writeCol, writeCol) + onConflict
 	return s, nil
 }
 
@@ -150,9 +204,14 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, schema, qs string)
 		if v == len(pgMigrations) {
 			return nil
 		}
-		for _, m := range pgMigrations[v:] {
-			for _, stmt := range m {
+		for i := v; i < len(pgMigrations); i++ {
+			for _, stmt := range pgMigrations[i] {
 				if _, err := tx.Exec(ctx, fmt.Sprintf(stmt, qs)); err != nil {
+					return err
+				}
+			}
+			if hook := pgMigrationHooks[i]; hook != nil {
+				if err := hook(ctx, tx, qs); err != nil {
 					return err
 				}
 			}
@@ -186,6 +245,7 @@ func pgRow(r *Record) []any {
 		r.Age, r.Gender, r.HouseholdIncome, r.NetWorth, r.HomeMarketValue,
 		r.HomeOwnerStatus, r.LengthOfResidence, r.MaritalStatus,
 		r.PresenceOfChildren, r.Education, r.Occupation, in,
+		NormalizeName(r.Last), NormalizeZip(r.Zip),
 	}
 }
 
@@ -205,7 +265,7 @@ func (s *pgStore) Upsert(ctx context.Context, recs []Record) error {
 		if _, err := tx.Exec(ctx, "CREATE TEMP TABLE people_stage (LIKE "+s.table+" INCLUDING DEFAULTS) ON COMMIT DROP"); err != nil {
 			return err
 		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"people_stage"}, pgColumns,
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"people_stage"}, pgWriteColumns,
 			pgx.CopyFromSlice(len(recs), func(i int) ([]any, error) { return pgRow(&recs[i]), nil }))
 		if err != nil {
 			return err
@@ -408,6 +468,58 @@ func (s *pgStore) HouseholdBatch(ctx context.Context, ids []string) ([][]Record,
 			out[i] = slices.Clone(byID[id])
 		} else {
 			out[i], used[id] = byID[id], true
+		}
+	}
+	return out, nil
+}
+
+// FindByNamePostal implements NamePostalFinder: one query for the distinct
+// keys of the batch, joined on the (last_name_norm, zip5) index.
+func (s *pgStore) FindByNamePostal(ctx context.Context, keys []NamePostalKey) ([][]Record, error) {
+	type nk struct{ last, zip string }
+	out := make([][]Record, len(keys))
+	pos := make(map[nk][]int)
+	var lasts, zips []string
+	for i, k := range keys {
+		last, zip, ok := k.norm()
+		if !ok {
+			continue
+		}
+		key := nk{last, zip}
+		if _, seen := pos[key]; !seen {
+			lasts, zips = append(lasts, last), append(zips, zip)
+		}
+		pos[key] = append(pos[key], i)
+	}
+	if len(lasts) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+s.pSelCol+" FROM "+s.table+" AS p"+
+		" JOIN unnest($1::text[], $2::text[]) AS k(l, z) ON p.last_name_norm = k.l AND p.zip5 = k.z"+
+		" ORDER BY p.email", lasts, zips)
+	if err != nil {
+		return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
+	}
+	defer rows.Close()
+	byKey := make(map[nk][]Record)
+	for rows.Next() {
+		var r Record
+		if _, _, err := scanPerson(rows, &r); err != nil {
+			return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
+		}
+		k := nk{NormalizeName(r.Last), NormalizeZip(r.Zip)}
+		byKey[k] = append(byKey[k], r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
+	}
+	for k, is := range pos {
+		for n, i := range is {
+			if n == 0 {
+				out[i] = byKey[k]
+			} else {
+				out[i] = slices.Clone(byKey[k])
+			}
 		}
 	}
 	return out, nil

@@ -36,8 +36,8 @@ const (
 // columns for.
 var RequiredAppendFields = []string{FieldFirst, FieldLast, FieldZip}
 
-// ErrNoPostalIndex is returned by EmailAppend.Check when the store does not
-// implement PostalFinder.
+// ErrNoPostalIndex is returned by EmailAppend.Check when the store
+// implements neither PostalFinder nor people.NamePostalFinder.
 var ErrNoPostalIndex = errors.New("email_append is not available: the configured people store has no name/postal index")
 
 // ErrNoHeader is returned by EmailAppend.Check for an input without a
@@ -46,8 +46,8 @@ var ErrNoHeader = errors.New("email_append needs a header row naming the first, 
 
 // EmailAppend is the email_append list service.
 type EmailAppend struct {
-	// Store is the people store; it must implement PostalFinder. The
-	// service does not close it.
+	// Store is the people store; it must implement PostalFinder or
+	// people.NamePostalFinder. The service does not close it.
 	Store people.Store
 	// MatchType is "I" (Individual matches only) or "H" or "" (Individual
 	// and Household matches).
@@ -99,11 +99,16 @@ func truncate(s string, n int) string {
 }
 
 func (s *EmailAppend) finder() (PostalFinder, error) {
-	f, ok := s.Store.(PostalFinder)
-	if !ok || s.Store == nil {
+	if s.Store == nil {
 		return nil, ErrNoPostalIndex
 	}
-	return f, nil
+	if f, ok := s.Store.(PostalFinder); ok {
+		return f, nil
+	}
+	if f, ok := s.Store.(people.NamePostalFinder); ok {
+		return storeFinder{f}, nil
+	}
+	return nil, ErrNoPostalIndex
 }
 
 // NewProcessor implements listservice.Service; it runs Check first.

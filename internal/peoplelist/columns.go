@@ -2,8 +2,6 @@ package peoplelist
 
 import (
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/emaildata/emaildata/internal/people"
 )
@@ -114,29 +112,9 @@ func (m *columnMap) ptr(field string) *int {
 }
 
 // normName keeps the letters of s, lower-cased ("O'Neil" -> "oneil"), the
-// way people.Match compares names.
-func normName(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			i++
-			switch {
-			case c >= 'a' && c <= 'z':
-				b.WriteByte(c)
-			case c >= 'A' && c <= 'Z':
-				b.WriteByte(c + 'a' - 'A')
-			}
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		i += n
-		if unicode.IsLetter(r) {
-			b.WriteRune(unicode.ToLower(r))
-		}
-	}
-	return b.String()
-}
+// way people.Match compares names and the stores key their name/postal
+// index.
+var normName = people.NormalizeName
 
 // zip5 and normStreet compare the way people.Match does.
 var (

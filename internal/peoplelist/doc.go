@@ -21,11 +21,12 @@
 //
 // # email_append
 //
-// The people store is keyed by email and has no name or postal index, so
-// email_append runs only on a store that also implements PostalFinder
-// (defined here; nothing was added to package people). PostalIndex is an
-// in-memory PostalFinder, built from records (for tests, or loaded from the
-// same source as the store), and WithPostalIndex attaches one to a store.
+// email_append runs on a store that also implements PostalFinder, or
+// people.NamePostalFinder (the bolt and PostgreSQL stores do: they keep a
+// last name and 5-digit zip index), adapted automatically. PostalIndex is
+// an in-memory PostalFinder, built from records (for tests, or loaded from
+// the same source as the store), and WithPostalIndex attaches one to a
+// store, taking precedence over the store's own index.
 //
 // It needs a header: the first, last and zip columns are required (a person
 // is found by last name and 5-digit zip, and identified by first name);

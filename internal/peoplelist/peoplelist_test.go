@@ -280,8 +280,12 @@ func withIndex(t *testing.T, recs []people.Record) people.Store {
 	return WithPostalIndex(openStore(t, recs), NewPostalIndex(slices.Values(recs)))
 }
 
+// plainStore hides the store's own name/postal index: only the
+// people.Store methods remain.
+type plainStore struct{ people.Store }
+
 func TestAppendCheck(t *testing.T) {
-	plain := openStore(t, nil)
+	plain := plainStore{openStore(t, nil)}
 	indexed := WithPostalIndex(plain, NewPostalIndex(slices.Values([]people.Record(nil))))
 	tests := []struct {
 		name      string
@@ -294,6 +298,7 @@ func TestAppendCheck(t *testing.T) {
 		{name: "ok", svc: NewEmailAppend(indexed), header: appendHeader},
 		{name: "ok variants", svc: NewEmailAppend(indexed), header: []string{"First Name", "Surname", "Zip Code"}},
 		{name: "ok match type I", svc: &EmailAppend{Store: indexed, MatchType: "I"}, header: appendHeader},
+		{name: "ok store's own index", svc: NewEmailAppend(openStore(t, nil)), header: appendHeader},
 		{name: "store without index", svc: NewEmailAppend(plain), header: appendHeader, wantIs: ErrNoPostalIndex,
 			wantErr: "email_append is not available: the configured people store has no name/postal index"},
 		{name: "nil store", svc: NewEmailAppend(nil), header: appendHeader, wantIs: ErrNoPostalIndex},
@@ -499,8 +504,19 @@ func TestAppendRules(t *testing.T) {
 		rec("sr@example.com", "Sam", "Lee", "9 Ash Ct", "80203", "H4"),
 		rec("solo@example.com", "Kim", "Solo", "1 Main St", "80203", ""),
 	}
-	store := withIndex(t, recs)
 	header := []string{"FirstName", "Last Name", "street_address", "zip_code"}
+	for _, st := range []struct {
+		name  string
+		store people.Store
+	}{
+		{"PostalIndex", withIndex(t, recs)},
+		{"store index", openStore(t, recs)}, // the bolt store's own name/postal index
+	} {
+		t.Run(st.name, func(t *testing.T) { testAppendRules(t, st.store, header) })
+	}
+}
+
+func testAppendRules(t *testing.T, store people.Store, header []string) {
 	tests := []struct {
 		name                string
 		row                 []string
@@ -654,5 +670,43 @@ func TestServicesImplementSeam(t *testing.T) {
 	}
 	if got := NewEmailAppend(nil).Columns(); !reflect.DeepEqual(got, []string{"email", "email_match_type"}) {
 		t.Fatalf("append Columns = %v", got)
+	}
+}
+
+// TestAppendStoreIndex runs email_append over a bolt store without
+// WithPostalIndex: the store's own name/postal index finds the same
+// Individual matches as the in-memory one.
+func TestAppendStoreIndex(t *testing.T) {
+	recs := generated()
+	store := openStore(t, recs)
+	if _, ok := store.(people.NamePostalFinder); !ok {
+		t.Fatal("the bolt store does not implement people.NamePostalFinder")
+	}
+	var rows [][]string
+	var want [][]string
+	for i := range recs {
+		p := &recs[i]
+		if e, k := expectAppend(recs, p.First, p); k == MatchIndividual {
+			rows = append(rows, appendRow(p.First, p))
+			want = append(want, []string{e, k})
+		}
+	}
+	if len(rows) < nPeople*9/10 {
+		t.Fatalf("only %d Individual rows", len(rows))
+	}
+	p, err := NewEmailAppend(store).NewProcessor(context.Background(), listservice.Input{Header: appendHeader, EmailColumn: 6})
+	if err != nil {
+		t.Fatalf("NewProcessor: %v", err)
+	}
+	defer p.Close()
+	out := run(t, p, len(AppendColumns), rows, 512)
+	for i := range rows {
+		if !reflect.DeepEqual(out[i], want[i]) {
+			t.Fatalf("row %d: got %q, want %q", i, out[i], want[i])
+		}
+	}
+	wantRep := listservice.Reporting{"email_match_type": {"Individual match": int64(len(rows)), "Household match": 0}}
+	if got := p.Reporting(); !reflect.DeepEqual(got, wantRep) {
+		t.Fatalf("Reporting = %v, want %v", got, wantRep)
 	}
 }

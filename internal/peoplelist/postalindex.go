@@ -116,3 +116,15 @@ type indexedStore struct {
 func (s *indexedStore) FindByNamePostal(ctx context.Context, keys []PostalKey) ([][]people.Record, error) {
 	return s.finder.FindByNamePostal(ctx, keys)
 }
+
+// storeFinder adapts a store's own name/postal index (people.NamePostalFinder,
+// which the bolt and PostgreSQL stores implement) to PostalFinder.
+type storeFinder struct{ f people.NamePostalFinder }
+
+func (s storeFinder) FindByNamePostal(ctx context.Context, keys []PostalKey) ([][]people.Record, error) {
+	nk := make([]people.NamePostalKey, len(keys))
+	for i, k := range keys {
+		nk[i] = people.NamePostalKey{Last: k.Last, Zip: k.Zip}
+	}
+	return s.f.FindByNamePostal(ctx, nk)
+}

@@ -1,0 +1,260 @@
+package people
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestNormalizeName(t *testing.T) {
+	for in, want := range map[string]string{
+		"":              "",
+		"O'Neil":        "oneil",
+		" Smith-Jones ": "smithjones",
+		"MÜLLER":        "müller",
+		"J. 3rd":        "jrd",
+		"123 -":         "",
+		"Ñúñez":         "ñúñez",
+	} {
+		if got := NormalizeName(in); got != want {
+			t.Errorf("NormalizeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func postalRec(email, first, last, zip, hh string) Record {
+	r := person(email, first, last, hh)
+	r.Zip = zip
+	return r
+}
+
+// findEmails runs FindByNamePostal and returns the emails per key.
+func findEmails(t *testing.T, s Store, keys ...NamePostalKey) [][]string {
+	t.Helper()
+	f, ok := s.(NamePostalFinder)
+	if !ok {
+		t.Fatalf("%T does not implement NamePostalFinder", s)
+	}
+	res, err := f.FindByNamePostal(context.Background(), keys)
+	if err != nil {
+		t.Fatalf("FindByNamePostal: %v", err)
+	}
+	if len(res) != len(keys) {
+		t.Fatalf("FindByNamePostal returned %d results for %d keys", len(res), len(keys))
+	}
+	out := make([][]string, len(res))
+	for i, l := range res {
+		out[i] = emails(l)
+	}
+	return out
+}
+
+func TestFindByNamePostal(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Run("Find", func(t *testing.T) { testFindByNamePostal(t, b.openStore(t)) })
+			t.Run("Changes", func(t *testing.T) { testFindByNamePostalChanges(t, b.openStore(t)) })
+			t.Run("Large", func(t *testing.T) { testFindByNamePostalLarge(t, b.openStore(t)) })
+		})
+	}
+}
+
+func testFindByNamePostal(t *testing.T, s Store) {
+	ctx := context.Background()
+	recs := []Record{
+		postalRec("zed@example.com", "Zed", "O'Neil", "80203", "H1"),
+		postalRec("amy@example.com", "Amy", "ONEIL", "80203-1234", "H1"),
+		postalRec("bob@example.com", "Bob", "oneil", "80204", "H2"),
+		postalRec("cy@example.com", "Cy", "Smith", "02138", "H3"),
+		postalRec("noname@example.com", "No", "", "80203", "H4"),
+	}
+	if err := s.Upsert(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	got := findEmails(t, s,
+		NamePostalKey{"oneil", "80203"},
+		NamePostalKey{"O'Neil", "802031234"}, // normalised by the finder too
+		NamePostalKey{"oneil", "80204"},
+		NamePostalKey{"smith", "2138"},
+		NamePostalKey{"smith", "80203"},
+		NamePostalKey{"", "80203"},
+		NamePostalKey{"oneil", "bad"},
+		NamePostalKey{"oneil", "80203"}, // repeated
+	)
+	want := [][]string{
+		{"amy@example.com", "zed@example.com"}, // ordered by email
+		{"amy@example.com", "zed@example.com"},
+		{"bob@example.com"},
+		{"cy@example.com"},
+		nil, nil, nil,
+		{"amy@example.com", "zed@example.com"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("FindByNamePostal = %q, want %q", got, want)
+	}
+	res, err := s.(NamePostalFinder).FindByNamePostal(ctx, []NamePostalKey{{"smith", "02138"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0][0]
+	if r.First != "Cy" || r.Last != "Smith" || r.Street != "12 Oak St" || r.City != "Denver" || r.State != "CO" ||
+		r.Zip != "02138" || r.HouseholdID != "H3" || r.Age != "35-44" {
+		t.Fatalf("record = %+v", r)
+	}
+	if res, err := s.(NamePostalFinder).FindByNamePostal(ctx, nil); err != nil || len(res) != 0 {
+		t.Fatalf("FindByNamePostal(nil) = %v, %v", res, err)
+	}
+}
+
+func testFindByNamePostalChanges(t *testing.T, s Store) {
+	ctx := context.Background()
+	if err := s.Upsert(ctx, []Record{
+		postalRec("a@example.com", "A", "Lee", "80203", "H1"),
+		postalRec("b@example.com", "B", "Lee", "80203", "H1"),
+		postalRec("c@example.com", "C", "Lee", "80203", "H1"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// a moves, b renames, c only changes first name.
+	if err := s.Upsert(ctx, []Record{
+		postalRec("a@example.com", "A", "Lee", "10001", "H9"),
+		postalRec("b@example.com", "B", "Park", "80203", "H1"),
+		postalRec("c@example.com", "Cee", "Lee", "80203", "H1"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []NamePostalKey{{"lee", "80203"}, {"lee", "10001"}, {"park", "80203"}}
+	want := [][]string{{"c@example.com"}, {"a@example.com"}, {"b@example.com"}}
+	if got := findEmails(t, s, keys...); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after update: %q, want %q", got, want)
+	}
+	// Dropping the last name takes b out of the index.
+	nb := postalRec("b@example.com", "B", "", "80203", "H1")
+	if err := s.Upsert(ctx, []Record{nb}); err != nil {
+		t.Fatal(err)
+	}
+	want[2] = nil
+	if got := findEmails(t, s, keys...); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after dropping a last name: %q, want %q", got, want)
+	}
+	if err := s.Delete(ctx, []string{"C@example.com", "a@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	want = [][]string{nil, nil, nil}
+	if got := findEmails(t, s, keys...); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after delete: %q, want %q", got, want)
+	}
+}
+
+// testFindByNamePostalLarge goes through the bulk paths (COPY for
+// PostgreSQL, parallel lookups for bolt).
+func testFindByNamePostalLarge(t *testing.T, s Store) {
+	ctx := context.Background()
+	recs := GenerateSlice(7, 3000)
+	if err := s.Upsert(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]NamePostalKey, len(recs))
+	for i, r := range recs {
+		keys[i] = NamePostalKey{r.Last, r.Zip}
+	}
+	res, err := s.(NamePostalFinder).FindByNamePostal(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		r := &recs[i]
+		r.Normalize()
+		found := false
+		for j, got := range res[i] {
+			if NormalizeName(got.Last) != NormalizeName(r.Last) || NormalizeZip(got.Zip) != NormalizeZip(r.Zip) {
+				t.Fatalf("key %d: record %q does not match", i, got.Email)
+			}
+			if j > 0 && res[i][j-1].Email >= got.Email {
+				t.Fatalf("key %d: not ordered by email", i)
+			}
+			found = found || got.Email == r.Email
+		}
+		if !found && NormalizeName(r.Last) != "" && NormalizeZip(r.Zip) != "" {
+			t.Fatalf("key %d: %s not found", i, r.Email)
+		}
+	}
+}
+
+// TestBoltPostalBackfill opens a file made before the postal bucket: the
+// index is built from the people bucket.
+func TestBoltPostalBackfill(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "people.db")
+	s, err := Open(ctx, "bolt://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Upsert(ctx, []Record{postalRec("a@example.com", "A", "Lee", "80203", "H1")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPostal) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s = openURL(t, "bolt://"+path)
+	want := [][]string{{"a@example.com"}}
+	if got := findEmails(t, s, NamePostalKey{"lee", "80203"}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after backfill: %q, want %q", got, want)
+	}
+}
+
+// TestPostgresPostalMigration migrates a version-1 schema with rows: the
+// new columns are filled from the existing ones.
+func TestPostgresPostalMigration(t *testing.T) {
+	ctx := context.Background()
+	u := pgTestURL(t)
+	s, err := Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Upsert(ctx, []Record{postalRec("a@example.com", "A", "O'Neil", "80203-1234", "H1")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	schema := pgx.Identifier{mustQuery(t, u, "schema")}.Sanitize()
+	c := requirePostgres(t)
+	defer c.Close(ctx)
+	for _, q := range []string{
+		"DROP INDEX " + schema + ".people_last_name_norm_zip5_idx",
+		"ALTER TABLE " + schema + ".people DROP COLUMN last_name_norm, DROP COLUMN zip5",
+		"UPDATE " + schema + ".people_schema_version SET version = 1",
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s = openURL(t, u)
+	want := [][]string{{"a@example.com"}}
+	if got := findEmails(t, s, NamePostalKey{"oneil", "80203"}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after migration: %q, want %q", got, want)
+	}
+	var v int
+	if err := c.QueryRow(ctx, "SELECT version FROM "+schema+".people_schema_version").Scan(&v); err != nil || v != len(pgMigrations) {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, len(pgMigrations))
+	}
+}
+
+func mustQuery(t *testing.T, rawURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query().Get(name)
+}
