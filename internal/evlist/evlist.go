@@ -7,6 +7,7 @@ package evlist
 
 import (
 	"context"
+	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -16,8 +17,8 @@ import (
 
 // Columns appended to every row, after the input's own columns.
 // ev_duplicate marks an address (trimmed, lower-cased) that appeared
-// earlier in the same shard; shards are 8 MiB by default, so in lists larger
-// than one shard a repeat across shards is not flagged.
+// earlier in the list: earlier shards' rows are observed before a shard
+// starts (PriorObserver), so repeats across shards are flagged too.
 var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid"}
 
 // Checker verifies one batch of addresses; results[i] is for addrs[i].
@@ -64,7 +65,7 @@ func (s *Service) Check(listservice.Input) error { return nil }
 
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	return &processor{svc: s, col: in.EmailColumn, report: listservice.Reporting{}, seen: map[string]struct{}{}}, nil
+	return &processor{svc: s, col: in.EmailColumn, report: listservice.Reporting{}, seen: map[uint64]struct{}{}}, nil
 }
 
 type processor struct {
@@ -73,7 +74,9 @@ type processor struct {
 	report  listservice.Reporting
 	addrs   []string
 	results []verify.Result
-	seen    map[string]struct{}
+	// seen holds 64-bit FNV-1a digests of normalised addresses: 8 bytes an
+	// address, with a false "duplicate" chance of about n²/2⁶⁵.
+	seen map[uint64]struct{}
 }
 
 func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, out [][]string) error {
@@ -103,12 +106,8 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 			correction = r.Corrections[0]
 		}
 		dup := "false"
-		if norm := strings.ToLower(strings.TrimSpace(p.addrs[i])); norm != "" {
-			if _, ok := p.seen[norm]; ok {
-				dup = "true"
-			} else {
-				p.seen[norm] = struct{}{}
-			}
+		if p.remember(p.addrs[i]) {
+			dup = "true"
 		}
 		out[i][0] = string(r.Status)
 		out[i][1] = strconv.Itoa(int(r.Code))
@@ -124,6 +123,29 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 }
 
 func (p *processor) Reporting() listservice.Reporting { return p.report }
+
+// remember records addr and reports whether it was seen before.
+func (p *processor) remember(addr string) bool {
+	norm := strings.ToLower(strings.TrimSpace(addr))
+	if norm == "" {
+		return false
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(norm))
+	d := h.Sum64()
+	if _, ok := p.seen[d]; ok {
+		return true
+	}
+	p.seen[d] = struct{}{}
+	return false
+}
+
+// ObservePrior records the addresses of rows before this shard.
+func (p *processor) ObservePrior(fields []string) {
+	if p.col < len(fields) {
+		p.remember(fields[p.col])
+	}
+}
 
 // BatchSize asks for large batches: with SMTP on, each batch pays its
 // slowest domain's waits (greylisting retries, stalled hosts) once, and one

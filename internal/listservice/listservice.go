@@ -54,6 +54,14 @@ type BatchSizer interface {
 	BatchSize() int
 }
 
+// PriorObserver is implemented by processors that must know the rows
+// before their shard, such as duplicate detection ("appeared earlier in the
+// list"). The pipeline hands them every earlier row's fields, in order,
+// before the shard's first batch.
+type PriorObserver interface {
+	ObservePrior(fields []string)
+}
+
 // Service is a data service that can run over lists.
 type Service interface {
 	// Columns names the appended columns, in order.

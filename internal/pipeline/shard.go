@@ -70,6 +70,12 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	}
 	defer proc.Close()
 
+	if obs, ok := proc.(listservice.PriorObserver); ok && index > 0 {
+		if err := observePrior(ctx, store, plan, shard, obs, lim); err != nil {
+			return nil, err
+		}
+	}
+
 	in, err := store.NewRangeReader(ctx, plan.InputKey, shard.Start, shard.End-shard.Start, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open shard input: %w", err)
@@ -101,6 +107,36 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 		return nil, err
 	}
 	return sum, nil
+}
+
+// observePrior streams the rows before shard, from the first data row, to
+// obs. Reading is cheap next to the services that need it (about 700 MB/s).
+func observePrior(ctx context.Context, store *blobstore.Store, plan *Plan, shard listfile.Shard, obs listservice.PriorObserver, lim listfile.Limits) error {
+	start := plan.Shards[0].Start
+	if shard.Start <= start {
+		return nil
+	}
+	in, err := store.NewRangeReader(ctx, plan.InputKey, start, shard.Start-start, nil)
+	if err != nil {
+		return fmt.Errorf("open earlier rows: %w", err)
+	}
+	defer in.Close()
+	rd := listfile.NewRangeReader(bufio.NewReaderSize(in, 256<<10), plan.Dialect(), lim, start, plan.Shards[0].FirstLine)
+	var fields []string
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return classify(fmt.Errorf("earlier rows: %w", err))
+		}
+		fields = fields[:0]
+		for i := 0; i < rec.NumFields(); i++ {
+			fields = append(fields, rec.Field(i))
+		}
+		obs.ObservePrior(fields)
+	}
 }
 
 // processRows streams records through the processor in batches and writes
