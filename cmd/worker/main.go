@@ -77,10 +77,15 @@ type usageError struct{ error }
 
 // registry builds the list services from the verification flags and, when
 // given, the reference people store.
-func registry(ctx context.Context, vc catalog.VerifyConfig, peopleURL string) (*listservice.Registry, error) {
+func registry(ctx context.Context, vc catalog.VerifyConfig, peopleURL string, store *blobstore.Store) (*listservice.Registry, error) {
 	e, err := catalog.NewEngine(ctx, vc)
 	if err != nil {
 		return nil, usageError{err}
+	}
+	if vc.ListsBlobKey != "" && store != nil {
+		if err := catalog.ApplyPublishedLists(ctx, e, store, vc.ListsBlobKey); err != nil {
+			return nil, err
+		}
 	}
 	reg := catalog.Registry(e)
 	if peopleURL != "" {
@@ -127,7 +132,7 @@ func runShard(ctx context.Context, args []string) error {
 		return err
 	}
 	defer store.Close()
-	reg, err := registry(ctx, vc, *peopleURL)
+	reg, err := registry(ctx, vc, *peopleURL, store)
 	if err != nil {
 		return err
 	}
@@ -164,7 +169,7 @@ func runLocal(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", *delim)}
 	}
-	reg, err := registry(ctx, vc, *peopleURL)
+	reg, err := registry(ctx, vc, *peopleURL, nil)
 	if err != nil {
 		return err
 	}

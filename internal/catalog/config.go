@@ -41,6 +41,9 @@ type VerifyConfig struct {
 	GreylistRetry  time.Duration
 	// ListsDir holds operator list extensions (a mounted ConfigMap).
 	ListsDir string
+	// ListsBlobKey names the extensions the manager publishes to the blob
+	// store for worker Jobs (see PublishLists); workers apply them.
+	ListsBlobKey string
 	// ExtraTLDs are accepted in addition to ICANN TLDs (comma separated).
 	ExtraTLDs string
 }
@@ -67,6 +70,7 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
 	fs.DurationVar(&c.GreylistRetry, "smtp-greylist-retry", c.GreylistRetry, "delay before retrying a greylisted address")
 	fs.StringVar(&c.ListsDir, "lists-dir", c.ListsDir, "directory of list extensions (disposable.txt, free.txt, role.txt, ...)")
+	fs.StringVar(&c.ListsBlobKey, "lists-blob-key", c.ListsBlobKey, "blob key of list extensions published by the manager (workers)")
 	fs.StringVar(&c.ExtraTLDs, "extra-tlds", c.ExtraTLDs, "top-level domains accepted besides ICANN's, comma separated")
 }
 
@@ -79,7 +83,7 @@ func (c VerifyConfig) Args() []string {
 		"--smtp-max-conns-per-host=" + strconv.Itoa(c.MaxConnsPerHost),
 		"--smtp-rate-per-host=" + strconv.FormatFloat(c.RatePerHost, 'g', -1, 64),
 		"--smtp-allow-cidrs=" + c.SMTPAllowCIDRs, "--smtp-greylist-retry=" + c.GreylistRetry.String(),
-		"--lists-dir=" + c.ListsDir, "--extra-tlds=" + c.ExtraTLDs,
+		"--lists-blob-key=" + c.ListsBlobKey, "--extra-tlds=" + c.ExtraTLDs,
 	}
 }
 

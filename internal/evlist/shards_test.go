@@ -25,7 +25,7 @@ func TestDuplicatesAcrossShards(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		fmt.Fprintf(&b, "user%d@example.com\n", i)
 	}
-	b.WriteString("USER7@example.com\n")    // repeats row 7, in the last shard
+	b.WriteString("USER7@example.com\n")     // repeats row 7, in the last shard
 	b.WriteString("  user299@example.com\n") // repeats the row just before
 	if err := store.WriteAll(ctx, "in", []byte(b.String()), nil); err != nil {
 		t.Fatal(err)

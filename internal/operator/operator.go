@@ -21,6 +21,7 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
@@ -185,6 +186,20 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if o.PeopleURL != "" {
 		o.Job.ExtraArgs = append(o.Job.ExtraArgs, "--people-url="+o.PeopleURL)
+	}
+	if o.Executor == ExecutorJob && o.Verify.ListsDir != "" {
+		// Job pods cannot mount the operator namespace's ConfigMap: publish
+		// the extensions to the store, where workers read them.
+		o.Verify.ListsBlobKey = catalog.ListsBlobKey
+		dir := o.Verify.ListsDir
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			catalog.RunListsPublisher(ctx, store, dir, catalog.ListsBlobKey, 30*time.Second, func(err error) {
+				logf.FromContext(ctx).Error(err, "publish list extensions")
+			})
+			return nil
+		})); err != nil {
+			return nil, err
+		}
 	}
 	o.Job.ExtraArgs = append(o.Verify.Args(), o.Job.ExtraArgs...)
 	policy, err := callback.ParsePolicy(o.CallbackAllowCIDRs)
