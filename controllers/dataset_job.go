@@ -133,58 +133,20 @@ func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
 	return pod
 }
 
-// Observe reads the Job's terminal conditions (FailureTarget and
-// SuccessCriteriaMet decide the outcome before Failed and Complete).
+// Observe reads the Dataset's Job.
 func (l *DatasetJobLoader) Observe(ctx context.Context, ds *listsv1.Dataset) (Execution, error) {
-	job, err := l.get(ctx, ds)
+	job, err := getJob(ctx, l.Client, ds.Namespace, DatasetJobName(ds))
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
-	if !metav1.IsControlledBy(job, ds) {
-		return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s exists but is not owned by this dataset", job.Name)}, nil
-	}
-	for _, c := range job.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) {
-			msg := c.Message
-			if msg == "" {
-				msg = c.Reason
-			}
-			return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s failed: %s", job.Name, msg)}, nil
-		}
-	}
-	for _, c := range job.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet) {
-			return Execution{State: ExecSucceeded}, nil
-		}
-	}
-	return Execution{State: ExecRunning}, nil
+	return jobExecution(job, ds), nil
 }
 
 // Release sets ttlSecondsAfterFinished, now that status holds the outcome.
 func (l *DatasetJobLoader) Release(ctx context.Context, ds *listsv1.Dataset) error {
-	job, err := l.get(ctx, ds)
+	job, err := getJob(ctx, l.Client, ds.Namespace, DatasetJobName(ds))
 	if err != nil || job == nil {
 		return err
 	}
-	if !isJobFinished(job) || job.Spec.TTLSecondsAfterFinished != nil || !metav1.IsControlledBy(job, ds) {
-		return nil
-	}
-	patch := client.MergeFrom(job.DeepCopy())
-	job.Spec.TTLSecondsAfterFinished = ptr.To(l.Config.TTLSecondsAfterFinished)
-	if err := l.Client.Patch(ctx, job, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("set job ttl: %w", err)
-	}
-	return nil
-}
-
-func (l *DatasetJobLoader) get(ctx context.Context, ds *listsv1.Dataset) (*batchv1.Job, error) {
-	var job batchv1.Job
-	err := l.Client.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: DatasetJobName(ds)}, &job)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get job: %w", err)
-	}
-	return &job, nil
+	return setJobTTL(ctx, l.Client, job, ds, l.Config.TTLSecondsAfterFinished)
 }

@@ -173,58 +173,70 @@ func workerFailurePolicy(onBadInput batchv1.PodFailurePolicyAction) *batchv1.Pod
 	}}
 }
 
-// Observe reads the Job's terminal conditions. SuccessCriteriaMet and
-// FailureTarget come before Complete and Failed and already decide the
-// outcome, so either of each pair counts.
+// Observe reads the list's Job.
 func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Execution, error) {
-	var job batchv1.Job
-	err := e.Client.Get(ctx, client.ObjectKey{Namespace: list.Namespace, Name: JobName(list)}, &job)
-	if apierrors.IsNotFound(err) {
-		return Execution{State: ExecNotStarted}, nil
+	job, err := getJob(ctx, e.Client, list.Namespace, JobName(list))
+	if err != nil || job == nil {
+		return Execution{State: ExecNotStarted}, err
 	}
-	if err != nil {
-		return Execution{}, fmt.Errorf("get job: %w", err)
-	}
-	if !metav1.IsControlledBy(&job, list) {
-		return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s exists but is not owned by this list", job.Name)}, nil
-	}
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobFailed, batchv1.JobFailureTarget:
-			msg := c.Message
-			if msg == "" {
-				msg = c.Reason
-			}
-			return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s failed: %s", job.Name, msg)}, nil
-		}
-	}
-	for _, c := range job.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet) {
-			return Execution{State: ExecSucceeded}, nil
-		}
-	}
-	return Execution{State: ExecRunning}, nil
+	return jobExecution(job, list), nil
 }
 
 // Release sets ttlSecondsAfterFinished, now that status holds the outcome.
 func (e *JobExecutor) Release(ctx context.Context, list *listsv1.EmailList) error {
+	job, err := getJob(ctx, e.Client, list.Namespace, JobName(list))
+	if err != nil || job == nil {
+		return err
+	}
+	return setJobTTL(ctx, e.Client, job, list, e.Config.TTLSecondsAfterFinished)
+}
+
+// getJob returns the named Job, or nil when it does not exist.
+func getJob(ctx context.Context, c client.Client, namespace, name string) (*batchv1.Job, error) {
 	var job batchv1.Job
-	err := e.Client.Get(ctx, client.ObjectKey{Namespace: list.Namespace, Name: JobName(list)}, &job)
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("get job: %w", err)
+		return nil, fmt.Errorf("get job: %w", err)
 	}
-	if !isJobFinished(&job) || job.Spec.TTLSecondsAfterFinished != nil {
+	return &job, nil
+}
+
+// jobExecution reads a worker Job's terminal conditions. SuccessCriteriaMet
+// and FailureTarget come before Complete and Failed and already decide the
+// outcome, so either of each pair counts.
+func jobExecution(job *batchv1.Job, owner metav1.Object) Execution {
+	if !metav1.IsControlledBy(job, owner) {
+		return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s exists but is not owned by %s", job.Name, owner.GetName())}
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) {
+			msg := c.Message
+			if msg == "" {
+				msg = c.Reason
+			}
+			return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s failed: %s", job.Name, msg)}
+		}
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet) {
+			return Execution{State: ExecSucceeded}
+		}
+	}
+	return Execution{State: ExecRunning}
+}
+
+// setJobTTL sets ttlSecondsAfterFinished on a finished Job its owner
+// controls; callers do this only once the outcome is saved in status.
+func setJobTTL(ctx context.Context, c client.Client, job *batchv1.Job, owner metav1.Object, ttl int32) error {
+	if !isJobFinished(job) || job.Spec.TTLSecondsAfterFinished != nil || !metav1.IsControlledBy(job, owner) {
 		return nil
 	}
 	patch := client.MergeFrom(job.DeepCopy())
-	job.Spec.TTLSecondsAfterFinished = ptr.To(e.Config.TTLSecondsAfterFinished)
-	if err := e.Client.Patch(ctx, &job, patch); err != nil && !apierrors.IsNotFound(err) {
+	job.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
+	if err := c.Patch(ctx, job, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("set job ttl: %w", err)
 	}
 	return nil
