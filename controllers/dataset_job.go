@@ -94,45 +94,6 @@ func (l *DatasetJobLoader) buildJob(ds *listsv1.Dataset, key string) (*batchv1.J
 	return job, nil
 }
 
-// workerPod is the pod of a worker Job running args, shaped by cfg.
-func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
-	container := corev1.Container{
-		Name:            WorkerContainer,
-		Image:           cfg.Image,
-		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/worker"},
-		Args:            args,
-		Resources:       cfg.Resources,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}
-	if cfg.EnvFromSecret != "" {
-		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cfg.EnvFromSecret}}}}
-	}
-	pod := corev1.PodSpec{
-		RestartPolicy:                corev1.RestartPolicyNever,
-		ServiceAccountName:           cfg.ServiceAccountName,
-		AutomountServiceAccountToken: ptr.To(false),
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
-		Containers: []corev1.Container{container},
-	}
-	if cfg.StorePVC != "" {
-		pod.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cfg.StorePVC}}}}
-		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: cfg.StoreMountPath}}
-	}
-	return pod
-}
-
 // Observe reads the Dataset's Job.
 func (l *DatasetJobLoader) Observe(ctx context.Context, ds *listsv1.Dataset) (Execution, error) {
 	job, err := getJob(ctx, l.Client, ds.Namespace, DatasetJobName(ds))

@@ -84,16 +84,7 @@ func (l *LocalDatasetLoader) load(key, summaryKey string, opt people.ImportOptio
 func (l *LocalDatasetLoader) Observe(_ context.Context, ds *listsv1.Dataset) (Execution, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	run, ok := l.runs[ds.UID]
-	switch {
-	case !ok:
-		return Execution{State: ExecNotStarted}, nil
-	case !run.done:
-		return Execution{State: ExecRunning}, nil
-	case run.err != nil:
-		return Execution{State: ExecFailed, Message: run.err.Error()}, nil
-	}
-	return Execution{State: ExecSucceeded}, nil
+	return l.runs[ds.UID].execution(), nil
 }
 
 // Release does nothing: a finished run is kept until Forget, so that a

@@ -100,40 +100,7 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 	}
 	args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
 	args = append(args, e.Config.ExtraArgs...)
-	container := corev1.Container{
-		Name:            WorkerContainer,
-		Image:           e.Config.Image,
-		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/worker"},
-		Args:            args,
-		Resources:       e.Config.Resources,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			RunAsNonRoot:             ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}
-	if e.Config.EnvFromSecret != "" {
-		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: e.Config.EnvFromSecret}}}}
-	}
-	pod := corev1.PodSpec{
-		RestartPolicy:                corev1.RestartPolicyNever,
-		ServiceAccountName:           e.Config.ServiceAccountName,
-		AutomountServiceAccountToken: ptr.To(false),
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
-		Containers: []corev1.Container{container},
-	}
-	if e.Config.StorePVC != "" {
-		pod.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: e.Config.StorePVC}}}}
-		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: e.Config.StoreMountPath}}
-	}
+	pod := workerPod(e.Config, args)
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: JobName(list), Namespace: list.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
@@ -151,6 +118,45 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 		return nil, fmt.Errorf("own job: %w", err)
 	}
 	return job, nil
+}
+
+// workerPod is the pod of a worker Job running args, shaped by cfg.
+func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
+	container := corev1.Container{
+		Name:            WorkerContainer,
+		Image:           cfg.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/worker"},
+		Args:            args,
+		Resources:       cfg.Resources,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if cfg.EnvFromSecret != "" {
+		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cfg.EnvFromSecret}}}}
+	}
+	pod := corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		ServiceAccountName:           cfg.ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(false),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{container},
+	}
+	if cfg.StorePVC != "" {
+		pod.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cfg.StorePVC}}}}
+		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: cfg.StoreMountPath}}
+	}
+	return pod
 }
 
 // workerFailurePolicy applies onBadInput at once when the worker exits with

@@ -32,6 +32,19 @@ type LocalExecutor struct {
 	ctx    context.Context
 }
 
+// execution reports a run's state; a nil run was never started here.
+func (r *localRun) execution() Execution {
+	switch {
+	case r == nil:
+		return Execution{State: ExecNotStarted}
+	case !r.done:
+		return Execution{State: ExecRunning}
+	case r.err != nil:
+		return Execution{State: ExecFailed, Message: r.err.Error()}
+	}
+	return Execution{State: ExecSucceeded}
+}
+
 type localRun struct {
 	done bool
 	err  error
@@ -114,17 +127,7 @@ func (e *LocalExecutor) runShards(keys blobstore.ListKeys, shards int) error {
 func (e *LocalExecutor) Observe(_ context.Context, list *listsv1.EmailList) (Execution, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	run, ok := e.runs[list.UID]
-	switch {
-	case !ok:
-		return Execution{State: ExecNotStarted}, nil
-	case !run.done:
-		return Execution{State: ExecRunning}, nil
-	case run.err != nil:
-		return Execution{State: ExecFailed, Message: run.err.Error()}, nil
-	default:
-		return Execution{State: ExecSucceeded}, nil
-	}
+	return e.runs[list.UID].execution(), nil
 }
 
 // Release forgets the finished run.
