@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -226,25 +225,16 @@ func (r *DatasetReconciler) finalize(ctx context.Context, ds *listsv1.Dataset) e
 
 func (r *DatasetReconciler) fail(ds *listsv1.Dataset, reason, msg string) {
 	ds.Status.Phase = listsv1.DatasetFailed
-	gen := ds.Generation
-	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionReconciling)
+	markStalled(&ds.Status.Conditions, ds.Generation, reason, msg)
 	r.event(ds, corev1.EventTypeWarning, reason, "%s", msg)
 }
 
 func setDatasetProgressing(ds *listsv1.Dataset, reason, msg string) {
-	gen := ds.Generation
-	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionStalled)
+	markProgressing(&ds.Status.Conditions, ds.Generation, reason, msg)
 }
 
 func setDatasetDone(ds *listsv1.Dataset, reason, msg string) {
-	gen := ds.Generation
-	meta.SetStatusCondition(&ds.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionReconciling)
-	meta.RemoveStatusCondition(&ds.Status.Conditions, listsv1.ConditionStalled)
+	markReady(&ds.Status.Conditions, ds.Generation, reason, msg)
 }
 
 func isDatasetTerminal(p listsv1.DatasetPhase) bool {

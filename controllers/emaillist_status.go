@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
@@ -27,27 +25,18 @@ const (
 
 // setProgressing marks a list as being worked on (kstatus InProgress).
 func setProgressing(list *listsv1.EmailList, reason, msg string) {
-	gen := list.Generation
-	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionStalled)
+	markProgressing(&list.Status.Conditions, list.Generation, reason, msg)
 }
 
 // setDone marks a list as finished (kstatus Current).
 func setDone(list *listsv1.EmailList, reason, msg string) {
-	gen := list.Generation
-	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionReconciling)
-	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionStalled)
+	markReady(&list.Status.Conditions, list.Generation, reason, msg)
 }
 
 // setFailed marks a list as failed for good (kstatus Failed).
 func setFailed(list *listsv1.EmailList, reason, msg string) {
-	gen := list.Generation
 	list.Status.Phase = listsv1.PhaseFailed
-	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: gen})
-	meta.RemoveStatusCondition(&list.Status.Conditions, listsv1.ConditionReconciling)
+	markStalled(&list.Status.Conditions, list.Generation, reason, msg)
 }
 
 func setProgress(list *listsv1.EmailList, done, total int64) {

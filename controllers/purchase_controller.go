@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -64,8 +63,8 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.event(&p, "Normal", ReasonPurchased, "list %d results are ready to download", list.Status.ListID)
 		}
 		p.Status.Phase = listsv1.PurchasePurchased
-		setConditions(&p.Status.Conditions, p.Generation, metav1.ConditionTrue, ReasonPurchased,
-			fmt.Sprintf("EmailList %q (list %d) is purchased; results are ready to download", list.Name, list.Status.ListID), false)
+		markReady(&p.Status.Conditions, p.Generation, ReasonPurchased,
+			fmt.Sprintf("EmailList %q (list %d) is purchased; results are ready to download", list.Name, list.Status.ListID))
 	case list.Status.Phase == listsv1.PhaseProcessed:
 		p.Status.ListID = list.Status.ListID
 		r.pending(&p, ReasonListNotProcessed, fmt.Sprintf("EmailList %q is Processed; the purchase is being applied", list.Name))
@@ -93,7 +92,7 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 func (r *PurchaseReconciler) pending(p *listsv1.Purchase, reason, msg string) {
 	p.Status.Phase = listsv1.PurchasePending
-	setConditions(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, reason, msg, false)
+	markProgressing(&p.Status.Conditions, p.Generation, reason, msg)
 }
 
 func (r *PurchaseReconciler) failed(p *listsv1.Purchase, reason, msg string) {
@@ -101,24 +100,7 @@ func (r *PurchaseReconciler) failed(p *listsv1.Purchase, reason, msg string) {
 		r.event(p, "Warning", reason, "%s", msg)
 	}
 	p.Status.Phase = listsv1.PurchaseFailed
-	setConditions(&p.Status.Conditions, p.Generation, metav1.ConditionFalse, reason, msg, true)
-}
-
-// setConditions writes the kstatus trio: Ready, and Reconciling while
-// waiting or Stalled when stuck for good.
-func setConditions(conds *[]metav1.Condition, gen int64, ready metav1.ConditionStatus, reason, msg string, stalled bool) {
-	meta.SetStatusCondition(conds, metav1.Condition{Type: listsv1.ConditionReady, Status: ready, Reason: reason, Message: msg, ObservedGeneration: gen})
-	switch {
-	case stalled:
-		meta.SetStatusCondition(conds, metav1.Condition{Type: listsv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-		meta.RemoveStatusCondition(conds, listsv1.ConditionReconciling)
-	case ready == metav1.ConditionTrue:
-		meta.RemoveStatusCondition(conds, listsv1.ConditionReconciling)
-		meta.RemoveStatusCondition(conds, listsv1.ConditionStalled)
-	default:
-		meta.SetStatusCondition(conds, metav1.Condition{Type: listsv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: gen})
-		meta.RemoveStatusCondition(conds, listsv1.ConditionStalled)
-	}
+	markStalled(&p.Status.Conditions, p.Generation, reason, msg)
 }
 
 func (r *PurchaseReconciler) event(p *listsv1.Purchase, eventType, reason, format string, args ...any) {
