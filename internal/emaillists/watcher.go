@@ -2,11 +2,12 @@ package emaillists
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/filesig"
 )
 
 // DefaultWatchInterval is the poll interval NewWatcher uses for every <= 0.
@@ -30,7 +31,7 @@ type Watcher struct {
 	cur atomic.Pointer[Lists]
 
 	mu      sync.Mutex // serialises loads; guards the fields below
-	sig     []os.FileInfo
+	sig     filesig.Sig
 	lastErr error
 	loads   int
 }
@@ -77,7 +78,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			w.mu.Lock()
-			changed := !sameSig(w.sig, w.stat())
+			changed := !w.sig.Same(w.stat())
 			w.mu.Unlock()
 			if changed {
 				w.Reload()
@@ -95,7 +96,7 @@ func (w *Watcher) Reload() error {
 		before := w.stat()
 		extra, err := LoadExtra(w.dir)
 		after := w.stat()
-		if !sameSig(before, after) && attempt < 3 {
+		if !before.Same(after) && attempt < 3 {
 			continue // files changed while being read: read them again
 		}
 		w.sig = before
@@ -108,30 +109,11 @@ func (w *Watcher) Reload() error {
 	}
 }
 
-// stat returns the identity of every file LoadExtra reads (nil for a missing
-// one).
-func (w *Watcher) stat() []os.FileInfo {
-	sig := make([]os.FileInfo, len(extraFiles))
+// stat returns the identity of every file LoadExtra reads.
+func (w *Watcher) stat() filesig.Sig {
+	paths := make([]string, len(extraFiles))
 	for i, name := range extraFiles {
-		if fi, err := os.Stat(filepath.Join(w.dir, name)); err == nil {
-			sig[i] = fi
-		}
+		paths[i] = filepath.Join(w.dir, name)
 	}
-	return sig
-}
-
-func sameSig(a, b []os.FileInfo) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		switch {
-		case a[i] == nil && b[i] == nil:
-		case a[i] == nil || b[i] == nil:
-			return false
-		case !os.SameFile(a[i], b[i]) || !a[i].ModTime().Equal(b[i].ModTime()) || a[i].Size() != b[i].Size():
-			return false
-		}
-	}
-	return true
+	return filesig.Stat(paths)
 }

@@ -2,10 +2,11 @@ package fraud
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/filesig"
 )
 
 // DefaultWatchInterval is the poll interval NewWatcher uses for every <= 0.
@@ -23,7 +24,7 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	files   []string // config file, then list files of the last good load
-	sig     []os.FileInfo
+	sig     filesig.Sig
 	lastErr error
 	loads   int
 }
@@ -46,14 +47,14 @@ func (w *Watcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		before := statFiles(w.files)
+		before := filesig.Stat(w.files)
 		cfg, err := LoadConfig(w.path)
 		files := w.files
 		if err == nil {
 			files = append([]string{w.path}, cfg.listFiles(filepath.Dir(w.path))...)
 		}
-		after := statFiles(files)
-		if (len(files) != len(w.files) || !sameSig(before, after)) && attempt < 3 {
+		after := filesig.Stat(files)
+		if (len(files) != len(w.files) || !before.Same(after)) && attempt < 3 {
 			w.files = files
 			continue // files changed while being read: read them again
 		}
@@ -77,7 +78,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			w.mu.Lock()
-			changed := !sameSig(w.sig, statFiles(w.files))
+			changed := !w.sig.Same(filesig.Stat(w.files))
 			w.mu.Unlock()
 			if changed {
 				w.Reload()
@@ -98,30 +99,4 @@ func (w *Watcher) Loads() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.loads
-}
-
-func statFiles(files []string) []os.FileInfo {
-	sig := make([]os.FileInfo, len(files))
-	for i, f := range files {
-		if fi, err := os.Stat(f); err == nil {
-			sig[i] = fi
-		}
-	}
-	return sig
-}
-
-func sameSig(a, b []os.FileInfo) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		switch {
-		case a[i] == nil && b[i] == nil:
-		case a[i] == nil || b[i] == nil:
-			return false
-		case !os.SameFile(a[i], b[i]) || !a[i].ModTime().Equal(b[i].ModTime()) || a[i].Size() != b[i].Size():
-			return false
-		}
-	}
-	return true
 }
