@@ -21,7 +21,6 @@ import (
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -241,30 +240,6 @@ func zipOf(t *testing.T, files map[string]string) []byte {
 	}
 	return buf.Bytes()
 }
-
-// domainService stands in for a report-capable service: it appends the
-// email's domain and counts rows per domain.
-type domainService struct{}
-
-func (domainService) Columns() []string             { return []string{"domain"} }
-func (domainService) Check(listservice.Input) error { return nil }
-func (domainService) NewProcessor(context.Context, listservice.Input) (listservice.Processor, error) {
-	return &domainProc{rep: listservice.Reporting{}}, nil
-}
-
-type domainProc struct{ rep listservice.Reporting }
-
-func (p *domainProc) ProcessBatch(_ context.Context, rows []listservice.Row, out [][]string) error {
-	for i, r := range rows {
-		email := r.Field(0)
-		d := email[strings.LastIndexByte(email, '@')+1:]
-		out[i][0] = d
-		p.rep.Add("domain", d, 1)
-	}
-	return nil
-}
-func (p *domainProc) Reporting() listservice.Reporting { return p.rep }
-func (p *domainProc) Close() error                     { return nil }
 
 func fmtConds(cs []metav1.Condition) string {
 	var b strings.Builder

@@ -22,6 +22,7 @@ import (
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
@@ -106,7 +107,7 @@ func runSuite(m *testing.M) int {
 	registry = catalog.Registry(nil)
 	// A stand-in for the report-capable services, so the two-step flow is
 	// exercised before the data store exists.
-	registry.Register("email_intelligence", &domainService{})
+	registry.Register("email_intelligence", listservicetest.DomainService{})
 
 	base := operator.Options{
 		Namespace: nsSystem,

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ import (
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
 	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/operator"
@@ -118,7 +117,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	reg := catalog.Registry(nil)
-	reg.Register("email_intelligence", domainService{})
+	reg.Register("email_intelligence", listservicetest.DomainService{})
 	mgr, err := operator.New(ctx, cfg, operator.Options{
 		Namespace: nsSystem, Store: store, Registry: reg, Executor: operator.ExecutorLocal,
 		Pipeline:     pipeline.Config{Limits: listfile.Limits{MaxExpandedBytes: 1 << 20}, ShardBytes: 1 << 10, MaxShards: 4},
@@ -222,27 +221,3 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 	}
 	return ln.Addr().String(), nil
 }
-
-// domainService stands in for a report-capable service: it appends the
-// email's domain and counts rows per domain.
-type domainService struct{}
-
-func (domainService) Columns() []string             { return []string{"domain"} }
-func (domainService) Check(listservice.Input) error { return nil }
-func (domainService) NewProcessor(context.Context, listservice.Input) (listservice.Processor, error) {
-	return &domainProc{rep: listservice.Reporting{}}, nil
-}
-
-type domainProc struct{ rep listservice.Reporting }
-
-func (p *domainProc) ProcessBatch(_ context.Context, rows []listservice.Row, out [][]string) error {
-	for i, r := range rows {
-		e := r.Field(0)
-		d := e[strings.LastIndexByte(e, '@')+1:]
-		out[i][0] = d
-		p.rep.Add("domain", d, 1)
-	}
-	return nil
-}
-func (p *domainProc) Reporting() listservice.Reporting { return p.rep }
-func (p *domainProc) Close() error                     { return nil }
