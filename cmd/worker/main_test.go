@@ -89,7 +89,7 @@ func TestRunLocal(t *testing.T) {
 				"info@example.com,valid,10,biz,true,,false,true\n" +
 				"john@gmial.com,invalid,505,freeisp,false,john@gmail.com,false,false\n" +
 				"x@mailinator.com,trap,525,disposable,false,,false,false\n" +
-				"\" INFO@Example.com\",invalid,210,,false,INFO@example.com,true,false\n" +
+				"\" INFO@Example.com\",valid,10,biz,true,,true,true\n" +
 				"info@example.com,valid,10,biz,true,,true,true\n",
 		},
 	}

@@ -67,8 +67,9 @@ func TestSyntaxOnlyRows(t *testing.T) {
 		{"@example.com", []string{"invalid", "140", "", "false", "", "false", "false"}},
 		{"john@", []string{"invalid", "145", "", "false", "", "false", "false"}},
 		{"john@example.invalidtld", []string{"invalid", "200", "", "false", "", "false", "false"}},
-		// The first row's address, trimmed: a duplicate, whatever its verdict.
-		{" john@example.com ", []string{"invalid", "210", "", "false", "", "true", "false"}},
+		// The first row's address, padded: the trimmed address's verdict,
+		// and a duplicate.
+		{" john@example.com ", []string{"valid", "10", "", "false", "", "true", "true"}},
 		{"jo hn@example.com", []string{"invalid", "215", "", "false", "", "false", "false"}},
 		{"\xff@example.com", []string{"invalid", "110", "", "false", "", "false", "false"}},
 	}
@@ -92,9 +93,9 @@ func TestSyntaxOnlyRows(t *testing.T) {
 		}
 	}
 	wantReport := listservice.Reporting{
-		"status": {"valid": 4, "invalid": 9},
+		"status": {"valid": 5, "invalid": 8},
 		"status_code": {
-			"10": 4, "100": 1, "110": 1, "140": 1, "145": 1, "150": 1, "155": 1, "200": 1, "210": 1, "215": 1,
+			"10": 5, "100": 1, "110": 1, "140": 1, "145": 1, "150": 1, "155": 1, "200": 1, "215": 1,
 		},
 	}
 	if got := p.Reporting(); !maps.EqualFunc(got, wantReport, maps.Equal) {
@@ -295,9 +296,9 @@ func TestDuplicate(t *testing.T) {
 			}
 		}
 		if bi == 1 {
-			// A duplicate keeps its own verdict: the padded copy is invalid,
-			// the exact repeat valid.
-			if out[0][0] != "invalid" || out[0][1] != "210" || out[0][6] != "false" {
+			// A duplicate keeps its own verdict: the padded copy gets the
+			// trimmed address's, the exact repeat its own.
+			if out[0][0] != "valid" || out[0][1] != "10" || out[0][6] != "true" {
 				t.Errorf("padded duplicate: %q", out[0])
 			}
 			if out[1][0] != "valid" || out[1][6] != "true" {
@@ -344,7 +345,7 @@ func TestEngineChecker(t *testing.T) {
 		{"b@@example.org", []string{"invalid", "155", "", "false", "b@example.org", "false", "false"}},
 		{"john@gmial.com", []string{"invalid", "505", "freeisp", "false", "john@gmail.com", "false", "false"}},
 		{"john@gmail.con", []string{"invalid", "200", "", "false", "john@gmail.com", "false", "false"}},
-		{" John@Gmail.com ", []string{"invalid", "210", "", "false", "John@gmail.com", "true", "false"}},
+		{" John@Gmail.com ", []string{"valid", "10", "freeisp", "false", "", "true", "true"}},
 	}
 	addrs := make([]string, len(tests))
 	for i, tt := range tests {

@@ -131,7 +131,9 @@ type Options struct {
 	// DNSAddr is where the DNS server listens, UDP and TCP (default
 	// "127.0.0.1:0").
 	DNSAddr string
-	// Latency delays every SMTP reply (greeting included).
+	// Latency is the round trip of every SMTP exchange: a reply (the
+	// greeting included) leaves this long after its command arrived, and
+	// pipelined commands, which arrive together, are answered together.
 	Latency time.Duration
 	// IdleTimeout closes SMTP connections idle that long (default 60s);
 	// tarpitted connections are held that long too.

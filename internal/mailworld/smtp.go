@@ -28,6 +28,8 @@ type session struct {
 	bw   *bufio.Writer
 	helo string
 
+	arrived  time.Time // when the command being answered reached the server
+
 	inTx     bool
 	sender   string
 	rcpts    int // RCPT commands in the transaction
@@ -55,7 +57,7 @@ func (w *World) serve(h *host, c net.Conn) {
 		io.Copy(io.Discard, c)
 		return
 	}
-	s := &session{w: w, h: h, t: t, c: c, br: bufio.NewReaderSize(c, maxLine), bw: bufio.NewWriterSize(c, 1024)}
+	s := &session{w: w, h: h, t: t, c: c, br: bufio.NewReaderSize(c, maxLine), bw: bufio.NewWriterSize(c, 1024), arrived: time.Now()}
 	defer s.flush()
 	if t.MaxConns > 0 && n > int64(t.MaxConns) {
 		h.rejected.Add(1)
@@ -279,7 +281,11 @@ func (s *session) readLine() (string, error) {
 		}
 	}
 	s.c.SetReadDeadline(time.Now().Add(s.w.opts.IdleTimeout))
+	fresh := s.br.Buffered() == 0 // a pipelined command arrived with the one before
 	line, err := s.br.ReadSlice('\n')
+	if fresh {
+		s.arrived = time.Now()
+	}
 	if errors.Is(err, bufio.ErrBufferFull) {
 		for errors.Is(err, bufio.ErrBufferFull) {
 			_, err = s.br.ReadSlice('\n')
@@ -319,11 +325,12 @@ func (s *session) readData() error {
 	}
 }
 
-// reply queues reply lines after the configured latency. Replies are
-// flushed before the next blocking read, so pipelined commands get their
-// replies in one write.
+// reply queues reply lines once the configured latency has passed since
+// the command arrived: a round trip, so pipelined commands (which arrive
+// together) are answered together. Replies are flushed before the next
+// blocking read, so pipelined commands get their replies in one write.
 func (s *session) reply(lines ...string) bool {
-	if d := s.w.opts.Latency; d > 0 {
+	if d := time.Until(s.arrived.Add(s.w.opts.Latency)); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

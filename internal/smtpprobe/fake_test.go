@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,9 +182,16 @@ func TestFakeHELOOnlyNoPipelining(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 	want := []string{"EHLO verify.example.test", "HELO verify.example.test", "MAIL FROM:<verify@example.test>", "RCPT TO:<ok1@fake.test>", "RSET", "MAIL FROM:<verify@example.test>"}
-	f.mu.Lock()
-	got := f.cmds
-	f.mu.Unlock()
+	// The session waits holdIdle for more work before QUIT.
+	var got []string
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		f.mu.Lock()
+		got = slices.Clone(f.cmds)
+		f.mu.Unlock()
+		if len(got) >= 8 {
+			break
+		}
+	}
 	if len(got) != 8 || strings.Join(got[:6], "|") != strings.Join(want, "|") || !strings.HasPrefix(got[6], "RCPT TO:<") || got[7] != "QUIT" {
 		t.Fatalf("commands %q", got)
 	}
@@ -228,8 +236,10 @@ func TestFakeMailTempFailRetried(t *testing.T) {
 	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "nobody@fake.test"); r.Outcome != Missing {
 		t.Fatalf("got %+v", r)
 	}
-	if f.nSessions() != 2 {
-		t.Fatalf("%d sessions", f.nSessions())
+	// The retry needs a second session; a third when the catch-all
+	// probe's session did not wait long enough for the retry.
+	if n := f.nSessions(); n < 2 || n > 3 {
+		t.Fatalf("%d sessions", n)
 	}
 }
 

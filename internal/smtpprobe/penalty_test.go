@@ -38,7 +38,8 @@ func (d *dialCounter) count(addr string) int {
 	return d.n[addr]
 }
 
-// A tarpit costs one CommandTimeout per HostPenaltyTTL, not one per batch.
+// A tarpit costs one GreetingTimeout per HostPenaltyTTL, not one per batch,
+// and its addresses are Timeout (code 5): no host ever answered.
 func TestHostPenaltyTarpit(t *testing.T) {
 	e := startWorld(t, mailworld.Options{},
 		mailworld.Domain{Name: "tarpit.test", Tarpit: true},
@@ -57,13 +58,13 @@ func TestHostPenaltyTarpit(t *testing.T) {
 	}
 
 	t.Run("skipped", func(t *testing.T) {
-		p := e.prober(func(c *Config) { c.CommandTimeout = step })
+		p := e.prober(func(c *Config) { c.GreetingTimeout = step })
 		res, took := batch(p)
 		if took < step {
 			t.Fatalf("first batch took %v, want >= %v", took, step)
 		}
 		for _, r := range res {
-			if r.Outcome != Unconfirmed || !errors.Is(r.Err, os.ErrDeadlineExceeded) || errors.Is(r.Err, ErrHostSkipped) {
+			if r.Outcome != Timeout || !errors.Is(r.Err, os.ErrDeadlineExceeded) || errors.Is(r.Err, ErrHostSkipped) {
 				t.Fatalf("first batch: %+v", r)
 			}
 		}
@@ -74,7 +75,7 @@ func TestHostPenaltyTarpit(t *testing.T) {
 				t.Fatalf("batch %d took %v, want well under %v", i+2, took, step)
 			}
 			for _, r := range res {
-				if r.Outcome != Unconfirmed || r.Host != "mx1.tarpit.test" ||
+				if r.Outcome != Timeout || r.Host != "mx1.tarpit.test" ||
 					!errors.Is(r.Err, ErrAllHostsFailed) || !errors.Is(r.Err, ErrHostSkipped) || !errors.Is(r.Err, os.ErrDeadlineExceeded) {
 					t.Fatalf("batch %d: %+v", i+2, r)
 				}
@@ -94,7 +95,7 @@ func TestHostPenaltyTarpit(t *testing.T) {
 
 	t.Run("ttl", func(t *testing.T) {
 		const ttl = 100 * time.Millisecond
-		p := e.prober(func(c *Config) { c.CommandTimeout = step; c.HostPenaltyTTL = ttl })
+		p := e.prober(func(c *Config) { c.GreetingTimeout = step; c.HostPenaltyTTL = ttl })
 		batch(p)
 		if _, took := batch(p); took > step/5 {
 			t.Fatalf("second batch took %v", took)
@@ -115,7 +116,7 @@ func TestHostPenaltyTarpit(t *testing.T) {
 	})
 
 	t.Run("disabled", func(t *testing.T) {
-		p := e.prober(func(c *Config) { c.CommandTimeout = step; c.HostPenaltyTTL = -1 })
+		p := e.prober(func(c *Config) { c.GreetingTimeout = step; c.HostPenaltyTTL = -1 })
 		if p.Config().HostPenaltyTTL >= 0 {
 			t.Fatalf("HostPenaltyTTL %v", p.Config().HostPenaltyTTL)
 		}
@@ -130,7 +131,7 @@ func TestHostPenaltyTarpit(t *testing.T) {
 
 	// The caller's deadline cutting the wait says nothing about the host.
 	t.Run("ctx deadline", func(t *testing.T) {
-		p := e.prober(func(c *Config) { c.CommandTimeout = 2 * time.Second })
+		p := e.prober(func(c *Config) { c.GreetingTimeout = 2 * time.Second })
 		for range 2 {
 			r := p.Probe(ctxTimeout(t, 100*time.Millisecond), e.mx("tarpit.test"), "a@tarpit.test")
 			if r.Outcome != Timeout || errors.Is(r.Err, ErrHostSkipped) {
@@ -143,7 +144,7 @@ func TestHostPenaltyTarpit(t *testing.T) {
 	})
 
 	t.Run("cancel", func(t *testing.T) {
-		p := e.prober(func(c *Config) { c.CommandTimeout = 2 * time.Second })
+		p := e.prober(func(c *Config) { c.GreetingTimeout = 2 * time.Second })
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(50*time.Millisecond, cancel)
 		if r := p.Probe(ctx, e.mx("tarpit.test"), "a@tarpit.test"); r.Outcome != Timeout {
@@ -180,7 +181,9 @@ func TestHostPenaltyPrimaryDown(t *testing.T) {
 	}
 	probe("nobody@pd.test", Missing)
 	probe("alice@pd.test", Deliverable)
-	if dc.count(primary) != 1 || dc.count(secondary) != 3 {
+	// (The secondary's session may carry the later probes: it waits a
+	// moment for more work before QUIT.)
+	if dc.count(primary) != 1 || dc.count(secondary) < 1 {
 		t.Fatalf("dials %v: the dead primary was dialled again", dc.n)
 	}
 	if st := p.Stats(); st.HostsSkipped != 2 || st.HostFailures != 1 {
@@ -188,7 +191,7 @@ func TestHostPenaltyPrimaryDown(t *testing.T) {
 	}
 	time.Sleep(ttl + 20*time.Millisecond)
 	probe("alice@pd.test", Deliverable)
-	if dc.count(primary) != 2 || dc.count(secondary) != 4 {
+	if dc.count(primary) != 2 {
 		t.Fatalf("dials %v: the primary was not tried again after the TTL", dc.n)
 	}
 
@@ -212,11 +215,11 @@ func TestHostPenaltyClearedOnSession(t *testing.T) {
 	p, mx := fakeProber(t, nil, f)
 	addr := mx[0].Addrs[0].String()
 	p.penalties.mark(net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), os.ErrDeadlineExceeded)
-	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Unconfirmed || !errors.Is(r.Err, ErrHostSkipped) {
+	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) {
 		t.Fatalf("got %+v", r)
 	}
 	// Another batch already past the check succeeds: the mark goes.
-	s, err := p.dial(ctxTimeout(t, 5*time.Second), target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port))}, 0)
+	s, err := p.dial(target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), ip: addr}, time.Now().Add(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +258,8 @@ func TestHostPenaltiesLRU(t *testing.T) {
 }
 
 // A connect that runs into ConnectTimeout (a dialer that only returns the
-// context's error) penalises the host; one cut by the caller's deadline
-// does not.
+// context's error) penalises the host and is Timeout (never answered); one
+// cut by the caller's deadline does not penalise.
 func TestHostPenaltyConnectTimeout(t *testing.T) {
 	f := newFake(t, nil)
 	hang := func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -267,12 +270,12 @@ func TestHostPenaltyConnectTimeout(t *testing.T) {
 	if r := p.Probe(ctxTimeout(t, 50*time.Millisecond), mx, "ok1@fake.test"); r.Outcome != Timeout || p.penalties.len() != 0 {
 		t.Fatalf("ctx deadline: %+v, %d penalties", r, p.penalties.len())
 	}
-	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Unconfirmed || errors.Is(r.Err, ErrHostSkipped) {
+	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Timeout || errors.Is(r.Err, ErrHostSkipped) {
 		t.Fatalf("first: %+v", r)
 	}
 	t0 := time.Now()
 	r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
-	if r.Outcome != Unconfirmed || !errors.Is(r.Err, ErrHostSkipped) || !errors.Is(r.Err, context.DeadlineExceeded) || time.Since(t0) > 20*time.Millisecond {
+	if r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) || !errors.Is(r.Err, context.DeadlineExceeded) || time.Since(t0) > 20*time.Millisecond {
 		t.Fatalf("second: %+v after %v", r, time.Since(t0))
 	}
 	if st := p.Stats(); st.Dials != 2 {

@@ -15,49 +15,48 @@
 //   - 5.2.2, or 552 without an enhanced code: Full.
 //   - 5.7.x, 5.1.2 ("not accepted for this domain"), "relay denied"-style
 //     texts and 554 at RCPT: Policy.
-//   - 4xx (greylisting 450/451, 421, 452 ...): temporary. The address is
-//     retried after Config.GreylistRetry, at most Config.MaxGreylistRetries
-//     times and only while the caller's deadline leaves room for the wait
-//     and one more session; then Unconfirmed with Result.Greylisted set when
-//     the reply looked like greylisting.
-//   - No RCPT verdict from any MX host (connection refused, dropped
-//     connections, tarpits running into the per-step timeouts, 5xx to our
-//     own commands): Unconfirmed.
+//   - 4xx (greylisting 450/451, 452 ...): temporary. The address is retried
+//     after Config.GreylistRetry, at most Config.MaxGreylistRetries times
+//     and only while the caller's deadline leaves room for the wait and one
+//     more session; then Unconfirmed with Result.Greylisted set when the
+//     reply looked like greylisting. A 452 4.5.3 ("too many recipients")
+//     or a 421 after the first RCPT of a session is the server's limit per
+//     session: the address goes to a new session at once, and the host's
+//     limit is remembered.
+//   - No RCPT verdict from any MX host: Timeout when no host ever answered
+//     (connects and greetings timed out: tarpits, filtered ports), else
+//     Unconfirmed (refused or dropped connections, 5xx to our own commands).
 //
-// # Unconfirmed versus Timeout
+// # Waiting costs nothing
 //
-// Timeout means the caller's context stopped the probe: ctx was cancelled
-// or its deadline passed before a verdict, or waiting for a per-host
-// connection slot or rate token could not finish before the deadline.
-// Unconfirmed means the probe ran to its own end with ctx still live: every
-// MX host was tried (or skipped as recently stalled or unreachable) and
-// each failed within the prober's own ConnectTimeout and CommandTimeout, or
-// the server only ever answered 4xx. A tarpit is
-// therefore Unconfirmed when CommandTimeout (the prober's own budget per
-// step) runs out on every host first, and Timeout when ctx's deadline comes
-// first; errors.Is(Result.Err, os.ErrDeadlineExceeded) tells a stalled
-// server apart in both cases.
+// A Prober schedules work per MX host address, not per call: every call's
+// addresses join the queue of their domain's current MX host, and sessions
+// to that host (at most Config.MaxConnsPerHost at once, Config.RatePerHost
+// new ones per second, Config.MaxSessions open in all) carry RCPTs for
+// whichever domains are queued there, one transaction per address with RSET
+// between, several transactions pipelined per round trip when the server
+// offers PIPELINING. A deferred address (greylisting) waits in a timer heap,
+// holding no session, goroutine or slot, and rejoins its host's queue when
+// due. A session exists only while it has work; waiting for a slow or silent
+// host costs its socket and nothing else.
 //
 // # Stalled and unreachable hosts
 //
 // An MX host address whose connect timed out or was refused, or that sent
-// no greeting within CommandTimeout, is remembered for
-// Config.HostPenaltyTTL: later probes of any domain skip it and go straight
-// to the next MX host, and when every host of a domain is skipped the
-// outcome is Unconfirmed at once, with Result.Err wrapping ErrAllHostsFailed,
-// ErrHostSkipped and the remembered failure. A host is tried again after
-// the TTL, and forgiven as soon as it gets as far as a usable session.
-// Failures caused by the caller's context are never held against a host.
+// no greeting within Config.GreetingTimeout, is remembered for
+// Config.HostPenaltyTTL: the queued addresses of every domain move to that
+// domain's next MX host at once, and later calls skip the host. When every
+// host of a domain fails, its addresses get their outcome at once, with
+// Result.Err wrapping ErrAllHostsFailed (and ErrHostSkipped for a
+// remembered failure). A host is tried again after the TTL, and forgiven as
+// soon as it gets as far as a usable session. Failures caused by the
+// caller's deadline are never held against a host.
 //
-// # Load on mail servers
+// # The caller's context
 //
-// Connections are limited per MX host address, across all concurrent
-// Probe and ProbeBatch calls of one Prober: at most Config.MaxConnsPerHost
-// open at once and Config.RatePerHost new ones per second. ProbeBatch
-// checks many addresses of one domain over few sessions, one RCPT per
-// transaction with RSET between (never two RCPTs in one transaction: some
-// servers answer 452 to the second), reconnecting after
-// Config.MaxRcptPerSession recipients.
+// When ctx ends before an address has a verdict, that address is Timeout
+// and the call returns at once; a deadline also bounds the session I/O
+// done on the call's behalf and the greylisting retries that still fit.
 package smtpprobe
 
 import (
@@ -67,7 +66,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,19 +87,29 @@ type Config struct {
 	// MailFrom is the envelope sender, e.g. "verify@example.com". Empty
 	// means the null reverse-path "<>".
 	MailFrom string
-	// ConnectTimeout bounds each TCP connect (default 5s); CommandTimeout
-	// bounds the greeting and each command (or pipelined group of commands)
-	// with its reply (default 10s). Both are also cut by ctx's deadline.
-	ConnectTimeout, CommandTimeout time.Duration
+	// ConnectTimeout bounds each TCP connect (default 10s), GreetingTimeout
+	// the wait for the server's 220 greeting (default 30s; a host silent
+	// that long is a tarpit), CommandTimeout each command (or pipelined
+	// group of commands) with its replies (default 30s). A caller's
+	// deadline cuts all three.
+	ConnectTimeout, GreetingTimeout, CommandTimeout time.Duration
 	// MaxConnsPerHost is the number of concurrent connections per MX host
 	// address (default 2).
 	MaxConnsPerHost int
 	// RatePerHost is the number of new connections per second per MX host
 	// address (default 5), with a burst of MaxConnsPerHost.
 	RatePerHost float64
+	// MaxSessions caps the SMTP connections open at once over all hosts
+	// (default 1000): sockets, and the footprint on an egress proxy.
+	MaxSessions int
 	// MaxRcptPerSession is the number of RCPT commands sent in one SMTP
-	// session before reconnecting (default 50).
+	// session before reconnecting (default 100). A host that announces a
+	// lower limit (452 4.5.3, or 421 after some RCPTs) gets its own.
 	MaxRcptPerSession int
+	// PipelineDepth is the number of transactions (RSET, MAIL, RCPT) sent
+	// per round trip to a server that offers PIPELINING (default 8; 1
+	// disables).
+	PipelineDepth int
 	// CatchAllCacheTTL is how long a domain's catch-all verdict is cached
 	// (default 1h); CatchAllCacheSize bounds the number of cached domains
 	// (default 100_000, least recently used evicted).
@@ -111,54 +122,53 @@ type Config struct {
 	// (default 3; negative: none).
 	MaxGreylistRetries int
 	// HostPenaltyTTL is how long an MX host address whose connect timed
-	// out or was refused, or that sent no greeting within CommandTimeout,
-	// is skipped by later probes (default 5m; negative: never skipped).
-	// Failures caused by the caller's context do not count.
-	// HostPenaltySize bounds the number of remembered addresses (default
+	// out or was refused, or that sent no greeting in time, is skipped
+	// (default 30m, longer than a list shard usually runs; negative: never
+	// skipped). HostPenaltySize bounds the remembered addresses (default
 	// 10_000, least recently marked evicted).
 	HostPenaltyTTL  time.Duration
 	HostPenaltySize int
 	// Dialer opens connections (default: a net.Dialer). ConnectTimeout is
-	// applied through the context.
+	// applied through the context. A ProxyPool's Dial fits here.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// AllowAddr, when set, must accept an MX host address before anything
+	// is dialled (directly or through a proxy): the SSRF guard.
+	AllowAddr func(netip.Addr) error
 }
 
 func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	defInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
 	if c.Port <= 0 {
 		c.Port = 25
 	}
 	if c.HELOName == "" {
 		c.HELOName = "localhost"
 	}
-	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = 5 * time.Second
-	}
-	if c.CommandTimeout <= 0 {
-		c.CommandTimeout = 10 * time.Second
-	}
-	if c.MaxConnsPerHost <= 0 {
-		c.MaxConnsPerHost = 2
-	}
+	def(&c.ConnectTimeout, 10*time.Second)
+	def(&c.GreetingTimeout, 30*time.Second)
+	def(&c.CommandTimeout, 30*time.Second)
+	def(&c.CatchAllCacheTTL, time.Hour)
+	def(&c.GreylistRetry, 60*time.Second)
+	defInt(&c.MaxConnsPerHost, 2)
+	defInt(&c.MaxSessions, 1000)
+	defInt(&c.MaxRcptPerSession, 100)
+	defInt(&c.PipelineDepth, 8)
+	defInt(&c.CatchAllCacheSize, 100_000)
+	defInt(&c.HostPenaltySize, 10_000)
 	if c.RatePerHost <= 0 {
 		c.RatePerHost = 5
 	}
-	if c.MaxRcptPerSession <= 0 {
-		c.MaxRcptPerSession = 50
-	}
-	if c.CatchAllCacheTTL <= 0 {
-		c.CatchAllCacheTTL = time.Hour
-	}
-	if c.CatchAllCacheSize <= 0 {
-		c.CatchAllCacheSize = 100_000
-	}
-	if c.GreylistRetry <= 0 {
-		c.GreylistRetry = 60 * time.Second
-	}
 	if c.HostPenaltyTTL == 0 {
-		c.HostPenaltyTTL = 5 * time.Minute
-	}
-	if c.HostPenaltySize <= 0 {
-		c.HostPenaltySize = 10_000
+		c.HostPenaltyTTL = 30 * time.Minute
 	}
 	switch {
 	case c.MaxGreylistRetries == 0:
@@ -178,8 +188,9 @@ type Outcome int
 
 const (
 	// Unconfirmed: the domain has mail exchangers but no RCPT verdict could
-	// be had (refused, dropped or stalled connections on every MX host,
-	// persistent 4xx, greylisting outlasting the retries or the deadline).
+	// be had (refused or dropped connections, persistent 4xx, greylisting
+	// outlasting the retries or the deadline): a host answered, but the
+	// mailbox could not be confirmed.
 	Unconfirmed Outcome = iota
 	// Deliverable: RCPT accepted, and the domain rejects random addresses.
 	Deliverable
@@ -194,8 +205,9 @@ const (
 	// Policy: the server refuses mail for the address or domain by policy
 	// (5.7.x, relay denied, 554 at RCPT).
 	Policy
-	// Timeout: the caller's context ended (or its deadline could not be
-	// met) before a verdict.
+	// Timeout: no MX host ever answered within the prober's timeouts, or
+	// the caller's context ended (or its deadline could not be met) before
+	// a verdict.
 	Timeout
 )
 
@@ -268,33 +280,64 @@ var (
 	// unreachable within the last Config.HostPenaltyTTL; the error also
 	// wraps that earlier failure.
 	ErrHostSkipped = errors.New("smtpprobe: MX host skipped after a recent failure")
+	// ErrNotAllowed: the MX host address is refused by Config.AllowAddr.
+	ErrNotAllowed = errors.New("smtpprobe: MX host address not allowed")
 )
 
-// Stats are cumulative counters of a Prober.
+// Stats are cumulative counters of a Prober. The durations say where the
+// time went: SessionTime is connections open (working, or waiting for a
+// slow host), DeferredTime is addresses waiting out a greylisting delay
+// (holding nothing), QueueTime is addresses queued for a session slot or a
+// rate token.
 type Stats struct {
-	Dials          uint64 // connection attempts
-	Sessions       uint64 // sessions that reached a usable EHLO/HELO state
-	RCPT           uint64 // RCPT commands sent (catch-all probes included)
-	RSET           uint64 // RSET commands sent
-	CatchAllProbes uint64 // RCPTs for a random local part
-	CatchAllCached uint64 // batches that took the catch-all verdict from the cache
-	Deferred       uint64 // addresses deferred after a 4xx for a later retry
-	HostFailures   uint64 // sessions that failed before any RCPT verdict
-	HostsSkipped   uint64 // MX host addresses skipped as recently stalled or unreachable
+	Dials            uint64 // connection attempts
+	Sessions         uint64 // sessions that reached a usable EHLO/HELO state
+	RCPT             uint64 // RCPT commands sent (catch-all probes included)
+	RSET             uint64 // RSET commands sent
+	CatchAllProbes   uint64 // RCPTs for a random local part
+	CatchAllCached   uint64 // calls that took the catch-all verdict from the cache
+	Deferred         uint64 // addresses deferred after a 4xx for a later retry
+	Retries          uint64 // deferred addresses sent again
+	SessionLimits    uint64 // sessions ended early by a server's per-session limit
+	HostFailures     uint64 // sessions that failed before any RCPT verdict
+	HostsSkipped     uint64 // MX host addresses skipped as recently stalled or unreachable
+	Stalled          uint64 // hosts that timed out on connect or greeting (tarpits)
+	ProxyFailovers   uint64 // connections moved to another proxy after a proxy failed
+	OpenSessionsPeak uint64 // most sessions open at once
+
+	SessionTime  time.Duration
+	StalledTime  time.Duration // part of SessionTime spent on connects and greetings that timed out
+	DeferredTime time.Duration
+	QueueTime    time.Duration
 }
 
 // Prober runs SMTP probes. It is safe for concurrent use; the per-host
-// limits, the catch-all cache and the memory of stalled or unreachable
-// hosts are shared by all its calls.
+// queues and limits, the catch-all cache and the memory of stalled or
+// unreachable hosts are shared by all its calls.
 type Prober struct {
 	cfg       Config
-	limits    *hostLimits
 	cache     *verdictCache
 	penalties *hostPenalties // nil when disabled
 	secret    [16]byte
 	mailFrom  string // "<...>" reverse path
 
-	dials, sessions, rcpts, rsets, caProbes, caCached, deferred, hostFails, skipped atomic.Uint64
+	// mu guards the scheduler: host queues, jobs, items and the timer heap.
+	mu       sync.Mutex
+	hosts    map[string]*hostQ
+	sweepAt  int
+	open     int      // sessions running (waiting for a token, connecting or open)
+	waitq    []*hostQ // hosts waiting for a global session slot
+	deferred itemHeap
+	timer    *time.Timer
+	timerAt  time.Time
+
+	st counters
+}
+
+type counters struct {
+	dials, sessions, rcpts, rsets, caProbes, caCached, deferred, retries, limits atomic.Uint64
+	hostFails, skipped, stalled, failovers, peak                                  atomic.Uint64
+	sessionNs, stalledNs, deferredNs, queueNs                                     atomic.Int64
 }
 
 // New returns a Prober for cfg. It sends nothing until the first probe.
@@ -302,10 +345,11 @@ func New(cfg Config) *Prober {
 	cfg.setDefaults()
 	p := &Prober{
 		cfg:       cfg,
-		limits:    newHostLimits(cfg.MaxConnsPerHost, cfg.RatePerHost),
 		cache:     newVerdictCache(cfg.CatchAllCacheSize, cfg.CatchAllCacheTTL),
 		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL),
 		mailFrom:  "<" + cfg.MailFrom + ">",
+		hosts:     make(map[string]*hostQ),
+		sweepAt:   minSweep,
 	}
 	rand.Read(p.secret[:])
 	return p
@@ -316,16 +360,26 @@ func (p *Prober) Config() Config { return p.cfg }
 
 // Stats returns a snapshot of the counters.
 func (p *Prober) Stats() Stats {
+	c := &p.st
 	return Stats{
-		Dials:          p.dials.Load(),
-		Sessions:       p.sessions.Load(),
-		RCPT:           p.rcpts.Load(),
-		RSET:           p.rsets.Load(),
-		CatchAllProbes: p.caProbes.Load(),
-		CatchAllCached: p.caCached.Load(),
-		Deferred:       p.deferred.Load(),
-		HostFailures:   p.hostFails.Load(),
-		HostsSkipped:   p.skipped.Load(),
+		Dials:            c.dials.Load(),
+		Sessions:         c.sessions.Load(),
+		RCPT:             c.rcpts.Load(),
+		RSET:             c.rsets.Load(),
+		CatchAllProbes:   c.caProbes.Load(),
+		CatchAllCached:   c.caCached.Load(),
+		Deferred:         c.deferred.Load(),
+		Retries:          c.retries.Load(),
+		SessionLimits:    c.limits.Load(),
+		HostFailures:     c.hostFails.Load(),
+		HostsSkipped:     c.skipped.Load(),
+		Stalled:          c.stalled.Load(),
+		ProxyFailovers:   c.failovers.Load(),
+		OpenSessionsPeak: c.peak.Load(),
+		SessionTime:      time.Duration(c.sessionNs.Load()),
+		StalledTime:      time.Duration(c.stalledNs.Load()),
+		DeferredTime:     time.Duration(c.deferredNs.Load()),
+		QueueTime:        time.Duration(c.queueNs.Load()),
 	}
 }
 
@@ -350,28 +404,47 @@ func (p *Prober) Probe(ctx context.Context, mx []mxdns.MXHost, address string) R
 }
 
 // ProbeBatch checks many addresses of one domain and stores the verdict of
-// addrs[i] in results[i] (len(results) must be at least len(addrs)).
-//
-// It uses one SMTP session for many RCPTs (MAIL FROM, RCPT, RSET, MAIL FROM,
-// RCPT, ...), pipelined when the server offers PIPELINING, and reconnects
-// after MaxRcptPerSession RCPTs or when the server drops the connection. Up
-// to MaxConnsPerHost sessions run in parallel when there are enough
-// addresses. Addresses that get a 4xx are deferred and retried after
-// GreylistRetry, within ctx, while the others proceed.
+// addrs[i] in results[i] (len(results) must be at least len(addrs)). It is
+// Start followed by Wait.
 //
 // The error is non-nil when results is too short (nothing is probed) or when
 // ctx ended before every address had a verdict (it wraps ctx.Err(); those
 // addresses are Timeout). Per-address failures are reported in results only.
 func (p *Prober) ProbeBatch(ctx context.Context, domain string, mx []mxdns.MXHost, addrs []string, results []Result) error {
-	if len(results) < len(addrs) {
-		return fmt.Errorf("smtpprobe: %d results for %d addresses", len(results), len(addrs))
+	pd, err := p.Start(ctx, domain, mx, addrs, results)
+	if err != nil {
+		return err
 	}
-	if len(addrs) == 0 {
-		return nil
-	}
-	b := newBatch(ctx, p, normDomain(domain), mx, addrs, results[:len(addrs)])
-	return b.run()
+	return pd.Wait()
 }
+
+// Pending is a started ProbeBatch.
+type Pending struct{ j *job }
+
+// Start queues addrs (all of domain) for probing and returns at once;
+// results[i] is valid for addrs[i] once Wait returned. Nothing is held
+// while the call waits: it is a few structs in the host queues.
+func (p *Prober) Start(ctx context.Context, domain string, mx []mxdns.MXHost, addrs []string, results []Result) (*Pending, error) {
+	if len(results) < len(addrs) {
+		return nil, fmt.Errorf("smtpprobe: %d results for %d addresses", len(results), len(addrs))
+	}
+	j := p.newJob(ctx, normDomain(domain), mx, addrs, results[:len(addrs)])
+	p.submit(j)
+	return &Pending{j}, nil
+}
+
+// Wait blocks until every address has its verdict. The error wraps
+// ctx.Err() when the call's context ended first.
+func (pd *Pending) Wait() error {
+	<-pd.j.done
+	if pd.j.overErr != nil {
+		return fmt.Errorf("smtpprobe: %s: %w", pd.j.domain, pd.j.overErr)
+	}
+	return nil
+}
+
+// Done is closed when Wait would not block.
+func (pd *Pending) Done() <-chan struct{} { return pd.j.done }
 
 func normDomain(d string) string {
 	return strings.ToLower(strings.TrimSuffix(strings.TrimSpace(d), "."))

@@ -2,7 +2,6 @@ package smtpprobe
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -148,66 +147,25 @@ func TestVerdictCache(t *testing.T) {
 	}
 }
 
-func TestHostLimits(t *testing.T) {
-	l := newHostLimits(2, 1000)
-	ctx := context.Background()
-	r1, err1 := l.acquire(ctx, "a")
-	r2, err2 := l.acquire(ctx, "a")
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
-	}
-	// A third connection to "a" waits; "b" does not.
-	if _, err := l.acquire(ctxTimeout(t, 30*time.Millisecond), "a"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("third slot: %v", err)
-	}
-	rb, err := l.acquire(ctx, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb()
-	rb() // idempotent
-	r1()
-	if _, err := l.acquire(ctxTimeout(t, time.Second), "a"); err != nil {
-		t.Fatalf("slot not freed: %v", err)
-	}
-	r2()
-
-	// A token that cannot come before the deadline fails at once.
-	slow := newHostLimits(1, 0.5)
-	rs, _ := slow.acquire(ctx, "s")
-	rs()
-	t0 := time.Now()
-	if _, err := slow.acquire(ctxTimeout(t, 100*time.Millisecond), "s"); err == nil || time.Since(t0) > 50*time.Millisecond {
-		t.Fatalf("rate wait: %v after %v", err, time.Since(t0))
-	}
-
-	// Idle hosts with a full bucket are swept; busy ones are kept.
-	big := newHostLimits(1, 1e6)
-	var held []func()
+// Idle hosts with a full rate bucket are forgotten; busy ones are kept.
+func TestHostSweep(t *testing.T) {
+	p := New(Config{RatePerHost: 1e6, MaxConnsPerHost: 1})
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for i := range minSweep + 10 {
-		r, err := big.acquire(ctx, fmt.Sprint(i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := p.host(fmt.Sprint(i))
 		if i < 5 {
-			held = append(held, r)
-		} else {
-			r()
+			q.sessions = 1 // busy
 		}
 	}
 	time.Sleep(time.Millisecond)
-	if _, err := big.acquire(ctx, "new"); err != nil {
-		t.Fatal(err)
-	}
-	if n := big.len(); n > minSweep {
+	p.host("new")
+	if n := len(p.hosts); n > minSweep {
 		t.Fatalf("%d hosts after sweep", n)
 	}
 	for i := range 5 {
-		if big.m[fmt.Sprint(i)] == nil {
+		if p.hosts[fmt.Sprint(i)] == nil {
 			t.Fatalf("busy host %d swept", i)
 		}
-	}
-	for _, r := range held {
-		r()
 	}
 }

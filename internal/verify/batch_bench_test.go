@@ -133,7 +133,7 @@ func mwRun(b *testing.B, w *mailworld.World, addrs []string, shards, batchSize, 
 	dialer := &countingDialer{open: map[string]int{}}
 	prober := smtpprobe.New(smtpprobe.Config{
 		Port: w.SMTPPort(), HELOName: "verify.test", MailFrom: "probe@verify.test",
-		ConnectTimeout: 300 * time.Millisecond, CommandTimeout: 500 * time.Millisecond,
+		ConnectTimeout: 300 * time.Millisecond, GreetingTimeout: 500 * time.Millisecond, CommandTimeout: 500 * time.Millisecond,
 		GreylistRetry: mwGreylistRetry, MaxConnsPerHost: conns, RatePerHost: rate,
 		Dialer: dialer.dial,
 	})

@@ -75,9 +75,20 @@ func (e *Engine) verify(ctx context.Context, address string, o Options) Result {
 	return r
 }
 
+// AsyncMailboxChecker is a MailboxChecker that can queue a domain's
+// addresses and return at once; VerifyBatch uses it so that nothing waits
+// per domain while mail servers make the check wait (greylisting, slow
+// hosts). wait blocks until out is filled; its error is CheckMailboxes'.
+type AsyncMailboxChecker interface {
+	MailboxChecker
+	StartMailboxes(ctx context.Context, domain string, mx []mxdns.MXHost, addrs []string, out []Code) (wait func() error, err error)
+}
+
 // VerifyBatch checks many addresses: the offline stages per address, then
-// one DNS lookup and one SMTP batch per domain, domains in parallel.
-// results[i] is for addrs[i].
+// one DNS lookup and one SMTP batch per domain. DomainWorkers bounds the
+// domains being looked up at once; the SMTP stage holds none of them while
+// it waits (with an AsyncMailboxChecker), so every domain's mailbox checks
+// overlap. results[i] is for addrs[i].
 func (e *Engine) VerifyBatch(ctx context.Context, addrs []string, results []Result, o Options) error {
 	if len(results) < len(addrs) {
 		return errors.New("verify: results shorter than addrs")
@@ -93,23 +104,36 @@ func (e *Engine) VerifyBatch(ctx context.Context, addrs []string, results []Resu
 	if workers <= 0 {
 		workers = 32
 	}
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
-	for domain, idx := range byDomain {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return ctx.Err()
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			e.verifyDomain(ctx, domain, idx, results, o)
-		}()
+	todo := make(chan string)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		waits []func()
+	)
+	for range min(workers, len(byDomain)) {
+		wg.Go(func() {
+			for domain := range todo {
+				if w := e.verifyDomain(ctx, domain, byDomain[domain], results, o); w != nil {
+					mu.Lock()
+					waits = append(waits, w)
+					mu.Unlock()
+				}
+			}
+		})
 	}
+feed:
+	for domain := range byDomain {
+		select {
+		case todo <- domain:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(todo)
 	wg.Wait()
+	for _, w := range waits {
+		w()
+	}
 	for i := range addrs {
 		finish(&results[i])
 	}
@@ -123,7 +147,10 @@ func finish(r *Result) {
 	}
 }
 
-func (e *Engine) verifyDomain(ctx context.Context, domain string, idx []int, results []Result, o Options) {
+// verifyDomain runs the DNS stage for one domain's addresses and starts the
+// SMTP stage. It returns a function that waits for the SMTP verdicts and
+// applies them, or nil when there is nothing to wait for.
+func (e *Engine) verifyDomain(ctx context.Context, domain string, idx []int, results []Result, o Options) func() {
 	first := &results[idx[0]]
 	mx, ok := e.domain(ctx, first)
 	for _, i := range idx[1:] {
@@ -132,7 +159,7 @@ func (e *Engine) verifyDomain(ctx context.Context, domain string, idx []int, res
 		}
 	}
 	if !ok || !o.SMTP || e.SMTP == nil {
-		return
+		return nil
 	}
 	boxes := make([]string, len(idx))
 	codes := make([]Code, len(idx))
@@ -140,15 +167,27 @@ func (e *Engine) verifyDomain(ctx context.Context, domain string, idx []int, res
 		boxes[j] = mailbox(results[i])
 		codes[j] = CodeValidDomain
 	}
-	if err := e.SMTP.CheckMailboxes(ctx, domain, mx, boxes, codes); err != nil && ctx.Err() != nil {
-		for _, i := range idx {
-			results[i].SetCode(CodeTimeout)
+	apply := func(err error) {
+		if err != nil && ctx.Err() != nil {
+			for _, i := range idx {
+				results[i].SetCode(CodeTimeout)
+			}
+			return
 		}
-		return
+		for j, i := range idx {
+			e.applySMTP(&results[i], codes[j])
+		}
 	}
-	for j, i := range idx {
-		e.applySMTP(&results[i], codes[j])
+	if async, ok := e.SMTP.(AsyncMailboxChecker); ok {
+		wait, err := async.StartMailboxes(ctx, domain, mx, boxes, codes)
+		if err != nil {
+			apply(err)
+			return nil
+		}
+		return func() { apply(wait()) }
 	}
+	apply(e.SMTP.CheckMailboxes(ctx, domain, mx, boxes, codes))
+	return nil
 }
 
 // offline runs the stages that need no network: syntax, corrections and
@@ -159,7 +198,7 @@ func (e *Engine) offline(address string) Result {
 		r.SetCode(CodeValidSyntax)
 	}
 	if e.Typos != nil {
-		if s := e.Typos.Suggest(address); len(s) > 0 {
+		if s := e.Typos.Suggest(TrimPadding(address)); len(s) > 0 {
 			r.Corrections = s
 			if r.Code == CodeValidSyntax {
 				// A likely typo of a well-known provider: still look the

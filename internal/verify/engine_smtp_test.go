@@ -26,7 +26,7 @@ var truthCodes = map[string]verify.Code{
 	mailworld.TruthPolicy:      verify.CodeMailNotAccepted,
 	mailworld.TruthUnconfirmed: verify.CodeValidDomain,
 	mailworld.TruthGreylisted:  verify.CodeDeliverable, // retried within the budget
-	mailworld.TruthTimeout:     verify.CodeValidDomain, // a tarpit host; the domain itself is fine
+	mailworld.TruthTimeout:     verify.CodeTimeout, // a tarpit host: no host ever answered
 }
 
 func smtpWorld(t *testing.T) (*mailworld.World, *verify.Engine) {
@@ -55,7 +55,7 @@ func smtpWorld(t *testing.T) (*mailworld.World, *verify.Engine) {
 		ExtraTLDs: map[string]bool{"test": true},
 		SMTP: smtpprobe.New(smtpprobe.Config{
 			Port: w.SMTPPort(), HELOName: "verify.test", MailFrom: "probe@verify.test",
-			ConnectTimeout: 300 * time.Millisecond, CommandTimeout: 500 * time.Millisecond,
+			ConnectTimeout: 300 * time.Millisecond, GreetingTimeout: 500 * time.Millisecond, CommandTimeout: 500 * time.Millisecond,
 			GreylistRetry: 250 * time.Millisecond, MaxConnsPerHost: 2, RatePerHost: 100,
 		}),
 	}

@@ -22,10 +22,12 @@ import (
 // Rules, first match wins:
 //
 //  1. invalid UTF-8 → 110
-//  2. the edges are cleaned (and the address marked as needing 210):
-//     white space, BOM, zero-width space, trailing '.', ',' or ';', and
-//     enclosing angle brackets, single quotes or double quotes (the last
-//     only when the whole input is one quoted string containing an @)
+//  2. padding is trimmed: white space, BOM and zero-width space at the
+//     edges (the verdict is the trimmed address's; Address still echoes
+//     the input); other edges are cleaned and the address marked as
+//     needing 210: trailing '.', ',' or ';', and enclosing angle brackets,
+//     single quotes or double quotes (the last only when the whole input
+//     is one quoted string containing an @)
 //  3. nothing left → 100
 //  4. a control or invisible character anywhere (Cc, Cf other than
 //     ZWNJ/ZWJ, private use, unassigned, U+FFFD) → 110
@@ -200,23 +202,37 @@ func parseCore(core string, extra, unwrap bool) (parsed, Code) {
 }
 
 // trimEdges strips what copy-and-paste leaves around an address and reports
-// whether anything was removed.
+// whether anything but padding was removed: white space (and BOM or
+// zero-width space) at the edges is padding, as CRM exports are full of it,
+// and is trimmed without a verdict of its own.
 func trimEdges(s string) (string, bool) {
 	if n := len(s); n > 0 && plainEdge[s[0]] && plainEdge[s[n-1]] {
 		return s, false // common case: nothing to trim
 	}
+	s = TrimPadding(s)
 	extra := false
 	for {
-		t := strings.TrimFunc(s, isEdgeSpace)
-		t = strings.TrimRight(t, ".,;")
+		t := strings.TrimRight(s, ".,;")
 		if n := len(t); n >= 2 && (t[0] == '<' && t[n-1] == '>' || t[0] == '\'' && t[n-1] == '\'') {
 			t = t[1 : n-1]
 		}
+		t = TrimPadding(t)
 		if t == s {
 			return s, extra
 		}
 		s, extra = t, true
 	}
+}
+
+// TrimPadding removes leading and trailing white space (any Unicode white
+// space, no-break space included), BOMs and zero-width spaces: the padding
+// that list exports leave around an address. Verification judges the
+// trimmed address.
+func TrimPadding(s string) string {
+	if n := len(s); n > 0 && s[0] > ' ' && s[0] < utf8.RuneSelf && s[n-1] > ' ' && s[n-1] < utf8.RuneSelf {
+		return s
+	}
+	return strings.TrimFunc(s, isEdgeSpace)
 }
 
 // plainEdge marks ASCII bytes that trimEdges never removes.

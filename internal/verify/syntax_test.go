@@ -146,11 +146,18 @@ var syntaxCases = []syntaxCase{
 	{"undelegated IDN TLD", "用户@例子.广告", CodeInvalidTLD, "用户", "xn--fsqu00a.xn--4rr70v", "例子.广告"},
 
 	// 210: extra space or character.
-	{"leading space", " john@example.com", CodeExtraCharacter, "john", "example.com", ""},
-	{"trailing space", "john@example.com ", CodeExtraCharacter, "john", "", ""},
-	{"trailing CRLF", "john@example.com\r\n", CodeExtraCharacter, "", "", ""},
-	{"leading BOM", "\ufeffjohn@example.com", CodeExtraCharacter, "john", "", ""},
-	{"trailing NBSP", "john@example.com\u00a0", CodeExtraCharacter, "", "", ""},
+	// Padding is trimmed: the verdict is the trimmed address's.
+	{"leading space", " john@example.com", CodeValidSyntax, "john", "example.com", ""},
+	{"trailing space", "john@example.com ", CodeValidSyntax, "john", "", ""},
+	{"tabs", "\tjohn@example.com\t", CodeValidSyntax, "john", "example.com", ""},
+	{"trailing CRLF", "john@example.com\r\n", CodeValidSyntax, "", "", ""},
+	{"leading BOM", "\ufeffjohn@example.com", CodeValidSyntax, "john", "", ""},
+	{"trailing NBSP", "john@example.com\u00a0", CodeValidSyntax, "", "", ""},
+	{"ideographic and em spaces", "\u3000john@example.com\u2003", CodeValidSyntax, "john", "example.com", ""},
+	{"zero-width space", "\u200bjohn@example.com\u200b", CodeValidSyntax, "john", "example.com", ""},
+	{"padded invalid", "  john@@example.com  ", CodeMultipleAt, "", "", ""},
+	{"inner space stays an error", " john doe@example.com ", CodeUnquotedSpace, "", "", ""},
+	{"padding and a trailing dot", " john@example.com. ", CodeExtraCharacter, "john", "example.com", ""},
 	{"trailing dot", "john@example.com.", CodeExtraCharacter, "john", "example.com", ""},
 	{"trailing comma", "john@example.com,", CodeExtraCharacter, "", "", ""},
 	{"trailing semicolon", "john@example.com;", CodeExtraCharacter, "", "", ""},

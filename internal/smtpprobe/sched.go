@@ -1,0 +1,366 @@
+package smtpprobe
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// hostQ is the work queue of one MX host address (ip:port): items of any
+// job whose current target it is. Guarded by Prober.mu, except lim.
+type hostQ struct {
+	key      string
+	front    []*item // LIFO: retries and catch-all probes go first
+	back     []*item // FIFO: new addresses
+	head     int     // first unread index of back
+	n        int     // len(front) + len(back) - head (done items included until taken)
+	sessions int     // sessions running for this host (waiting, connecting or open)
+	idle     int     // of which waiting for work
+	wake     chan struct{}
+	lim      *rate.Limiter
+	rcptCap  int           // the host's own RCPT limit per session, once it showed one
+	estimate time.Duration // one more session for a retry takes about this long
+	waiting  bool          // in Prober.waitq
+}
+
+const (
+	// minSweep is the host-map size that triggers the first sweep of idle
+	// hosts (their queues and rate buckets).
+	minSweep = 4096
+	// holdIdle is how long an open session waits for more work before
+	// QUIT: deferred items come due together, and streamed batches follow
+	// each other closely.
+	holdIdle = 100 * time.Millisecond
+)
+
+func (p *Prober) host(key string) *hostQ {
+	q := p.hosts[key]
+	if q == nil {
+		if len(p.hosts) >= p.sweepAt {
+			p.sweepLocked()
+		}
+		q = &hostQ{key: key, wake: make(chan struct{}),
+			lim: rate.NewLimiter(rate.Limit(p.cfg.RatePerHost), p.cfg.MaxConnsPerHost)}
+		p.hosts[key] = q
+	}
+	return q
+}
+
+// sweepLocked forgets idle hosts whose rate bucket is full again, so that
+// forgetting one never grants a fresh burst early.
+func (p *Prober) sweepLocked() {
+	now := time.Now()
+	for k, q := range p.hosts {
+		if q.n == 0 && q.sessions == 0 && !q.waiting && q.lim.TokensAt(now) >= float64(p.cfg.MaxConnsPerHost) {
+			delete(p.hosts, k)
+		}
+	}
+	p.sweepAt = max(minSweep, 2*len(p.hosts))
+}
+
+// perSession is the number of RCPTs a session to q may carry.
+func (p *Prober) perSession(q *hostQ) int {
+	if q.rcptCap > 0 {
+		return min(q.rcptCap, p.cfg.MaxRcptPerSession)
+	}
+	return p.cfg.MaxRcptPerSession
+}
+
+func (p *Prober) enqueue(q *hostQ, it *item, front bool) {
+	it.since = time.Now()
+	if front {
+		q.front = append(q.front, it)
+	} else {
+		q.back = append(q.back, it)
+	}
+	q.n++
+	p.kick(q)
+}
+
+// take removes up to max live items from q.
+func (p *Prober) take(q *hostQ, max int) []*item {
+	var out []*item
+	now := time.Now()
+	for len(out) < max && q.n > 0 {
+		var it *item
+		if n := len(q.front); n > 0 {
+			it, q.front[n-1], q.front = q.front[n-1], nil, q.front[:n-1]
+		} else {
+			it, q.back[q.head] = q.back[q.head], nil
+			q.head++
+		}
+		q.n--
+		if it.done {
+			continue
+		}
+		p.st.queueNs.Add(int64(now.Sub(it.since)))
+		out = append(out, it)
+	}
+	if q.head == len(q.back) {
+		q.back, q.head = q.back[:0], 0
+	} else if q.head >= 1024 && 2*q.head >= len(q.back) {
+		q.back = append(q.back[:0], q.back[q.head:]...)
+		q.head = 0
+	}
+	return out
+}
+
+// kick starts a session for q when it has work that the running sessions
+// cannot take soon, within the per-host and global limits.
+func (p *Prober) kick(q *hostQ) {
+	if q.n == 0 {
+		return
+	}
+	if q.idle > 0 {
+		close(q.wake)
+		q.wake = make(chan struct{})
+	}
+	if q.sessions >= p.cfg.MaxConnsPerHost || (q.sessions > 0 && q.n < p.perSession(q)) {
+		return
+	}
+	if p.open >= p.cfg.MaxSessions {
+		if !q.waiting {
+			q.waiting = true
+			p.waitq = append(p.waitq, q)
+		}
+		return
+	}
+	q.sessions++
+	p.open++
+	if n := uint64(p.open); n > p.st.peak.Load() {
+		p.st.peak.Store(n)
+	}
+	go p.runSession(q)
+}
+
+// runSession runs sessions to q while it has work, then frees its slot.
+func (p *Prober) runSession(q *hostQ) {
+	defer p.sessionEnded(q)
+	for p.session(q) {
+	}
+}
+
+func (p *Prober) sessionEnded(q *hostQ) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q.sessions--
+	p.open--
+	for len(p.waitq) > 0 && p.open < p.cfg.MaxSessions {
+		w := p.waitq[0]
+		p.waitq[0] = nil
+		p.waitq = p.waitq[1:]
+		w.waiting = false
+		p.kick(w)
+	}
+	p.kick(q)
+}
+
+// session runs one SMTP session to q and reports whether the caller should
+// run another at once (the server's per-session limit was reached and work
+// is left).
+func (p *Prober) session(q *hostQ) bool {
+	p.mu.Lock()
+	items := p.take(q, min(p.cfg.PipelineDepth, p.perSession(q)))
+	p.mu.Unlock()
+	if len(items) == 0 {
+		return false
+	}
+	tg := items[0].tg
+	budget := latestDeadline(items)
+	// The rate token is waited for without a connection open.
+	if r := q.lim.Reserve(); r.Delay() > 0 {
+		if d := r.Delay(); !budget.IsZero() && time.Now().Add(d).After(budget) {
+			r.Cancel()
+			p.abortJobs(items, &budgetError{fmt.Errorf("%w: no connection to %s possible before the deadline", context.DeadlineExceeded, tg.addr)})
+			return true
+		}
+		time.Sleep(r.Delay())
+	}
+	if err := p.penalties.check(tg.addr); err != nil {
+		// Another session found it stalled meanwhile.
+		p.st.skipped.Add(1)
+		p.hostFailed(q, items, &hostError{tg: tg, err: err})
+		return false
+	}
+	s, err := p.dial(tg, budget)
+	if err != nil {
+		if isBudget(err) {
+			p.requeue(items, false, err)
+			return true
+		}
+		p.hostFailed(q, items, err)
+		return false
+	}
+	for {
+		if !p.exchange(q, s, items) {
+			s.end()
+			return p.hasWork(q)
+		}
+		room := p.perSession(q) - s.rcpts
+		if room <= 0 {
+			s.end()
+			return p.hasWork(q)
+		}
+		if items = p.next(q, min(s.depth(), room)); len(items) == 0 {
+			s.end()
+			return false
+		}
+	}
+}
+
+func (p *Prober) hasWork(q *hostQ) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return q.n > 0
+}
+
+// next takes up to max items from q, waiting up to holdIdle for some.
+func (p *Prober) next(q *hostQ, max int) []*item {
+	p.mu.Lock()
+	if items := p.take(q, max); len(items) > 0 {
+		p.mu.Unlock()
+		return items
+	}
+	q.idle++
+	wake := q.wake
+	p.mu.Unlock()
+	t := time.NewTimer(holdIdle)
+	select {
+	case <-wake:
+	case <-t.C:
+	}
+	t.Stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q.idle--
+	return p.take(q, max)
+}
+
+// hostFailed moves the items of a session that could not get a usable
+// session, and everything else queued at the host, to their jobs' next MX
+// host (or settles them when none is left).
+func (p *Prober) hostFailed(q *hostQ, items []*item, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hostFailedLocked(q, items, err)
+}
+
+func (p *Prober) hostFailedLocked(q *hostQ, items []*item, err error) {
+	p.st.hostFails.Add(1)
+	silent := silentErr(err)
+	all := append(items, p.take(q, q.n)...)
+	for _, it := range all {
+		if it.done {
+			continue
+		}
+		it.job.targetFailedLocked(q.key, err, silent)
+		it.job.requeueLocked(it, false, err)
+	}
+}
+
+// requeue puts items back (see job.requeueLocked), in order: the front of
+// a queue is a stack, so they go in last to first.
+func (p *Prober) requeue(items []*item, dropped bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(items) - 1; i >= 0; i-- {
+		items[i].job.requeueLocked(items[i], dropped, err)
+	}
+}
+
+// abortJobs ends the jobs of items as if their contexts had ended.
+func (p *Prober) abortJobs(items []*item, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, it := range items {
+		if !it.job.finished {
+			it.job.abortLocked(err)
+		}
+	}
+}
+
+// latestDeadline bounds a session's I/O on behalf of items: the latest
+// of their jobs' deadlines, or zero when one has none.
+func latestDeadline(items []*item) time.Time {
+	var dl time.Time
+	for _, it := range items {
+		if it.job.deadline.IsZero() {
+			return time.Time{}
+		}
+		if it.job.deadline.After(dl) {
+			dl = it.job.deadline
+		}
+	}
+	return dl
+}
+
+// deferLocked parks it in the timer heap until due.
+func (p *Prober) deferLocked(it *item, due time.Time) {
+	it.due, it.since = due, time.Now()
+	heap.Push(&p.deferred, it)
+	p.armTimerLocked()
+}
+
+// unheapLocked removes a settled item from the timer heap.
+func (p *Prober) unheapLocked(it *item) {
+	if it.heapIx >= 0 {
+		heap.Remove(&p.deferred, it.heapIx)
+	}
+}
+
+func (p *Prober) armTimerLocked() {
+	if len(p.deferred) == 0 {
+		return
+	}
+	due := p.deferred[0].due
+	if !p.timerAt.IsZero() && !p.timerAt.After(due) {
+		return
+	}
+	p.timerAt = due
+	if p.timer == nil {
+		p.timer = time.AfterFunc(time.Until(due), p.onTimer)
+	} else {
+		p.timer.Reset(time.Until(due))
+	}
+}
+
+// onTimer sends the items that came due back to their hosts.
+func (p *Prober) onTimer() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.timerAt = time.Time{}
+	now := time.Now()
+	for len(p.deferred) > 0 && !p.deferred[0].due.After(now) {
+		it := heap.Pop(&p.deferred).(*item)
+		p.st.deferredNs.Add(int64(now.Sub(it.since)))
+		p.st.retries.Add(1)
+		it.job.requeueLocked(it, false, nil)
+	}
+	p.armTimerLocked()
+}
+
+// itemHeap orders deferred items by due time.
+type itemHeap []*item
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h itemHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIx, h[j].heapIx = i, j
+}
+func (h *itemHeap) Push(x any) {
+	it := x.(*item)
+	it.heapIx = len(*h)
+	*h = append(*h, it)
+}
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.heapIx = -1
+	return it
+}

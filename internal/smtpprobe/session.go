@@ -1,0 +1,387 @@
+package smtpprobe
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+)
+
+// session is one SMTP connection to an MX host. It is used by one
+// goroutine at a time.
+type session struct {
+	p      *Prober
+	tg     target
+	c      net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	budget time.Time // caller deadline bounding the current exchange; zero: none
+	t0     time.Time
+
+	pipelining, smtputf8 bool
+	used                 bool          // a transaction was sent: RSET before the next
+	rcpts                int           // RCPTs sent in this session
+	verdicts             int           // RCPT replies received after an accepted MAIL
+	setup                time.Duration // connect to end of EHLO
+	rtt                  time.Duration // last exchange's round trip
+	broken               bool          // I/O failed: close without QUIT
+	lastReply            reply         // last reply read (for failures)
+}
+
+// hostError is a failure to get a usable session from one host.
+type hostError struct {
+	tg    target
+	reply reply // the refusing reply, if any
+	err   error
+}
+
+func (e *hostError) Error() string {
+	if e.err != nil {
+		return e.tg.host + " (" + e.tg.addr + "): " + e.err.Error()
+	}
+	return e.tg.host + " (" + e.tg.addr + "): " + e.reply.last
+}
+
+func (e *hostError) Unwrap() error { return e.err }
+
+// budgetError marks a failure caused by the caller's context (cancelled,
+// past its deadline, or a per-host wait that cannot end before it).
+type budgetError struct{ err error }
+
+func (e *budgetError) Error() string { return "smtpprobe: " + fmt.Sprint(e.err) }
+func (e *budgetError) Unwrap() error { return e.err }
+
+func isBudget(err error) bool {
+	var be *budgetError
+	return errors.As(err, &be)
+}
+
+// ctxErr is ctx's error, or DeadlineExceeded once the deadline has passed
+// even if ctx has not noticed yet.
+func ctxErr(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// allowed applies Config.AllowAddr to a target.
+func (p *Prober) allowed(tg target) error {
+	if p.cfg.AllowAddr == nil {
+		return nil
+	}
+	ip, err := netip.ParseAddr(tg.ip)
+	if err == nil {
+		err = p.cfg.AllowAddr(ip)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotAllowed, tg.ip, err)
+	}
+	return nil
+}
+
+// dial connects, reads the greeting and says EHLO (HELO if EHLO is
+// refused). Errors are *budgetError (the deadline) or *hostError. A host
+// whose connect timed out or was refused, or that sent no greeting within
+// GreetingTimeout, is penalised (see Config.HostPenaltyTTL); one that gets
+// as far as a usable session is forgiven.
+func (p *Prober) dial(tg target, budget time.Time) (*session, error) {
+	if err := p.allowed(tg); err != nil {
+		return nil, &hostError{tg: tg, err: err}
+	}
+	if !budget.IsZero() && !time.Now().Before(budget) {
+		return nil, &budgetError{context.DeadlineExceeded}
+	}
+	t0 := time.Now()
+	p.st.dials.Add(1)
+	ctx := context.Background()
+	if !budget.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, budget)
+		defer cancel()
+	}
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	c, err := p.cfg.Dialer(dctx, "tcp", tg.addr)
+	connectTimedOut := dctx.Err() != nil
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
+		}
+		if connectTimedOut {
+			err = fmt.Errorf("%w: %w", errConnectTimeout, err)
+			p.stalled(tg, t0, err)
+		} else if unreachable(err) {
+			p.penalties.mark(tg.addr, err)
+		}
+		return nil, &hostError{tg: tg, err: err}
+	}
+	s := &session{
+		p: p, tg: tg, c: c, budget: budget, t0: t0,
+		br: bufio.NewReaderSize(c, maxReplyLine),
+		bw: bufio.NewWriterSize(c, 2048),
+	}
+	if err := s.hello(); err != nil {
+		if !isBudget(err) && errors.Is(err, os.ErrDeadlineExceeded) && s.lastReply.code == 0 {
+			// No greeting in time: a tarpit, not worth another wait for a while.
+			p.stalled(tg, t0, err)
+		}
+		s.close()
+		return nil, err
+	}
+	p.penalties.clear(tg.addr)
+	s.setup = time.Since(t0)
+	p.st.sessions.Add(1)
+	return s, nil
+}
+
+// stalled records a host that never answered.
+func (p *Prober) stalled(tg target, t0 time.Time, err error) {
+	p.st.stalled.Add(1)
+	p.st.stalledNs.Add(int64(time.Since(t0)))
+	p.penalties.mark(tg.addr, err)
+}
+
+// arm sets the connection deadline for the next exchange: d from now, cut
+// by the budget.
+func (s *session) arm(d time.Duration) error {
+	dl := time.Now().Add(d)
+	if !s.budget.IsZero() {
+		if !time.Now().Before(s.budget) {
+			return &budgetError{context.DeadlineExceeded}
+		}
+		if s.budget.Before(dl) {
+			dl = s.budget
+		}
+	}
+	return s.c.SetDeadline(dl)
+}
+
+// fail classifies an I/O error of the session: the caller's deadline, or
+// the host.
+func (s *session) fail(err error) error {
+	s.broken = true
+	if isBudget(err) {
+		return err
+	}
+	if !s.budget.IsZero() && !time.Now().Before(s.budget) {
+		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
+	}
+	return &hostError{tg: s.tg, err: err, reply: s.lastReply}
+}
+
+func (s *session) read() (reply, error) {
+	r, err := readReply(s.br)
+	if err != nil {
+		return r, s.fail(err)
+	}
+	s.lastReply = r
+	return r, nil
+}
+
+// exchange1 sends one command and reads its reply within CommandTimeout.
+func (s *session) exchange1(cmd string) (reply, error) {
+	if err := s.arm(s.p.cfg.CommandTimeout); err != nil {
+		return reply{}, s.fail(err)
+	}
+	s.bw.WriteString(cmd)
+	s.bw.WriteString("\r\n")
+	if err := s.bw.Flush(); err != nil {
+		return reply{}, s.fail(err)
+	}
+	return s.read()
+}
+
+func (s *session) hello() error {
+	if err := s.arm(s.p.cfg.GreetingTimeout); err != nil {
+		return s.fail(err)
+	}
+	g, err := s.read()
+	if err != nil {
+		return err
+	}
+	if g.code != 220 {
+		return &hostError{tg: s.tg, reply: g}
+	}
+	r, err := s.exchange1("EHLO " + s.p.cfg.HELOName)
+	if err != nil {
+		return err
+	}
+	if r.class() == 2 {
+		for _, l := range strings.Split(r.text, "\n")[1:] {
+			kw, _, _ := strings.Cut(strings.ToUpper(strings.TrimSpace(l)), " ")
+			switch kw {
+			case "PIPELINING":
+				s.pipelining = true
+			case "SMTPUTF8":
+				s.smtputf8 = true
+			}
+		}
+		return nil
+	}
+	if r.code == 421 {
+		return &hostError{tg: s.tg, reply: r}
+	}
+	if r, err = s.exchange1("HELO " + s.p.cfg.HELOName); err != nil {
+		return err
+	}
+	if r.class() != 2 {
+		return &hostError{tg: s.tg, reply: r}
+	}
+	return nil
+}
+
+// depth is the number of transactions per round trip.
+func (s *session) depth() int {
+	if s.pipelining {
+		return s.p.cfg.PipelineDepth
+	}
+	return 1
+}
+
+// txReply holds the replies of one transaction.
+type txReply struct {
+	mail, rcpt reply
+	pos        int // the RCPT's number in the session (1-based)
+}
+
+func (s *session) mailCmd(rcpt string) string {
+	from := "MAIL FROM:" + s.p.mailFrom
+	if !isASCII(rcpt) {
+		from += " SMTPUTF8"
+	}
+	return from
+}
+
+// transactions runs [RSET,] MAIL FROM, RCPT TO for each recipient, all in
+// one write when the server offers PIPELINING (RFC 2920 lets a client
+// pipeline RSET, MAIL and RCPT), and reads the replies. It returns how many
+// transactions got all their replies; on error the rest did not.
+func (s *session) transactions(rcpts []string, out []txReply) (int, error) {
+	if !s.pipelining {
+		for i, r := range rcpts {
+			if err := s.transaction1(r, &out[i]); err != nil {
+				return i, err
+			}
+		}
+		return len(rcpts), nil
+	}
+	if err := s.arm(s.p.cfg.CommandTimeout); err != nil {
+		return 0, s.fail(err)
+	}
+	t0 := time.Now()
+	rset := make([]bool, len(rcpts))
+	for i, r := range rcpts {
+		if s.used {
+			s.bw.WriteString("RSET\r\n")
+			s.p.st.rsets.Add(1)
+			rset[i] = true
+		}
+		s.used = true
+		s.bw.WriteString(s.mailCmd(r))
+		s.bw.WriteString("\r\nRCPT TO:<")
+		s.bw.WriteString(r)
+		s.bw.WriteString(">\r\n")
+		s.rcpts++
+		s.p.st.rcpts.Add(1)
+		out[i].pos = s.rcpts
+	}
+	if err := s.bw.Flush(); err != nil {
+		return 0, s.fail(err)
+	}
+	for i := range rcpts {
+		if rset[i] {
+			r, err := s.read()
+			if err != nil {
+				return i, err
+			}
+			if r.class() != 2 {
+				s.broken = true
+				return i, &hostError{tg: s.tg, reply: r, err: fmt.Errorf("%w: RSET refused", errProtocol)}
+			}
+		}
+		var err error
+		if out[i].mail, err = s.read(); err != nil {
+			return i, err
+		}
+		if out[i].rcpt, err = s.read(); err != nil {
+			return i, err
+		}
+	}
+	s.rtt = time.Since(t0)
+	return len(rcpts), nil
+}
+
+// transaction1 runs one transaction a command at a time (no PIPELINING):
+// RCPT is not sent when RSET or MAIL is refused.
+func (s *session) transaction1(rcpt string, out *txReply) error {
+	t0 := time.Now()
+	if s.used {
+		s.p.st.rsets.Add(1)
+		r, err := s.exchange1("RSET")
+		if err != nil {
+			return err
+		}
+		if r.class() != 2 {
+			s.broken = true
+			return &hostError{tg: s.tg, reply: r, err: fmt.Errorf("%w: RSET refused", errProtocol)}
+		}
+	}
+	s.used = true
+	var err error
+	if out.mail, err = s.exchange1(s.mailCmd(rcpt)); err != nil {
+		return err
+	}
+	if out.mail.class() != 2 {
+		out.rcpt = reply{code: 503, last: "503 (not sent)"}
+		return nil
+	}
+	s.rcpts++
+	s.p.st.rcpts.Add(1)
+	out.pos = s.rcpts
+	if out.rcpt, err = s.exchange1("RCPT TO:<" + rcpt + ">"); err != nil {
+		return err
+	}
+	s.rtt = time.Since(t0)
+	return nil
+}
+
+// end closes the session: QUIT unless it is broken.
+func (s *session) end() {
+	if s.broken {
+		s.close()
+		return
+	}
+	s.quit()
+}
+
+// quit ends the session politely (QUIT, read 221, wait for the server to
+// close, all bounded), closes the connection.
+func (s *session) quit() {
+	s.budget = time.Time{}
+	if s.arm(min(s.p.cfg.CommandTimeout, quitTimeout)) == nil {
+		s.bw.WriteString("QUIT\r\n")
+		if s.bw.Flush() == nil {
+			if _, err := readReply(s.br); err == nil {
+				// Let the server close first: its side of the connection is
+				// gone when the slot is handed to the next session.
+				io.Copy(io.Discard, io.LimitReader(s.br, 64<<10))
+			}
+		}
+	}
+	s.close()
+}
+
+func (s *session) close() {
+	s.c.Close()
+	s.p.st.sessionNs.Add(int64(time.Since(s.t0)))
+}
