@@ -42,15 +42,27 @@ func EngineChecker(e *verify.Engine) Checker {
 // Service is the email_validation list service.
 type Service struct {
 	Checker Checker
-	// Batch is the number of rows verified together (default 10,000).
+	// Batch is the number of rows verified together (default 1,000).
 	Batch int
+	// InFlight is the number of rows a shard keeps in verification at once
+	// (default 100,000): every wait of the rows in flight (greylisting
+	// delays, slow hosts) overlaps, so a shard of up to InFlight rows pays
+	// the greylisting delay once.
+	InFlight int
 }
 
 func (s *Service) batchSize() int {
 	if s.Batch > 0 {
 		return s.Batch
 	}
-	return 10_000
+	return 1_000
+}
+
+func (s *Service) inFlight() int {
+	if s.InFlight > 0 {
+		return s.InFlight
+	}
+	return 100_000
 }
 
 // New returns the service using check for verification.
@@ -69,27 +81,34 @@ func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listser
 }
 
 type processor struct {
-	svc     *Service
-	col     int
-	report  listservice.Reporting
-	addrs   []string
-	results []verify.Result
+	svc    *Service
+	col    int
+	report listservice.Reporting
 	// seen holds 64-bit FNV-1a digests of normalised addresses: 8 bytes an
 	// address, with a false "duplicate" chance of about n²/2⁶⁵.
 	seen map[uint64]struct{}
 }
 
+// Output columns.
+const (
+	colStatus = iota
+	colCode
+	colDomainType
+	colRole
+	colCorrection
+	colDuplicate
+	colValid
+)
+
+// ProcessBatch verifies a batch; the pipeline runs several at once
+// (listservice.Streamer), so it touches no shared state.
 func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, out [][]string) error {
-	p.addrs = p.addrs[:0]
-	for _, r := range rows {
-		p.addrs = append(p.addrs, r.Field(p.col))
+	addrs := make([]string, len(rows))
+	for i, r := range rows {
+		addrs[i] = r.Field(p.col)
 	}
-	if cap(p.results) < len(rows) {
-		p.results = make([]verify.Result, len(rows))
-	}
-	res := p.results[:len(rows)]
-	clear(res) // results are reused: nothing may leak from the previous batch
-	if err := p.svc.Checker(ctx, p.addrs, res); err != nil {
+	res := make([]verify.Result, len(rows))
+	if err := p.svc.Checker(ctx, addrs, res); err != nil {
 		return err
 	}
 	for i, r := range res {
@@ -105,28 +124,37 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		if len(r.Corrections) > 0 {
 			correction = r.Corrections[0]
 		}
-		dup := "false"
-		if p.remember(p.addrs[i]) {
-			dup = "true"
-		}
-		out[i][0] = string(r.Status)
-		out[i][1] = strconv.Itoa(int(r.Code))
-		out[i][2] = r.DomainType
-		out[i][3] = role
-		out[i][4] = correction
-		out[i][5] = dup
-		out[i][6] = valid
-		p.report.Add("status", string(r.Status), 1)
-		p.report.Add("status_code", strconv.Itoa(int(r.Code)), 1)
+		out[i][colStatus] = string(r.Status)
+		out[i][colCode] = strconv.Itoa(int(r.Code))
+		out[i][colDomainType] = r.DomainType
+		out[i][colRole] = role
+		out[i][colCorrection] = correction
+		out[i][colValid] = valid
 	}
 	return nil
 }
+
+// FinishBatch marks duplicates and counts, in row order.
+func (p *processor) FinishBatch(rows []listservice.Row, out [][]string) {
+	for i, r := range rows {
+		dup := "false"
+		if p.remember(r.Field(p.col)) {
+			dup = "true"
+		}
+		out[i][colDuplicate] = dup
+		p.report.Add("status", out[i][colStatus], 1)
+		p.report.Add("status_code", out[i][colCode], 1)
+	}
+}
+
+// RowsInFlight lets the pipeline keep many batches in verification.
+func (p *processor) RowsInFlight() int { return p.svc.inFlight() }
 
 func (p *processor) Reporting() listservice.Reporting { return p.report }
 
 // remember records addr and reports whether it was seen before.
 func (p *processor) remember(addr string) bool {
-	norm := strings.ToLower(strings.TrimSpace(addr))
+	norm := strings.ToLower(verify.TrimPadding(addr))
 	if norm == "" {
 		return false
 	}
@@ -147,8 +175,7 @@ func (p *processor) ObservePrior(fields []string) {
 	}
 }
 
-// BatchSize asks for large batches: with SMTP on, each batch pays its
-// slowest domain's waits (greylisting retries, stalled hosts) once, and one
-// SMTP session serves more of a domain's addresses.
+// BatchSize is the rows verified together: enough to group a batch's
+// addresses by domain; the SMTP stage shares sessions across batches.
 func (p *processor) BatchSize() int { return p.svc.batchSize() }
 func (p *processor) Close() error   { return nil }

@@ -14,6 +14,16 @@ import (
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
+// processBatch runs a batch as the pipeline does: ProcessBatch, then
+// FinishBatch in row order.
+func processBatch(ctx context.Context, p listservice.Processor, rows []listservice.Row, out [][]string) error {
+	if err := p.ProcessBatch(ctx, rows, out); err != nil {
+		return err
+	}
+	p.(listservice.Streamer).FinishBatch(rows, out)
+	return nil
+}
+
 func rowsOf(col int, addrs ...string) []listservice.Row {
 	rows := make([]listservice.Row, len(addrs))
 	for i, a := range addrs {
@@ -84,7 +94,7 @@ func TestSyntaxOnlyRows(t *testing.T) {
 		addrs[i] = tt.addr
 	}
 	out := newOut(len(tests))
-	if err := p.ProcessBatch(ctx, rowsOf(1, addrs...), out); err != nil {
+	if err := processBatch(ctx, p, rowsOf(1, addrs...), out); err != nil {
 		t.Fatal(err)
 	}
 	for i, tt := range tests {
@@ -117,7 +127,7 @@ func TestReportingAcrossBatchesAndShortRows(t *testing.T) {
 	var all [][]string
 	for _, b := range batches {
 		out := newOut(len(b))
-		if err := p.ProcessBatch(ctx, b, out); err != nil {
+		if err := processBatch(ctx, p, b, out); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, out...)
@@ -182,7 +192,7 @@ func TestCustomChecker(t *testing.T) {
 		{Fields: []string{"z@slow.example"}},
 	}
 	out := newOut(len(rows))
-	if err := p.ProcessBatch(ctx, rows, out); err != nil {
+	if err := processBatch(ctx, p, rows, out); err != nil {
 		t.Fatal(err)
 	}
 	want := [][]string{
@@ -211,7 +221,7 @@ func TestCheckerError(t *testing.T) {
 	boom := errors.New("dns down")
 	p, _ := New(func(context.Context, []string, []verify.Result) error { return boom }).NewProcessor(ctx, listservice.Input{})
 	out := newOut(1)
-	if err := p.ProcessBatch(ctx, rowsOf(0, "a@example.com"), out); !errors.Is(err, boom) {
+	if err := processBatch(ctx, p, rowsOf(0, "a@example.com"), out); !errors.Is(err, boom) {
 		t.Errorf("ProcessBatch = %v, want %v", err, boom)
 	}
 	if len(p.Reporting()) != 0 || out[0][0] != "" {
@@ -241,11 +251,11 @@ func TestResultsZeroedBetweenBatches(t *testing.T) {
 	}
 	p, _ := New(check).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
 	out := newOut(2)
-	if err := p.ProcessBatch(ctx, rowsOf(0, "info@acme.com", "info@acme.org"), out); err != nil {
+	if err := processBatch(ctx, p, rowsOf(0, "info@acme.com", "info@acme.org"), out); err != nil {
 		t.Fatal(err)
 	}
 	out = newOut(2)
-	if err := p.ProcessBatch(ctx, rowsOf(0, "jane@acme.com", "info@acme.net"), out); err != nil {
+	if err := processBatch(ctx, p, rowsOf(0, "jane@acme.com", "info@acme.net"), out); err != nil {
 		t.Fatal(err)
 	}
 	want := [][]string{
@@ -287,7 +297,7 @@ func TestDuplicate(t *testing.T) {
 	}
 	for bi, b := range batches {
 		out := newOut(len(b.addrs))
-		if err := p.ProcessBatch(ctx, rowsOf(0, b.addrs...), out); err != nil {
+		if err := processBatch(ctx, p, rowsOf(0, b.addrs...), out); err != nil {
 			t.Fatal(err)
 		}
 		for i, a := range b.addrs {
@@ -314,7 +324,7 @@ func TestDuplicate(t *testing.T) {
 	// Each processor has its own memory of addresses.
 	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
 	out := newOut(1)
-	if err := p2.ProcessBatch(ctx, rowsOf(0, "ann@example.com"), out); err != nil {
+	if err := processBatch(ctx, p2, rowsOf(0, "ann@example.com"), out); err != nil {
 		t.Fatal(err)
 	}
 	if out[0][5] != "false" {
@@ -352,7 +362,7 @@ func TestEngineChecker(t *testing.T) {
 		addrs[i] = tt.addr
 	}
 	out := newOut(len(tests))
-	if err := p.ProcessBatch(ctx, rowsOf(1, addrs...), out); err != nil {
+	if err := processBatch(ctx, p, rowsOf(1, addrs...), out); err != nil {
 		t.Fatal(err)
 	}
 	for i, tt := range tests {

@@ -47,11 +47,22 @@ type Processor interface {
 }
 
 // BatchSizer is implemented by processors that want batches of another
-// size than the pipeline's default: a service that waits on remote servers
-// (SMTP greylisting, slow hosts) pays those waits once per batch, so it
-// wants large batches.
+// size than the pipeline's default.
 type BatchSizer interface {
 	BatchSize() int
+}
+
+// Streamer is implemented by processors whose ProcessBatch may run for
+// several batches at once: services that wait on remote servers
+// (greylisting, slow hosts). The pipeline then keeps up to RowsInFlight
+// rows in flight, so that all their waits overlap, and still writes the
+// rows in input order. Whatever depends on row order (duplicates, running
+// counts) goes in FinishBatch, which the pipeline calls once per batch, in
+// input order, after that batch's ProcessBatch returned; only FinishBatch
+// and Reporting need no locking.
+type Streamer interface {
+	RowsInFlight() int
+	FinishBatch(rows []Row, out [][]string)
 }
 
 // PriorObserver is implemented by processors that must know the rows

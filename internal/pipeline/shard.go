@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
@@ -15,7 +16,7 @@ import (
 
 // batchSize rows go to a service at a time by default; big enough for a
 // service to group by domain, small enough to keep memory flat. Services
-// may ask for larger batches (BatchSizer), up to maxBatchSize.
+// may ask for other sizes (BatchSizer), up to maxBatchSize.
 const (
 	batchSize    = 512
 	maxBatchSize = 50_000
@@ -140,72 +141,213 @@ func observePrior(ctx context.Context, store *blobstore.Store, plan *Plan, shard
 }
 
 // processRows streams records through the processor in batches and writes
-// each row with the service's columns appended, in input order.
+// each row with the service's columns appended, in input order. A
+// listservice.Streamer gets many batches in flight at once.
 func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc listservice.Processor, in io.Reader, out io.Writer, lim listfile.Limits, progress func(int64)) (int64, error) {
 	rd := listfile.NewRangeReader(in, plan.Dialect(), lim, shard.Start, shard.FirstLine)
 	wr := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
-	ncol := len(plan.Columns)
-
 	size := batchSize
 	if bs, ok := proc.(listservice.BatchSizer); ok && bs.BatchSize() > 0 {
 		size = min(bs.BatchSize(), maxBatchSize)
 	}
-	var b batch
-	outs := make([][]string, size)
-	for i := range outs {
-		outs[i] = make([]string, ncol)
+	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, wr: wr, size: size, progress: progress, lastProgress: time.Now()}
+	if s, ok := proc.(listservice.Streamer); ok && s.RowsInFlight() > size {
+		st.stream, st.window = s, s.RowsInFlight()
 	}
-	var done int64
-	lastProgress := time.Now()
+	return st.run(rd)
+}
 
-	flush := func() error {
-		rows := b.rows(shard.FirstRow + done)
-		if len(rows) == 0 {
-			return nil
-		}
-		batchOut := outs[:len(rows)]
-		for _, o := range batchOut {
-			clear(o)
-		}
-		if err := proc.ProcessBatch(ctx, rows, batchOut); err != nil {
-			return err
-		}
-		for i := range rows {
-			if err := wr.WriteRaw(b.raw(i), b.nfields[i], plan.Width, batchOut[i]); err != nil {
-				return fmt.Errorf("write row: %w", err)
-			}
-		}
-		done += int64(len(rows))
-		b.reset()
-		if progress != nil && time.Since(lastProgress) >= progressEvery {
-			lastProgress = time.Now()
-			progress(done)
-		}
-		return ctx.Err()
-	}
+// streamer runs batches through a processor: one at a time, or for a
+// listservice.Streamer up to window rows at once, written in order.
+type streamer struct {
+	ctx      context.Context
+	plan     *Plan
+	shard    listfile.Shard
+	proc     listservice.Processor
+	stream   listservice.Streamer // nil: one batch at a time
+	window   int
+	wr       *listfile.Writer
+	size     int
+	progress func(int64)
 
+	cancel       context.CancelFunc
+	failMu       sync.Mutex
+	failed       error     // the first batch error: it cancels the others
+	flights      []*flight // in input order
+	free         []*flight // written, for reuse of their buffers
+	inFlight     int       // rows in flights
+	read, done   int64     // rows read, rows written
+	lastProgress time.Time
+}
+
+// flight is one batch handed to the processor.
+type flight struct {
+	b    *batch
+	rows []listservice.Row
+	out  [][]string
+	err  error
+	over chan struct{}
+}
+
+func (st *streamer) run(rd *listfile.Reader) (int64, error) {
+	ctx, cancel := context.WithCancel(st.ctx)
+	defer cancel()
+	defer st.drainAll() // on error, let running batches see the cancellation
+	st.ctx, st.cancel = ctx, cancel
+	b := st.newBatch()
 	for {
 		rec, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return done, classify(fmt.Errorf("row %d: %w", shard.FirstRow+done+int64(b.len())+1, err))
+			return st.done, classify(fmt.Errorf("row %d: %w", st.shard.FirstRow+st.read+int64(b.len())+1, err))
 		}
 		b.add(rec)
-		if b.len() == size {
-			if err := flush(); err != nil {
-				return done, err
+		if b.len() == st.size {
+			if err := st.launch(b); err != nil {
+				return st.done, err
 			}
+			b = st.newBatch()
 		}
 	}
-	if err := flush(); err != nil {
-		return done, err
+	if err := st.launch(b); err != nil {
+		return st.done, err
 	}
-	if err := wr.Flush(); err != nil {
-		return done, fmt.Errorf("write rows: %w", err)
+	for len(st.flights) > 0 {
+		if err := st.writeHead(); err != nil {
+			return st.done, err
+		}
 	}
-	return done, nil
+	if err := st.wr.Flush(); err != nil {
+		return st.done, fmt.Errorf("write rows: %w", err)
+	}
+	return st.done, nil
+}
+
+// launch starts b, after writing out batches until it fits the window.
+func (st *streamer) launch(b *batch) error {
+	if b.len() == 0 {
+		return nil
+	}
+	f := st.flightFor(b)
+	st.read += int64(len(f.rows))
+	if st.stream == nil {
+		f.err = st.proc.ProcessBatch(st.ctx, f.rows, f.out)
+		close(f.over)
+		st.flights = append(st.flights, f)
+		return st.writeHead()
+	}
+	for len(st.flights) > 0 && st.inFlight+len(f.rows) > st.window {
+		if err := st.writeHead(); err != nil {
+			return err
+		}
+	}
+	st.flights = append(st.flights, f)
+	st.inFlight += len(f.rows)
+	go func() {
+		f.err = st.proc.ProcessBatch(st.ctx, f.rows, f.out)
+		if f.err != nil {
+			// Fail fast: batches before this one may be waiting long.
+			st.failMu.Lock()
+			if st.failed == nil {
+				st.failed = f.err
+				st.cancel()
+			}
+			st.failMu.Unlock()
+		}
+		close(f.over)
+	}()
+	// Write whatever is already finished, so output and progress move.
+	for len(st.flights) > 0 && isClosed(st.flights[0].over) {
+		if err := st.writeHead(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeHead waits for the oldest batch and writes its rows.
+func (st *streamer) writeHead() error {
+	f := st.flights[0]
+	<-f.over
+	st.flights[0] = nil
+	st.flights = st.flights[1:]
+	st.inFlight -= len(f.rows)
+	if f.err != nil {
+		st.failMu.Lock()
+		defer st.failMu.Unlock()
+		if st.failed != nil {
+			return st.failed
+		}
+		return f.err
+	}
+	if st.stream != nil {
+		st.stream.FinishBatch(f.rows, f.out)
+	}
+	for i := range f.rows {
+		if err := st.wr.WriteRaw(f.b.raw(i), f.b.nfields[i], st.plan.Width, f.out[i]); err != nil {
+			return fmt.Errorf("write row: %w", err)
+		}
+	}
+	st.done += int64(len(f.rows))
+	f.b.reset()
+	st.free = append(st.free, f)
+	if st.progress != nil && time.Since(st.lastProgress) >= progressEvery {
+		st.lastProgress = time.Now()
+		st.progress(st.done)
+	}
+	return st.ctx.Err()
+}
+
+// newBatch returns an empty batch, reusing a written one's buffers.
+func (st *streamer) newBatch() *batch {
+	if n := len(st.free); n > 0 {
+		return st.free[n-1].b
+	}
+	return new(batch)
+}
+
+// flightFor wraps b, reusing the output buffers of the written flight
+// that owned b, if any.
+func (st *streamer) flightFor(b *batch) *flight {
+	var f *flight
+	if n := len(st.free); n > 0 && st.free[n-1].b == b {
+		f = st.free[n-1]
+		st.free[n-1] = nil
+		st.free = st.free[:n-1]
+	} else {
+		f = &flight{b: b}
+	}
+	f.rows, f.err, f.over = b.rows(st.shard.FirstRow+st.read), nil, make(chan struct{})
+	if cap(f.out) < len(f.rows) {
+		f.out = make([][]string, 0, st.size)
+	}
+	f.out = f.out[:len(f.rows)]
+	for i := range f.out {
+		if f.out[i] == nil {
+			f.out[i] = make([]string, len(st.plan.Columns))
+		} else {
+			clear(f.out[i])
+		}
+	}
+	return f
+}
+
+// drainAll waits for batches still running (after an error).
+func (st *streamer) drainAll() {
+	for _, f := range st.flights {
+		<-f.over
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // batch collects rows in flat buffers, so a batch costs a few allocations

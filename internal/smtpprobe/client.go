@@ -117,4 +117,3 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
-

@@ -49,6 +49,9 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		case endSession:
 			keep = false
 		case sessionLimit:
+			if !limited {
+				p.st.limits.Add(1)
+			}
 			keep, limited = false, true
 		}
 	}
@@ -56,6 +59,9 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		answered := s.rcpts // RCPTs answered before the first lost item
 		if n < len(replies) && replies[n].pos > 0 {
 			answered = replies[n].pos - 1
+		}
+		if !limited && s.verdicts > 0 && !isBudget(err) {
+			p.st.limits.Add(1)
 		}
 		p.lostLocked(q, s, items[n:], err, limited, answered)
 	}
@@ -141,7 +147,6 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, r txReply) next {
 }
 
 func (p *Prober) learnLimitLocked(q *hostQ, n int) {
-	p.st.limits.Add(1)
 	if n >= 1 && (q.rcptCap == 0 || n < q.rcptCap) {
 		q.rcptCap = n
 	}

@@ -28,6 +28,12 @@ type item struct {
 	last   reply     // last temporary reply
 	done   bool
 	heapIx int
+	// sub marks a catch-all item that is not probed itself: it waits for
+	// another job's probe of the same domain (see queueCatchAllLocked).
+	sub bool
+	// settled: the item ended without an answer of its own (context,
+	// dead hosts, or no longer needed).
+	settled bool
 }
 
 // Catch-all verdict of a job's domain.
@@ -57,8 +63,9 @@ type job struct {
 	nAccepted int
 	ca        caState
 	caItem    *item
-	dead      error // all targets failed
-	overErr   error // ctx ended: wraps context.Canceled or DeadlineExceeded
+	caWaiters []*item // other jobs' sub items waiting for caItem's verdict
+	dead      error   // all targets failed
+	overErr   error   // ctx ended: wraps context.Canceled or DeadlineExceeded
 	finished  bool
 	done      chan struct{}
 	stop      func() bool // the ctx watcher
@@ -197,6 +204,7 @@ func (j *job) settleLocked(it *item, err error) {
 	if it.done {
 		return
 	}
+	it.settled = true
 	r := Result{Outcome: Unconfirmed, Err: err, Host: it.tg.host}
 	if it.tries > 0 {
 		r.Reply, r.Greylisted = it.last.last, looksGreylisted(it.last)
@@ -224,14 +232,51 @@ func (j *job) finalLocked(it *item, r Result) {
 	j.remaining--
 	if it.idx >= 0 {
 		j.results[it.idx] = r
-	} else if j.ca == caQueued {
-		j.ca = caInconclusive
+	} else {
+		if j.ca == caQueued {
+			j.ca = caInconclusive
+		}
+		j.caDoneLocked(it)
 	}
 	// Only the catch-all probe left, and nothing needs its verdict.
 	if ca := j.caItem; ca != nil && !ca.done && !j.caNeeded() {
+		ca.settled = true
 		j.finalLocked(ca, Result{})
 	}
 	j.finishIfDoneLocked()
+}
+
+// caDoneLocked hands the end of a job's own catch-all probe to the jobs
+// waiting for it: its verdict, or, when it ended without one of its own,
+// the task of probing themselves.
+func (j *job) caDoneLocked(it *item) {
+	p := j.p
+	if it.sub {
+		return
+	}
+	if p.caOwner[j.domain] == j {
+		delete(p.caOwner, j.domain)
+	}
+	waiters := j.caWaiters
+	j.caWaiters = nil
+	for _, w := range waiters {
+		wj := w.job
+		if w.done {
+			continue
+		}
+		if !it.settled {
+			wj.ca = j.ca
+			wj.finalLocked(w, Result{})
+			continue
+		}
+		w.done = true
+		wj.ca, wj.caItem = caUnknown, nil
+		if wj.nAccepted > 0 || wj.remaining > 1 {
+			wj.queueCatchAllLocked()
+		}
+		wj.remaining--
+		wj.finishIfDoneLocked()
+	}
 }
 
 // caNeeded reports whether the catch-all verdict can still matter: an
@@ -284,15 +329,35 @@ func (j *job) acceptLocked(it *item, rc reply) {
 // first time an address is accepted or deferred while the verdict is
 // unknown. The probe runs in its own transaction (RSET before the next
 // MAIL), never as a second RCPT of the real address's transaction.
+//
+// One probe per domain is in flight at a time: a job whose domain is being
+// probed for another job waits for that verdict (a sub item) instead.
 func (j *job) queueCatchAllLocked() {
-	if j.ca != caUnknown || j.finished || j.dead != nil {
+	p := j.p
+	if j.ca != caUnknown || j.finished || j.dead != nil || j.overErr != nil {
+		return
+	}
+	if v, ok := p.cache.get(j.domain); ok {
+		p.st.caCached.Add(1)
+		j.ca = caNo
+		if v {
+			j.ca = caYes
+		}
 		return
 	}
 	j.ca = caQueued
-	j.caItem = &item{job: j, idx: -1, addr: j.p.randomLocal(j.domain) + "@" + j.domain, heapIx: -1}
+	if o := p.caOwner[j.domain]; o != nil && o != j {
+		j.caItem = &item{job: j, idx: -1, sub: true, heapIx: -1}
+		j.items = append(j.items, j.caItem)
+		j.remaining++
+		o.caWaiters = append(o.caWaiters, j.caItem)
+		return
+	}
+	j.caItem = &item{job: j, idx: -1, addr: p.randomLocal(j.domain) + "@" + j.domain, heapIx: -1}
 	j.items = append(j.items, j.caItem)
 	j.remaining++
-	j.p.route(j.caItem, true)
+	p.caOwner[j.domain] = j
+	p.route(j.caItem, true)
 }
 
 func (j *job) caVerdictLocked(v caState) {

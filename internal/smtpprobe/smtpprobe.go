@@ -330,14 +330,15 @@ type Prober struct {
 	deferred itemHeap
 	timer    *time.Timer
 	timerAt  time.Time
+	caOwner  map[string]*job // domain → the job whose catch-all probe is in flight
 
 	st counters
 }
 
 type counters struct {
 	dials, sessions, rcpts, rsets, caProbes, caCached, deferred, retries, limits atomic.Uint64
-	hostFails, skipped, stalled, failovers, peak                                  atomic.Uint64
-	sessionNs, stalledNs, deferredNs, queueNs                                     atomic.Int64
+	hostFails, skipped, stalled, failovers, peak                                 atomic.Uint64
+	sessionNs, stalledNs, deferredNs, queueNs                                    atomic.Int64
 }
 
 // New returns a Prober for cfg. It sends nothing until the first probe.
@@ -350,6 +351,7 @@ func New(cfg Config) *Prober {
 		mailFrom:  "<" + cfg.MailFrom + ">",
 		hosts:     make(map[string]*hostQ),
 		sweepAt:   minSweep,
+		caOwner:   make(map[string]*job),
 	}
 	rand.Read(p.secret[:])
 	return p
