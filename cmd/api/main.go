@@ -38,7 +38,7 @@ func main() {
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
-	vc := catalog.DefaultVerifyConfig()
+	vc := catalog.DefaultAPIVerifyConfig()
 	vc.BindFlags(flag.CommandLine)
 	var fc catalog.FraudConfig
 	fc.BindFlags(flag.CommandLine)

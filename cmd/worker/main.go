@@ -3,12 +3,13 @@
 // also runs standalone on a local file.
 //
 //	worker shard --list-uid UID --blob-url URL [--index N]
-//	worker run --in list.csv --out result.csv [--service email_validation] [--delimiter comma] [--header] [--email-column 1]
+//	worker run --in list.csv --out result.csv [--service email_validation] [--delimiter comma] [--header] [--email-column 1] [--stats]
 //	worker people-generate --n 100000 --seed 1 --out people.csv
 //	worker people-import --people-url bolt:///data/people.db --in people.csv [--continue-on-error]
 //
-// Exit codes: 0 success, 1 failure worth retrying, 42 a problem with the
-// list itself (the Job fails the index at once), 2 bad usage.
+// Every command takes -h. Exit codes: 0 success, 1 failure worth retrying,
+// 42 a problem with the list itself (the Job fails the index at once), 2
+// bad usage.
 package main
 
 import (
@@ -19,7 +20,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -30,6 +30,7 @@ import (
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 func main() {
@@ -38,17 +39,31 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stderr))
 }
 
+const usage = `usage: worker <command> [flags]
+
+commands:
+  run              verify (or enrich) a local list file: worker run --in list.csv --out result.csv
+  shard            run one shard of a list in the blob store (the manager's Jobs)
+  people-generate  write a deterministic sample people file
+  people-import    load a people file into the reference store
+
+"worker <command> -h" lists the command's flags.
+`
+
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: worker shard|run|people-import|people-generate [flags]")
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	var err error
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stderr, usage)
+		return 0
 	case "shard":
-		err = runShard(ctx, args[1:])
+		err = runShard(ctx, args[1:], stderr)
 	case "run":
-		err = runLocal(ctx, args[1:])
+		err = runLocal(ctx, args[1:], stderr)
 	case "people-import":
 		err = runPeopleImport(ctx, args[1:], os.Stdout)
 	case "people-generate":
@@ -57,11 +72,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "unknown command %q; want shard, run, people-import or people-generate\n", args[0])
 		return 2
 	}
-	var usage usageError
+	var ue usageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &usage):
+	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, err)
 		return 2
 	case pipeline.IsBadInput(err):
@@ -75,27 +90,41 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 type usageError struct{ error }
 
+// parseError keeps -h a success (the flag package printed the usage).
+func parseError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{err}
+}
+
 // registry builds the list services from the verification flags and, when
 // given, the reference people store.
 func registry(ctx context.Context, vc catalog.VerifyConfig, peopleURL string, store *blobstore.Store) (*listservice.Registry, error) {
+	reg, _, err := registryEngine(ctx, vc, peopleURL, store)
+	return reg, err
+}
+
+// registryEngine is registry, with the engine (for its counters).
+func registryEngine(ctx context.Context, vc catalog.VerifyConfig, peopleURL string, store *blobstore.Store) (*listservice.Registry, *verify.Engine, error) {
 	e, err := catalog.NewEngine(ctx, vc)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, nil, usageError{err}
 	}
 	if vc.ListsBlobKey != "" && store != nil {
 		if err := catalog.ApplyPublishedLists(ctx, e, store, vc.ListsBlobKey); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	reg := catalog.Registry(e)
+	reg := catalog.RegistryFor(e, vc)
 	if peopleURL != "" {
 		ps, err := people.Open(ctx, peopleURL)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		catalog.RegisterPeople(reg, ps, nil)
 	}
-	return reg, nil
+	return reg, e, nil
 }
 
 func limitsFlags(fs *flag.FlagSet) *listfile.Limits {
@@ -105,8 +134,9 @@ func limitsFlags(fs *flag.FlagSet) *listfile.Limits {
 	return &lim
 }
 
-func runShard(ctx context.Context, args []string) error {
+func runShard(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	uid := fs.String("list-uid", "", "UID of the EmailList")
 	blobURL := fs.String("blob-url", os.Getenv("BLOB_URL"), "blob store URL")
 	index := fs.Int("index", -1, "shard index (default: $JOB_COMPLETION_INDEX)")
@@ -115,7 +145,7 @@ func runShard(ctx context.Context, args []string) error {
 	vc.BindFlags(fs)
 	peopleURL := fs.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+		return parseError(err)
 	}
 	if *index < 0 {
 		v, err := strconv.Atoi(os.Getenv("JOB_COMPLETION_INDEX"))
@@ -141,93 +171,5 @@ func runShard(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "shard %d: %d rows\n", *index, sum.Rows)
-	return nil
-}
-
-// runLocal processes a local file with the same pipeline the cluster runs,
-// through an in-memory store.
-func runLocal(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	in := fs.String("in", "", "input list file (.csv, .txt or .zip)")
-	out := fs.String("out", "", "result file to write")
-	service := fs.String("service", "email_validation", "list service")
-	delim := fs.String("delimiter", "tab", "comma, pipe or tab")
-	header := fs.Bool("header", false, "the first row is a header")
-	emailCol := fs.Int("email-column", 1, "1-based email column")
-	lim := limitsFlags(fs)
-	vc := catalog.DefaultVerifyConfig()
-	vc.DNSServer = "off" // standalone runs are offline unless asked
-	vc.BindFlags(fs)
-	peopleURL := fs.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if *in == "" || *out == "" {
-		return usageError{errors.New("--in and --out are required")}
-	}
-	d, ok := map[string]byte{"comma": ',', "pipe": '|', "tab": '\t', ",": ',', "|": '|'}[*delim]
-	if !ok {
-		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", *delim)}
-	}
-	reg, err := registry(ctx, vc, *peopleURL, nil)
-	if err != nil {
-		return err
-	}
-	svc, err := reg.Lookup(*service)
-	if err != nil {
-		return usageError{err}
-	}
-	store, err := blobstore.Open(ctx, "mem://")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
-	f, err := os.Open(*in)
-	if err != nil {
-		return err
-	}
-	w, err := store.NewWriter(ctx, "upload", nil)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	_, err = io.Copy(w, f)
-	f.Close()
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", *in, err)
-	}
-
-	keys := blobstore.ListKeys{UID: "local"}
-	cfg := pipeline.DefaultConfig()
-	cfg.Limits = *lim
-	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
-		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(*in)},
-		Dialect: listfile.Dialect{Delimiter: d, Header: *header, EmailColumn: *emailCol},
-		Service: *service,
-	}, svc, cfg)
-	if err != nil {
-		return err
-	}
-	for i := range plan.Shards {
-		if _, err := pipeline.RunShard(ctx, store, keys, i, reg, cfg.Limits); err != nil {
-			return err
-		}
-	}
-	res, err := pipeline.Merge(ctx, store, keys, plan, filepath.Base(*out))
-	if err != nil {
-		return err
-	}
-	data, err := store.ReadAll(ctx, res.Key)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(*out, data, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "%d rows in %d shards -> %s (%d bytes, sha256 %s)\n", res.Rows, len(plan.Shards), *out, res.Bytes, res.SHA256)
 	return nil
 }

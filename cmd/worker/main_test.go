@@ -99,7 +99,7 @@ func TestRunLocal(t *testing.T) {
 			in := writeFile(t, dir, tt.in, tt.data)
 			out := filepath.Join(dir, tt.out)
 			var stderr bytes.Buffer
-			args := append([]string{"run", "--in", in, "--out", out}, tt.flags...)
+			args := append([]string{"run", "--in", in, "--out", out, "--dns-server", "off"}, tt.flags...)
 			if code := run(context.Background(), args, &stderr); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
@@ -140,7 +140,7 @@ func TestRunLocalDuplicatesAcrossBatches(t *testing.T) {
 	in := writeFile(t, dir, "list.txt", []byte(b.String()))
 	out := filepath.Join(dir, "result.txt")
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"run", "--in", in, "--out", out}, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off"}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	data, err := os.ReadFile(out)
@@ -195,6 +195,9 @@ func TestRunExitCodes(t *testing.T) {
 		{"shard without --blob-url", []string{"shard", "--list-uid", "u", "--index", "0"}, 2, "--list-uid and --blob-url are required"},
 		{"shard without an index", []string{"shard", "--list-uid", "u", "--blob-url", "mem://"}, 2, "JOB_COMPLETION_INDEX"},
 		{"shard with an unknown flag", []string{"shard", "--shards", "3"}, 2, "shards"},
+		{"help", []string{"-h"}, 0, "usage: worker <command>"},
+		{"run help", []string{"run", "-h"}, 0, "usage: worker run --in"},
+		{"shard help", []string{"shard", "--help"}, 0, "-list-uid"},
 
 		{"binary input", []string{"run", "--in", binary, "--out", out, "--delimiter", "comma", "--header"}, 42, "bad input: binary data"},
 		{"PDF input", []string{"run", "--in", pdf, "--out", out}, 42, "bad input: the file is a PDF"},

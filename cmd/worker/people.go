@@ -41,7 +41,7 @@ func runPeopleImport(ctx context.Context, args []string, stdout io.Writer) error
 	cont := fs.Bool("continue-on-error", false, "skip malformed rows (reported by line) instead of stopping")
 	maxErrors := fs.Int("max-errors", 100, "with --continue-on-error, stop after this many malformed rows")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+		return parseError(err)
 	}
 	if *peopleURL == "" || (*in == "") == (*key == "") {
 		return usageError{errors.New("--people-url and exactly one of --in or --key are required")}
@@ -110,7 +110,7 @@ func runPeopleGenerate(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed; the same seed gives the same people")
 	out := fs.String("out", "-", "output CSV file (- for stdout)")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+		return parseError(err)
 	}
 	if *n < 0 {
 		return usageError{errors.New("--n must not be negative")}

@@ -3,12 +3,16 @@
 package catalog
 
 import (
+	"maps"
+
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/evlist"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
+	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/typo"
 	"github.com/emaildata/emaildata/internal/verify"
 )
@@ -20,13 +24,32 @@ import (
 // clear "not available" message instead of producing empty results.
 //
 // A nil engine means an offline one: syntax, corrections and lists.
-func Registry(e *verify.Engine) *listservice.Registry {
+func Registry(e *verify.Engine) *listservice.Registry { return RegistryFor(e, VerifyConfig{}) }
+
+// RegistryFor is Registry with the list settings of c (rows in flight).
+func RegistryFor(e *verify.Engine, c VerifyConfig) *listservice.Registry {
 	if e == nil {
 		e = OfflineEngine()
 	}
 	reg := listservice.NewRegistry()
-	reg.Register(string(listsv1.ServiceEmailValidation), evlist.New(evlist.EngineChecker(e)))
+	ev := evlist.New(evlist.EngineChecker(e))
+	ev.InFlight = c.RowsInFlight
+	ev.Counters = func() map[string]float64 { return EngineCounters(e) }
+	reg.Register(string(listsv1.ServiceEmailValidation), ev)
 	return reg
+}
+
+// EngineCounters snapshots the work counters of e's DNS and SMTP stages
+// (none for an offline engine).
+func EngineCounters(e *verify.Engine) map[string]float64 {
+	out := map[string]float64{}
+	if r, ok := e.DNS.(*mxdns.Resolver); ok {
+		maps.Copy(out, r.Stats().Counters())
+	}
+	if p, ok := e.SMTP.(*smtpprobe.Prober); ok {
+		maps.Copy(out, p.Stats().Counters())
+	}
+	return out
 }
 
 // OfflineEngine verifies without network stages.

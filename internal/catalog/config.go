@@ -2,18 +2,20 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/proxypool"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/typo"
 	"github.com/emaildata/emaildata/internal/verify"
@@ -27,6 +29,8 @@ type VerifyConfig struct {
 	// /etc/resolv.conf, or "off" to stop at syntax and list checks.
 	DNSServer  string
 	DNSTimeout time.Duration
+	// DNSWorkers bounds the domains of a batch looked up at once.
+	DNSWorkers int
 	// SMTP turns the mailbox check on.
 	SMTP            bool
 	SMTPPort        int
@@ -34,63 +38,132 @@ type VerifyConfig struct {
 	MailFrom        string
 	MaxConnsPerHost int
 	RatePerHost     float64
+	// MaxSessions caps the SMTP connections open at once (all hosts).
+	MaxSessions       int
+	MaxRcptPerSession int
+	PipelineDepth     int
+	ConnectTimeout    time.Duration
+	GreetingTimeout   time.Duration
+	CommandTimeout    time.Duration
+	HostPenaltyTTL    time.Duration
 	// SMTPAllowCIDRs opens private or loopback ranges to SMTP probes, which
 	// by default only reach public addresses (MX records can point
 	// anywhere, so this guards the cluster's own network).
 	SMTPAllowCIDRs string
 	GreylistRetry  time.Duration
-	// ListsDir holds operator list extensions (a mounted ConfigMap).
+	// Proxies are SOCKS5 relays for SMTP (socks5://[user:pass@]host:port),
+	// comma separated or repeated; ProxyMaxConns bounds the connections
+	// open through each.
+	Proxies       StringList
+	ProxyMaxConns int
+	// RowsInFlight is the number of rows a list shard keeps in
+	// verification at once.
+	RowsInFlight int
+	// ListsDir holds operator list extensions (a mounted ConfigMap). It is
+	// the manager's own and not passed to workers.
 	ListsDir string
 	// ListsBlobKey names the extensions the manager publishes to the blob
 	// store for worker Jobs (see PublishLists); workers apply them.
 	ListsBlobKey string
 	// ExtraTLDs are accepted in addition to ICANN TLDs (comma separated).
 	ExtraTLDs string
+	// NotAllowed, when set, hears of each MX host address the SSRF guard
+	// refused (once per address).
+	NotAllowed func(ip string) `json:"-"`
 }
 
-// DefaultVerifyConfig is production's starting point.
+// DefaultVerifyConfig is production's starting point for lists: patient
+// timeouts (a list can wait; a slow server is not a dead one) and stalled
+// hosts remembered for a shard's lifetime.
 func DefaultVerifyConfig() VerifyConfig {
 	return VerifyConfig{
-		DNSServer: "system", DNSTimeout: 2 * time.Second,
+		DNSServer: "system", DNSTimeout: 2 * time.Second, DNSWorkers: 64,
 		SMTP: true, SMTPPort: 25, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
-		MaxConnsPerHost: 2, RatePerHost: 5, GreylistRetry: time.Minute,
+		MaxConnsPerHost: 2, RatePerHost: 5, MaxSessions: 1000, MaxRcptPerSession: 100, PipelineDepth: 8,
+		ConnectTimeout: 10 * time.Second, GreetingTimeout: 30 * time.Second, CommandTimeout: 30 * time.Second,
+		HostPenaltyTTL: 30 * time.Minute, GreylistRetry: time.Minute, ProxyMaxConns: 100, RowsInFlight: 100_000,
 	}
 }
 
+// DefaultAPIVerifyConfig is the starting point for the API: GET /v5/ev and
+// GET /fr answer within seconds, so the SMTP timeouts are short and a
+// stalled host is retried sooner.
+func DefaultAPIVerifyConfig() VerifyConfig {
+	c := DefaultVerifyConfig()
+	c.ConnectTimeout, c.GreetingTimeout, c.CommandTimeout = 5*time.Second, 10*time.Second, 10*time.Second
+	c.HostPenaltyTTL = 5 * time.Minute
+	return c
+}
+
+// managerOnly flags are not passed on to workers (see Args).
+var managerOnly = map[string]bool{"lists-dir": true}
+
 // BindFlags registers the flags on fs.
 func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.DNSServer, "dns-server", c.DNSServer, `DNS resolver host:port, "system" (/etc/resolv.conf) or "off"`)
+	fs.StringVar(&c.DNSServer, "dns-server", c.DNSServer, `DNS resolver host:port, "system" (/etc/resolv.conf) or "off" (no DNS: no SMTP either)`)
 	fs.DurationVar(&c.DNSTimeout, "dns-timeout", c.DNSTimeout, "timeout of one DNS query")
+	fs.IntVar(&c.DNSWorkers, "dns-workers", c.DNSWorkers, "domains of a batch looked up at once")
 	fs.BoolVar(&c.SMTP, "smtp", c.SMTP, "check mailboxes over SMTP")
 	fs.IntVar(&c.SMTPPort, "smtp-port", c.SMTPPort, "SMTP port of mail hosts")
 	fs.StringVar(&c.HELOName, "smtp-helo", c.HELOName, "EHLO name")
 	fs.StringVar(&c.MailFrom, "smtp-mail-from", c.MailFrom, "envelope sender of probes")
-	fs.IntVar(&c.MaxConnsPerHost, "smtp-max-conns-per-host", c.MaxConnsPerHost, "concurrent connections per mail host")
-	fs.Float64Var(&c.RatePerHost, "smtp-rate-per-host", c.RatePerHost, "new connections per second per mail host")
+	fs.IntVar(&c.MaxConnsPerHost, "smtp-max-conns-per-host", c.MaxConnsPerHost, "concurrent connections per mail host address")
+	fs.Float64Var(&c.RatePerHost, "smtp-rate-per-host", c.RatePerHost, "new connections per second per mail host address")
+	fs.IntVar(&c.MaxSessions, "smtp-max-sessions", c.MaxSessions, "SMTP connections open at once, all hosts together")
+	fs.IntVar(&c.MaxRcptPerSession, "smtp-max-rcpt-per-session", c.MaxRcptPerSession, "RCPTs in one SMTP session before reconnecting")
+	fs.IntVar(&c.PipelineDepth, "smtp-pipeline-depth", c.PipelineDepth, "transactions per round trip to servers offering PIPELINING (1: none)")
+	fs.DurationVar(&c.ConnectTimeout, "smtp-connect-timeout", c.ConnectTimeout, "TCP connect timeout")
+	fs.DurationVar(&c.GreetingTimeout, "smtp-greeting-timeout", c.GreetingTimeout, "wait for a server's greeting (silent longer: a tarpit)")
+	fs.DurationVar(&c.CommandTimeout, "smtp-command-timeout", c.CommandTimeout, "wait for the replies to each command")
+	fs.DurationVar(&c.HostPenaltyTTL, "smtp-host-penalty-ttl", c.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
 	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
 	fs.DurationVar(&c.GreylistRetry, "smtp-greylist-retry", c.GreylistRetry, "delay before retrying a greylisted address")
+	fs.Var(&c.Proxies, "smtp-proxy", "SOCKS5 proxy for SMTP, socks5://[user:pass@]host:port (repeat or comma-separate for a pool)")
+	fs.IntVar(&c.ProxyMaxConns, "smtp-proxy-max-conns", c.ProxyMaxConns, "connections open through one SOCKS5 proxy")
+	fs.IntVar(&c.RowsInFlight, "rows-in-flight", c.RowsInFlight, "rows of a list shard in verification at once")
 	fs.StringVar(&c.ListsDir, "lists-dir", c.ListsDir, "directory of list extensions (disposable.txt, free.txt, role.txt, ...)")
 	fs.StringVar(&c.ListsBlobKey, "lists-blob-key", c.ListsBlobKey, "blob key of list extensions published by the manager (workers)")
 	fs.StringVar(&c.ExtraTLDs, "extra-tlds", c.ExtraTLDs, "top-level domains accepted besides ICANN's, comma separated")
 }
 
-// Args renders the config as flags, for worker Jobs.
+// Args renders the config as flags, for worker Jobs: every flag BindFlags
+// knows, but the manager's own.
 func (c VerifyConfig) Args() []string {
-	return []string{
-		"--dns-server=" + c.DNSServer, "--dns-timeout=" + c.DNSTimeout.String(),
-		"--smtp=" + strconv.FormatBool(c.SMTP), "--smtp-port=" + strconv.Itoa(c.SMTPPort),
-		"--smtp-helo=" + c.HELOName, "--smtp-mail-from=" + c.MailFrom,
-		"--smtp-max-conns-per-host=" + strconv.Itoa(c.MaxConnsPerHost),
-		"--smtp-rate-per-host=" + strconv.FormatFloat(c.RatePerHost, 'g', -1, 64),
-		"--smtp-allow-cidrs=" + c.SMTPAllowCIDRs, "--smtp-greylist-retry=" + c.GreylistRetry.String(),
-		"--lists-blob-key=" + c.ListsBlobKey, "--extra-tlds=" + c.ExtraTLDs,
+	fs := flag.NewFlagSet("args", flag.ContinueOnError)
+	c.BindFlags(fs)
+	var args []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !managerOnly[f.Name] {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return args
+}
+
+// StringList is a flag that may be repeated or comma separated.
+type StringList []string
+
+func (l *StringList) String() string {
+	if l == nil {
+		return ""
 	}
+	return strings.Join(*l, ",")
+}
+
+// Set adds the comma-separated values of s.
+func (l *StringList) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
 }
 
 // NewEngine builds the verification engine. With a lists directory it
 // keeps the lists reloaded until ctx ends.
 func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
-	e := &verify.Engine{Typos: typo.Default(), ExtraTLDs: map[string]bool{}}
+	e := &verify.Engine{Typos: typo.Default(), ExtraTLDs: map[string]bool{}, DomainWorkers: c.DNSWorkers}
 	base := emaillists.Default()
 	e.Lists = func() *emaillists.Lists { return base }
 	if c.ListsDir != "" {
@@ -116,17 +189,55 @@ func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
 	if !c.SMTP {
 		return e, nil
 	}
+	prober, err := NewProber(c)
+	if err != nil {
+		return nil, err
+	}
+	e.SMTP = prober
+	return e, nil
+}
+
+// NewProber builds the SMTP stage from the config: the SSRF guard on every
+// MX host address, direct or through the SOCKS5 proxies.
+func NewProber(c VerifyConfig) (*smtpprobe.Prober, error) {
 	policy, err := callback.ParsePolicy(c.SMTPAllowCIDRs)
 	if err != nil {
 		return nil, fmt.Errorf("--smtp-allow-cidrs: %w", err)
 	}
-	e.SMTP = smtpprobe.New(smtpprobe.Config{
+	cfg := smtpprobe.Config{
 		Port: c.SMTPPort, HELOName: c.HELOName, MailFrom: c.MailFrom,
-		MaxConnsPerHost: c.MaxConnsPerHost, RatePerHost: c.RatePerHost,
-		GreylistRetry: c.GreylistRetry,
-		Dialer:        guardedDialer(policy),
-	})
-	return e, nil
+		MaxConnsPerHost: c.MaxConnsPerHost, RatePerHost: c.RatePerHost, MaxSessions: c.MaxSessions,
+		MaxRcptPerSession: c.MaxRcptPerSession, PipelineDepth: c.PipelineDepth,
+		ConnectTimeout: c.ConnectTimeout, GreetingTimeout: c.GreetingTimeout, CommandTimeout: c.CommandTimeout,
+		HostPenaltyTTL: c.HostPenaltyTTL, GreylistRetry: c.GreylistRetry,
+		AllowAddr: allowAddr(policy, c.NotAllowed),
+		Dialer:    guardedDialer(policy),
+	}
+	if len(c.Proxies) > 0 {
+		pool, err := proxypool.New(proxypool.Config{URLs: c.Proxies, MaxConnsPerProxy: c.ProxyMaxConns})
+		if err != nil {
+			return nil, fmt.Errorf("--smtp-proxy: %w", err)
+		}
+		// The proxies are the operator's own: the guard applies to the
+		// destinations (AllowAddr), not to the proxies' addresses.
+		cfg.Dialer = pool.Dial
+	}
+	return smtpprobe.New(cfg), nil
+}
+
+// allowAddr is the SSRF guard on MX host addresses, telling notify of each
+// refused address once.
+func allowAddr(p callback.Policy, notify func(ip string)) func(netip.Addr) error {
+	var seen sync.Map
+	return func(a netip.Addr) error {
+		if p.Allowed(a) {
+			return nil
+		}
+		if _, dup := seen.LoadOrStore(a, true); !dup && notify != nil {
+			notify(a.String())
+		}
+		return errors.New("not a public address (see --smtp-allow-cidrs)")
+	}
 }
 
 // guardedDialer refuses connections to addresses the policy does not allow

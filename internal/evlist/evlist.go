@@ -49,6 +49,10 @@ type Service struct {
 	// delays, slow hosts) overlaps, so a shard of up to InFlight rows pays
 	// the greylisting delay once.
 	InFlight int
+	// Counters, when set, snapshots the verification engine's work
+	// counters; a shard's summary gets the difference over its run (with
+	// several lists in one process, their counters overlap).
+	Counters func() map[string]float64
 }
 
 func (s *Service) batchSize() int {
@@ -77,7 +81,11 @@ func (s *Service) Check(listservice.Input) error { return nil }
 
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	return &processor{svc: s, col: in.EmailColumn, report: listservice.Reporting{}, seen: map[uint64]struct{}{}}, nil
+	p := &processor{svc: s, col: in.EmailColumn, report: listservice.Reporting{}, seen: map[uint64]struct{}{}}
+	if s.Counters != nil {
+		p.start = s.Counters()
+	}
+	return p, nil
 }
 
 type processor struct {
@@ -86,7 +94,21 @@ type processor struct {
 	report listservice.Reporting
 	// seen holds 64-bit FNV-1a digests of normalised addresses: 8 bytes an
 	// address, with a false "duplicate" chance of about n²/2⁶⁵.
-	seen map[uint64]struct{}
+	seen  map[uint64]struct{}
+	start map[string]float64 // engine counters when the shard began
+}
+
+// Counters implements listservice.CounterReporter: the engine's work
+// during this processor's life.
+func (p *processor) Counters() map[string]float64 {
+	if p.svc.Counters == nil {
+		return nil
+	}
+	out := p.svc.Counters()
+	for k, v := range out {
+		out[k] = v - p.start[k]
+	}
+	return out
 }
 
 // Output columns.

@@ -73,6 +73,13 @@ type PriorObserver interface {
 	ObservePrior(fields []string)
 }
 
+// CounterReporter is implemented by processors with work counters (DNS
+// lookups, SMTP sessions, ...); the pipeline puts them in the shard
+// summary, keyed by the names the counters' owners give them.
+type CounterReporter interface {
+	Counters() map[string]float64
+}
+
 // Service is a data service that can run over lists.
 type Service interface {
 	// Columns names the appended columns, in order.

@@ -234,6 +234,17 @@ type Stats struct {
 	HostCacheSize int    // MX host names currently cached
 }
 
+// Counters names the cumulative counters for reports and metrics
+// (workers' shard summaries; the manager adds them up).
+func (s Stats) Counters() map[string]float64 {
+	return map[string]float64{
+		"dns_lookups":    float64(s.Lookups),
+		"dns_cache_hits": float64(s.CacheHits),
+		"dns_queries":    float64(s.Queries),
+		"dns_timeouts":   float64(s.Timeouts),
+	}
+}
+
 // Resolver resolves and caches mail exchangers. Create it with New.
 type Resolver struct {
 	cfg   Config

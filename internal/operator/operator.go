@@ -179,7 +179,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		if err != nil {
 			return nil, err
 		}
-		reg = catalog.Registry(engine)
+		reg = catalog.RegistryFor(engine, o.Verify)
 		if ps != nil {
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}

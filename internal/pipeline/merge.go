@@ -88,43 +88,61 @@ func Progress(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 // Merge writes the result file: the header row, then every shard's part in
 // order, zipped when the input was a zip. It records size and SHA-256.
 func Merge(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, fileName string) (*Outcome, error) {
-	sums, err := Summaries(ctx, store, keys, plan)
-	if err != nil {
-		return nil, err
-	}
-	out := &Outcome{Key: keys.Result(fileName), FileName: fileName, Reporting: listservice.Reporting{}}
-	for _, s := range sums {
-		if s.Error != "" {
-			return nil, fmt.Errorf("shard %d failed: %s", s.Index, s.Error)
-		}
-		out.Rows += s.Rows
-		out.Reporting.Merge(s.Reporting)
-	}
-
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := store.NewWriter(wctx, out.Key, &blob.WriterOptions{ContentType: ContentType(fileName), BufferSize: 1 << 20})
+	key := keys.Result(fileName)
+	w, err := store.NewWriter(wctx, key, &blob.WriterOptions{ContentType: ContentType(fileName), BufferSize: 1 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("create result: %w", err)
 	}
-	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(w, h)}
-
-	var werr error
-	if plan.Zip {
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(writeRows(ctx, store, keys, plan, pw)) }()
-		werr = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, fileName), pr)
-		pr.CloseWithError(werr)
-	} else {
-		werr = writeRows(ctx, store, keys, plan, cw)
-	}
-	if werr != nil {
+	out, err := WriteResult(ctx, store, keys, plan, fileName, w, nil)
+	if err != nil {
 		cancel()
 		_ = w.Close()
-		return nil, fmt.Errorf("write result: %w", werr)
+		return nil, err
 	}
 	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("write result: %w", err)
+	}
+	out.Key = key
+	return out, nil
+}
+
+// WriteResult writes the result file to w: the header row, then each
+// shard's part in order, zipped when the input was a zip. With ready, it
+// writes each part as soon as ready(i) returns (an error stops it) and
+// flushes w when w can, so that a run killed midway leaves the rows before.
+func WriteResult(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, fileName string, w io.Writer, ready func(shard int) error) (*Outcome, error) {
+	out := &Outcome{FileName: fileName, Reporting: listservice.Reporting{}}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(w, h)}
+	part := func(i int) error {
+		if ready != nil {
+			if err := ready(i); err != nil {
+				return err
+			}
+		}
+		var s Summary
+		if err := store.ReadJSON(ctx, keys.Summary(i), maxSummaryBytes, &s); err != nil {
+			return err
+		}
+		if s.Error != "" {
+			return fmt.Errorf("shard %d failed: %s", s.Index, s.Error)
+		}
+		out.Rows += s.Rows
+		out.Reporting.Merge(s.Reporting)
+		return nil
+	}
+	var err error
+	if plan.Zip {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(writeRows(ctx, store, keys, plan, pw, part, nil)) }()
+		err = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, fileName), pr)
+		pr.CloseWithError(err)
+	} else {
+		err = writeRows(ctx, store, keys, plan, cw, part, w)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("write result: %w", err)
 	}
 	out.Bytes = cw.n
@@ -142,7 +160,9 @@ func zipEntryName(inner, fileName string) string {
 	return strings.TrimSuffix(fileName, path.Ext(fileName)) + ext
 }
 
-func writeRows(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, w io.Writer) error {
+// writeRows writes the header and the parts; part(i) is called before
+// part i is copied, and flush, when it can, after.
+func writeRows(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, w io.Writer, part func(int) error, flush io.Writer) error {
 	hw := listfile.NewWriter(w, plan.Delimiter, plan.CRLF)
 	if err := hw.WriteFields(plan.OutputHeader); err != nil {
 		return err
@@ -151,6 +171,9 @@ func writeRows(ctx context.Context, store *blobstore.Store, keys blobstore.ListK
 		return err
 	}
 	for i := range plan.Shards {
+		if err := part(i); err != nil {
+			return err
+		}
 		r, err := store.NewReader(ctx, keys.Part(i), nil)
 		if err != nil {
 			return fmt.Errorf("open part %d: %w", i, err)
@@ -159,6 +182,11 @@ func writeRows(ctx context.Context, store *blobstore.Store, keys blobstore.ListK
 		r.Close()
 		if err != nil {
 			return fmt.Errorf("copy part %d: %w", i, err)
+		}
+		if f, ok := flush.(interface{ Flush() error }); ok {
+			if err := f.Flush(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

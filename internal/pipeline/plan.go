@@ -94,6 +94,9 @@ type Summary struct {
 	Index     int                         `json:"index"`
 	Rows      int64                       `json:"rows"`
 	Reporting map[string]map[string]int64 `json:"reporting,omitempty"`
+	// Counters are the service's work counters for the shard (see
+	// listservice.CounterReporter): no per-row data.
+	Counters map[string]float64 `json:"counters,omitempty"`
 	// Error is set when the shard failed; BadInput says retrying is useless.
 	Error    string `json:"error,omitempty"`
 	BadInput bool   `json:"badInput,omitempty"`

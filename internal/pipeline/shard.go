@@ -104,6 +104,9 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 		return nil, fmt.Errorf("shard %d read %d rows but the plan counted %d; the input changed after it was prepared", index, rows, shard.Rows)
 	}
 	sum := &Summary{Index: index, Rows: rows, Reporting: proc.Reporting()}
+	if cr, ok := proc.(listservice.CounterReporter); ok {
+		sum.Counters = cr.Counters()
+	}
 	if err := store.WriteJSON(ctx, keys.Summary(index), sum); err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		if n < len(replies) && replies[n].pos > 0 {
 			answered = replies[n].pos - 1
 		}
-		if !limited && s.verdicts > 0 && !isBudget(err) {
+		if !limited && s.verdicts > 0 && !isBudget(err) && !isProxyLost(err) {
 			p.st.limits.Add(1)
 		}
 		p.lostLocked(q, s, items[n:], err, limited, answered)
@@ -158,7 +158,7 @@ func (p *Prober) learnLimitLocked(q *hostQ, n int) {
 func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limited bool, answered int) {
 	switch {
 	case len(lost) == 0:
-	case isBudget(err):
+	case isBudget(err), isProxyLost(err):
 		for i := len(lost) - 1; i >= 0; i-- {
 			lost[i].job.requeueLocked(lost[i], false, err)
 		}

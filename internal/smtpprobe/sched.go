@@ -186,11 +186,15 @@ func (p *Prober) session(q *hostQ) bool {
 		return false
 	}
 	s, err := p.dial(tg, budget)
-	if err != nil {
-		if isBudget(err) {
-			p.requeue(items, false, err)
-			return true
-		}
+	switch {
+	case err == nil:
+	case isBudget(err), isProxyLost(err):
+		p.requeue(items, false, err)
+		return true
+	case noRoute(err):
+		p.noRoute(items, err)
+		return false
+	default:
 		p.hostFailed(q, items, err)
 		return false
 	}
@@ -268,6 +272,30 @@ func (p *Prober) requeue(items []*item, dropped bool, err error) {
 	defer p.mu.Unlock()
 	for i := len(items) - 1; i >= 0; i-- {
 		items[i].job.requeueLocked(items[i], dropped, err)
+	}
+}
+
+// noRouteRetry is how long items wait when no proxy is available, and
+// noRouteTries how often they try before giving up.
+const (
+	noRouteRetry = 5 * time.Second
+	noRouteTries = 3
+)
+
+// noRoute parks items that found no way out (every proxy set aside) for a
+// while, then gives up on them.
+func (p *Prober) noRoute(items []*item, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, it := range items {
+		if it.done {
+			continue
+		}
+		if it.drops++; it.drops >= noRouteTries {
+			it.job.settleLocked(it, err)
+			continue
+		}
+		p.deferLocked(it, time.Now().Add(noRouteRetry))
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/proxypool"
 )
 
 // session is one SMTP connection to an MX host. It is used by one
@@ -61,6 +63,22 @@ func isBudget(err error) bool {
 	var be *budgetError
 	return errors.As(err, &be)
 }
+
+// proxyLostError marks a session lost because its SOCKS proxy died: the
+// mail server is not to blame, and the items go back as they were.
+type proxyLostError struct{ err error }
+
+func (e *proxyLostError) Error() string { return "smtpprobe: proxy lost: " + e.err.Error() }
+func (e *proxyLostError) Unwrap() error { return e.err }
+
+func isProxyLost(err error) bool {
+	var pl *proxyLostError
+	return errors.As(err, &pl)
+}
+
+// noRoute reports a dial failure that is nobody's answer about the host:
+// no proxy is available.
+func noRoute(err error) bool { return errors.Is(err, proxypool.ErrNoProxy) }
 
 // ctxErr is ctx's error, or DeadlineExceeded once the deadline has passed
 // even if ctx has not noticed yet.
@@ -117,6 +135,9 @@ func (p *Prober) dial(tg target, budget time.Time) (*session, error) {
 		if ctx.Err() != nil {
 			return nil, &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
 		}
+		if noRoute(err) {
+			return nil, err
+		}
 		if connectTimedOut {
 			err = fmt.Errorf("%w: %w", errConnectTimeout, err)
 			p.stalled(tg, t0, err)
@@ -170,8 +191,12 @@ func (s *session) arm(d time.Duration) error {
 // the host.
 func (s *session) fail(err error) error {
 	s.broken = true
-	if isBudget(err) {
+	if isBudget(err) || isProxyLost(err) {
 		return err
+	}
+	if pc, ok := s.c.(interface{ ProxyLost() bool }); ok && pc.ProxyLost() {
+		s.p.st.failovers.Add(1)
+		return &proxyLostError{err}
 	}
 	if !s.budget.IsZero() && !time.Now().Before(s.budget) {
 		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}

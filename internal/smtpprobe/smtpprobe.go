@@ -311,6 +311,28 @@ type Stats struct {
 	QueueTime    time.Duration
 }
 
+// Counters names the cumulative counters for reports and metrics
+// (workers' shard summaries; the manager adds them up). Times are seconds.
+func (s Stats) Counters() map[string]float64 {
+	return map[string]float64{
+		"smtp_dials":            float64(s.Dials),
+		"smtp_sessions":         float64(s.Sessions),
+		"smtp_rcpt":             float64(s.RCPT),
+		"smtp_catchall_probes":  float64(s.CatchAllProbes),
+		"smtp_deferred":         float64(s.Deferred),
+		"smtp_retries":          float64(s.Retries),
+		"smtp_session_limits":   float64(s.SessionLimits),
+		"smtp_host_failures":    float64(s.HostFailures),
+		"smtp_hosts_skipped":    float64(s.HostsSkipped),
+		"smtp_stalled_hosts":    float64(s.Stalled),
+		"smtp_proxy_failovers":  float64(s.ProxyFailovers),
+		"smtp_session_seconds":  s.SessionTime.Seconds(),
+		"smtp_stalled_seconds":  s.StalledTime.Seconds(),
+		"smtp_deferred_seconds": s.DeferredTime.Seconds(),
+		"smtp_queued_seconds":   s.QueueTime.Seconds(),
+	}
+}
+
 // Prober runs SMTP probes. It is safe for concurrent use; the per-host
 // queues and limits, the catch-all cache and the memory of stalled or
 // unreachable hosts are shared by all its calls.

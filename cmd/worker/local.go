@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/verify"
+)
+
+// localRun is `worker run`: a local file through the same pipeline the
+// cluster runs, through an in-memory store.
+type localRun struct {
+	in, out, service, delim, peopleURL string
+	header, stats                      bool
+	emailCol, parallel                 int
+	shardBytes                         int64
+	progress                           time.Duration
+	lim                                *listfile.Limits
+	vc                                 catalog.VerifyConfig
+	stderr                             io.Writer
+}
+
+func (r *localRun) flags(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(r.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: worker run --in list.csv --out result.csv [flags]\n\n"+
+			"Verifies (or enriches) a local list with the same pipeline the cluster runs, writing\n"+
+			"rows as shards finish. Verification uses the system resolver and SMTP on port 25\n"+
+			"unless told otherwise (--dns-server off: syntax, corrections and lists only).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&r.in, "in", "", "input list file (.csv, .txt or .zip)")
+	fs.StringVar(&r.out, "out", "", "result file to write")
+	fs.StringVar(&r.service, "service", "email_validation", "list service")
+	fs.StringVar(&r.delim, "delimiter", "tab", "comma, pipe or tab")
+	fs.BoolVar(&r.header, "header", false, "the first row is a header")
+	fs.IntVar(&r.emailCol, "email-column", 1, "1-based email column")
+	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
+	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
+	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
+	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
+	r.lim = limitsFlags(fs)
+	r.vc = catalog.DefaultVerifyConfig()
+	r.vc.BindFlags(fs)
+	fs.StringVar(&r.peopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if r.in == "" || r.out == "" {
+		return usageError{errors.New("--in and --out are required")}
+	}
+	if r.parallel < 1 {
+		return usageError{errors.New("--parallel must be at least 1")}
+	}
+	return nil
+}
+
+// runLocal processes a local file: `worker run`.
+func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
+	r := &localRun{stderr: stderr}
+	if err := r.flags(args); err != nil {
+		return err
+	}
+	d, ok := map[string]byte{"comma": ',', "pipe": '|', "tab": '\t', ",": ',', "|": '|'}[r.delim]
+	if !ok {
+		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", r.delim)}
+	}
+	r.announce()
+	r.vc.NotAllowed = func(ip string) {
+		fmt.Fprintf(stderr, "note: MX host address %s is not public: not probed (its mailboxes stay unconfirmed; --smtp-allow-cidrs opens ranges)\n", ip)
+	}
+	reg, engine, err := registryEngine(ctx, r.vc, r.peopleURL, nil)
+	if err != nil {
+		return err
+	}
+	svc, err := reg.Lookup(r.service)
+	if err != nil {
+		return usageError{err}
+	}
+	store, err := blobstore.Open(ctx, "mem://")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := upload(ctx, store, r.in); err != nil {
+		return err
+	}
+	t0, cpu0 := time.Now(), cpuTime()
+	keys := blobstore.ListKeys{UID: "local"}
+	cfg := pipeline.DefaultConfig()
+	cfg.Limits = *r.lim
+	if r.shardBytes > 0 {
+		cfg.ShardBytes = r.shardBytes
+	}
+	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
+		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(r.in)},
+		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: r.emailCol},
+		Service: r.service,
+	}, svc, cfg)
+	if err != nil {
+		return err
+	}
+	done := r.startShards(ctx, store, keys, plan, reg, cfg.Limits)
+	stopProgress := r.reportProgress(ctx, store, keys, plan, engine, t0)
+	res, err := r.write(ctx, store, keys, plan, done)
+	stopProgress()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%d rows in %d shards -> %s (%d bytes, sha256 %s) in %.1f s\n", res.Rows, len(plan.Shards), r.out, res.Bytes, res.SHA256, time.Since(t0).Seconds())
+	if r.stats {
+		printStats(stderr, engine, res.Rows, time.Since(t0), cpuTime()-cpu0)
+	}
+	return nil
+}
+
+// announce says on stderr which stages will run, and which will not.
+func (r *localRun) announce() {
+	switch {
+	case r.vc.DNSServer == "off" || r.vc.DNSServer == "":
+		fmt.Fprintln(r.stderr, "note: --dns-server off: no DNS and no SMTP checks; verdicts come from syntax, corrections and lists only")
+	case !r.vc.SMTP:
+		fmt.Fprintf(r.stderr, "note: --smtp=false: domains are checked with DNS (%s), mailboxes are not checked\n", dnsName(r.vc.DNSServer))
+	default:
+		via := "directly"
+		if len(r.vc.Proxies) > 0 {
+			via = fmt.Sprintf("through %d SOCKS5 proxies", len(r.vc.Proxies))
+		}
+		fmt.Fprintf(r.stderr, "verifying with DNS (%s) and SMTP on port %d %s; greylisted addresses are retried after %v, so a list takes at least that long when a server greylists\n",
+			dnsName(r.vc.DNSServer), r.vc.SMTPPort, via, r.vc.GreylistRetry)
+	}
+}
+
+func dnsName(s string) string {
+	if s == "system" {
+		return "system resolver " + mxdns.DefaultServer()
+	}
+	return s
+}
+
+func upload(ctx context.Context, store *blobstore.Store, in string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w, err := store.NewWriter(ctx, "upload", nil)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(w, f)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", in, err)
+	}
+	return nil
+}
+
+// startShards runs the shards, r.parallel at once, sharing the engine (and
+// so its per-host limits); done[i] receives shard i's error.
+func (r *localRun) startShards(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *pipeline.Plan, reg *listservice.Registry, lim listfile.Limits) []chan error {
+	done := make([]chan error, len(plan.Shards))
+	sem := make(chan struct{}, r.parallel)
+	for i := range plan.Shards {
+		done[i] = make(chan error, 1)
+		go func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				done[i] <- ctx.Err()
+				return
+			}
+			_, err := pipeline.RunShard(ctx, store, keys, i, reg, lim)
+			<-sem
+			done[i] <- err
+		}()
+	}
+	return done
+}
+
+// write writes the result file as the shards finish, in order, so that a
+// run stopped midway leaves the rows done before.
+func (r *localRun) write(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *pipeline.Plan, done []chan error) (*pipeline.Outcome, error) {
+	f, err := os.Create(r.out)
+	if err != nil {
+		return nil, err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	res, err := pipeline.WriteResult(ctx, store, keys, plan, filepath.Base(r.out), bw, func(i int) error { return <-done[i] })
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		// Interrupted: keep the rows of the shards that finished.
+		fmt.Fprintf(r.stderr, "interrupted: %s holds the rows of the shards finished so far\n", r.out)
+	default:
+		os.Remove(r.out) // a failed list leaves no result that looks complete
+	}
+	return res, err
+}
+
+// reportProgress prints rows done and the engine's stage counters every
+// r.progress; the returned function stops it.
+func (r *localRun) reportProgress(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *pipeline.Plan, e *verify.Engine, t0 time.Time) func() {
+	if r.progress <= 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(r.progress)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rows, _ := pipeline.Progress(ctx, store, keys, plan)
+			c := catalog.EngineCounters(e)
+			el := time.Since(t0).Seconds()
+			fmt.Fprintf(r.stderr, "progress: %d/%d rows (%.0f%%) in %.0f s, %.0f rows/s; SMTP %.0f sessions, %.0f RCPT, %.0f deferred, %.0f retried, %.0f stalled hosts\n",
+				rows, plan.Records, 100*float64(rows)/float64(max(plan.Records, 1)), el, float64(rows)/el,
+				c["smtp_sessions"], c["smtp_rcpt"], c["smtp_deferred"], c["smtp_retries"], c["smtp_stalled_hosts"])
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+// printStats reports the stage counters and where the time went.
+func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Duration) {
+	c := catalog.EngineCounters(e)
+	fmt.Fprintf(w, "stats: %d rows, wall %.1f s, CPU %.2f s (%.3f ms a row)\n", rows, wall.Seconds(), cpu.Seconds(), cpu.Seconds()*1000/float64(max(rows, 1)))
+	if _, ok := c["dns_lookups"]; ok {
+		fmt.Fprintf(w, "  dns:  %.0f lookups, %.0f cache hits, %.0f queries, %.0f timeouts\n",
+			c["dns_lookups"], c["dns_cache_hits"], c["dns_queries"], c["dns_timeouts"])
+	}
+	if _, ok := c["smtp_sessions"]; !ok {
+		return
+	}
+	fmt.Fprintf(w, "  smtp: %.0f connections, %.0f sessions, %.0f RCPT (%.0f catch-all probes), %.0f deferred (4xx), %.0f retried, %.0f per-session limits met\n",
+		c["smtp_dials"], c["smtp_sessions"], c["smtp_rcpt"], c["smtp_catchall_probes"], c["smtp_deferred"], c["smtp_retries"], c["smtp_session_limits"])
+	fmt.Fprintf(w, "        %.0f host failures, %.0f stalled hosts (tarpits, timeouts), %.0f skipped as stalled or unreachable, %.0f proxy failovers\n",
+		c["smtp_host_failures"], c["smtp_stalled_hosts"], c["smtp_hosts_skipped"], c["smtp_proxy_failovers"])
+	fmt.Fprintf(w, "  time: working (CPU) %.1f s; connections open %.1f s (of which waiting on silent hosts %.1f s); addresses waiting out greylisting %.1f s, queued for a connection %.1f s (summed over addresses, overlapping)\n",
+		cpu.Seconds(), c["smtp_session_seconds"], c["smtp_stalled_seconds"], c["smtp_deferred_seconds"], c["smtp_queued_seconds"])
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

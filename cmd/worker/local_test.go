@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/verify"
+)
+
+// truthCode is the status code a perfect verifier gives each ground truth
+// (greylisted addresses get their mailbox's own verdict).
+var truthCode = map[string]int{
+	mailworld.TruthDeliverable: 50, mailworld.TruthMissing: 400, mailworld.TruthFull: 410,
+	mailworld.TruthCatchAll: 45, mailworld.TruthNXDomain: 310, mailworld.TruthNoAddress: 315,
+	mailworld.TruthNullMX: 325, mailworld.TruthPolicy: 420, mailworld.TruthTimeout: 5,
+	mailworld.TruthUnconfirmed: 20,
+}
+
+// smtpWorld starts a small mail world with greylisting, a tarpit and the
+// usual shapes, and writes a list of its addresses, some padded.
+func smtpWorld(t *testing.T) (*mailworld.World, string, []string) {
+	t.Helper()
+	doms := []mailworld.Domain{
+		{Name: "ok.test", Mailboxes: map[string]mailworld.Behaviour{"ann": mailworld.Exists, "bob": mailworld.Full}},
+		{Name: "grey.test", Greylist: 300 * time.Millisecond, Mailboxes: map[string]mailworld.Behaviour{"cat": mailworld.Exists}},
+		{Name: "pit.test", Tarpit: true},
+		{Name: "ca.test", DefaultBehaviour: mailworld.CatchAll},
+		{Name: "gone.test", NXDomain: true},
+		{Name: "pd.test", PrimaryDown: true, Mailboxes: map[string]mailworld.Behaviour{"dan": mailworld.Exists}},
+	}
+	w, err := mailworld.Start(context.Background(), doms, mailworld.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	addrs := []string{"ann@ok.test", " bob@ok.test", "nobody@ok.test\u00a0", "cat@grey.test", "x@grey.test",
+		"x@pit.test", "\tany@ca.test", "x@gone.test", "dan@pd.test", "ANN@ok.test"}
+	var b strings.Builder
+	b.WriteString("id,email\n")
+	for i, a := range addrs {
+		fmt.Fprintf(&b, "%d,%s\n", i, a)
+	}
+	in := writeFile(t, t.TempDir(), "list.csv", []byte(b.String()))
+	return w, in, addrs
+}
+
+func worldFlags(w *mailworld.World) []string {
+	return []string{"--dns-server", w.DNSAddr(), "--smtp-port", strconv.Itoa(w.SMTPPort()),
+		"--extra-tlds", "test", "--smtp-greylist-retry", "300ms", "--smtp-greeting-timeout", "300ms",
+		"--smtp-connect-timeout", "300ms", "--delimiter", "comma", "--header", "--email-column", "2"}
+}
+
+// worker run over a loopback mail world: every row gets its ground truth's
+// code (padded rows their trimmed address's), and --stats says where the
+// time went.
+func TestRunLocalSMTP(t *testing.T) {
+	w, in, addrs := smtpWorld(t)
+	out := filepath.Join(t.TempDir(), "out.csv")
+	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats", "--progress", "100ms"}, worldFlags(w)...)
+	var stderr bytes.Buffer
+	if code := run(context.Background(), args, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	rows := readCSV(t, out)
+	for i, a := range addrs {
+		want := truthCode[w.UnderlyingTruth(verify.TrimPadding(a))]
+		if got := rows[i+1][3]; got != strconv.Itoa(want) {
+			t.Errorf("%q: code %s, want %d (%s)", a, got, want, w.UnderlyingTruth(verify.TrimPadding(a)))
+		}
+	}
+	if rows[1][2+5] != "false" || rows[10][2+5] != "true" {
+		t.Errorf("duplicates: %v %v", rows[1], rows[10])
+	}
+	log := stderr.String()
+	for _, want := range []string{"verifying with DNS (" + w.DNSAddr() + ") and SMTP", "progress: ", "stats: 10 rows",
+		"dns:  ", "smtp: ", "deferred (4xx)", "1 stalled hosts", "time: working"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, log)
+		}
+	}
+	if st := w.Stats(); st.DATA != 0 {
+		t.Fatal("DATA sent")
+	}
+}
+
+// Without --smtp-allow-cidrs, loopback MX hosts are refused by the SSRF
+// guard, and the run says so; with --dns-server off, it says no DNS or
+// SMTP checks run.
+func TestRunLocalSkippedStages(t *testing.T) {
+	w, in, _ := smtpWorld(t)
+	out := filepath.Join(t.TempDir(), "out.csv")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), append([]string{"run", "--in", in, "--out", out}, worldFlags(w)...), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "is not public: not probed") {
+		t.Errorf("no note on refused MX hosts:\n%s", stderr.String())
+	}
+	if rows := readCSV(t, out); rows[1][3] != "20" {
+		t.Errorf("a refused host's mailbox: %v, want 20", rows[1])
+	}
+	if st := w.Stats(); st.Connections != 0 {
+		t.Fatalf("%d SMTP connections to refused hosts", st.Connections)
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--email-column", "2"}, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "no DNS and no SMTP checks") {
+		t.Errorf("no note on --dns-server off:\n%s", stderr.String())
+	}
+}
+
+// Many shards run side by side and the result is the same, byte for byte,
+// as one shard at a time.
+func TestRunLocalParallelShards(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("email,n\n")
+	for i := range 300_000 {
+		fmt.Fprintf(&b, "user%d@example.com,%d\n", i, i%7)
+	}
+	dir := t.TempDir()
+	in := writeFile(t, dir, "big.csv", []byte(b.String()))
+	var outs [2][]byte
+	for i, par := range []string{"1", "4"} {
+		out := filepath.Join(dir, "out"+par+".csv")
+		var stderr bytes.Buffer
+		if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--parallel", par, "--shard-bytes", "1000000"}, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "300000 rows in 8 shards") {
+			t.Fatalf("stderr %q", stderr.String())
+		}
+		outs[i], _ = os.ReadFile(out)
+	}
+	if !bytes.Equal(outs[0], outs[1]) || len(outs[0]) < b.Len() {
+		t.Fatal("parallel shards gave another result")
+	}
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}

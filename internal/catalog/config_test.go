@@ -1,0 +1,66 @@
+package catalog
+
+import (
+	"flag"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Args renders every flag but the manager's own, and a worker parsing
+// them gets the same configuration.
+func TestArgsRoundTrip(t *testing.T) {
+	c := DefaultVerifyConfig()
+	c.DNSServer, c.GreylistRetry, c.MaxSessions = "10.0.0.10:53", 90*time.Second, 300
+	c.GreetingTimeout, c.PipelineDepth, c.RowsInFlight = 45*time.Second, 4, 50_000
+	c.Proxies = StringList{"socks5://u:p@10.1.0.1:1080", "socks5://10.1.0.2:1080"}
+	c.ListsDir, c.ListsBlobKey, c.ExtraTLDs = "/etc/emaildata/lists", "system/lists.json", "test"
+	args := c.Args()
+	for _, a := range args {
+		if strings.HasPrefix(a, "--lists-dir") {
+			t.Fatalf("manager-only flag passed on: %s", a)
+		}
+	}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var got VerifyConfig
+	got.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	c.ListsDir = ""
+	if !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, c)
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if len(args) != len(names)-1 {
+		t.Fatalf("%d args for %d flags", len(args), len(names))
+	}
+}
+
+func TestStringList(t *testing.T) {
+	var l StringList
+	for _, v := range []string{"a", "b, c", " ", "d,"} {
+		l.Set(v)
+	}
+	if !slices.Equal(l, StringList{"a", "b", "c", "d"}) || l.String() != "a,b,c,d" {
+		t.Fatalf("%q", l)
+	}
+}
+
+func TestAPIDefaultsShorter(t *testing.T) {
+	l, a := DefaultVerifyConfig(), DefaultAPIVerifyConfig()
+	if a.GreetingTimeout >= l.GreetingTimeout || a.ConnectTimeout >= l.ConnectTimeout || a.HostPenaltyTTL >= l.HostPenaltyTTL {
+		t.Fatalf("API %+v, lists %+v", a, l)
+	}
+}
+
+func TestBadProxy(t *testing.T) {
+	c := DefaultVerifyConfig()
+	c.Proxies = StringList{"http://proxy:8080"}
+	if _, err := NewProber(c); err == nil || !strings.Contains(err.Error(), "--smtp-proxy") {
+		t.Fatalf("err %v", err)
+	}
+}
