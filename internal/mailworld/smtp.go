@@ -28,7 +28,7 @@ type session struct {
 	bw   *bufio.Writer
 	helo string
 
-	arrived  time.Time // when the command being answered reached the server
+	arrived time.Time // when the command being answered reached the server
 
 	inTx     bool
 	sender   string

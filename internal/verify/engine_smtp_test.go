@@ -26,7 +26,7 @@ var truthCodes = map[string]verify.Code{
 	mailworld.TruthPolicy:      verify.CodeMailNotAccepted,
 	mailworld.TruthUnconfirmed: verify.CodeValidDomain,
 	mailworld.TruthGreylisted:  verify.CodeDeliverable, // retried within the budget
-	mailworld.TruthTimeout:     verify.CodeTimeout, // a tarpit host: no host ever answered
+	mailworld.TruthTimeout:     verify.CodeTimeout,     // a tarpit host: no host ever answered
 }
 
 func smtpWorld(t *testing.T) (*mailworld.World, *verify.Engine) {
