@@ -4,7 +4,7 @@
 // and reports throughput, CPU, load on the mail servers and accuracy
 // against the world's ground truth per category.
 //
-//	cd hack/compare && go run . -domains 300 -rows 10000 -seed 1 -concurrency 32
+//	cd hack/compare && go run . -domains 1000 -rows 20000 -concurrency 100
 //
 // AfterShip dials port 25 (hard-coded), so the world's MX hosts listen on
 // port 25 of their 127.x.y.z addresses: run as root (or with
@@ -28,12 +28,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 )
 
@@ -48,22 +46,20 @@ func (denyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func main() {
 	var (
+		g           gen
 		child       = flag.Bool("world-child", false, "internal: serve the mail world (child process)")
-		seed        = flag.Int64("seed", 1, "world and list seed")
-		domains     = flag.Int("domains", 300, "domains in the world")
-		rows        = flag.Int("rows", 10000, "addresses in the list")
-		concurrency = flag.Int("concurrency", 32, "AfterShip workers, our DomainWorkers, our single-address workers")
+		concurrency = flag.Int("concurrency", 100, "AfterShip workers; our --smtp-max-sessions and --dns-workers; our single-address workers")
 		port        = flag.Int("port", 25, "SMTP port of the world's MX hosts (AfterShip only dials 25)")
-		tools       = flag.String("tools", "aftership,ours-batch", "runs, in order: aftership, ours-batch, ours-single")
-		greyRetry   = flag.Duration("greylist-retry", 3*time.Second, "our GreylistRetry (production: 60s against real windows of minutes; the world's window is 2s)")
-		greyRetries = flag.Int("greylist-retries", 0, "our MaxGreylistRetries (0: default 3; negative: none)")
+		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-single (GET /v5/ev's path)")
+		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
-		outCSV      = flag.String("csv", "", "write per-address answers to this file")
+		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
+		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 	)
-	flag.IntVar(&batchRows, "batch", batchRows, "rows per VerifyBatch call in ours-batch (the list worker uses 10,000)")
+	g.bind(flag.CommandLine)
 	flag.Parse()
 	if *child {
-		runWorldChild(*seed, *domains, *rows, *port)
+		runWorldChild(g, *port)
 		return
 	}
 	log.SetFlags(log.Ltime)
@@ -71,13 +67,20 @@ func main() {
 	http.DefaultTransport = denyTransport{}
 	http.DefaultClient = &http.Client{Transport: denyTransport{}}
 
-	doms, addrs := mailworld.Generate(*seed, *domains, *rows)
-	s := settings{concurrency: *concurrency, port: *port, greylistRetry: *greyRetry, greyRetries: *greyRetries, singleTimeout: *singleTO}
+	doms, rows := g.generate()
+	retry := *greyRetry
+	if retry == 0 {
+		retry = time.Minute
+		if g.profile == "realistic" && g.greylist > 0 {
+			retry = g.greylist
+		}
+	}
+	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin}
 	var truth, under []string
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {
 		tool = strings.TrimSpace(tool)
-		w, err := startWorld(*seed, *domains, *rows, *port)
+		w, err := startWorld(g, *port)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -93,37 +96,32 @@ func main() {
 		runtime.GC()
 		debug.FreeOSMemory()
 		dials0 := resolverDials.Load()
-		log.Printf("%s: %d rows, world DNS %s, SMTP port %d", tool, len(addrs), w.hello.DNS, w.hello.Port)
+		log.Printf("%s: %d rows, world DNS %s, SMTP port %d", tool, len(rows), w.hello.DNS, w.hello.Port)
 		r := &runResult{name: tool}
 		cpu0, t0 := cpuSecs(), time.Now()
-		var st smtpprobe.Stats
-		var chunks []time.Duration
 		switch tool {
 		case "aftership":
-			r.pred, r.raw = runAfterShip(addrs, s)
-		case "ours-batch":
-			r.pred, r.raw, st, chunks = runOursBatch(w.hello.DNS, addrs, s)
+			r.pred, r.raw = runAfterShip(rows, s)
+			r.cpu = cpuSecs() - cpu0
+		case "ours-list":
+			r.pred, r.raw, r.cpu, r.note, err = runOursList(w.hello.DNS, rows, s)
+			if err != nil {
+				w.stop()
+				log.Fatal(err)
+			}
 		case "ours-single":
-			r.pred, r.raw, st = runOursSingle(w.hello.DNS, addrs, s)
+			var st smtpprobe.Stats
+			r.pred, r.raw, st = runOursSingle(w.hello.DNS, rows, s)
+			r.cpu = cpuSecs() - cpu0
+			r.note = fmt.Sprintf("prober: %d dials, %d sessions, %d catch-all probes, %d deferred (4xx)", st.Dials, st.Sessions, st.CatchAllProbes, st.Deferred)
 		default:
 			w.stop()
 			log.Fatalf("unknown tool %q", tool)
 		}
-		r.wall, r.cpu = time.Since(t0).Seconds(), cpuSecs()-cpu0
+		r.wall = time.Since(t0).Seconds()
 		r.dnsDial = resolverDials.Load() - dials0
 		if tool == "aftership" {
 			r.note = fmt.Sprintf("%d resolver dials", r.dnsDial)
-		} else {
-			r.note = fmt.Sprintf("prober: %d dials, %d sessions, %d catch-all probes, %d deferred (4xx)", st.Dials, st.Sessions, st.CatchAllProbes, st.Deferred)
-			if len(chunks) > 0 {
-				sorted := slices.Clone(chunks)
-				slices.Sort(sorted)
-				r.note += fmt.Sprintf("; %d chunks of %d: min %.1f s, median %.1f s, max %.1f s", len(chunks), batchRows,
-					sorted[0].Seconds(), sorted[len(sorted)/2].Seconds(), sorted[len(sorted)-1].Seconds())
-			}
-			if r.dnsDial != 0 {
-				r.note += fmt.Sprintf(", %d stdlib resolver dials", r.dnsDial)
-			}
 		}
 		rep, err := w.report()
 		setResolverTarget("")
@@ -132,7 +130,7 @@ func main() {
 			log.Fatal(err)
 		}
 		r.world = rep
-		log.Printf("%s: %.1f s, %.0f rows/s, CPU %.2f s (world %.2f s)", tool, r.wall, float64(len(addrs))/r.wall, r.cpu, rep.CPUSecs)
+		log.Printf("%s: %.1f s, %.0f rows/s, CPU %.2f s (world %.2f s)", tool, r.wall, float64(len(rows))/r.wall, r.cpu, rep.CPUSecs)
 		runs = append(runs, r)
 		time.Sleep(time.Second) // let the previous world's sockets go
 	}
@@ -140,9 +138,10 @@ func main() {
 		log.Printf("warning: %d HTTP attempts were blocked", n)
 	}
 
-	fmt.Printf("\nseed %d, %d domains, %d rows, concurrency %d, %s/%s, %d CPUs\n", *seed, *domains, len(addrs), *concurrency, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-	printReport(os.Stdout, runs, truth, under)
-	printErrors(os.Stdout, runs, addrs, truth, under, doms)
+	fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, round trips up to %v; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
+		g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.latencyMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	printReport(os.Stdout, runs, rows, truth, under, retry)
+	printErrors(os.Stdout, runs, rows, truth, under, doms)
 
 	if *outCSV != "" {
 		f, err := os.Create(*outCSV)
@@ -155,7 +154,7 @@ func main() {
 			hdr = append(hdr, r.name, r.name+"_raw")
 		}
 		_ = cw.Write(hdr)
-		for i, a := range addrs {
+		for i, a := range rows {
 			row := []string{a, truth[i], under[i]}
 			for _, r := range runs {
 				row = append(row, r.pred[i], r.raw[i])

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
+	"unicode"
 
 	"github.com/emaildata/emaildata/internal/mailworld"
 )
@@ -22,13 +24,20 @@ const (
 	truthTimeout     = mailworld.TruthTimeout
 	truthUnconfirmed = mailworld.TruthUnconfirmed
 	mailworldInvalid = mailworld.TruthInvalid
+	truthDisposable  = mailworld.TruthDisposable
+	truthTypo        = mailworld.TruthTypo
 )
 
 // categories in table order.
 var categories = []string{
 	truthDeliverable, truthMissing, truthFull, truthCatchAll, truthNXDomain, truthNoAddress,
 	truthNullMX, truthPolicy, truthGreylisted, truthUnconfirmed, truthTimeout,
+	truthDisposable, truthTypo, mailworldInvalid,
 }
+
+// paddedCategory is reported besides the truths: rows with white space
+// around the address, judged on the trimmed address's truth.
+const paddedCategory = "padded (any of the above)"
 
 // expected is the category a perfect verifier reports: greylisted
 // addresses are judged on their mailbox (the verdict after the window).
@@ -43,11 +52,21 @@ func expected(truth, underlying string) string {
 // may be reported as timeout or unconfirmed (both mean "the server stalled,
 // no verdict"). AfterShip's "no usable MX" (nomail) is credited for all three
 // domain categories, which it cannot tell apart.
+//
+// A typo of a well-known provider is exact when rejected with a correction
+// (ours) or, for AfterShip, which cannot suggest with its defaults, when
+// rejected as having no usable MX (the typo domains do not exist); a row
+// that is not an address is exact when rejected as such, with or without
+// a correction.
 func exactOK(truth, underlying, pred string) bool {
 	e := expected(truth, underlying)
 	switch {
 	case truth == truthTimeout:
 		return pred == truthTimeout || pred == truthUnconfirmed
+	case truth == truthTypo:
+		return pred == truthTypo || pred == predNoMail
+	case truth == mailworldInvalid:
+		return pred == mailworldInvalid || pred == truthTypo
 	case pred == predNoMail:
 		return e == truthNXDomain || e == truthNoAddress || e == truthNullMX
 	}
@@ -59,7 +78,8 @@ func verdict(cat string) string {
 	switch cat {
 	case truthDeliverable:
 		return "send"
-	case truthMissing, truthFull, truthPolicy, truthNXDomain, truthNoAddress, truthNullMX, predNoMail, mailworldInvalid, predRejectOther:
+	case truthMissing, truthFull, truthPolicy, truthNXDomain, truthNoAddress, truthNullMX, predNoMail, mailworldInvalid, predRejectOther,
+		truthDisposable, truthTypo:
 		return "drop"
 	}
 	return "unknown" // catchall, unconfirmed, timeout, other
@@ -80,26 +100,30 @@ type score struct {
 	n, exact, verdict int
 }
 
-func scoreRun(r *runResult, truth, under []string) (per map[string]*score, total score, goodDropped, badSent int) {
+func scoreRun(r *runResult, rows, truth, under []string) (per map[string]*score, total score, goodDropped, badSent int) {
 	per = map[string]*score{}
+	get := func(k string) *score {
+		if per[k] == nil {
+			per[k] = &score{}
+		}
+		return per[k]
+	}
 	for i := range truth {
 		t := truth[i]
-		s := per[t]
-		if s == nil {
-			s = &score{}
-			per[t] = s
+		ss := []*score{get(t), &total}
+		if t != mailworldInvalid && strings.TrimFunc(rows[i], unicode.IsSpace) != rows[i] {
+			ss = append(ss, get(paddedCategory))
 		}
-		s.n++
-		total.n++
 		p := r.pred[i]
-		if exactOK(t, under[i], p) {
-			s.exact++
-			total.exact++
-		}
-		tv := verdict(expected(t, under[i]))
-		if tv == verdict(p) {
-			s.verdict++
-			total.verdict++
+		exact, tv := exactOK(t, under[i], p), verdict(expected(t, under[i]))
+		for _, s := range ss {
+			s.n++
+			if exact {
+				s.exact++
+			}
+			if tv == verdict(p) {
+				s.verdict++
+			}
 		}
 		switch {
 		case tv == "send" && verdict(p) == "drop":
@@ -118,7 +142,7 @@ func pct(a, b int) string {
 	return fmt.Sprintf("%.1f %%", 100*float64(a)/float64(b))
 }
 
-func printReport(w io.Writer, runs []*runResult, truth, under []string) {
+func printReport(w io.Writer, runs []*runResult, rows, truth, under []string, floor time.Duration) {
 	type scored struct {
 		per                 map[string]*score
 		total               score
@@ -126,14 +150,24 @@ func printReport(w io.Writer, runs []*runResult, truth, under []string) {
 	}
 	sc := make([]scored, len(runs))
 	for i, r := range runs {
-		per, tot, gd, bs := scoreRun(r, truth, under)
+		per, tot, gd, bs := scoreRun(r, rows, truth, under)
 		sc[i] = scored{per, tot, gd, bs}
 	}
+	greylisted := 0
+	for _, t := range truth {
+		if t == truthGreylisted {
+			greylisted++
+		}
+	}
 
-	fmt.Fprintf(w, "\n### Throughput\n\n| verifier | wall | rows/s | verifier CPU | CPU ms / 1k rows | world CPU |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "\n### Throughput\n\n| verifier | wall | rows/s | wall / greylisting floor (%v) | verifier CPU | CPU ms / 1k rows | world CPU |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n", floor)
 	for _, r := range runs {
 		n := len(r.pred)
-		fmt.Fprintf(w, "| %s | %.1f s | %.0f | %.2f s | %.0f | %.2f s |\n", r.name, r.wall, float64(n)/r.wall, r.cpu, 1e6*r.cpu/float64(n), r.world.CPUSecs)
+		ratio := "–"
+		if greylisted > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.wall/floor.Seconds())
+		}
+		fmt.Fprintf(w, "| %s | %.1f s | %.0f | %s | %.2f s | %.0f | %.2f s |\n", r.name, r.wall, float64(n)/r.wall, ratio, r.cpu, 1e6*r.cpu/float64(n), r.world.CPUSecs)
 	}
 
 	fmt.Fprintf(w, "\n### Accuracy per ground-truth category (exact / send-drop-unknown verdict)\n\n| category | rows |")
@@ -141,7 +175,7 @@ func printReport(w io.Writer, runs []*runResult, truth, under []string) {
 		fmt.Fprintf(w, " %s exact | %s verdict |", r.name, r.name)
 	}
 	fmt.Fprintf(w, "\n| --- | ---: |%s\n", strings.Repeat(" ---: | ---: |", len(runs)))
-	for _, c := range categories {
+	for _, c := range append(categories, paddedCategory) {
 		n := 0
 		if s := sc[0].per[c]; s != nil {
 			n = s.n
@@ -199,7 +233,16 @@ func printReport(w io.Writer, runs []*runResult, truth, under []string) {
 	fmt.Fprintf(w, "\n### Load on the mail world\n\n| verifier | SMTP connections | peak concurrent (world) | max concurrent on one host | 421 too many conns | EHLO | RCPT | DATA | DNS queries | %s |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n", "notes")
 	for _, r := range runs {
 		s := r.world.Stats
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.name, s.Connections, s.PeakConcurrent, s.MaxConcurrent, s.Rejected, s.EHLO, s.RCPT, s.DATA, s.DNSQueries, r.note)
+		note := r.note
+		if strings.Contains(note, "\n") {
+			note = "see below"
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.name, s.Connections, s.PeakConcurrent, s.MaxConcurrent, s.Rejected, s.EHLO, s.RCPT, s.DATA, s.DNSQueries, note)
+	}
+	for _, r := range runs {
+		if strings.Contains(r.note, "\n") {
+			fmt.Fprintf(w, "\n%s said on stderr:\n\n```\n%s```\n", r.name, r.note)
+		}
 	}
 }
 
@@ -255,6 +298,7 @@ func shape(d mailworld.Domain) string {
 		{d.Greylist > 0, "greylisting"}, {d.PolicyReject, "policy reject"}, {d.Tarpit, "tarpit"},
 		{d.DropConnection, "drop at EHLO"}, {d.DropAtRCPT, "drop at RCPT"}, {d.SecondRCPT452, "452 on 2nd RCPT"},
 		{d.PrimaryDown, "primary MX down"}, {d.MaxConns > 0, fmt.Sprintf("max %d conns", d.MaxConns)},
+		{d.RcptLimit > 0, fmt.Sprintf("%d RCPTs a connection", d.RcptLimit)}, {d.EqualPrefs, "MX hosts of equal preference"},
 	} {
 		if x.on {
 			f = append(f, x.name)
@@ -282,7 +326,7 @@ func printErrors(w io.Writer, runs []*runResult, addrs, truth, under []string, d
 				continue
 			}
 			total++
-			dom := strings.ToLower(a[strings.LastIndexByte(a, '@')+1:])
+			dom := strings.ToLower(strings.TrimFunc(a[strings.LastIndexByte(a, '@')+1:], unicode.IsSpace))
 			key := fmt.Sprintf("%s | %s | `%s`", shape(byName[dom]), expected(truth[i], under[i]), r.raw[i])
 			cnt[key]++
 		}

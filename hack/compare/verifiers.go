@@ -2,9 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	emailverifier "github.com/AfterShip/email-verifier"
@@ -27,8 +35,8 @@ type settings struct {
 	concurrency   int
 	port          int
 	greylistRetry time.Duration
-	greyRetries   int
 	singleTimeout time.Duration
+	worker        string // worker binary ("": build it)
 }
 
 // runAfterShip verifies every address with AfterShip's Verify, from a
@@ -63,7 +71,7 @@ func classifyAfterShip(res *emailverifier.Result, err error) (string, string) {
 		return mailworldInvalid, "syntax invalid"
 	}
 	if res.Disposable {
-		return predOther, "disposable"
+		return truthDisposable, "disposable"
 	}
 	if err != nil {
 		var le *emailverifier.LookupError
@@ -102,15 +110,18 @@ func classifyAfterShip(res *emailverifier.Result, err error) (string, string) {
 	return truthUnconfirmed, "reachable=" + res.Reachable
 }
 
-// newEngine builds our engine the way internal/catalog.NewEngine does for
-// production (lists, typos, mxdns, smtpprobe with the default timeouts and
-// per-host limits), pointed at the world's DNS server and SMTP port.
+// newEngine builds our engine for the single-address path the way
+// internal/catalog.NewEngine does for the API (lists, typos, mxdns,
+// smtpprobe with the API's timeouts and the production per-host limits),
+// pointed at the world's DNS server and SMTP port.
 func newEngine(dnsAddr string, s settings) (*verify.Engine, *smtpprobe.Prober) {
+	// catalog.DefaultAPIVerifyConfig's values (catalog is not imported:
+	// it would pull the blob store clients into this module).
 	p := smtpprobe.New(smtpprobe.Config{
 		Port: s.port, HELOName: "verify.test", MailFrom: "probe@verify.test",
-		MaxConnsPerHost: 2, RatePerHost: 5, // production defaults (catalog.DefaultVerifyConfig)
-		GreylistRetry: s.greylistRetry, MaxGreylistRetries: s.greyRetries,
-		// ConnectTimeout 5 s and CommandTimeout 10 s: the defaults.
+		MaxConnsPerHost: 2, RatePerHost: 5, MaxSessions: s.concurrency,
+		ConnectTimeout: 5 * time.Second, GreetingTimeout: 10 * time.Second, CommandTimeout: 10 * time.Second,
+		GreylistRetry: s.greylistRetry,
 	})
 	e := &verify.Engine{
 		Lists:         emaillists.Default,
@@ -123,22 +134,90 @@ func newEngine(dnsAddr string, s settings) (*verify.Engine, *smtpprobe.Prober) {
 	return e, p
 }
 
-// runOursBatch is the list worker's path: VerifyBatch over chunks of the
-// email_validation service's batch size (batchRows, 10,000 like the worker),
-// one chunk after the other, with no deadline (internal/pipeline's shard
-// loop and internal/evlist).
-func runOursBatch(dnsAddr string, addrs []string, s settings) (pred, raw []string, st smtpprobe.Stats, chunks []time.Duration) {
-	e, p := newEngine(dnsAddr, s)
-	res := make([]verify.Result, len(addrs))
-	ctx := context.Background()
-	for i := 0; i < len(addrs); i += batchRows {
-		j := min(i+batchRows, len(addrs))
-		t0 := time.Now()
-		_ = e.VerifyBatch(ctx, addrs[i:j], res[i:j], verify.Options{SMTP: true})
-		chunks = append(chunks, time.Since(t0))
+// runOursList is the list path as a user runs it: the worker binary's
+// `run` command over the list as a CSV file, with production defaults but
+// for the world's DNS server and port, the loopback range opened to SMTP,
+// and the concurrency setting as the session cap. It returns the worker's
+// CPU time and its --stats report.
+func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string, cpu float64, stats string, err error) {
+	dir, err := os.MkdirTemp("", "compare-")
+	if err != nil {
+		return nil, nil, 0, "", err
+	}
+	defer os.RemoveAll(dir)
+	bin := s.worker
+	if bin == "" {
+		bin = filepath.Join(dir, "worker")
+		build := exec.Command("go", "build", "-o", bin, "github.com/emaildata/emaildata/cmd/worker")
+		build.Dir, build.Stderr = "../..", os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, nil, 0, "", fmt.Errorf("build worker: %w", err)
+		}
+	}
+	in, out := filepath.Join(dir, "list.csv"), filepath.Join(dir, "result.csv")
+	if err := writeList(in, rows); err != nil {
+		return nil, nil, 0, "", err
+	}
+	var stderr strings.Builder
+	cmd := exec.Command(bin, "run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1",
+		"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
+		"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
+		"--smtp-greylist-retry", s.greylistRetry.String(),
+		"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
+		"--stats", "--progress", "30s")
+	cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
+	if err := cmd.Run(); err != nil {
+		return nil, nil, 0, "", fmt.Errorf("worker run: %w", err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	pred, raw, err = readResult(out, len(rows))
+	return pred, raw, cpu, stderr.String(), err
+}
+
+func writeList(path string, rows []string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	cw := csv.NewWriter(f)
+	cw.Write([]string{"email"})
+	for _, r := range rows {
+		cw.Write([]string{r})
+	}
+	cw.Flush()
+	return errors.Join(cw.Error(), f.Close())
+}
+
+// readResult reads the worker's result: ev_status_code and ev_correction
+// per row.
+func readResult(path string, n int) (pred, raw []string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(recs) != n+1 {
+		return nil, nil, fmt.Errorf("result has %d rows, want %d", len(recs)-1, n)
+	}
+	res := make([]verify.Result, n)
+	for i, rec := range recs[1:] {
+		code, err := strconv.Atoi(rec[2])
+		if err != nil {
+			return nil, nil, fmt.Errorf("row %d: %q", i+1, rec)
+		}
+		res[i].SetCode(verify.Code(code))
+		if rec[5] != "" {
+			res[i].Corrections = []string{rec[5]}
+		}
 	}
 	pred, raw = classifyOurs(res)
-	return pred, raw, p.Stats(), chunks
+	return pred, raw, nil
 }
 
 // runOursSingle is the API's path: Verify per address within a deadline
@@ -173,11 +252,19 @@ func classifyOurs(res []verify.Result) (pred, raw []string) {
 	raw = make([]string, len(res))
 	for i, r := range res {
 		raw[i] = strconv.Itoa(int(r.Code)) + " " + r.Code.String()
-		if c, ok := codeCategory[r.Code]; ok {
+		c, ok := codeCategory[r.Code]
+		switch {
+		case r.Code == verify.CodeSpamTrap:
+			pred[i] = truthDisposable
+		case len(r.Corrections) > 0 && r.Status == verify.StatusInvalid:
+			pred[i], raw[i] = truthTypo, raw[i]+" with a correction"
+		case r.Code >= verify.CodeSyntaxError && r.Code <= verify.CodeUnquotedSpace:
+			pred[i] = mailworldInvalid
+		case ok:
 			pred[i] = c
-		} else if r.Status == verify.StatusInvalid || r.Status == verify.StatusTrap {
+		case r.Status == verify.StatusInvalid || r.Status == verify.StatusTrap:
 			pred[i] = predRejectOther
-		} else {
+		default:
 			pred[i] = predOther
 		}
 	}
@@ -206,7 +293,3 @@ func pool(n, workers int, f func(i int)) {
 	close(next)
 	wg.Wait()
 }
-
-// batchRows is the list worker's batch size for email_validation
-// (evlist's default); set with -batch.
-var batchRows = 10_000

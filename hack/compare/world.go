@@ -39,10 +39,10 @@ type worldReport struct {
 }
 
 // runWorldChild serves the generated world until stdin closes.
-func runWorldChild(seed int64, domains, rows, port int) {
+func runWorldChild(g gen, port int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	doms, addrs := mailworld.Generate(seed, domains, rows)
+	doms, addrs := g.generate()
 	out := json.NewEncoder(os.Stdout)
 	w, err := mailworld.Start(ctx, doms, mailworld.Options{SMTPPort: port})
 	if err != nil {
@@ -52,8 +52,7 @@ func runWorldChild(seed int64, domains, rows, port int) {
 	defer w.Close()
 	h := worldHello{DNS: w.DNSAddr(), Port: w.SMTPPort(), Truth: make([]string, len(addrs)), Underlying: make([]string, len(addrs))}
 	for i, a := range addrs {
-		h.Truth[i] = w.GroundTruth(a)
-		h.Underlying[i] = w.UnderlyingTruth(a)
+		h.Truth[i], h.Underlying[i] = w.RowTruth(a)
 	}
 	if err := out.Encode(h); err != nil {
 		os.Exit(1)
@@ -86,14 +85,12 @@ type worldProc struct {
 	hello worldHello
 }
 
-func startWorld(seed int64, domains, rows, port int) (*worldProc, error) {
+func startWorld(g gen, port int) (*worldProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-world-child",
-		"-seed", strconv.FormatInt(seed, 10), "-domains", strconv.Itoa(domains),
-		"-rows", strconv.Itoa(rows), "-port", strconv.Itoa(port))
+	cmd := exec.Command(exe, append([]string{"-world-child", "-port", strconv.Itoa(port)}, g.args()...)...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -5,7 +5,6 @@ package catalog
 import (
 	"maps"
 
-	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/evlist"
 	"github.com/emaildata/emaildata/internal/listservice"
@@ -35,7 +34,7 @@ func RegistryFor(e *verify.Engine, c VerifyConfig) *listservice.Registry {
 	ev := evlist.New(evlist.EngineChecker(e))
 	ev.InFlight = c.RowsInFlight
 	ev.Counters = func() map[string]float64 { return EngineCounters(e) }
-	reg.Register(string(listsv1.ServiceEmailValidation), ev)
+	reg.Register(evlist.Name, ev)
 	return reg
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 )
 
 // Args renders every flag but the manager's own, and a worker parsing
@@ -62,5 +64,16 @@ func TestBadProxy(t *testing.T) {
 	c.Proxies = StringList{"http://proxy:8080"}
 	if _, err := NewProber(c); err == nil || !strings.Contains(err.Error(), "--smtp-proxy") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// The list services' names are the EmailList API's.
+func TestServiceNames(t *testing.T) {
+	for _, name := range []string{string(listsv1.ServiceEmailValidation), string(listsv1.ServiceEmailIntelligence), string(listsv1.ServiceEmailAppend)} {
+		reg := RegistryFor(nil, VerifyConfig{})
+		RegisterPeople(reg, nil, nil)
+		if _, err := reg.Lookup(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

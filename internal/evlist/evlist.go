@@ -15,6 +15,10 @@ import (
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
+// Name is the service's name in lists (EmailList spec.service, the REST
+// API's service parameter).
+const Name = "email_validation"
+
 // Columns appended to every row, after the input's own columns.
 // ev_duplicate marks an address (trimmed, lower-cased) that appeared
 // earlier in the list: earlier shards' rows are observed before a shard

@@ -121,6 +121,15 @@ type Domain struct {
 	// MaxConns, if positive, is the number of concurrent connections an MX
 	// host serves; extra connections get "421 4.7.0" and are closed.
 	MaxConns int
+	// RcptLimit, if positive, is the number of RCPTs an MX host takes in
+	// one connection; later ones get "452 4.5.3 too many recipients".
+	RcptLimit int
+	// Latency, if positive, is the round trip to the domain's MX hosts
+	// (Options.Latency otherwise).
+	Latency time.Duration
+	// EqualPrefs gives all MX hosts the same preference (10), as big
+	// providers publish them to spread the load.
+	EqualPrefs bool
 }
 
 // Options configures Start.
@@ -370,7 +379,11 @@ func (w *World) build(domains []Domain) error {
 			if g.implied {
 				hn = g.name
 			}
-			h := &host{name: hn, ip: nextIP(), group: g, pref: uint16(10 * (i + 1)), down: t.PrimaryDown && i == 0}
+			pref := uint16(10 * (i + 1))
+			if t.EqualPrefs {
+				pref = 10
+			}
+			h := &host{name: hn, ip: nextIP(), group: g, pref: pref, down: t.PrimaryDown && i == 0}
 			g.hosts = append(g.hosts, h)
 			w.hosts = append(w.hosts, h)
 			w.byName[hn] = h
@@ -414,10 +427,12 @@ func sameConnSettings(a, b *domainState) error {
 	type conn struct {
 		MXHosts                                                  int
 		Tarpit, DropConnection, DropAtRCPT, SecondRCPT452, PDown bool
-		MaxConns                                                 int
+		MaxConns, RcptLimit                                      int
+		Latency                                                  time.Duration
+		EqualPrefs                                               bool
 	}
-	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns}
-	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns}
+	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.EqualPrefs}
+	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.EqualPrefs}
 	if ca != cb {
 		return fmt.Errorf("mailworld: %s and %s share provider %q but differ in connection-level settings", a.name, b.name, b.Provider)
 	}

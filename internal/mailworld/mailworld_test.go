@@ -636,3 +636,104 @@ func BenchmarkSMTPSession(b *testing.B) {
 		c.nc.Close()
 	}
 }
+
+// RcptLimit: 452 4.5.3 after N RCPTs in one connection, whatever the
+// transactions; Latency per domain; EqualPrefs in DNS.
+func TestRcptLimitLatencyEqualPrefs(t *testing.T) {
+	w := start(t, []Domain{
+		{Name: "lim.test", RcptLimit: 2, Mailboxes: map[string]Behaviour{"a": Exists}},
+		{Name: "far.test", Latency: 60 * time.Millisecond, MXHosts: 3, EqualPrefs: true},
+	}, Options{})
+	c := openSession(t, w, "lim.test", "s@v.test")
+	c.do(250, "2.1.5", "RCPT TO:<a@lim.test>")
+	c.do(250, "", "RSET")
+	c.do(250, "", "MAIL FROM:<s@v.test>")
+	c.do(550, "5.1.1", "RCPT TO:<b@lim.test>")
+	c.do(250, "", "RSET")
+	c.do(250, "", "MAIL FROM:<s@v.test>")
+	c.do(452, "4.5.3", "RCPT TO:<a@lim.test>")
+	c2 := openSession(t, w, "lim.test", "s@v.test") // a new connection starts afresh
+	c2.do(250, "2.1.5", "RCPT TO:<a@lim.test>")
+
+	t0 := time.Now()
+	f := dial(t, w.MXAddrs("far.test")[0])
+	f.expect(220, "")
+	f.do(250, "", "NOOP")
+	if d := time.Since(t0); d < 120*time.Millisecond {
+		t.Fatalf("two replies at 60ms took %v", d)
+	}
+	m := query(t, w, "udp", "far.test.", dns.TypeMX)
+	if len(m.Answer) != 3 {
+		t.Fatalf("MX %v", m.Answer)
+	}
+	for _, rr := range m.Answer {
+		if rr.(*dns.MX).Preference != 10 {
+			t.Fatalf("MX %v: want all at preference 10", m.Answer)
+		}
+	}
+	if err := func() error {
+		_, err := Start(context.Background(), []Domain{
+			{Name: "a.test", Provider: "p.test", RcptLimit: 5}, {Name: "b.test", Provider: "p.test"},
+		}, Options{})
+		return err
+	}(); err == nil {
+		t.Fatal("a provider's domains disagreeing on RcptLimit accepted")
+	}
+}
+
+// GenerateWith: deterministic, with the profile's shares, and RowTruth
+// knows every decorated row.
+func TestGenerateWith(t *testing.T) {
+	p := RealisticProfile()
+	d1, a1 := GenerateWith(3, 1000, 20_000, p)
+	d2, a2 := GenerateWith(3, 1000, 20_000, p)
+	if fmt.Sprint(d1) != fmt.Sprint(d2) || strings.Join(a1, ",") != strings.Join(a2, ",") {
+		t.Fatal("GenerateWith is not deterministic")
+	}
+	kinds := map[string]int{}
+	for _, d := range d1 {
+		switch {
+		case d.Greylist == time.Minute:
+			kinds["greylist"]++
+		case d.Tarpit:
+			kinds["tarpit"]++
+		case d.PrimaryDown:
+			kinds["primarydown"]++
+		case d.RcptLimit > 0:
+			kinds["rcptlimit"]++
+		}
+		if d.Greylist > 0 && d.Greylist != time.Minute {
+			t.Fatalf("%s greylists for %v", d.Name, d.Greylist)
+		}
+	}
+	if g := kinds["greylist"]; g < 80 || g > 130 || kinds["tarpit"] == 0 || kinds["primarydown"] < 10 || kinds["rcptlimit"] < 20 {
+		t.Fatalf("domain kinds %v", kinds)
+	}
+	w := start(t, d1, Options{})
+	truths := map[string]int{}
+	padded := 0
+	for _, a := range a1 {
+		tr, under := w.RowTruth(a)
+		truths[tr]++
+		if tr != TruthGreylisted && tr != under {
+			t.Fatalf("%q: truth %s, underlying %s", a, tr, under)
+		}
+		if strings.TrimSpace(a) != a || strings.Contains(a, "\u00a0") || strings.Contains(a, "\u3000") {
+			if tr != TruthInvalid {
+				padded++
+			}
+		}
+	}
+	t.Logf("truths %v, %d padded", truths, padded)
+	for _, k := range []string{TruthDisposable, TruthTypo, TruthInvalid, TruthGreylisted, TruthTimeout, TruthDeliverable} {
+		if truths[k] < 20 {
+			t.Errorf("only %d rows of %s", truths[k], k)
+		}
+	}
+	if padded < 400 {
+		t.Errorf("%d padded rows", padded)
+	}
+	if tr, _ := w.RowTruth(" \u00a0" + "x@gmial.com\t"); tr != TruthTypo {
+		t.Errorf("padded typo: %s", tr)
+	}
+}

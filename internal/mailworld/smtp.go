@@ -32,6 +32,7 @@ type session struct {
 
 	inTx     bool
 	sender   string
+	conRcpts int // RCPT commands in the connection
 	rcpts    int // RCPT commands in the transaction
 	accepted int // recipients accepted in the transaction
 	bad      int
@@ -135,6 +136,10 @@ func (s *session) step() bool {
 			return s.bump("501 5.5.4 Syntax: RCPT TO:<address>")
 		}
 		s.rcpts++
+		s.conRcpts++
+		if s.t.RcptLimit > 0 && s.conRcpts > s.t.RcptLimit {
+			return s.reply("452 4.5.3 Error: too many recipients")
+		}
 		if s.t.SecondRCPT452 && s.rcpts > 1 {
 			return s.reply("452 4.5.3 Error: too many recipients")
 		}
@@ -330,7 +335,11 @@ func (s *session) readData() error {
 // together) are answered together. Replies are flushed before the next
 // blocking read, so pipelined commands get their replies in one write.
 func (s *session) reply(lines ...string) bool {
-	if d := time.Until(s.arrived.Add(s.w.opts.Latency)); d > 0 {
+	rtt := s.w.opts.Latency
+	if s.t.Latency > 0 {
+		rtt = s.t.Latency
+	}
+	if d := time.Until(s.arrived.Add(rtt)); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

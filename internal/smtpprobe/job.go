@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/mxdns"
@@ -76,6 +78,7 @@ type target struct {
 	host string // MX host name
 	addr string // ip:port
 	ip   string
+	pref uint16
 }
 
 func (p *Prober) newJob(ctx context.Context, domain string, mx []mxdns.MXHost, addrs []string, results []Result) *job {
@@ -88,7 +91,7 @@ func (p *Prober) newJob(ctx context.Context, domain string, mx []mxdns.MXHost, a
 	port := strconv.Itoa(p.cfg.Port)
 	for _, h := range hosts {
 		for _, a := range h.Addrs {
-			j.targets = append(j.targets, target{host: h.Host, addr: net.JoinHostPort(a.String(), port), ip: a.String()})
+			j.targets = append(j.targets, target{host: h.Host, addr: net.JoinHostPort(a.String(), port), ip: a.String(), pref: h.Pref})
 		}
 	}
 	j.failed = make([]bool, len(j.targets))
@@ -139,12 +142,13 @@ func (p *Prober) submit(j *job) {
 	j.finishIfDoneLocked()
 }
 
-// route queues it at its job's first MX host address that has not failed
-// (skipping remembered failures), or settles it when none is left.
+// route queues it at one of its job's most preferred MX host addresses
+// that have not failed (skipping remembered failures), or settles it when
+// none is left.
 func (p *Prober) route(it *item, front bool) {
 	j := it.job
 	for !it.done {
-		ix := slices.Index(j.failed, false)
+		ix := j.pick(it.addr)
 		if ix < 0 {
 			j.settleLocked(it, j.dead)
 			return
@@ -163,6 +167,39 @@ func (p *Prober) route(it *item, front bool) {
 		p.enqueue(p.host(tg.addr), it, front)
 		return
 	}
+}
+
+// pick chooses among the live targets of the lowest preference (MX hosts
+// of equal preference, and a host's several addresses) by a hash of the
+// address: load is spread as publishers of such records intend, and an
+// address keeps going to the same host, whose greylisting memory knows it.
+// It returns -1 when every target failed.
+func (j *job) pick(addr string) int {
+	n, best := 0, -1
+	for i, tg := range j.targets {
+		switch {
+		case j.failed[i]:
+		case best < 0 || tg.pref < j.targets[best].pref:
+			best, n = i, 1
+		case tg.pref == j.targets[best].pref:
+			n++
+		}
+	}
+	if n <= 1 {
+		return best
+	}
+	h := fnv.New32a()
+	h.Write([]byte(strings.ToLower(addr)))
+	k := int(h.Sum32() % uint32(n))
+	for i := best; i < len(j.targets); i++ {
+		if !j.failed[i] && j.targets[i].pref == j.targets[best].pref {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+	return best
 }
 
 // targetFailedLocked marks every target at addr failed for the job, and

@@ -118,7 +118,9 @@ func (p *Prober) kick(q *hostQ) {
 		close(q.wake)
 		q.wake = make(chan struct{})
 	}
-	if q.sessions >= p.cfg.MaxConnsPerHost || (q.sessions > 0 && q.n < p.perSession(q)) {
+	// A second session (within the per-host limit) when more than a
+	// window's worth waits: sessions take a window per round trip.
+	if q.sessions >= p.cfg.MaxConnsPerHost || (q.sessions > 0 && q.n <= p.cfg.PipelineDepth) {
 		return
 	}
 	if p.open >= p.cfg.MaxSessions {

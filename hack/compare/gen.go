@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"strconv"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/mailworld"
+)
+
+// gen says which world and list to generate; parent and world child build
+// the same one from it.
+type gen struct {
+	profile     string // "realistic" (mailworld.GenerateWith) or "classic" (mailworld.Generate)
+	seed        int64
+	domains     int
+	rows        int
+	greylist    time.Duration // realistic: greylisting window (0: no greylisting)
+	tarpits     bool          // realistic: tarpit hosts
+	latencyMax  time.Duration // realistic: round trips up to this (0: none)
+	rcptLimit   int           // realistic: RCPTs per connection at limited hosts
+	decorations bool          // realistic: padded rows, typos, disposable, garbage
+}
+
+func (g *gen) bind(fs *flag.FlagSet) {
+	fs.StringVar(&g.profile, "profile", "realistic", "world: realistic (greylisting on a tenth of the domains, tarpits, latency, padded rows...) or classic")
+	fs.Int64Var(&g.seed, "seed", 1, "world and list seed")
+	fs.IntVar(&g.domains, "domains", 1000, "domains in the world")
+	fs.IntVar(&g.rows, "rows", 20000, "rows in the list")
+	fs.DurationVar(&g.greylist, "greylist", time.Minute, "realistic: how long greylisting domains answer 451 (0: no greylisting)")
+	fs.BoolVar(&g.tarpits, "tarpits", true, "realistic: some hosts are tarpits")
+	fs.DurationVar(&g.latencyMax, "latency-max", 40*time.Millisecond, "realistic: SMTP round trips drawn from 5ms up to this (0: none)")
+	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
+	fs.BoolVar(&g.decorations, "decorations", true, "realistic: padded rows, typos, disposable domains, garbage rows")
+}
+
+func (g gen) args() []string {
+	return []string{"-profile", g.profile, "-seed", strconv.FormatInt(g.seed, 10),
+		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
+		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
+		"-latency-max", g.latencyMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
+		"-decorations=" + strconv.FormatBool(g.decorations)}
+}
+
+func (g gen) generate() ([]mailworld.Domain, []string) {
+	if g.profile == "classic" {
+		return mailworld.Generate(g.seed, g.domains, g.rows)
+	}
+	p := mailworld.RealisticProfile()
+	p.Greylist = g.greylist
+	if g.greylist <= 0 {
+		p.GreylistShare = 0
+	}
+	if !g.tarpits {
+		p.TarpitShare, p.NoTarpits = 0, true
+	}
+	p.Latency[1] = g.latencyMax
+	if g.latencyMax < p.Latency[0] {
+		p.Latency = [2]time.Duration{g.latencyMax, g.latencyMax}
+	}
+	p.RcptLimit = g.rcptLimit
+	if !g.decorations {
+		p.Padded, p.SyntaxErrors, p.Disposable, p.Typos = 0, 0, 0, 0
+	}
+	return mailworld.GenerateWith(g.seed, g.domains, g.rows, p)
+}

@@ -1,0 +1,267 @@
+package mailworld
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Ground-truth categories of list rows that are not the world's own
+// addresses (see RowTruth).
+const (
+	TruthDisposable = "disposable" // a well-known disposable-address domain (code 525)
+	TruthTypo       = "typo"       // a typo of a well-known provider's domain (invalid, with a correction)
+)
+
+// Profile shapes a generated world and its list: the share of each kind of
+// domain and of each kind of list row. Shares of domains are fractions of
+// all domains; the rest are ordinary domains and the mix Generate uses.
+type Profile struct {
+	// Greylist is how long greylisting domains answer 451 to a new
+	// (sender, recipient) pair; GreylistShare is their share.
+	Greylist      time.Duration
+	GreylistShare float64
+	// TarpitShare: hosts that accept connections and never speak;
+	// NoTarpits removes the mix's own too. (Greylist 0 likewise removes
+	// every greylisting domain.)
+	TarpitShare float64
+	NoTarpits   bool
+	// PrimaryDownShare: domains whose first MX host refuses connections.
+	PrimaryDownShare float64
+	// RcptLimitShare: ordinary domains whose hosts take RcptLimit RCPTs a
+	// connection, then answer 452 4.5.3.
+	RcptLimitShare float64
+	RcptLimit      int
+	// Latency bounds the round trip to a domain's MX hosts: each group
+	// draws its own, uniformly.
+	Latency [2]time.Duration
+	// Shares of list rows: padded with white space, not an address at all,
+	// at a disposable-address domain, at a typo of a well-known provider.
+	Padded, SyntaxErrors, Disposable, Typos float64
+}
+
+// RealisticProfile is a world as a verifier meets it: about a tenth of the
+// domains greylisting for a minute, a few tarpits, primary MX hosts down,
+// servers with a limit of RCPTs per connection, round trips of 5 to 40 ms,
+// and lists exported from CRMs (padded rows, typos, disposable addresses,
+// garbage).
+func RealisticProfile() Profile {
+	return Profile{
+		Greylist: time.Minute, GreylistShare: 0.08, // with the mix's own: about 10.5 %
+		TarpitShare: 0.005, PrimaryDownShare: 0.02,
+		RcptLimitShare: 0.05, RcptLimit: 20,
+		Latency: [2]time.Duration{5 * time.Millisecond, 40 * time.Millisecond},
+		Padded:  0.03, SyntaxErrors: 0.01, Disposable: 0.01, Typos: 0.01,
+	}
+}
+
+// Disposable and typo domains the generator uses; both verifiers under
+// comparison know them without DNS (they are not in the world).
+var (
+	genDisposable = []string{"mailinator.com", "yopmail.com", "guerrillamail.com", "10minutemail.com", "trashmail.com"}
+	genTypos      = []string{"gmial.com", "gmal.com", "hotmial.com", "yaho.com", "outlok.com", "gmail.con"}
+	genPads       = []string{" ", "  ", "\t", "\u00a0", " \u00a0", "\u3000"}
+)
+
+// GenerateWith builds a world of n domains and a list of rows over it,
+// deterministically from seed, shaped by p. Like Generate, the first few
+// domains are big "freemail" providers (here: MX hosts of equal
+// preference, the biggest with a limit of RCPTs per connection) and rows
+// follow a Zipf-like law over domains; then rows are decorated (padding,
+// syntax errors, disposable and typo domains). RowTruth tells each row's
+// ground truth.
+func GenerateWith(seed int64, n, rows int, p Profile) ([]Domain, []string) {
+	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x6a09e667f3bcc908))
+	doms := make([]Domain, n)
+	free := max(1, min(5, n/100))
+	for i := range doms {
+		d := &doms[i]
+		d.TTL = genTTLs[rng.IntN(len(genTTLs))]
+		if i < free {
+			d.Name = fmt.Sprintf("freemail%d.test", i+1)
+			d.MXHosts, d.EqualPrefs = 3, true
+			if i == 0 {
+				d.RcptLimit = 50
+			}
+		} else {
+			d.Name = fmt.Sprintf("%s-%s-%d.test", genWords[rng.IntN(len(genWords))], genWords[rng.IntN(len(genWords))], i)
+			p.shape(d, rng)
+		}
+	}
+	providerLatency(doms, p, rng)
+	addrs := genRows(rng, doms, rows)
+	for i, a := range addrs {
+		addrs[i] = p.decorate(rng, a)
+	}
+	return doms, addrs
+}
+
+// shape gives an ordinary domain its kind: first the profile's shares,
+// then Generate's mix.
+func (p Profile) shape(d *Domain, rng *rand.Rand) {
+	x := rng.Float64()
+	for _, k := range []struct {
+		share float64
+		apply func()
+	}{
+		{p.GreylistShare, func() { d.Greylist = p.Greylist; d.MXHosts = 1 + rng.IntN(2) }},
+		{p.TarpitShare, func() { d.Tarpit = true }},
+		{p.PrimaryDownShare, func() { d.PrimaryDown, d.MXHosts = true, 2 }},
+		{p.RcptLimitShare, func() { d.RcptLimit = p.RcptLimit }},
+	} {
+		if x < k.share {
+			k.apply()
+			return
+		}
+		x -= k.share
+	}
+	var total float64
+	for _, k := range genKinds {
+		total += k.weight
+	}
+	y := rng.Float64() * total
+	for _, k := range genKinds {
+		if y < k.weight {
+			k.apply(d, rng)
+			break
+		}
+		y -= k.weight
+	}
+	if d.Greylist > 0 {
+		d.Greylist = p.Greylist // the mix's own greylisting domains too (0: none)
+	}
+	if p.NoTarpits {
+		d.Tarpit = false
+	}
+}
+
+// providerLatency draws a round trip per host group (domains sharing a
+// provider share it).
+func providerLatency(doms []Domain, p Profile, rng *rand.Rand) {
+	if p.Latency[1] <= 0 {
+		return
+	}
+	byProvider := map[string]time.Duration{}
+	for i := range doms {
+		d := &doms[i]
+		if d.NXDomain || d.NullMX || d.NoAddress {
+			continue
+		}
+		if l, ok := byProvider[d.Provider]; ok && d.Provider != "" {
+			d.Latency = l
+			continue
+		}
+		d.Latency = p.Latency[0] + time.Duration(rng.Int64N(int64(p.Latency[1]-p.Latency[0])+1))
+		if d.Provider != "" {
+			byProvider[d.Provider] = d.Latency
+		}
+	}
+}
+
+// genRows draws addresses over doms with Generate's laws (Zipf-like over
+// domain rank; mailbox mix) and registers their mailboxes.
+func genRows(rng *rand.Rand, doms []Domain, rows int) []string {
+	n := len(doms)
+	cum := make([]float64, n)
+	var acc float64
+	for i := range cum {
+		acc += 1 / math.Pow(float64(i+1), 0.9)
+		cum[i] = acc
+	}
+	addrs := make([]string, 0, rows)
+	for r := 0; r < rows && n > 0; r++ {
+		k := min(sort.SearchFloat64s(cum, rng.Float64()*acc), n-1)
+		d := &doms[k]
+		local := genLocal(rng)
+		if smtp := !d.NXDomain && !d.NullMX && !d.NoAddress; smtp {
+			if _, known := d.Mailboxes[local]; !known {
+				var b Behaviour
+				switch x := rng.IntN(100); {
+				case x < 72:
+					b = Exists
+				case x < 94:
+					b = Missing
+				case x < 98:
+					b = Full
+				default:
+					b = Disabled
+				}
+				if b != Missing {
+					if d.Mailboxes == nil {
+						d.Mailboxes = make(map[string]Behaviour)
+					}
+					d.Mailboxes[local] = b
+				}
+			}
+		}
+		addrs = append(addrs, local+"@"+d.Name)
+	}
+	return addrs
+}
+
+// decorate turns a row into what CRM exports contain, per the profile.
+func (p Profile) decorate(rng *rand.Rand, a string) string {
+	local := a[:strings.IndexByte(a, '@')]
+	x := rng.Float64()
+	switch {
+	case x < p.SyntaxErrors:
+		switch rng.IntN(5) {
+		case 0:
+			return strings.Replace(a, "@", "@@", 1)
+		case 1:
+			return strings.Replace(a, "@", " ", 1)
+		case 2:
+			return local + "@"
+		case 3:
+			return strings.Replace(a, "@", ".@", 1)
+		default:
+			return local[:1] + " " + a[1:]
+		}
+	case x < p.SyntaxErrors+p.Disposable:
+		return local + "@" + genDisposable[rng.IntN(len(genDisposable))]
+	case x < p.SyntaxErrors+p.Disposable+p.Typos:
+		return local + "@" + genTypos[rng.IntN(len(genTypos))]
+	case x < p.SyntaxErrors+p.Disposable+p.Typos+p.Padded:
+		pad := genPads[rng.IntN(len(genPads))]
+		switch rng.IntN(3) {
+		case 0:
+			return pad + a
+		case 1:
+			return a + pad
+		}
+		return pad + a + pad
+	}
+	return a
+}
+
+// RowTruth is the ground truth of a list row: padding is trimmed (the
+// trimmed address's truth), rows that are not addresses are TruthInvalid,
+// the generator's disposable and typo domains TruthDisposable and
+// TruthTypo; underlying is as UnderlyingTruth (greylisting waited out).
+func (w *World) RowTruth(row string) (truth, underlying string) {
+	a := strings.TrimFunc(row, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' || r == '\u200B' })
+	local, domain, ok := split(a)
+	switch {
+	case !ok || strings.ContainsFunc(a, unicode.IsSpace) || strings.Count(a, "@") != 1 ||
+		strings.HasPrefix(local, ".") || strings.HasSuffix(local, ".") || strings.Contains(local, ".."):
+		return TruthInvalid, TruthInvalid
+	case contains(genDisposable, domain):
+		return TruthDisposable, TruthDisposable
+	case contains(genTypos, domain):
+		return TruthTypo, TruthTypo
+	}
+	return w.GroundTruth(a), w.UnderlyingTruth(a)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
