@@ -229,7 +229,10 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 		t.Fatalf("README REST block failed: %v\n%s", err, out)
 	}
 	text := string(out)
-	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`} {
+	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`,
+		`"age":"65+","gender":"Male"`, `"match_level":"Individual"`, `{"age":"65+","life_stage_group":"Retirees","rfm_last_order":"2024-10-21"}`,
+		`{"first":"Joseph","last":"Lee","street":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}`,
+		`{"email":"josephl@example.org","email_match_type":"Individual"}`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("README block output lacks %s:\n%s", want, text)
 		}
