@@ -396,17 +396,27 @@ func (s *boltStore) Delete(ctx context.Context, emails []string) error {
 	})
 }
 
-// boltView holds the buckets of one read transaction.
+// boltView holds the buckets of one read transaction, each opened when
+// first needed (opening one is a lookup and an allocation; a plain email
+// lookup needs only the people bucket).
 type boltView struct {
+	tx                    *bolt.Tx
 	people, md5, sha1, hh *bolt.Bucket
 }
 
-func newBoltView(tx *bolt.Tx) boltView {
-	return boltView{tx.Bucket(bucketPeople), tx.Bucket(bucketMD5), tx.Bucket(bucketSHA1), tx.Bucket(bucketHousehold)}
+func newBoltView(tx *bolt.Tx) *boltView {
+	return &boltView{tx: tx, people: tx.Bucket(bucketPeople)}
+}
+
+func (v *boltView) bucket(b **bolt.Bucket, name []byte) *bolt.Bucket {
+	if *b == nil {
+		*b = v.tx.Bucket(name)
+	}
+	return *b
 }
 
 // lookup returns the email and encoded record of k, or nils.
-func (v boltView) lookup(k Key) (email, rec []byte) {
+func (v *boltView) lookup(k Key) (email, rec []byte) {
 	raw, ok := k.raw()
 	if !ok {
 		return nil, nil
@@ -415,9 +425,9 @@ func (v boltView) lookup(k Key) (email, rec []byte) {
 	case KeyEmail:
 		email = raw
 	case KeyMD5:
-		email = v.md5.Get(raw)
+		email = v.bucket(&v.md5, bucketMD5).Get(raw)
 	case KeySHA1:
-		email = v.sha1.Get(raw)
+		email = v.bucket(&v.sha1, bucketSHA1).Get(raw)
 	}
 	if email == nil {
 		return nil, nil
@@ -425,12 +435,12 @@ func (v boltView) lookup(k Key) (email, rec []byte) {
 	return email, v.people.Get(email)
 }
 
-func (v boltView) household(id string, out []Record) ([]Record, error) {
+func (v *boltView) household(id string, out []Record) ([]Record, error) {
 	if id == "" {
 		return out, nil
 	}
 	prefix := householdKey(id, "")
-	c := v.hh.Cursor()
+	c := v.bucket(&v.hh, bucketHousehold).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		email := k[len(prefix):]
 		val := v.people.Get(email)

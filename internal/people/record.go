@@ -218,6 +218,18 @@ func (r *Record) Value(column string) string {
 	return ""
 }
 
+// Getter returns a function reading a text column of a Record (any
+// Columns name but interests), or nil: for callers that read the same
+// columns of many records.
+func Getter(column string) func(*Record) string {
+	f := fieldByName[column]
+	if f == nil {
+		return nil
+	}
+	get := f.get
+	return func(r *Record) string { return *get(r) }
+}
+
 // maxRFMDays bounds the average days between orders (100 years).
 const maxRFMDays = 36500
 

@@ -33,6 +33,15 @@ var demographicValueFields = func() []string {
 	return f
 }()
 
+// demographicGetters read demographicValueFields, in order.
+var demographicGetters = func() []func(*people.Record) string {
+	g := make([]func(*people.Record) string, len(demographicValueFields))
+	for i, name := range demographicValueFields {
+		g[i] = people.Getter(name)
+	}
+	return g
+}()
+
 // demographicFields are the names a bulk request's fields parameter may
 // list, in output order.
 var demographicFields = slices.Concat(demographicValueFields, []string{fieldInterests, fieldMatchLevel, fieldMatchConfidence})
@@ -83,8 +92,8 @@ func appendDemographicFields(b []byte, m *people.MatchResult, fs fieldSet) ([]by
 		b = append(b, ':')
 	}
 	rec := m.Record
-	for _, name := range demographicValueFields {
-		if v := rec.Value(name); v != "" && fs.has(name) {
+	for i, name := range demographicValueFields {
+		if v := demographicGetters[i](rec); v != "" && fs.has(name) {
 			member(name)
 			b = appendJSONString(b, v)
 		}

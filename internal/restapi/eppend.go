@@ -33,12 +33,6 @@ type eppendPostal struct {
 	Zip    string `json:"zip,omitempty"`
 }
 
-// hasEppendParams: an email-like identifier, or a name and postal address.
-func hasEppendParams(q url.Values) bool {
-	in := singleInput(q)
-	return hasEmailParam(&in) || in.HasNamePostal()
-}
-
 func hasEmailParam(in *people.Input) bool {
 	return strings.TrimSpace(in.Email) != "" || strings.TrimSpace(in.MD5Email) != "" || strings.TrimSpace(in.SHA1Email) != ""
 }
@@ -48,6 +42,10 @@ func (s *Server) emailPostalAppend(w http.ResponseWriter, r *http.Request, _ *ap
 	in := singleInput(q)
 	if hasEmailParam(&in) {
 		s.postalAppend(w, r, people.Input{Email: in.Email, MD5Email: in.MD5Email, SHA1Email: in.SHA1Email})
+		return
+	}
+	if !in.HasNamePostal() {
+		writeText(w, http.StatusBadRequest, "Missing query parameter(s).")
 		return
 	}
 	individualOnly := false

@@ -123,7 +123,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
 		route("GET /v5/td", s.textKey(apikey.ServiceDemographics, hasIdentifier, tdQuery, s.singleDemographics))
-		route("GET /v5/eppend", s.textKey(apikey.ServiceEmailAppend, hasEppendParams, parseQuery, s.emailPostalAppend))
+		route("GET /v5/eppend", s.textKey(apikey.ServiceEmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
 	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(apikey.ServiceEmailValidation, s.verifyEmail))

@@ -41,14 +41,21 @@ func plusInEmail(e string) string {
 	return e
 }
 
-// hasIdentifier reports whether q names a person at all (an identifier may
-// still be malformed): the check behind "Missing query parameter(s).".
+// hasIdentifier reports whether q has any parameter naming a person (cheap:
+// whether they make a usable identifier is the handler's check, which
+// answers Missing query parameter(s). as well when they do not).
 func hasIdentifier(q url.Values) bool {
-	in := singleInput(q)
-	return !errors.Is(in.Check(), people.ErrNoIdentifier)
+	for _, name := range personParams {
+		if q.Get(name) != "" {
+			return true
+		}
+	}
+	return false
 }
 
-// invalidIdentifier400 answers a malformed identifier.
+var personParams = []string{"email", "md5_email", "sha1_email", "first", "last", "zip", "zip4", "street", "city", "state"}
+
+// invalidParam answers a malformed parameter.
 func invalidParam(w http.ResponseWriter, name string) {
 	writeText(w, http.StatusBadRequest, "Value of parameter '"+name+"' is invalid.")
 }
