@@ -47,16 +47,17 @@ import (
 // bench_meta table records the size, a mismatch reloads). The first run
 // loads them (about a minute each).
 //
+// The targets: bbolt at least 10,000 requests/s with p99 under 5 ms,
+// PostgreSQL p99 under 15 ms (its throughput is reported).
 // EMAILDATA_LOAD_DURATION (default 10s), EMAILDATA_LOAD_CONNS (default
 // 16), EMAILDATA_LOAD_TD_MIN_RPS (default 10000; 0 only reports),
-// EMAILDATA_LOAD_TD_MAX_P99 (default 5ms) and
-// EMAILDATA_LOAD_TD_PG_MAX_P99 (default 15ms) tune it;
+// EMAILDATA_LOAD_TD_MAX_P99 (default 5ms), EMAILDATA_LOAD_TD_PG_MIN_RPS
+// (default 0) and EMAILDATA_LOAD_TD_PG_MAX_P99 (default 15ms) tune it;
 // EMAILDATA_LOAD_TD_STORES (default "bolt,postgres") picks the stores.
 func TestLoadTD(t *testing.T) {
 	loadOnly(t)
 	dur := envDuration(t, "EMAILDATA_LOAD_DURATION", 10*time.Second)
 	conns := envInt(t, "EMAILDATA_LOAD_CONNS", 16)
-	minRPS := envInt(t, "EMAILDATA_LOAD_TD_MIN_RPS", 10000)
 	n := envInt(t, "EMAILDATA_LOAD_TD_N", 1_000_000)
 	nURLs := envInt(t, "EMAILDATA_LOAD_TD_URLS", 20_000)
 	stores := os.Getenv("EMAILDATA_LOAD_TD_STORES")
@@ -67,12 +68,14 @@ func TestLoadTD(t *testing.T) {
 	bin := buildAPILoad(t)
 	for _, name := range strings.Split(stores, ",") {
 		t.Run(name, func(t *testing.T) {
+			minRPS := envInt(t, "EMAILDATA_LOAD_TD_MIN_RPS", 10000)
 			maxP99 := envDuration(t, "EMAILDATA_LOAD_TD_MAX_P99", 5*time.Millisecond)
 			var st people.Store
 			switch name {
 			case "bolt":
 				st = openTDBolt(t, n)
 			case "postgres":
+				minRPS = envInt(t, "EMAILDATA_LOAD_TD_PG_MIN_RPS", 0)
 				maxP99 = envDuration(t, "EMAILDATA_LOAD_TD_PG_MAX_P99", 15*time.Millisecond)
 				st = openTDPostgres(t, n)
 			default:
@@ -124,7 +127,7 @@ func TestLoadTD(t *testing.T) {
 				t.Errorf("status codes %q: want every request answered 200", codes)
 			}
 			if minRPS > 0 && rps < float64(minRPS) {
-				t.Errorf("%.0f requests/s, want at least %d (EMAILDATA_LOAD_TD_MIN_RPS)", rps, minRPS)
+				t.Errorf("%.0f requests/s, want at least %d", rps, minRPS)
 			}
 			if maxP99 > 0 && p99 > maxP99 {
 				t.Errorf("p99 latency %v, want under %v", p99, maxP99)
