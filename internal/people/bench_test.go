@@ -7,10 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -304,43 +302,6 @@ func BenchmarkMatch1M(b *testing.B) {
 			b.ReportMetric(pct(0.99), "p99-ms")
 			b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
 			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(lat)), "cpu-ms/op")
-		})
-	}
-}
-
-// BenchmarkPostgresSmallLookups compares one-key lookups sent straight to
-// the server with the same lookups through the coalescer (LookupBatch of
-// few keys), from 16 concurrent goroutines (the shape of GET /v5/td under
-// load), against 20,000 generated people in a fresh schema.
-//
-//	go test -run '^$' -bench PostgresSmallLookups -benchtime 5s ./internal/people/
-func BenchmarkPostgresSmallLookups(b *testing.B) {
-	ctx := context.Background()
-	s := openURL(b, pgTestURL(b))
-	recs := GenerateSlice(benchSeed, 20_000)
-	if err := s.Upsert(ctx, recs); err != nil {
-		b.Fatal(err)
-	}
-	ps := s.(*pgStore)
-	for _, mode := range []string{"direct", "coalesced"} {
-		b.Run(mode, func(b *testing.B) {
-			var next atomic.Int64
-			b.SetParallelism(16 / runtime.GOMAXPROCS(0))
-			b.RunParallel(func(pb *testing.PB) {
-				out := make([]*Record, 1)
-				for pb.Next() {
-					key := []Key{EmailKey(recs[next.Add(7919)%int64(len(recs))].Email)}
-					var err error
-					if mode == "direct" {
-						err = ps.lookupRange(ctx, key, out)
-					} else {
-						_, err = ps.LookupBatch(ctx, key)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
 		})
 	}
 }

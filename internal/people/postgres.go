@@ -166,12 +166,11 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 type pgStore struct {
 	pool    *pgxpool.Pool
-	table   string     // quoted schema.people
-	selCol  string     // select list
-	pSelCol string     // select list qualified by "p."
-	upsert  string     // INSERT ... ON CONFLICT for one row ($1..$N, N = len(pgWriteColumns))
-	small   *coalescer // merges concurrent small lookups (pgcoalesce.go)
-	merge   string     // INSERT ... SELECT FROM people_stage ON CONFLICT
+	table   string // quoted schema.people
+	selCol  string // select list
+	pSelCol string // select list qualified by "p."
+	upsert  string // INSERT ... ON CONFLICT for one row ($1..$N, N = len(pgWriteColumns))
+	merge   string // INSERT ... SELECT FROM people_stage ON CONFLICT
 }
 
 // pgCopyThreshold: Upsert of more records than this goes through COPY into
@@ -201,9 +200,8 @@ func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
 	}
 	qs := pgx.Identifier{schema}.Sanitize()
 	s := &pgStore{pool: pool, table: qs + ".people"}
-	s.small = newCoalescer(int(cfg.MaxConns), s.lookupRange)
 	if err := migratePostgres(ctx, pool, schema, qs); err != nil {
-		s.Close()
+		pool.Close()
 		return nil, err
 	}
 	s.selCol = strings.Join(pgColumns, ", ")
@@ -274,7 +272,6 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, schema, qs string)
 }
 
 func (s *pgStore) Close() error {
-	s.small.Close()
 	s.pool.Close()
 	return nil
 }
@@ -376,9 +373,6 @@ func (s *pgStore) Get(ctx context.Context, key Key) (*Record, error) {
 const pgLookupChunk = 2048
 
 func (s *pgStore) LookupBatch(ctx context.Context, keys []Key) ([]*Record, error) {
-	if len(keys) <= pgCoalesceMax {
-		return s.small.Lookup(ctx, keys)
-	}
 	out := make([]*Record, len(keys))
 	err := parallel(len(keys), pgLookupChunk, func(lo, hi int) error {
 		return s.lookupRange(ctx, keys[lo:hi], out[lo:hi])
