@@ -17,7 +17,7 @@ import (
 // or SHA-1), by name and postal address (street, city, state; or zip, or
 // zip4), or both (the email first). It runs the same matcher and the same
 // renderer as POST /v5/ei/bulk: people.Match of a one-item batch,
-// appendDemographics. Errors are plain text, as on GET /v5/ev.
+// appendDemographicFields. Errors are plain text, as on GET /v5/ev.
 
 // singleInput reads the person of a GET /v5/td or GET /v5/eppend query.
 func singleInput(q url.Values) people.Input {
