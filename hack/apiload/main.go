@@ -1,11 +1,18 @@
 // Command apiload is a small HTTP load generator for local benchmarks of
-// the REST API. It sends GET requests to one URL from C concurrent workers
-// over keep-alive connections until N requests have been sent or the
-// duration has passed, whichever comes first, then prints the throughput,
-// the count of each status code and latency percentiles.
+// the REST API. It sends GET requests to one URL (or to the URLs of a file,
+// in turn) from C concurrent workers over keep-alive connections until N
+// requests have been sent or the duration has passed, whichever comes
+// first, then prints the throughput, the count of each status code and
+// latency percentiles.
 //
 //	go run ./hack/apiload -url http://127.0.0.1:8080/v5/list/1 \
 //	    -H 'api_key: acme-validation-key-0001' -c 32 -n 200000 -d 10s
+//	go run ./hack/apiload -urls urls.txt -c 16 -d 10s
+//
+// With -urls, the file holds one URL per line (blank lines and lines
+// starting with # are skipped); the URLs are dealt out to the workers, each
+// of which cycles through its share, so every URL is requested about as
+// often as the others.
 //
 // It only talks to the local machine: a URL whose host is not a loopback
 // address (127.0.0.0/8, ::1 or localhost) is refused with exit status 2,
@@ -64,6 +71,7 @@ func (h *headers) Set(v string) error {
 func main() {
 	var (
 		target   = flag.String("url", "", "URL to GET (loopback hosts only)")
+		urlFile  = flag.String("urls", "", "file of URLs to GET in turn, one a line (instead of -url)")
 		n        = flag.Int64("n", 100000, "number of requests to send; 0 for no limit (the duration still applies)")
 		conc     = flag.Int("c", 8, "concurrent workers, one keep-alive connection each")
 		dur      = flag.Duration("d", 10*time.Second, "maximum duration of the run (at most 10m)")
@@ -74,15 +82,18 @@ func main() {
 	flag.Var(&hdrs, "H", "request header 'Name: value' (repeatable)")
 	flag.Parse()
 
-	u, err := checkURL(*target)
+	targets, err := loadTargets(*target, *urlFile)
 	if err != nil {
 		fail(err)
 	}
+	u := targets[0]
 	switch {
 	case *n < 0:
 		fail(errors.New("-n must be 0 or more"))
 	case *conc < 1 || *conc > 10000:
 		fail(errors.New("-c must be from 1 to 10000"))
+	case len(targets) > 1 && len(targets) < *conc:
+		fail(fmt.Errorf("-urls: %d URLs for %d workers; give at least one a worker", len(targets), *conc))
 	case *dur <= 0 || *dur > maxDuration:
 		fail(fmt.Errorf("-d must be more than 0 and at most %s", maxDuration))
 	case *timeout <= 0:
@@ -126,22 +137,16 @@ func main() {
 	for i := range results {
 		w := &worker{codes: map[int]int64{}}
 		results[i] = w
-		req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, u.String(), nil)
-		if err != nil {
-			fail(err)
-		}
-		for _, h := range hdrs {
-			if strings.EqualFold(h[0], "Host") {
-				req.Host = h[1]
-				continue
-			}
-			req.Header[h[0]] = append(req.Header[h[0]], h[1]) // the name as given
+		// This worker's share of the URLs: i, i+conc, ...
+		var reqs []*http.Request
+		for j := i % len(targets); j < len(targets); j += *conc {
+			reqs = append(reqs, newRequest(context.WithoutCancel(ctx), targets[j], hdrs))
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !done() && (*n == 0 || issued.Add(1) <= *n) {
-				w.do(client, req)
+			for k := 0; !done() && (*n == 0 || issued.Add(1) <= *n); k++ {
+				w.do(client, reqs[k%len(reqs)])
 			}
 		}()
 	}
@@ -160,10 +165,61 @@ func main() {
 	case *n > 0 && total.ok+total.errors >= *n:
 		why = "request count"
 	}
-	report(os.Stdout, u, *conc, dials.Load(), elapsed, why, total)
+	report(os.Stdout, u, len(targets), *conc, dials.Load(), elapsed, why, total)
 	if total.ok == 0 {
 		os.Exit(1)
 	}
+}
+
+// loadTargets returns the -url target, or the URLs of the -urls file, each
+// checked (exactly one of the two must be given).
+func loadTargets(target, file string) ([]*url.URL, error) {
+	switch {
+	case target != "" && file != "":
+		return nil, errors.New("give -url or -urls, not both")
+	case file == "":
+		u, err := checkURL(target)
+		if err != nil {
+			return nil, err
+		}
+		return []*url.URL{u}, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("-urls: %w", err)
+	}
+	var out []*url.URL
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		u, err := checkURL(line)
+		if err != nil {
+			return nil, fmt.Errorf("-urls %s line %d: %w", file, n+1, err)
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-urls %s: no URLs", file)
+	}
+	return out, nil
+}
+
+// newRequest builds the GET of u with the -H headers.
+func newRequest(ctx context.Context, u *url.URL, hdrs headers) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		fail(err)
+	}
+	for _, h := range hdrs {
+		if strings.EqualFold(h[0], "Host") {
+			req.Host = h[1]
+			continue
+		}
+		req.Header[h[0]] = append(req.Header[h[0]], h[1]) // the name as given
+	}
+	return req
 }
 
 // checkURL parses the target and refuses anything but http(s) to a
@@ -252,7 +308,7 @@ func (w *worker) merge(o *worker) {
 	w.hist.merge(&o.hist)
 }
 
-func report(out io.Writer, u *url.URL, conc int, dials int64, elapsed time.Duration, why string, t *worker) {
+func report(out io.Writer, u *url.URL, nURLs, conc int, dials int64, elapsed time.Duration, why string, t *worker) {
 	codes := make([]int, 0, len(t.codes))
 	for c := range t.codes {
 		codes = append(codes, c)
@@ -262,7 +318,11 @@ func report(out io.Writer, u *url.URL, conc int, dials int64, elapsed time.Durat
 	for _, c := range codes {
 		cs = append(cs, fmt.Sprintf("%d=%d", c, t.codes[c]))
 	}
-	fmt.Fprintf(out, "target:       GET %s\n", u.Redacted())
+	if nURLs > 1 {
+		fmt.Fprintf(out, "target:       GET %s and %d more URLs\n", u.Redacted(), nURLs-1)
+	} else {
+		fmt.Fprintf(out, "target:       GET %s\n", u.Redacted())
+	}
 	fmt.Fprintf(out, "workers:      %d (connections opened: %d)\n", conc, dials)
 	fmt.Fprintf(out, "requests:     %d in %.2fs (stopped by %s)\n", t.ok+t.errors, elapsed.Seconds(), why)
 	fmt.Fprintf(out, "requests/s:   %.0f\n", float64(t.ok)/elapsed.Seconds())

@@ -3,6 +3,8 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -82,5 +84,35 @@ func TestWorker(t *testing.T) {
 	w.do(srv.Client(), req)
 	if w.ok != 4 || w.codes[401] != 3 || w.codes[200] != 1 || w.hist.n != 4 {
 		t.Errorf("worker %+v", w)
+	}
+}
+
+func TestLoadTargets(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.txt", "# comment\nhttp://127.0.0.1:1/a\n\n  http://localhost:1/b?x=1  \n")
+	got, err := loadTargets("", good)
+	if err != nil || len(got) != 2 || got[0].Path != "/a" || got[1].RawQuery != "x=1" {
+		t.Fatalf("loadTargets(good) = %v, %v", got, err)
+	}
+	if got, err := loadTargets("http://127.0.0.1:1/", ""); err != nil || len(got) != 1 {
+		t.Fatalf("-url: %v, %v", got, err)
+	}
+	for name, c := range map[string][2]string{
+		"both":         {"http://127.0.0.1:1/", good},
+		"neither":      {"", ""},
+		"missing file": {"", filepath.Join(dir, "nope.txt")},
+		"empty file":   {"", write("empty.txt", "# nothing\n\n")},
+		"remote URL":   {"", write("remote.txt", "http://127.0.0.1:1/a\nhttp://example.com/\n")},
+	} {
+		if _, err := loadTargets(c[0], c[1]); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }

@@ -117,11 +117,13 @@ type PhoneInfo struct {
 	// Prepaid is unknown without a carrier database and then omitted.
 	Prepaid *bool  `json:"prepaid,omitempty"`
 	Country string `json:"country,omitempty"`
-	// Owner is not filled: no phone ownership data source exists yet.
+	// Owner compares the phone's registered owner with the input; every
+	// *_match is no_data until a phone ownership data source exists.
 	Owner *PhoneOwner `json:"owner,omitempty"`
 }
 
-// PhoneOwner is risk.phone.owner.
+// PhoneOwner is risk.phone.owner: *_match fields are Match, NoMatch or
+// NoData.
 type PhoneOwner struct {
 	FirstNameMatch string `json:"first_name_match"`
 	LastNameMatch  string `json:"last_name_match"`

@@ -37,7 +37,8 @@ func (a *assessor) phoneSignals(raw string) {
 	if raw == "" {
 		return
 	}
-	info := &PhoneInfo{}
+	// No phone ownership data source: the owner is unknown.
+	info := &PhoneInfo{Owner: &PhoneOwner{FirstNameMatch: NoData, LastNameMatch: NoData, StreetMatch: NoData, CityMatch: NoData, ZipMatch: NoData}}
 	a.out.Risk.Phone = info
 	region := a.country
 	if region == "" {

@@ -60,6 +60,11 @@ func TestPhoneSignals(t *testing.T) {
 			if p.Status != tc.status || p.LineType != tc.lineType || p.Country != tc.pc {
 				t.Errorf("phone = %+v, want status %q line %q country %q", *p, tc.status, tc.lineType, tc.pc)
 			}
+			// No ownership source: every owner *_match is no_data.
+			if o := p.Owner; o == nil || o.FirstNameMatch != NoData || o.LastNameMatch != NoData ||
+				o.StreetMatch != NoData || o.CityMatch != NoData || o.ZipMatch != NoData {
+				t.Errorf("phone.owner = %+v, want every *_match no_data", o)
+			}
 			checkCodes(t, a, tc.want, tc.notWant)
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/sdkcontract"
 )
 
 // TestMakeRunE2E does what a new user does: start the local stack (the
@@ -167,6 +168,7 @@ func TestMakeRunE2E(t *testing.T) {
 	// The README's REST examples work as written against the printed API and key.
 	runREADMEBlock(t, root, apiURL, apiKey)
 	runDemographicsList(t, apiURL, apiKey)
+	runSDKCalls(t, apiURL, apiKey)
 
 	// Ctrl-C stops everything cleanly.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -227,7 +229,10 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 		t.Fatalf("README REST block failed: %v\n%s", err, out)
 	}
 	text := string(out)
-	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`} {
+	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`,
+		`"age":"65+","gender":"Male"`, `"match_level":"Individual"`, `{"age":"65+","life_stage_group":"Retirees","rfm_last_order":"2024-10-21"}`,
+		`{"first":"Joseph","last":"Lee","street":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}`,
+		`{"email":"josephl@example.org","email_match_type":"Individual"}`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("README block output lacks %s:\n%s", want, text)
 		}
@@ -239,6 +244,27 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 	data, _ := os.ReadFile(files[0])
 	if !strings.HasPrefix(string(data), "id,first_name,last_name,email,ev_status") {
 		t.Errorf("downloaded result:\n%s", data)
+	}
+}
+
+// runSDKCalls makes every call of the official SDKs (internal/sdkcontract)
+// against the local stack, about people it loaded: each must work.
+func runSDKCalls(t *testing.T, apiURL, apiKey string) {
+	t.Helper()
+	a, b, ok := sdkcontract.Pick(people.GenerateSlice(1, 20_000)) // the local stack's people
+	if !ok {
+		t.Fatal("no two people the SDK calls can name")
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, c := range sdkcontract.Calls(sdkcontract.Params{Key: apiKey, Person: a, Other: b, Typo: "john@gmial.com"}) {
+		resp, body, err := c.Do(context.Background(), client, apiURL)
+		if err != nil {
+			t.Errorf("%s %s: %v", c.SDK, c.Method, err)
+			continue
+		}
+		if err := c.Check(resp.StatusCode, resp.Header, body); err != nil {
+			t.Errorf("%s %s against make run: %v", c.SDK, c.Method, err)
+		}
 	}
 }
 

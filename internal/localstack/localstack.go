@@ -275,23 +275,33 @@ func (s *Stack) Stop() error {
 }
 
 // The local stack loads localDemoPeople synthetic people from this seed.
+// localPeopleVersion changes when the generator draws new fields, so that
+// a store loaded by an earlier version is loaded again (Upsert replaces
+// each person whole; the same seed gives the same people).
 const (
-	localDemoPeople = 20_000
-	localPeopleSeed = 1
+	localDemoPeople    = 20_000
+	localPeopleSeed    = 1
+	localPeopleVersion = "2" // 2: life stage, financial and rfm fields
 )
 
 // localPeople opens the local reference store, loading synthetic people
-// (no real personal data) the first time.
+// (no real personal data) the first time, and again when they were loaded
+// by an earlier generator (people.version next to the store says which).
 func localPeople(ctx context.Context, path string) (people.Store, error) {
-	_, statErr := os.Stat(path)
+	versionFile := path + ".version"
+	have, _ := os.ReadFile(versionFile)
 	st, err := people.Open(ctx, "bolt://"+path)
 	if err != nil {
 		return nil, fmt.Errorf("people store: %w", err)
 	}
-	if os.IsNotExist(statErr) {
+	if strings.TrimSpace(string(have)) != localPeopleVersion {
 		if err := st.Upsert(ctx, people.GenerateSlice(localPeopleSeed, localDemoPeople)); err != nil {
 			st.Close()
 			return nil, fmt.Errorf("load synthetic people: %w", err)
+		}
+		if err := os.WriteFile(versionFile, []byte(localPeopleVersion+"\n"), 0o600); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("people store: %w", err)
 		}
 	}
 	return st, nil

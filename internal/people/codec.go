@@ -5,13 +5,25 @@ import (
 	"errors"
 )
 
-// Embedded value format, version 1 (the key holds the email):
+// Embedded value format (the key holds the email). Version 2, written:
 //
-//	byte     version (1)
+//	byte     version (2)
 //	8 ×      uvarint length + bytes: first, middle, last, street, city, state, zip, household_id
-//	11 bytes demographic codes in demoFields order: 0 = empty, else bucket index + 1
+//	byte     n, the number of demographic codes that follow
+//	n bytes  codes in demoFields order: 0 = empty, else bucket index + 1
 //	uvarint  interests bit set
-const codecVersion = 1
+//	byte     m, the number of rfm fields that follow
+//	m ×      uvarint length + bytes, in rfmFields order
+//
+// Version 1 (still read) has the same text fields, then exactly 11
+// demographic codes and the interests, and nothing after. Fields missing
+// from a stored value (fewer codes or rfm fields than this program knows)
+// decode as unknown; more than it knows are corrupt.
+const (
+	codecVersion   = 2
+	codecV1        = 1
+	codecV1DemoLen = 11
+)
 
 var errCorrupt = errors.New("people: corrupt stored record")
 
@@ -22,6 +34,7 @@ func appendRecord(b []byte, r *Record) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
+	b = append(b, byte(len(demoFields)))
 	for i := range demoFields {
 		f := &demoFields[i]
 		v := *f.get(r)
@@ -31,15 +44,23 @@ func appendRecord(b []byte, r *Record) []byte {
 		}
 		b = append(b, code)
 	}
-	return binary.AppendUvarint(b, uint64(r.Interests))
+	b = binary.AppendUvarint(b, uint64(r.Interests))
+	b = append(b, byte(len(rfmFields)))
+	for _, f := range rfmFields {
+		s := *f.get(r)
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
 }
 
 // decodeRecord decodes v, stored under email, into r. The text fields
 // share one string copied from v.
 func decodeRecord(email string, v []byte, r *Record) error {
-	if len(v) == 0 || v[0] != codecVersion {
+	if len(v) == 0 || v[0] != codecVersion && v[0] != codecV1 {
 		return errCorrupt
 	}
+	version := v[0]
 	*r = Record{Email: email}
 	// Find the end of the text fields, then copy them in one string.
 	p := v[1:]
@@ -58,10 +79,17 @@ func decodeRecord(email string, v []byte, r *Record) error {
 		*f.get(r) = text[bounds[2*i]:bounds[2*i+1]]
 	}
 	p = p[off:]
-	if len(p) < len(demoFields) {
+	nDemo := codecV1DemoLen
+	if version == codecVersion {
+		if len(p) == 0 {
+			return errCorrupt
+		}
+		nDemo, p = int(p[0]), p[1:]
+	}
+	if nDemo > len(demoFields) || len(p) < nDemo {
 		return errCorrupt
 	}
-	for i := range demoFields {
+	for i := range nDemo {
 		f := &demoFields[i]
 		if c := p[i]; c != 0 {
 			if int(c) > len(f.values) {
@@ -70,11 +98,41 @@ func decodeRecord(email string, v []byte, r *Record) error {
 			*f.get(r) = f.values[c-1]
 		}
 	}
-	p = p[len(demoFields):]
+	p = p[nDemo:]
 	in, k := binary.Uvarint(p)
-	if k <= 0 || k != len(p) {
+	if k <= 0 {
 		return errCorrupt
 	}
 	r.Interests = Interests(in)
+	p = p[k:]
+	if version == codecV1 {
+		if len(p) != 0 {
+			return errCorrupt
+		}
+		return nil
+	}
+	return decodeRFM(p, r)
+}
+
+// decodeRFM decodes the rfm part of a version 2 value, which must end it.
+func decodeRFM(p []byte, r *Record) error {
+	if len(p) == 0 || int(p[0]) > len(rfmFields) {
+		return errCorrupt
+	}
+	n := int(p[0])
+	p = p[1:]
+	for i := range n {
+		l, k := binary.Uvarint(p)
+		if k <= 0 || uint64(len(p)-k) < l {
+			return errCorrupt
+		}
+		if l > 0 {
+			*rfmFields[i].get(r) = string(p[k : k+int(l)])
+		}
+		p = p[k+int(l):]
+	}
+	if len(p) != 0 {
+		return errCorrupt
+	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Generate returns n synthetic people made from seed: the same seed and n
@@ -127,7 +128,11 @@ const (
 )
 
 type generator struct {
-	r    *rand.Rand
+	r *rand.Rand
+	// x draws the fields added later (life stage, financial, rfm) from a
+	// stream of its own, so that adding them left every earlier field of a
+	// seed's people unchanged.
+	x    *rand.Rand
 	hh   int
 	used map[string]uint32 // email -> last counter used for it as a base
 }
@@ -135,6 +140,7 @@ type generator struct {
 func newGenerator(seed uint64) *generator {
 	return &generator{
 		r:    rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		x:    rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d)),
 		used: make(map[string]uint32),
 	}
 }
@@ -196,6 +202,7 @@ func (g *generator) household() []Record {
 
 	headMale := g.chance(0.5)
 	partner := g.chance(0.8)
+	g.segments(&base, headAge, income, own, partner)
 	out := make([]Record, 0, size)
 	for i := 0; i < size; i++ {
 		p := base
@@ -219,6 +226,7 @@ func (g *generator) household() []Record {
 			sameLast = g.chance(0.6)
 		}
 		g.person(&p, male, age, married)
+		g.purchases(&p)
 		p.Last = last
 		if !sameLast {
 			p.Last = lastNames[wLast.pick(r)]
@@ -227,6 +235,79 @@ func (g *generator) household() []Record {
 		out = append(out, p)
 	}
 	return out
+}
+
+// segments sets the household's life stage and financial segments and
+// groups (from the extension stream), consistent with the head's age, the
+// presence of children, a partner, home ownership and income.
+func (g *generator) segments(p *Record, headAge, income int, own, partner bool) {
+	x := g.x
+	kids := p.PresenceOfChildren == "Yes"
+	var ls int // index into LifeStageSegments
+	switch {
+	case headAge >= age65:
+		ls = 10 + b2i(income < 5 || x.IntN(4) == 0)
+	case headAge >= age45:
+		if kids {
+			ls = 6 + x.IntN(2)
+		} else {
+			ls = 8 + b2i(income >= 6)
+		}
+	case kids:
+		ls = 4 + b2i(headAge >= age35)
+		if headAge >= age35 && x.IntN(2) == 0 {
+			ls = 6
+		}
+	case partner:
+		ls = 2 + b2i(own)
+	default:
+		ls = b2i(headAge >= age25 || x.IntN(2) == 0)
+	}
+	if x.Float64() >= 0.10 {
+		seg := LifeStageSegments()[ls]
+		p.LifeStageSegment, p.LifeStageGroup = seg, SegmentGroup(seg)
+	}
+	fg := 0
+	switch {
+	case income >= 10:
+		fg = 4
+	case income >= 8:
+		fg = 3
+	case income >= 5:
+		fg = 2
+	case income >= 2:
+		fg = 1
+	}
+	if x.Float64() >= 0.10 {
+		seg := FinancialSegments()[2*fg+b2i(own == (x.IntN(4) != 0))]
+		p.FinancialSegment, p.FinancialGroup = seg, SegmentGroup(seg)
+	}
+}
+
+// purchases sets a person's rfm fields (from the extension stream): about
+// three in four are known buyers, most of them both offline and online;
+// online buyers order more often.
+func (g *generator) purchases(p *Record) {
+	x := g.x
+	if x.Float64() < 0.25 {
+		return
+	}
+	if x.Float64() < 0.75 {
+		p.RFMOfflineAvgDays = strconv.Itoa(20 + x.IntN(300))
+	}
+	if x.Float64() < 0.75 {
+		p.RFMOnlineAvgDays = strconv.Itoa(5 + x.IntN(120))
+	}
+	p.RFMAvgDollars = fmt.Sprintf("%d.%02d", 8+x.IntN(240), x.IntN(100))
+	// A last order between 2023-01-01 and 2025-12-31.
+	p.RFMLastOrder = time.Date(2023, 1, 1+x.IntN(1095), 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func pick2(c bool, yes, no string) string {

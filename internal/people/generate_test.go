@@ -87,10 +87,14 @@ func TestGenerateRealistic(t *testing.T) {
 			order = append(order, r.HouseholdID)
 		}
 		households[r.HouseholdID] = append(households[r.HouseholdID], r)
-		for _, f := range demoFields {
+		for _, f := range slices.Concat(demoFields, rfmFields) {
 			if *f.get(&r) != "" {
 				filled[f.name]++
 			}
+		}
+		if r.LifeStageSegment != "" && SegmentGroup(r.LifeStageSegment) != r.LifeStageGroup ||
+			r.FinancialSegment != "" && SegmentGroup(r.FinancialSegment) != r.FinancialGroup {
+			t.Fatalf("record %d: a segment outside its group", i)
 		}
 	}
 	// Households: contiguous, 2 to 5 people (the last may be cut), one address.
@@ -122,7 +126,7 @@ func TestGenerateRealistic(t *testing.T) {
 		}
 	}
 	// Demographics: mostly known, with every bucket of the small fields used.
-	for _, f := range demoFields {
+	for _, f := range slices.Concat(demoFields, rfmFields) {
 		if f.name == ColHomeMarketValue { // owners only, checked below
 			continue
 		}
@@ -130,7 +134,8 @@ func TestGenerateRealistic(t *testing.T) {
 			t.Errorf("%s known for only %d of %d", f.name, filled[f.name], n)
 		}
 	}
-	for _, col := range []string{ColAge, ColGender, ColHomeOwnerStatus, ColMaritalStatus, ColPresenceOfChildren, ColEducation} {
+	for _, col := range []string{ColAge, ColGender, ColHomeOwnerStatus, ColMaritalStatus, ColPresenceOfChildren, ColEducation,
+		ColLifeStageSegment, ColLifeStageGroup, ColFinancialSegment, ColFinancialGroup} {
 		used := map[string]bool{}
 		for i := range recs {
 			used[*fieldByName[col].get(&recs[i])] = true

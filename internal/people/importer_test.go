@@ -135,9 +135,11 @@ var errAny = errors.New("any error")
 func TestImportValues(t *testing.T) {
 	s := openURL(t, boltURL(t))
 	in := "email,first,middle,last,street,city,state,zip,household_id,age,gender,household_income,net_worth," +
-		"home_market_value,home_owner_status,length_of_residence,marital_status,presence_of_children,education,occupation,interests\n" +
+		"home_market_value,home_owner_status,length_of_residence,marital_status,presence_of_children,education,occupation,interests," +
+		"life_stage_segment,life_stage_group,financial_segment,financial_group,rfm_offline_avg_days,rfm_online_avg_days,rfm_avg_dollars,rfm_last_order\n" +
 		" Ann@Example.com ,Ann,Q,Lee,\"12 Oak St, Apt 5\",Denver,co,80203,H1,35-44,female,75k-100k,100k-250k," +
-		"300k-350k,Own,7 Years,Married,Yes,Completed College,Professional,cooking;travel\n"
+		"300k-350k,Own,7 Years,Married,Yes,Completed College,Professional,cooking;travel," +
+		"busy families,Established Families,Comfortable Savers,Comfortable,45, 21 ,57.40,2025-11-03\n"
 	if _, err := Import(context.Background(), s, strings.NewReader(in), ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,16 @@ type Input struct {
 	City      string `json:"city,omitempty"`
 	State     string `json:"state,omitempty"`
 	Zip       string `json:"zip,omitempty"`
+	// Zip4 is a ZIP+4 ("12345-6789"), used when Zip is empty.
+	Zip4 string `json:"zip4,omitempty"`
+}
+
+// zip returns Zip, or Zip4 when Zip is empty.
+func (in *Input) zip() string {
+	if strings.TrimSpace(in.Zip) == "" {
+		return in.Zip4
+	}
+	return in.Zip
 }
 
 // Level is how closely a match identifies the input person.
@@ -90,7 +100,9 @@ const (
 
 // Evidence says what a match rests on.
 type Evidence struct {
-	Key    KeyKind // the key that found the record: KeyEmail, KeyMD5 or KeySHA1
+	// Key is what found the record: KeyEmail, KeyMD5 or KeySHA1, or
+	// KeyNamePostal for a match by name and postal address alone.
+	Key    KeyKind
 	Name   NameEvidence
 	Postal PostalEvidence
 }
@@ -119,11 +131,19 @@ const (
 	pointsPostalPartial  = 3
 	pointsPostalConflict = -4
 	pointsHouseholdLast  = 4
+	// By name and postal address alone (no email found the person): an
+	// Individual scores 60 + postal points (63 to 66, the lowest
+	// Individual range), a Household 30 + postal points.
+	scoreNamePostal          = 60
+	scoreNamePostalHousehold = 30
 )
 
 // Match looks items up in s and returns one result per item, in order. It
-// makes one LookupBatch call and, when some inputs name a person other than
-// the one the email belongs to, one HouseholdBatch call.
+// makes one LookupBatch call; when some inputs name a person other than
+// the one the email belongs to, one HouseholdBatch call; and when some
+// items are left unmatched (or have no email) but carry a name and postal
+// address, and s implements NamePostalFinder, one FindByNamePostal call
+// (see MatchNamePostal).
 //
 // Rules, for the record R found by an item's email (plain text, MD5 or
 // SHA-1; when several are given, each is tried and the best result kept):
@@ -147,15 +167,31 @@ const (
 //     household.
 //     Confidence = 26 + 4 if the last name agrees + postal points − 5 if
 //     hashed.
+//   - By name and postal address: an item left with no match above that
+//     HasNamePostal is matched by the email append rules (MatchNamePostal).
+//     An Individual scores 60 + postal points (63..66), a Household 30 +
+//     postal points; Evidence.Key is KeyNamePostal.
 //   - None otherwise: no email key (missing, or not an address and not a
-//     digest), no record, or a different person with no link to the
-//     household.
+//     digest) and no name and postal address, no record, or a different
+//     person with no link to the household.
 //
 // Names compare case-insensitively on their letters only ("O'Neil" equals
 // "oneil"); addresses on a normalised street (suffixes and directions
 // abbreviated, unit designators dropped), the 5-digit zip, the city's
 // letters and the state code.
 func Match(ctx context.Context, s Store, items []Input) ([]MatchResult, error) {
+	out, err := matchEmail(ctx, s, items)
+	if err != nil {
+		return nil, err
+	}
+	if err := matchNamePostal(ctx, s, items, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// matchEmail is the email part of Match.
+func matchEmail(ctx context.Context, s Store, items []Input) ([]MatchResult, error) {
 	out := make([]MatchResult, len(items))
 	var keys []Key
 	var owner []int
@@ -218,6 +254,49 @@ func Match(ctx context.Context, s Store, items []Input) ([]MatchResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// matchNamePostal matches the items left unmatched by email (or without
+// one) by name and postal address, when s has that index.
+func matchNamePostal(ctx context.Context, s Store, items []Input, out []MatchResult) error {
+	f, ok := s.(NamePostalFinder)
+	if !ok {
+		return nil
+	}
+	var idx []int
+	var rest []Input
+	for i := range items {
+		if out[i].Level == LevelNone && items[i].HasNamePostal() {
+			idx = append(idx, i)
+			rest = append(rest, items[i])
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	res, err := MatchNamePostal(ctx, f, rest)
+	if err != nil {
+		return err
+	}
+	for j, m := range res {
+		if m.Level == LevelNone {
+			continue
+		}
+		in := &items[idx[j]]
+		postal, pp := comparePostal(in, m.Record)
+		base := scoreNamePostal
+		name := NameFull
+		if m.Level == LevelHousehold {
+			base, name = scoreNamePostalHousehold, NamePartial
+		}
+		out[idx[j]] = MatchResult{
+			Level:      m.Level,
+			Confidence: clamp(base+pp, 1, 100),
+			Record:     m.Record,
+			Evidence:   Evidence{KeyNamePostal, name, postal},
+		}
+	}
+	return nil
 }
 
 // inputKeys returns the distinct keys an item can be found by, plain text
@@ -451,8 +530,8 @@ func compareName(in *Input, r *Record) (NameEvidence, int) {
 func comparePostal(in *Input, r *Record) (PostalEvidence, int) {
 	var streetOK, zipOK, cityOK, stateOK, any bool
 	// Each comparison runs only when both sides are given.
-	if in.Zip != "" && r.Zip != "" {
-		if a, b := zip5(in.Zip), zip5(r.Zip); a != "" && b != "" {
+	if z := in.zip(); z != "" && r.Zip != "" {
+		if a, b := zip5(z), zip5(r.Zip); a != "" && b != "" {
 			any, zipOK = true, a == b
 			if !zipOK {
 				return PostalConflict, pointsPostalConflict

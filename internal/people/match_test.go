@@ -88,6 +88,14 @@ func matchCases() []matchCase {
 		{"household by address only", Input{Email: "dana@example.net", First: "Zed", Last: "Zulu", Zip: "78701", City: "Austin", State: "TX"}, LevelHousehold, "dana@example.net", 29, Evidence{KeyEmail, NameConflict, PostalPartial}, []string{"household"}},
 		{"middle initial differs", Input{Email: "bob.lee@example.com", First: "Robert", Middle: "X", Last: "Lee"}, LevelHousehold, "bob.lee@example.com", 30, Evidence{KeyEmail, NameConflict, PostalNotCompared}, []string{"household"}},
 
+		// By name and postal address alone: the email append rules.
+		{"name+postal, no email", postal(Input{First: "Ann", Last: "Lee"}), LevelIndividual, ann, 66, Evidence{KeyNamePostal, NameFull, PostalFull}, nil},
+		{"name+zip4", Input{First: "Cyrus", Last: "Lee", Zip4: "80203-1234"}, LevelIndividual, "cy.lee@example.com", 63, Evidence{KeyNamePostal, NameFull, PostalPartial}, nil},
+		{"name+street, city, state", Input{First: "eve", Last: "PARK", Street: "400 Elm Avenue", City: "Austin", State: "tx"}, LevelIndividual, "eve.park@example.net", 66, Evidence{KeyNamePostal, NameFull, PostalFull}, nil},
+		{"unknown email, then name+postal", postal(Input{Email: "nobody@example.com", First: "Ann", Last: "Lee"}), LevelIndividual, ann, 66, Evidence{KeyNamePostal, NameFull, PostalFull}, nil},
+		{"household by street, no email", Input{First: "Zed", Last: "Lee", Street: "12 Oak St", Zip: "80203"}, LevelHousehold, ann, 36, Evidence{KeyNamePostal, NamePartial, PostalFull}, []string{"household"}},
+		{"name+zip, nobody of that name, no street", Input{First: "Zed", Last: "Lee", Zip: "80203"}, LevelNone, "", 0, Evidence{}, nil},
+
 		// None.
 		{"different person, no link to the household", Input{Email: "dana@example.net", First: "Zed", Last: "Zulu"}, LevelNone, "", 0, Evidence{}, nil},
 		{"different person, address differs", Input{Email: "dana@example.net", First: "Zed", Last: "Zulu", Zip: "10001"}, LevelNone, "", 0, Evidence{}, nil},
@@ -202,6 +210,15 @@ func (s errStore) HouseholdBatch(ctx context.Context, ids []string) ([][]Record,
 	return s.Store.HouseholdBatch(ctx, ids)
 }
 
+type finderErrStore struct {
+	Store
+	err error
+}
+
+func (s finderErrStore) FindByNamePostal(context.Context, []NamePostalKey) ([][]Record, error) {
+	return nil, s.err
+}
+
 func TestMatchErrors(t *testing.T) {
 	ctx := context.Background()
 	s := openURL(t, boltURL(t))
@@ -218,6 +235,14 @@ func TestMatchErrors(t *testing.T) {
 	}
 	if _, err := Match(ctx, hs, []Input{{Email: "ann.lee@example.com", First: "Bob"}}); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("household error: %v", err)
+	}
+	// The name/postal lookup runs only for items left unmatched.
+	fs := finderErrStore{Store: s, err: io.ErrUnexpectedEOF}
+	if _, err := Match(ctx, fs, []Input{{Email: "ann.lee@example.com", First: "Ann", Last: "Lee", Zip: "80203"}}); err != nil {
+		t.Errorf("name/postal lookup for a matched item: %v", err)
+	}
+	if _, err := Match(ctx, fs, []Input{{First: "Ann", Last: "Lee", Zip: "80203"}}); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("name/postal lookup error: %v", err)
 	}
 	// No keys: the store is not called at all.
 	if res, err := Match(ctx, errStore{Store: s, lookup: io.ErrUnexpectedEOF}, []Input{{Email: "n/a"}, {}}); err != nil || len(res) != 2 {

@@ -77,14 +77,14 @@ func testFindByNamePostal(t *testing.T, s Store) {
 		t.Fatal(err)
 	}
 	got := findEmails(t, s,
-		NamePostalKey{"oneil", "80203"},
-		NamePostalKey{"O'Neil", "802031234"}, // normalised by the finder too
-		NamePostalKey{"oneil", "80204"},
-		NamePostalKey{"smith", "2138"},
-		NamePostalKey{"smith", "80203"},
-		NamePostalKey{"", "80203"},
-		NamePostalKey{"oneil", "bad"},
-		NamePostalKey{"oneil", "80203"}, // repeated
+		NamePostalKey{Last: "oneil", Zip: "80203"},
+		NamePostalKey{Last: "O'Neil", Zip: "802031234"}, // normalised by the finder too
+		NamePostalKey{Last: "oneil", Zip: "80204"},
+		NamePostalKey{Last: "smith", Zip: "2138"},
+		NamePostalKey{Last: "smith", Zip: "80203"},
+		NamePostalKey{Last: "", Zip: "80203"},
+		NamePostalKey{Last: "oneil", Zip: "bad"},
+		NamePostalKey{Last: "oneil", Zip: "80203"}, // repeated
 	)
 	want := [][]string{
 		{"amy@example.com", "zed@example.com"}, // ordered by email
@@ -97,7 +97,7 @@ func testFindByNamePostal(t *testing.T, s Store) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("FindByNamePostal = %q, want %q", got, want)
 	}
-	res, err := s.(NamePostalFinder).FindByNamePostal(ctx, []NamePostalKey{{"smith", "02138"}})
+	res, err := s.(NamePostalFinder).FindByNamePostal(ctx, []NamePostalKey{{Last: "smith", Zip: "02138"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +108,24 @@ func testFindByNamePostal(t *testing.T, s Store) {
 	}
 	if res, err := s.(NamePostalFinder).FindByNamePostal(ctx, nil); err != nil || len(res) != 0 {
 		t.Fatalf("FindByNamePostal(nil) = %v, %v", res, err)
+	}
+	// Without a valid zip: last name, city and state.
+	got = findEmails(t, s,
+		NamePostalKey{Last: "oneil", City: "denver", State: "co"},
+		NamePostalKey{Last: "Smith", City: "DENVER", State: " CO", Zip: "bad"},
+		NamePostalKey{Last: "oneil", City: "Boulder", State: "CO"},
+		NamePostalKey{Last: "oneil", City: "Denver"},                            // no state
+		NamePostalKey{Last: "oneil", City: "Denver", State: "C"},                // not a state
+		NamePostalKey{Last: "oneil", Zip: "80204", City: "Denver", State: "CO"}, // the zip wins
+	)
+	want = [][]string{
+		{"amy@example.com", "bob@example.com", "zed@example.com"},
+		{"cy@example.com"},
+		nil, nil, nil,
+		{"bob@example.com"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("FindByNamePostal by city and state = %q, want %q", got, want)
 	}
 }
 
@@ -128,8 +146,9 @@ func testFindByNamePostalChanges(t *testing.T, s Store) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	keys := []NamePostalKey{{"lee", "80203"}, {"lee", "10001"}, {"park", "80203"}}
-	want := [][]string{{"c@example.com"}, {"a@example.com"}, {"b@example.com"}}
+	keys := []NamePostalKey{{Last: "lee", Zip: "80203"}, {Last: "lee", Zip: "10001"}, {Last: "park", Zip: "80203"},
+		{Last: "lee", City: "Denver", State: "CO"}}
+	want := [][]string{{"c@example.com"}, {"a@example.com"}, {"b@example.com"}, {"a@example.com", "c@example.com"}}
 	if got := findEmails(t, s, keys...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after update: %q, want %q", got, want)
 	}
@@ -142,10 +161,20 @@ func testFindByNamePostalChanges(t *testing.T, s Store) {
 	if got := findEmails(t, s, keys...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after dropping a last name: %q, want %q", got, want)
 	}
+	// Moving to another city takes c out of Denver.
+	nc := postalRec("c@example.com", "Cee", "Lee", "80203", "H1")
+	nc.City = "Aurora"
+	if err := s.Upsert(ctx, []Record{nc}); err != nil {
+		t.Fatal(err)
+	}
+	want[3] = []string{"a@example.com"}
+	if got := findEmails(t, s, keys...); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a move: %q, want %q", got, want)
+	}
 	if err := s.Delete(ctx, []string{"C@example.com", "a@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	want = [][]string{nil, nil, nil}
+	want = [][]string{nil, nil, nil, nil}
 	if got := findEmails(t, s, keys...); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after delete: %q, want %q", got, want)
 	}
@@ -159,9 +188,10 @@ func testFindByNamePostalLarge(t *testing.T, s Store) {
 	if err := s.Upsert(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
-	keys := make([]NamePostalKey, len(recs))
+	keys := make([]NamePostalKey, 2*len(recs))
 	for i, r := range recs {
-		keys[i] = NamePostalKey{r.Last, r.Zip}
+		keys[i] = NamePostalKey{Last: r.Last, Zip: r.Zip}
+		keys[len(recs)+i] = NamePostalKey{Last: r.Last, City: r.City, State: r.State}
 	}
 	res, err := s.(NamePostalFinder).FindByNamePostal(ctx, keys)
 	if err != nil {
@@ -183,6 +213,16 @@ func testFindByNamePostalLarge(t *testing.T, s Store) {
 		if !found && NormalizeName(r.Last) != "" && NormalizeZip(r.Zip) != "" {
 			t.Fatalf("key %d: %s not found", i, r.Email)
 		}
+		found = false
+		for _, got := range res[len(recs)+i] {
+			if NormalizeName(got.Last) != NormalizeName(r.Last) || NormalizeName(got.City) != NormalizeName(r.City) || got.State != r.State {
+				t.Fatalf("locality key %d: record %q does not match", i, got.Email)
+			}
+			found = found || got.Email == r.Email
+		}
+		if !found {
+			t.Fatalf("locality key %d: %s not found", i, r.Email)
+		}
 	}
 }
 
@@ -203,13 +243,19 @@ func TestBoltPostalBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPostal) }); err != nil {
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketPostal); err != nil {
+			return err
+		}
+		return tx.DeleteBucket(bucketLocality)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	s = openURL(t, "bolt://"+path)
-	want := [][]string{{"a@example.com"}}
-	if got := findEmails(t, s, NamePostalKey{"lee", "80203"}); !reflect.DeepEqual(got, want) {
+	want := [][]string{{"a@example.com"}, {"a@example.com"}}
+	if got := findEmails(t, s, NamePostalKey{Last: "lee", Zip: "80203"}, NamePostalKey{Last: "lee", City: "denver", State: "CO"}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after backfill: %q, want %q", got, want)
 	}
 }
@@ -230,23 +276,73 @@ func TestPostgresPostalMigration(t *testing.T) {
 	schema := pgx.Identifier{mustQuery(t, u, "schema")}.Sanitize()
 	c := requirePostgres(t)
 	defer c.Close(ctx)
-	for _, q := range []string{
-		"DROP INDEX " + schema + ".people_last_name_norm_zip5_idx",
-		"ALTER TABLE " + schema + ".people DROP COLUMN last_name_norm, DROP COLUMN zip5",
-		"UPDATE " + schema + ".people_schema_version SET version = 1",
-	} {
+	for _, q := range append(dropMigration3(schema),
+		"DROP INDEX "+schema+".people_last_name_norm_zip5_idx",
+		"ALTER TABLE "+schema+".people DROP COLUMN last_name_norm, DROP COLUMN zip5",
+		"UPDATE "+schema+".people_schema_version SET version = 1",
+	) {
 		if _, err := c.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	s = openURL(t, u)
 	want := [][]string{{"a@example.com"}}
-	if got := findEmails(t, s, NamePostalKey{"oneil", "80203"}); !reflect.DeepEqual(got, want) {
+	if got := findEmails(t, s, NamePostalKey{Last: "oneil", Zip: "80203"}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after migration: %q, want %q", got, want)
 	}
 	var v int
 	if err := c.QueryRow(ctx, "SELECT version FROM "+schema+".people_schema_version").Scan(&v); err != nil || v != len(pgMigrations) {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, len(pgMigrations))
+	}
+}
+
+// dropMigration3 returns the statements that undo migration 3.
+func dropMigration3(schema string) []string {
+	return []string{
+		"DROP INDEX " + schema + ".people_last_name_norm_state_city_norm_idx",
+		"ALTER TABLE " + schema + ".people DROP COLUMN life_stage_segment, DROP COLUMN life_stage_group," +
+			" DROP COLUMN financial_segment, DROP COLUMN financial_group, DROP COLUMN rfm_offline_avg_days," +
+			" DROP COLUMN rfm_online_avg_days, DROP COLUMN rfm_avg_dollars, DROP COLUMN rfm_last_order, DROP COLUMN city_norm",
+	}
+}
+
+// TestPostgresMigration3 migrates a version-2 schema with rows: the rfm,
+// life stage and financial columns come in empty, city_norm is filled, and
+// the rows are found by last name, city and state.
+func TestPostgresMigration3(t *testing.T) {
+	ctx := context.Background()
+	u := pgTestURL(t)
+	s, err := Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Upsert(ctx, []Record{postalRec("a@example.com", "A", "O'Neil", "80203", "H1")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	schema := pgx.Identifier{mustQuery(t, u, "schema")}.Sanitize()
+	c := requirePostgres(t)
+	defer c.Close(ctx)
+	for _, q := range append(dropMigration3(schema), "UPDATE "+schema+".people_schema_version SET version = 2") {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s = openURL(t, u)
+	want := [][]string{{"a@example.com"}}
+	if got := findEmails(t, s, NamePostalKey{Last: "oneil", City: "DENVER", State: "co"}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after migration: %q, want %q", got, want)
+	}
+	r, err := s.Get(ctx, EmailKey("a@example.com"))
+	if err != nil || r.Age != "35-44" || r.RFMLastOrder != "" || r.LifeStageGroup != "" {
+		t.Fatalf("migrated record = %+v, %v", r, err)
+	}
+	full := person("a@example.com", "A", "O'Neil", "H1")
+	if err := s.Upsert(ctx, []Record{full}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = s.Get(ctx, EmailKey("a@example.com")); err != nil || !reflect.DeepEqual(*r, full) {
+		t.Fatalf("after upsert: %+v, %v", r, err)
 	}
 }
 

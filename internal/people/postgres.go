@@ -20,13 +20,14 @@ import (
 //	people                  one row per person (columns: pgColumns)
 //	  PRIMARY KEY (email)
 //	  INDEX (email_md5), INDEX (email_sha1), INDEX (household_id),
-//	  INDEX (last_name_norm, zip5)
+//	  INDEX (last_name_norm, zip5), INDEX (last_name_norm, state, city_norm)
 //	people_schema_version   the migration version (one row)
 //
 // email_md5 and email_sha1 are the raw 16- and 20-byte digests of the
 // normalised email; demographic fields are their bucket text (empty when
-// unknown), interests a text[] of interest names. last_name_norm and zip5
-// (pgDerivedColumns) are NormalizeName(last_name) and NormalizeZip(zip),
+// unknown), rfm fields their text, interests a text[] of interest names.
+// last_name_norm, zip5 and city_norm (pgDerivedColumns) are
+// NormalizeName(last_name), NormalizeZip(zip) and NormalizeName(city),
 // computed in Go on upsert, for FindByNamePostal.
 var pgColumns = []string{
 	"email", "email_md5", "email_sha1", "household_id",
@@ -34,10 +35,12 @@ var pgColumns = []string{
 	"age", "gender", "household_income", "net_worth", "home_market_value",
 	"home_owner_status", "length_of_residence", "marital_status",
 	"presence_of_children", "education", "occupation", "interests",
+	"life_stage_segment", "life_stage_group", "financial_segment", "financial_group",
+	"rfm_offline_avg_days", "rfm_online_avg_days", "rfm_avg_dollars", "rfm_last_order",
 }
 
 // pgDerivedColumns are written after pgColumns but never read back.
-var pgDerivedColumns = []string{"last_name_norm", "zip5"}
+var pgDerivedColumns = []string{"last_name_norm", "zip5", "city_norm"}
 
 // pgWriteColumns is pgColumns then pgDerivedColumns: what pgRow returns.
 var pgWriteColumns = append(slices.Clip(pgColumns), pgDerivedColumns...)
@@ -81,6 +84,19 @@ var pgMigrations = [][]string{
 	ADD COLUMN zip5           text NOT NULL DEFAULT ''`,
 		`CREATE INDEX people_last_name_norm_zip5_idx ON %[1]s.people (last_name_norm, zip5)`,
 	},
+	{
+		`ALTER TABLE %[1]s.people
+	ADD COLUMN life_stage_segment   text NOT NULL DEFAULT '',
+	ADD COLUMN life_stage_group     text NOT NULL DEFAULT '',
+	ADD COLUMN financial_segment    text NOT NULL DEFAULT '',
+	ADD COLUMN financial_group      text NOT NULL DEFAULT '',
+	ADD COLUMN rfm_offline_avg_days text NOT NULL DEFAULT '',
+	ADD COLUMN rfm_online_avg_days  text NOT NULL DEFAULT '',
+	ADD COLUMN rfm_avg_dollars      text NOT NULL DEFAULT '',
+	ADD COLUMN rfm_last_order       text NOT NULL DEFAULT '',
+	ADD COLUMN city_norm            text NOT NULL DEFAULT ''`,
+		`CREATE INDEX people_last_name_norm_state_city_norm_idx ON %[1]s.people (last_name_norm, state, city_norm)`,
+	},
 }
 
 // pgMigrationHooks[i], when set, runs after the statements of
@@ -88,6 +104,33 @@ var pgMigrations = [][]string{
 // way the Go code does.
 var pgMigrationHooks = map[int]func(ctx context.Context, tx pgx.Tx, qs string) error{
 	1: backfillPostal,
+	2: backfillCity,
+}
+
+// backfillCity fills city_norm of existing rows.
+func backfillCity(ctx context.Context, tx pgx.Tx, qs string) error {
+	rows, err := tx.Query(ctx, "SELECT email, city FROM "+qs+".people WHERE city <> ''")
+	if err != nil {
+		return err
+	}
+	var emails, cities []string
+	for rows.Next() {
+		var e, c string
+		if err := rows.Scan(&e, &c); err != nil {
+			rows.Close()
+			return err
+		}
+		if c = NormalizeName(c); c != "" {
+			emails, cities = append(emails, e), append(cities, c)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(emails) == 0 {
+		return err
+	}
+	_, err = tx.Exec(ctx, "UPDATE "+qs+".people AS p SET city_norm = u.c"+
+		" FROM unnest($1::text[], $2::text[]) AS u(e, c) WHERE p.email = u.e", emails, cities)
+	return err
 }
 
 // backfillPostal fills last_name_norm and zip5 of existing rows.
@@ -126,7 +169,7 @@ type pgStore struct {
 	table   string // quoted schema.people
 	selCol  string // select list
 	pSelCol string // select list qualified by "p."
-	upsert  string // INSERT ... ON CONFLICT for one row ($1..$25)
+	upsert  string // INSERT ... ON CONFLICT for one row ($1..$N, N = len(pgWriteColumns))
 	merge   string // INSERT ... SELECT FROM people_stage ON CONFLICT
 }
 
@@ -245,7 +288,9 @@ func pgRow(r *Record) []any {
 		r.Age, r.Gender, r.HouseholdIncome, r.NetWorth, r.HomeMarketValue,
 		r.HomeOwnerStatus, r.LengthOfResidence, r.MaritalStatus,
 		r.PresenceOfChildren, r.Education, r.Occupation, in,
-		NormalizeName(r.Last), NormalizeZip(r.Zip),
+		r.LifeStageSegment, r.LifeStageGroup, r.FinancialSegment, r.FinancialGroup,
+		r.RFMOfflineAvgDays, r.RFMOnlineAvgDays, r.RFMAvgDollars, r.RFMLastOrder,
+		NormalizeName(r.Last), NormalizeZip(r.Zip), NormalizeName(r.City),
 	}
 }
 
@@ -297,7 +342,9 @@ func scanPerson(rows pgx.Rows, r *Record) (m, h []byte, err error) {
 		&r.First, &r.Middle, &r.Last, &r.Street, &r.City, &r.State, &r.Zip,
 		&r.Age, &r.Gender, &r.HouseholdIncome, &r.NetWorth, &r.HomeMarketValue,
 		&r.HomeOwnerStatus, &r.LengthOfResidence, &r.MaritalStatus,
-		&r.PresenceOfChildren, &r.Education, &r.Occupation, &in)
+		&r.PresenceOfChildren, &r.Education, &r.Occupation, &in,
+		&r.LifeStageSegment, &r.LifeStageGroup, &r.FinancialSegment, &r.FinancialGroup,
+		&r.RFMOfflineAvgDays, &r.RFMOnlineAvgDays, &r.RFMAvgDollars, &r.RFMLastOrder)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -367,16 +414,30 @@ func (s *pgStore) lookupRange(ctx context.Context, keys []Key, out []*Record) er
 	b := &pgx.Batch{}
 	var kinds []KeyKind
 	sel := "SELECT " + s.selCol + " FROM " + s.table + " WHERE "
+	// One value: a plain equality (a single GET /v5/td), cheaper for the
+	// server than an array.
+	queue := func(col string, vals []string, raws [][]byte) {
+		switch {
+		case len(vals) == 1:
+			b.Queue(sel+col+" = $1", vals[0])
+		case len(raws) == 1:
+			b.Queue(sel+col+" = $1", raws[0])
+		case vals != nil:
+			b.Queue(sel+col+" = ANY($1)", vals)
+		default:
+			b.Queue(sel+col+" = ANY($1)", raws)
+		}
+	}
 	if len(emails) > 0 {
-		b.Queue(sel+"email = ANY($1)", emails)
+		queue("email", emails, nil)
 		kinds = append(kinds, KeyEmail)
 	}
 	if len(md5s) > 0 {
-		b.Queue(sel+"email_md5 = ANY($1)", md5s)
+		queue("email_md5", nil, md5s)
 		kinds = append(kinds, KeyMD5)
 	}
 	if len(sha1s) > 0 {
-		b.Queue(sel+"email_sha1 = ANY($1)", sha1s)
+		queue("email_sha1", nil, sha1s)
 		kinds = append(kinds, KeySHA1)
 	}
 	if len(kinds) == 0 {
@@ -474,43 +535,68 @@ func (s *pgStore) HouseholdBatch(ctx context.Context, ids []string) ([][]Record,
 }
 
 // FindByNamePostal implements NamePostalFinder: one query for the distinct
-// keys of the batch, joined on the (last_name_norm, zip5) index.
+// zip keys of the batch, joined on the (last_name_norm, zip5) index, and
+// one for the distinct city and state keys, joined on the (last_name_norm,
+// state, city_norm) index, sent as one pipelined batch.
 func (s *pgStore) FindByNamePostal(ctx context.Context, keys []NamePostalKey) ([][]Record, error) {
-	type nk struct{ last, zip string }
 	out := make([][]Record, len(keys))
-	pos := make(map[nk][]int)
-	var lasts, zips []string
+	pos := make(map[normKey][]int)
+	var zl, zz, ll, ls, lc []string
 	for i, k := range keys {
-		last, zip, ok := k.norm()
+		nk, ok := k.norm()
 		if !ok {
 			continue
 		}
-		key := nk{last, zip}
-		if _, seen := pos[key]; !seen {
-			lasts, zips = append(lasts, last), append(zips, zip)
+		if _, seen := pos[nk]; !seen {
+			if nk.zip != "" {
+				zl, zz = append(zl, nk.last), append(zz, nk.zip)
+			} else {
+				ll, ls, lc = append(ll, nk.last), append(ls, nk.state), append(lc, nk.city)
+			}
 		}
-		pos[key] = append(pos[key], i)
+		pos[nk] = append(pos[nk], i)
 	}
-	if len(lasts) == 0 {
+	b := &pgx.Batch{}
+	var zipQuery []bool
+	sel := "SELECT " + s.pSelCol + " FROM " + s.table + " AS p"
+	if len(zl) > 0 {
+		b.Queue(sel+" JOIN unnest($1::text[], $2::text[]) AS k(l, z) ON p.last_name_norm = k.l AND p.zip5 = k.z ORDER BY p.email", zl, zz)
+		zipQuery = append(zipQuery, true)
+	}
+	if len(ll) > 0 {
+		b.Queue(sel+" JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(l, s, c)"+
+			" ON p.last_name_norm = k.l AND p.state = k.s AND p.city_norm = k.c ORDER BY p.email", ll, ls, lc)
+		zipQuery = append(zipQuery, false)
+	}
+	if len(zipQuery) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+s.pSelCol+" FROM "+s.table+" AS p"+
-		" JOIN unnest($1::text[], $2::text[]) AS k(l, z) ON p.last_name_norm = k.l AND p.zip5 = k.z"+
-		" ORDER BY p.email", lasts, zips)
-	if err != nil {
-		return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
-	}
-	defer rows.Close()
-	byKey := make(map[nk][]Record)
-	for rows.Next() {
-		var r Record
-		if _, _, err := scanPerson(rows, &r); err != nil {
+	byKey := make(map[normKey][]Record)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for _, byZip := range zipQuery {
+		rows, err := br.Query()
+		if err != nil {
 			return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
 		}
-		k := nk{NormalizeName(r.Last), NormalizeZip(r.Zip)}
-		byKey[k] = append(byKey[k], r)
+		for rows.Next() {
+			var r Record
+			if _, _, err := scanPerson(rows, &r); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
+			}
+			k := normKey{last: NormalizeName(r.Last), zip: NormalizeZip(r.Zip)}
+			if !byZip {
+				k = normKey{last: k.last, city: NormalizeName(r.City), state: r.State}
+			}
+			byKey[k] = append(byKey[k], r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
+		}
 	}
-	if err := rows.Err(); err != nil {
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("people: postgres name/postal lookup: %w", err)
 	}
 	for k, is := range pos {

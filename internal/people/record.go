@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -25,18 +27,32 @@ type Record struct {
 	Zip         string `json:"zip,omitempty"`
 	HouseholdID string `json:"household_id,omitempty"`
 
-	Age                string    `json:"age,omitempty"`
-	Gender             string    `json:"gender,omitempty"`
-	HouseholdIncome    string    `json:"household_income,omitempty"`
-	NetWorth           string    `json:"net_worth,omitempty"`
-	HomeMarketValue    string    `json:"home_market_value,omitempty"`
-	HomeOwnerStatus    string    `json:"home_owner_status,omitempty"`
-	LengthOfResidence  string    `json:"length_of_residence,omitempty"`
-	MaritalStatus      string    `json:"marital_status,omitempty"`
-	PresenceOfChildren string    `json:"presence_of_children,omitempty"`
-	Education          string    `json:"education,omitempty"`
-	Occupation         string    `json:"occupation,omitempty"`
-	Interests          Interests `json:"interests,omitempty"`
+	Age                string `json:"age,omitempty"`
+	Gender             string `json:"gender,omitempty"`
+	HouseholdIncome    string `json:"household_income,omitempty"`
+	NetWorth           string `json:"net_worth,omitempty"`
+	HomeMarketValue    string `json:"home_market_value,omitempty"`
+	HomeOwnerStatus    string `json:"home_owner_status,omitempty"`
+	LengthOfResidence  string `json:"length_of_residence,omitempty"`
+	MaritalStatus      string `json:"marital_status,omitempty"`
+	PresenceOfChildren string `json:"presence_of_children,omitempty"`
+	Education          string `json:"education,omitempty"`
+	Occupation         string `json:"occupation,omitempty"`
+	LifeStageSegment   string `json:"life_stage_segment,omitempty"`
+	LifeStageGroup     string `json:"life_stage_group,omitempty"`
+	FinancialSegment   string `json:"financial_segment,omitempty"`
+	FinancialGroup     string `json:"financial_group,omitempty"`
+
+	// Purchase behaviour (recency, frequency, monetary): average days
+	// between offline and between online orders (whole days), average
+	// dollars per order ("42" or "42.50") and the date of the last order
+	// (YYYY-MM-DD). Each is empty when unknown.
+	RFMOfflineAvgDays string `json:"rfm_offline_avg_days,omitempty"`
+	RFMOnlineAvgDays  string `json:"rfm_online_avg_days,omitempty"`
+	RFMAvgDollars     string `json:"rfm_avg_dollars,omitempty"`
+	RFMLastOrder      string `json:"rfm_last_order,omitempty"`
+
+	Interests Interests `json:"interests,omitempty"`
 }
 
 // Column (CSV header and JSON) names of the Record fields, in the order
@@ -62,6 +78,14 @@ const (
 	ColPresenceOfChildren = "presence_of_children"
 	ColEducation          = "education"
 	ColOccupation         = "occupation"
+	ColLifeStageSegment   = "life_stage_segment"
+	ColLifeStageGroup     = "life_stage_group"
+	ColFinancialSegment   = "financial_segment"
+	ColFinancialGroup     = "financial_group"
+	ColRFMOfflineAvgDays  = "rfm_offline_avg_days"
+	ColRFMOnlineAvgDays   = "rfm_online_avg_days"
+	ColRFMAvgDollars      = "rfm_avg_dollars"
+	ColRFMLastOrder       = "rfm_last_order"
 	ColInterests          = "interests"
 )
 
@@ -71,12 +95,15 @@ const MaxFieldLen = 200
 // field describes one string field of Record. values, when set, is the
 // closed set of allowed values (the buckets); a value's stored code in the
 // embedded store is its index + 1, so the lists may only ever be appended to.
+// check, when set, validates a free-form value (the rfm fields) and
+// returns the reason it is not valid.
 type field struct {
 	name   string
 	get    func(*Record) *string
 	values []string
 	canon  map[string]uint8 // value -> index
 	index  map[string]uint8 // lower-cased value -> index
+	check  func(string) string
 }
 
 var (
@@ -119,9 +146,22 @@ var (
 			"Blue Collar", "White Collar", "Professional", "Technical", "Sales",
 			"Clerical/Office", "Management", "Business Owner", "Health Care", "Education",
 			"Military", "Civil Service", "Homemaker", "Student", "Retired"}},
+		// Appended after the first eleven: stored codes are positional.
+		{name: ColLifeStageSegment, get: func(r *Record) *string { return &r.LifeStageSegment }, values: LifeStageSegments()},
+		{name: ColLifeStageGroup, get: func(r *Record) *string { return &r.LifeStageGroup }, values: lifeStageGroups},
+		{name: ColFinancialSegment, get: func(r *Record) *string { return &r.FinancialSegment }, values: FinancialSegments()},
+		{name: ColFinancialGroup, get: func(r *Record) *string { return &r.FinancialGroup }, values: financialGroups},
 	}
-	// allFields is textFields then demoFields; Interests is not in it.
-	allFields   = append(slices.Clip(textFields), demoFields...)
+	// rfmFields are free-form but checked; stored as text.
+	rfmFields = []field{
+		{name: ColRFMOfflineAvgDays, get: func(r *Record) *string { return &r.RFMOfflineAvgDays }, check: checkDays},
+		{name: ColRFMOnlineAvgDays, get: func(r *Record) *string { return &r.RFMOnlineAvgDays }, check: checkDays},
+		{name: ColRFMAvgDollars, get: func(r *Record) *string { return &r.RFMAvgDollars }, check: checkDollars},
+		{name: ColRFMLastOrder, get: func(r *Record) *string { return &r.RFMLastOrder }, check: checkDate},
+	}
+	// allFields is textFields, demoFields, then rfmFields; Interests is not
+	// in it.
+	allFields   = slices.Concat(textFields, demoFields, rfmFields)
 	fieldByName map[string]*field
 )
 
@@ -151,6 +191,76 @@ func init() {
 		demoFields[i].canon = allFields[len(textFields)+i].canon
 		demoFields[i].index = allFields[len(textFields)+i].index
 	}
+}
+
+// DemographicColumns returns the demographic column names (bucketed and
+// rfm), in Columns order, without interests.
+func DemographicColumns() []string {
+	c := make([]string, 0, len(demoFields)+len(rfmFields))
+	for _, f := range demoFields {
+		c = append(c, f.name)
+	}
+	for _, f := range rfmFields {
+		c = append(c, f.name)
+	}
+	return c
+}
+
+// Value returns the value of a column of r (Columns names; interests in
+// its CSV form), or "" for an unknown column.
+func (r *Record) Value(column string) string {
+	if column == ColInterests {
+		return r.Interests.String()
+	}
+	if f := fieldByName[column]; f != nil {
+		return *f.get(r)
+	}
+	return ""
+}
+
+// Getter returns a function reading a text column of a Record (any
+// Columns name but interests), or nil: for callers that read the same
+// columns of many records.
+func Getter(column string) func(*Record) string {
+	f := fieldByName[column]
+	if f == nil {
+		return nil
+	}
+	get := f.get
+	return func(r *Record) string { return *get(r) }
+}
+
+// maxRFMDays bounds the average days between orders (100 years).
+const maxRFMDays = 36500
+
+func checkDays(s string) string {
+	if len(s) > 5 || !isDigits(s) {
+		return "not a whole number of days"
+	}
+	if n, _ := strconv.Atoi(s); n > maxRFMDays {
+		return "more than 36500 days"
+	}
+	return ""
+}
+
+// checkDollars accepts whole dollars or dollars and two-digit cents, up to
+// 9 digits of dollars.
+func checkDollars(s string) string {
+	whole, cents, dot := strings.Cut(s, ".")
+	if len(whole) > 9 || !isDigits(whole) || dot && (len(cents) != 2 || !isDigits(cents)) {
+		return "not whole dollars, or dollars and two-digit cents"
+	}
+	return ""
+}
+
+func checkDate(s string) string {
+	if len(s) != 10 {
+		return "not a YYYY-MM-DD date"
+	}
+	if _, err := time.Parse(time.DateOnly, s); err != nil {
+		return "not a YYYY-MM-DD date"
+	}
+	return ""
 }
 
 // Columns returns the column names of a Record in their canonical order:
@@ -270,8 +380,9 @@ func (r *Record) Normalize() {
 // Validate checks a normalised record: a valid email, text fields without
 // control characters and at most MaxFieldLen bytes, a two-letter state, a
 // zip of 5 digits (optionally followed by 4 more, with or without '-'),
-// demographic values from their buckets and known interests. The error is a
-// *FieldError.
+// demographic values from their buckets, rfm values in their forms (whole
+// days up to 36500, dollars like 42 or 42.50, a YYYY-MM-DD date) and known
+// interests. The error is a *FieldError.
 func (r *Record) Validate() error {
 	if !ValidEmail(r.Email) {
 		return &FieldError{ColEmail, "not an email address"}
@@ -285,6 +396,12 @@ func (r *Record) Validate() error {
 		if f.values != nil {
 			if _, ok := f.canon[v]; !ok {
 				return &FieldError{f.name, "not one of the allowed values"}
+			}
+			continue
+		}
+		if f.check != nil {
+			if why := f.check(v); why != "" {
+				return &FieldError{f.name, why}
 			}
 			continue
 		}

@@ -3,10 +3,12 @@ package people
 import (
 	"crypto/md5"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -148,6 +150,10 @@ func TestBuckets(t *testing.T) {
 		{ColLengthOfResidence, 21, "Less than 1 year", "20+ Years"},
 		{ColMaritalStatus, 2, "Single", "Married"},
 		{ColPresenceOfChildren, 2, "Yes", "No"},
+		{ColLifeStageGroup, 6, "Young Singles", "Retirees"},
+		{ColLifeStageSegment, 12, "Starting Out", "Senior Living"},
+		{ColFinancialGroup, 5, "Stretched", "Affluent"},
+		{ColFinancialSegment, 10, "Struggling Renters", "Top Tier Affluent"},
 	} {
 		b := Buckets(tc.col)
 		if len(b) != tc.n || b[0] != tc.first || b[len(b)-1] != tc.last {
@@ -161,8 +167,65 @@ func TestBuckets(t *testing.T) {
 	if Buckets(ColAge)[0] != "18-20" {
 		t.Error("Buckets returns the package's slice")
 	}
-	if got := len(Columns()); got != 21 {
+	if got := len(Columns()); got != 29 {
 		t.Errorf("%d columns", got)
+	}
+	if Buckets(ColRFMLastOrder) != nil {
+		t.Error("rfm fields have no buckets")
+	}
+	for i, g := range Buckets(ColLifeStageGroup) {
+		for _, seg := range LifeStageSegments()[2*i : 2*i+2] {
+			if SegmentGroup(seg) != g {
+				t.Errorf("SegmentGroup(%q) = %q, want %q", seg, SegmentGroup(seg), g)
+			}
+		}
+	}
+	if SegmentGroup("nope") != "" {
+		t.Error("SegmentGroup of an unknown segment")
+	}
+	r := person("ann@example.com", "Ann", "Lee", "H1")
+	if r.Value(ColRFMAvgDollars) != "57.40" || r.Value(ColInterests) != "cooking;travel" || r.Value(ColAge) != "35-44" || r.Value("nope") != "" {
+		t.Error("Value")
+	}
+	if got := DemographicColumns(); len(got) != 19 || got[0] != ColAge || got[len(got)-1] != ColRFMLastOrder {
+		t.Errorf("DemographicColumns = %v", got)
+	}
+}
+
+func TestValidateRFM(t *testing.T) {
+	for _, tc := range []struct {
+		field, value string
+		ok           bool
+	}{
+		{ColRFMOfflineAvgDays, "0", true},
+		{ColRFMOfflineAvgDays, "36500", true},
+		{ColRFMOfflineAvgDays, "36501", false},
+		{ColRFMOnlineAvgDays, "4.5", false},
+		{ColRFMOnlineAvgDays, "-3", false},
+		{ColRFMAvgDollars, "42", true},
+		{ColRFMAvgDollars, "42.50", true},
+		{ColRFMAvgDollars, "42.5", false},
+		{ColRFMAvgDollars, "$42", false},
+		{ColRFMAvgDollars, "1234567890", false},
+		{ColRFMLastOrder, "2025-02-28", true},
+		{ColRFMLastOrder, "2025-02-30", false},
+		{ColRFMLastOrder, "2025-2-3", false},
+		{ColRFMLastOrder, "03/02/2025", false},
+		{ColLifeStageGroup, "retirees", true}, // case-insensitive, normalised
+		{ColLifeStageGroup, "Gen Z", false},
+	} {
+		r := person("ann@example.com", "Ann", "Lee", "H1")
+		*fieldByName[tc.field].get(&r) = " " + tc.value + " "
+		r.Normalize()
+		err := r.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("%s=%q: %v", tc.field, tc.value, err)
+			continue
+		}
+		var fe *FieldError
+		if err != nil && (!errors.As(err, &fe) || fe.Field != tc.field || strings.Contains(err.Error(), tc.value)) {
+			t.Errorf("%s=%q: error %v", tc.field, tc.value, err)
+		}
 	}
 }
 
@@ -230,5 +293,66 @@ func TestCodec(t *testing.T) {
 	bad[0] = 9
 	if err := decodeRecord("x@example.com", bad, new(Record)); err == nil {
 		t.Error("unknown version decoded")
+	}
+	// More demographic codes or rfm fields than this program knows: corrupt.
+	r := person("ann@example.com", "Ann", "Lee", "H1")
+	b := appendRecord(nil, &r)
+	more := slices.Clone(b)
+	more[len(more)-rfmLen(&r)-1] = byte(len(rfmFields) + 1)
+	if err := decodeRecord(r.Email, more, new(Record)); err == nil {
+		t.Error("an rfm count beyond rfmFields decoded")
+	}
+}
+
+// rfmLen is the length of r's encoded rfm fields (after their count).
+func rfmLen(r *Record) int {
+	n := 0
+	for _, f := range rfmFields {
+		n += 1 + len(*f.get(r))
+	}
+	return n
+}
+
+// appendRecordV1 writes the version 1 format, as files made before the rfm
+// and segment fields hold.
+func appendRecordV1(b []byte, r *Record) []byte {
+	b = append(b, codecV1)
+	for _, f := range textFields[1:] {
+		s := *f.get(r)
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	for i := range codecV1DemoLen {
+		f := &demoFields[i]
+		var code byte
+		if v := *f.get(r); v != "" {
+			code = f.canon[v] + 1
+		}
+		b = append(b, code)
+	}
+	return binary.AppendUvarint(b, uint64(r.Interests))
+}
+
+// TestCodecV1 reads values written before version 2: the fields version 1
+// had, the others unknown.
+func TestCodecV1(t *testing.T) {
+	for _, r := range GenerateSlice(3, 200) {
+		b := appendRecordV1(nil, &r)
+		var got Record
+		if err := decodeRecord(r.Email, b, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := r
+		want.LifeStageSegment, want.LifeStageGroup, want.FinancialSegment, want.FinancialGroup = "", "", "", ""
+		want.RFMOfflineAvgDays, want.RFMOnlineAvgDays, want.RFMAvgDollars, want.RFMLastOrder = "", "", "", ""
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("v1 decode: %+v, want %+v", got, want)
+		}
+		if storedText(b, fieldZip) != r.Zip || storedHousehold(b) != r.HouseholdID {
+			t.Fatal("stored text of a v1 value")
+		}
+		if err := decodeRecord(r.Email, append(b, 0), &got); err == nil {
+			t.Fatal("a v1 value with trailing bytes decoded")
+		}
 	}
 }

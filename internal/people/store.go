@@ -22,6 +22,9 @@ const (
 	KeyMD5
 	// KeySHA1: the lower-case hex SHA-1 of the normalised address.
 	KeySHA1
+	// KeyNamePostal marks a match by name and postal address in Evidence;
+	// it is never a lookup key (a Key of this kind matches nothing).
+	KeyNamePostal
 )
 
 func (k KeyKind) String() string {
@@ -32,6 +35,8 @@ func (k KeyKind) String() string {
 		return "md5"
 	case KeySHA1:
 		return "sha1"
+	case KeyNamePostal:
+		return "name_postal"
 	}
 	return "none"
 }

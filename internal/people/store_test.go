@@ -118,6 +118,9 @@ func person(email, first, last, hh string) Record {
 		HomeMarketValue: "300k-350k", HomeOwnerStatus: "Own", LengthOfResidence: "7 Years",
 		MaritalStatus: "Married", PresenceOfChildren: "Yes", Education: "Completed College",
 		Occupation: "Professional", Interests: mustInterests("travel", "cooking"),
+		LifeStageSegment: "Busy Families", LifeStageGroup: "Established Families",
+		FinancialSegment: "Comfortable Savers", FinancialGroup: "Comfortable",
+		RFMOfflineAvgDays: "45", RFMOnlineAvgDays: "21", RFMAvgDollars: "57.40", RFMLastOrder: "2025-11-03",
 	}
 }
 

@@ -99,14 +99,8 @@ func truncate(s string, n int) string {
 }
 
 func (s *EmailAppend) finder() (PostalFinder, error) {
-	if s.Store == nil {
-		return nil, ErrNoPostalIndex
-	}
-	if f, ok := s.Store.(PostalFinder); ok {
+	if f, ok := s.Store.(PostalFinder); ok && s.Store != nil {
 		return f, nil
-	}
-	if f, ok := s.Store.(people.NamePostalFinder); ok {
-		return storeFinder{f}, nil
 	}
 	return nil, ErrNoPostalIndex
 }
@@ -137,135 +131,44 @@ type appendProcessor struct {
 	cols           columnMap
 	individualOnly bool
 	report         listservice.Reporting
-	keys           []PostalKey
-	keyOf          []int // row -> index in keys, -1 for none
-}
-
-// query is one row's name and address, normalised.
-type query struct {
-	first, last, street, city, state, zip string
+	items          []people.Input
 }
 
 func (p *appendProcessor) Reporting() listservice.Reporting { return p.report }
 func (p *appendProcessor) Close() error                     { return nil }
 
+// ProcessBatch matches the batch's rows with people.MatchNamePostal: one
+// FindByNamePostal call, the rules shared with GET /v5/eppend.
 func (p *appendProcessor) ProcessBatch(ctx context.Context, rows []listservice.Row, out [][]string) error {
 	c := &p.cols
-	qs := make([]query, len(rows))
-	p.keys = p.keys[:0]
-	p.keyOf = p.keyOf[:0]
-	index := map[postalKey]int{}
-	for i, r := range rows {
-		q := query{
-			first:  normName(r.Field(c.first)),
-			last:   normName(r.Field(c.last)),
-			street: normStreet(r.Field(c.street)),
-			city:   normName(r.Field(c.city)),
-			state:  strings.ToUpper(strings.TrimSpace(r.Field(c.state))),
-			zip:    zip5(r.Field(c.zip)),
-		}
-		qs[i] = q
-		k := postalKey{q.last, q.zip}
-		if k.last == "" || k.zip == "" {
-			p.keyOf = append(p.keyOf, -1)
-			continue
-		}
-		j, ok := index[k]
-		if !ok {
-			j = len(p.keys)
-			index[k] = j
-			p.keys = append(p.keys, PostalKey{Last: q.last, Zip: q.zip})
-		}
-		p.keyOf = append(p.keyOf, j)
+	p.items = p.items[:0]
+	for _, r := range rows {
+		p.items = append(p.items, people.Input{
+			First: r.Field(c.first), Middle: r.Field(c.middle), Last: r.Field(c.last),
+			Street: r.Field(c.street), City: r.Field(c.city), State: r.Field(c.state), Zip: r.Field(c.zip),
+		})
 	}
-	var found [][]people.Record
-	if len(p.keys) > 0 {
-		var err error
-		found, err = p.finder.FindByNamePostal(ctx, p.keys)
-		if err != nil {
-			return fmt.Errorf("email_append: name/postal lookup of a batch of %d rows: %w", len(rows), err)
-		}
-		if len(found) != len(p.keys) {
-			return fmt.Errorf("email_append: name/postal lookup returned %d results for %d keys", len(found), len(p.keys))
-		}
+	res, err := people.MatchNamePostal(ctx, p.finder, p.items)
+	if err != nil {
+		return fmt.Errorf("email_append: name/postal lookup of a batch of %d rows: %w", len(rows), err)
 	}
 	for i := range rows {
 		clear(out[i])
-		if p.keyOf[i] < 0 {
-			continue
-		}
-		email, kind := decide(&qs[i], found[p.keyOf[i]])
-		if kind == MatchHousehold && p.individualOnly {
-			continue
-		}
-		switch kind {
-		case MatchIndividual:
+		var kind string
+		switch res[i].Level {
+		case people.LevelIndividual:
+			kind = MatchIndividual
 			p.report.Add(ReportMatchType, ReportIndividualMatch, 1)
-		case MatchHousehold:
+		case people.LevelHousehold:
+			if p.individualOnly {
+				continue
+			}
+			kind = MatchHousehold
 			p.report.Add(ReportMatchType, ReportHouseholdMatch, 1)
 		default:
 			continue
 		}
-		out[i][0], out[i][1] = email, kind
+		out[i][0], out[i][1] = res[i].Record.Email, kind
 	}
 	return nil
-}
-
-// decide applies the email_append rules (see the package documentation) to
-// one row and the candidates sharing its last name and zip. It returns the
-// email and match type, or "", "".
-func decide(q *query, cands []people.Record) (email, kind string) {
-	// Candidates consistent with the row's address (and really sharing
-	// its last name and zip, whatever the finder's normalisation).
-	var ok []*people.Record
-	for i := range cands {
-		r := &cands[i]
-		if normName(r.Last) != q.last || zip5(r.Zip) != q.zip {
-			continue
-		}
-		if q.street != "" && r.Street != "" && normStreet(r.Street) != q.street ||
-			q.city != "" && r.City != "" && normName(r.City) != q.city ||
-			q.state != "" && r.State != "" && !strings.EqualFold(r.State, q.state) {
-			continue
-		}
-		ok = append(ok, r)
-	}
-	var named []*people.Record
-	if q.first != "" {
-		for _, r := range ok {
-			if normName(r.First) == q.first {
-				named = append(named, r)
-			}
-		}
-	}
-	if len(named) == 1 {
-		return named[0].Email, MatchIndividual
-	}
-	// Household: the street must agree, and one household only. This
-	// also covers several people with the row's first name in one
-	// household.
-	if q.street == "" {
-		return "", ""
-	}
-	var primary *people.Record
-	group := ""
-	for _, r := range ok {
-		if r.Street == "" || normStreet(r.Street) != q.street {
-			continue
-		}
-		g := r.HouseholdID
-		if g == "" {
-			g = "\x00" + r.Email
-		}
-		switch {
-		case primary == nil:
-			primary, group = r, g
-		case g != group:
-			return "", "" // ambiguous: more than one household
-		}
-	}
-	if primary == nil {
-		return "", ""
-	}
-	return primary.Email, MatchHousehold
 }

@@ -10,10 +10,12 @@
 // people.Match does). Header columns naming the person (first, middle, last,
 // street, city, state, zip and the variants HeaderAliases lists) are passed
 // to people.Match as well: they raise the match confidence and, when the
-// name conflicts with the email owner's, keep the row from matching. Only an
-// Individual match fills the demographic columns (IntelligenceColumns);
-// Household and no match leave them empty. Each batch is one people.Match
-// call.
+// name conflicts with the email owner's, keep the row from matching; a row
+// whose email finds nobody is matched by name and postal address when it
+// has them (people.Match). Only an Individual match fills the demographic
+// columns (IntelligenceColumns: every demographic field of the store, then
+// interests); Household and no match leave them empty. Each batch is one
+// people.Match call.
 //
 // Reporting: {"<column>": {"Total Count": n}} for every demographic column,
 // n being the rows whose Individual match has a non-empty value there (all
@@ -21,19 +23,18 @@
 //
 // # email_append
 //
-// email_append runs on a store that also implements PostalFinder, or
-// people.NamePostalFinder (the bolt and PostgreSQL stores do: they keep a
-// last name and 5-digit zip index), adapted automatically. PostalIndex is
-// an in-memory PostalFinder, built from records (for tests, or loaded from
-// the same source as the store), and WithPostalIndex attaches one to a
-// store, taking precedence over the store's own index.
+// email_append runs on a store that also implements PostalFinder
+// (people.NamePostalFinder; the bolt and PostgreSQL stores do: they keep a
+// last name + 5-digit zip index and a last name + state + city index).
+// PostalIndex is an in-memory PostalFinder, built from records (for tests,
+// or loaded from the same source as the store), and WithPostalIndex
+// attaches one to a store, taking precedence over the store's own index.
 //
 // It needs a header: the first, last and zip columns are required (a person
-// is found by last name and 5-digit zip, and identified by first name);
-// street, city and state are optional. For each row, the candidates sharing
-// its last name and zip are taken from the finder, and those whose street,
-// city or state conflict with the row's (both given and different) are
-// dropped. Then:
+// is found by last name and 5-digit zip, or by last name, city and state on
+// rows whose zip is empty or invalid, and identified by first name);
+// street, city and state are optional. Each batch is one
+// people.MatchNamePostal call, the matcher GET /v5/eppend uses too:
 //
 //   - Individual: exactly one candidate has the row's first name (compared
 //     case-insensitively on letters only). Its email is appended.
@@ -43,14 +44,17 @@
 //     household id; a candidate without one is its own household). The
 //     household's primary member's email is appended: the first of those
 //     candidates in the finder's order (for PostalIndex, load order, which
-//     for generated data is the household's head). Several candidates with
-//     the row's first name in one household also give a Household match.
+//     for generated data is the household's head; for the stores, email
+//     order). Several candidates with the row's first name in one household
+//     also give a Household match.
 //   - No match otherwise (including ambiguous matches spanning households).
+//
+// Candidates whose street, city or state conflict with the row's (both
+// given and different) are dropped first.
 //
 // EmailAppend.MatchType is the purchase option
 // options.email_append.match_type: "I" keeps Individual matches only, "H"
-// (or "") Individual and Household matches. Each batch is one
-// FindByNamePostal call.
+// (or "") Individual and Household matches.
 //
 // Reporting: {"email_match_type": {"Individual match": n, "Household match": n}}
 // (both buckets always present).

@@ -9,22 +9,19 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 )
 
-// IntelligenceColumns are the columns email_intelligence appends, in order.
-var IntelligenceColumns = []string{
-	people.ColAge, people.ColGender, people.ColHouseholdIncome, people.ColNetWorth,
-	people.ColHomeMarketValue, people.ColHomeOwnerStatus, people.ColLengthOfResidence,
-	people.ColMaritalStatus, people.ColPresenceOfChildren, people.ColEducation,
-	people.ColOccupation,
-}
+// IntelligenceColumns are the columns email_intelligence appends, in order:
+// every demographic field of the people store (people.DemographicColumns:
+// the bucketed fields, life stage and financial segments and groups, the
+// rfm fields), then interests (names joined with ';').
+var IntelligenceColumns = append(people.DemographicColumns(), people.ColInterests)
 
 // demographics returns r's values in IntelligenceColumns order.
-func demographics(r *people.Record) [11]string {
-	return [11]string{
-		r.Age, r.Gender, r.HouseholdIncome, r.NetWorth,
-		r.HomeMarketValue, r.HomeOwnerStatus, r.LengthOfResidence,
-		r.MaritalStatus, r.PresenceOfChildren, r.Education,
-		r.Occupation,
+func demographics(r *people.Record) []string {
+	out := make([]string, len(IntelligenceColumns))
+	for i, c := range IntelligenceColumns {
+		out[i] = r.Value(c)
 	}
+	return out
 }
 
 // TotalCount is the reporting bucket of email_intelligence.
@@ -115,11 +112,11 @@ func (p *intelProcessor) ProcessBatch(ctx context.Context, rows []listservice.Ro
 		if res[i].Level != people.LevelIndividual || res[i].Record == nil {
 			continue
 		}
-		vals := demographics(res[i].Record)
-		for j, v := range vals {
+		for j, c := range IntelligenceColumns {
+			v := res[i].Record.Value(c)
 			out[i][j] = v
 			if v != "" {
-				p.report.Add(IntelligenceColumns[j], TotalCount, 1)
+				p.report.Add(c, TotalCount, 1)
 			}
 		}
 	}

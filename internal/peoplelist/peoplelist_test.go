@@ -81,13 +81,15 @@ func empty(n int) []string { return make([]string, n) }
 func TestIntelligenceColumns(t *testing.T) {
 	s := NewEmailIntelligence(nil)
 	want := []string{"age", "gender", "household_income", "net_worth", "home_market_value", "home_owner_status",
-		"length_of_residence", "marital_status", "presence_of_children", "education", "occupation"}
+		"length_of_residence", "marital_status", "presence_of_children", "education", "occupation",
+		"life_stage_segment", "life_stage_group", "financial_segment", "financial_group",
+		"rfm_offline_avg_days", "rfm_online_avg_days", "rfm_avg_dollars", "rfm_last_order", "interests"}
 	if got := s.Columns(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Columns = %v, want %v", got, want)
 	}
 	for _, c := range want {
-		if people.Buckets(c) == nil {
-			t.Errorf("column %q is not a people demographic column", c)
+		if !slices.Contains(people.Columns(), c) {
+			t.Errorf("column %q is not a people column", c)
 		}
 	}
 }
@@ -223,8 +225,7 @@ func TestIntelligenceGenerated(t *testing.T) {
 			for i, c := range cases {
 				want := empty(width)
 				if c.want != nil {
-					d := demographics(c.want)
-					want = d[:]
+					want = demographics(c.want)
 				}
 				if !reflect.DeepEqual(out[i], want) {
 					t.Fatalf("row %d: got %q, want %q", i, out[i], want)
@@ -250,7 +251,8 @@ func housemates(t *testing.T, recs []people.Record) (*people.Record, *people.Rec
 }
 
 func TestIntelligenceReportingShape(t *testing.T) {
-	r := people.Record{Email: "pat@example.com", First: "Pat", Last: "Doe", Age: "25-34", Gender: "Female", Occupation: "Sales"}
+	r := people.Record{Email: "pat@example.com", First: "Pat", Last: "Doe", Age: "25-34", Gender: "Female", Occupation: "Sales",
+		RFMLastOrder: "2025-01-31", Interests: 1}
 	store := openStore(t, []people.Record{r})
 	p, err := NewEmailIntelligence(store).NewProcessor(context.Background(), listservice.Input{EmailColumn: 0})
 	if err != nil {
@@ -262,6 +264,10 @@ func TestIntelligenceReportingShape(t *testing.T) {
 		"household_income": {"Total Count": 0}, "net_worth": {"Total Count": 0}, "home_market_value": {"Total Count": 0},
 		"home_owner_status": {"Total Count": 0}, "length_of_residence": {"Total Count": 0}, "marital_status": {"Total Count": 0},
 		"presence_of_children": {"Total Count": 0}, "education": {"Total Count": 0},
+		"life_stage_segment": {"Total Count": 0}, "life_stage_group": {"Total Count": 0},
+		"financial_segment": {"Total Count": 0}, "financial_group": {"Total Count": 0},
+		"rfm_offline_avg_days": {"Total Count": 0}, "rfm_online_avg_days": {"Total Count": 0},
+		"rfm_avg_dollars": {"Total Count": 0}, "rfm_last_order": {"Total Count": 2}, "interests": {"Total Count": 2},
 	}
 	if got := p.Reporting(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Reporting = %v, want %v", got, want)
@@ -628,7 +634,7 @@ func TestPostalIndex(t *testing.T) {
 		t.Fatalf("Len = %d, want 3", ix.Len())
 	}
 	got, err := ix.FindByNamePostal(context.Background(), []PostalKey{
-		{"ONEIL", "2138"}, {"park", "80203"}, {"lee", "99999"}, {"", "80203"}, {"lee", "bad"},
+		{Last: "ONEIL", Zip: "2138"}, {Last: "park", Zip: "80203"}, {Last: "lee", Zip: "99999"}, {Last: "", Zip: "80203"}, {Last: "lee", Zip: "bad"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -644,6 +650,21 @@ func TestPostalIndex(t *testing.T) {
 		return e
 	}
 	want := [][]string{{"b@example.com"}, {"a@example.com"}, nil, nil, nil}
+	// Without a valid zip, by last name, city and state.
+	loc := []people.Record{
+		{Email: "e@example.com", First: "Ed", Last: "Ray", City: "Fort Collins", State: "CO", Zip: "80521"},
+		{Email: "f@example.com", First: "Fay", Last: "Ray", City: "Fort Collins", State: "co"},
+	}
+	lix := NewPostalIndex(slices.Values(loc))
+	lgot, err := lix.FindByNamePostal(context.Background(), []PostalKey{
+		{Last: "RAY", City: "fortcollins", State: "CO"}, {Last: "ray", Zip: "80521"}, {Last: "ray", City: "Fort Collins"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := [][]string{emails(lgot[0]), emails(lgot[1]), emails(lgot[2])}; !reflect.DeepEqual(g, [][]string{{"e@example.com", "f@example.com"}, {"e@example.com"}, nil}) {
+		t.Errorf("locality keys: %v", g)
+	}
 	for i := range want {
 		if g := emails(got[i]); !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("key %d: got %v, want %v", i, g, want[i])
@@ -651,7 +672,7 @@ func TestPostalIndex(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := ix.FindByNamePostal(ctx, []PostalKey{{"lee", "80203"}}); !errors.Is(err, context.Canceled) {
+	if _, err := ix.FindByNamePostal(ctx, []PostalKey{{Last: "lee", Zip: "80203"}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled lookup: %v", err)
 	}
 }

@@ -3,44 +3,60 @@ package peoplelist
 import (
 	"context"
 	"iter"
+	"strings"
 
 	"github.com/emaildata/emaildata/internal/people"
 )
 
-// PostalKey is one name/postal lookup: a last name and a zip, as given in
-// the input (finders normalise them: letters only, lower-cased, and the
-// 5-digit zip).
-type PostalKey struct {
-	Last string
-	Zip  string
-}
+// PostalKey is one name/postal lookup: a last name and a zip, or a last
+// name, a city and a state (people.NamePostalKey).
+type PostalKey = people.NamePostalKey
 
-// PostalFinder is the name/postal index email_append needs. A people.Store
-// that also implements it can run email_append.
-type PostalFinder interface {
-	// FindByNamePostal returns, for each key, the people whose last name
-	// and 5-digit zip equal the key's (nil when none, or when the key has
-	// no letters or no valid zip), aligned with keys. Each record has at
-	// least Email, First, Last, Street, City, State, Zip and HouseholdID.
-	// The order of a key's records is the finder's own and must be stable:
-	// email_append takes the first of a household as its primary member.
-	FindByNamePostal(ctx context.Context, keys []PostalKey) ([][]people.Record, error)
-}
+// PostalFinder is the name/postal index email_append needs
+// (people.NamePostalFinder). The bolt and PostgreSQL stores implement it;
+// PostalIndex is an in-memory one. The order of a key's records must be
+// stable: email_append takes the first of a household as its primary
+// member.
+type PostalFinder = people.NamePostalFinder
 
-// PostalIndex is an in-memory PostalFinder: a map from normalised last name
-// and zip to the people, in load order. It keeps the name, address, email
-// and household id of each person, not the demographics. It is read-only
-// once built, so FindByNamePostal may run concurrently.
+// PostalIndex is an in-memory PostalFinder: maps from normalised last name
+// and zip, and from normalised last name, state and city, to the people, in
+// load order. It keeps the name, address, email and household id of each
+// person, not the demographics. It is read-only once built, so
+// FindByNamePostal may run concurrently.
 type PostalIndex struct {
 	byKey map[postalKey][]people.Record
 	n     int
 }
 
-type postalKey struct{ last, zip string }
+// postalKey is a zip key (zip set) or a locality key (city and state set).
+type postalKey struct{ last, zip, city, state string }
 
-func normKey(last, zip string) (postalKey, bool) {
-	k := postalKey{normName(last), zip5(zip)}
-	return k, k.last != "" && k.zip != ""
+// keysOf returns the zip and locality keys of a person (ok false for none).
+func keysOf(r *people.Record) (zk postalKey, zok bool, lk postalKey, lok bool) {
+	last := normName(r.Last)
+	zk = postalKey{last: last, zip: zip5(r.Zip)}
+	lk = postalKey{last: last, city: normName(r.City), state: normState(r.State)}
+	return zk, last != "" && zk.zip != "", lk, last != "" && lk.city != "" && lk.state != ""
+}
+
+// lookupKey is the key FindByNamePostal looks k up by: the zip when valid,
+// else the city and state.
+func lookupKey(k PostalKey) (postalKey, bool) {
+	last := normName(k.Last)
+	if z := zip5(k.Zip); z != "" {
+		return postalKey{last: last, zip: z}, last != ""
+	}
+	lk := postalKey{last: last, city: normName(k.City), state: normState(k.State)}
+	return lk, last != "" && lk.city != "" && lk.state != ""
+}
+
+func normState(s string) string {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if len(s) != 2 || s[0] < 'A' || s[0] > 'Z' || s[1] < 'A' || s[1] > 'Z' {
+		return ""
+	}
+	return s
 }
 
 // NewPostalIndex indexes recs (for example people.Generate, or
@@ -49,23 +65,39 @@ func normKey(last, zip string) (postalKey, bool) {
 // wins, as in people.Store.Upsert).
 func NewPostalIndex(recs iter.Seq[people.Record]) *PostalIndex {
 	ix := &PostalIndex{byKey: map[postalKey][]people.Record{}}
-	seen := map[string]postalKey{}
+	seen := map[string][]postalKey{}
 	for r := range recs {
 		r.Normalize()
 		if old, ok := seen[r.Email]; ok {
-			ix.remove(old, r.Email)
+			for _, k := range old {
+				ix.remove(k, r.Email)
+			}
 			delete(seen, r.Email)
+			ix.n--
 		}
-		k, ok := normKey(r.Last, r.Zip)
-		if !ok || r.Email == "" {
+		if r.Email == "" {
 			continue
 		}
-		ix.byKey[k] = append(ix.byKey[k], people.Record{
+		zk, zok, lk, lok := keysOf(&r)
+		entry := people.Record{
 			Email: r.Email, First: r.First, Middle: r.Middle, Last: r.Last,
 			Street: r.Street, City: r.City, State: r.State, Zip: r.Zip,
 			HouseholdID: r.HouseholdID,
-		})
-		seen[r.Email] = k
+		}
+		var keys []postalKey
+		if zok {
+			keys = append(keys, zk)
+		}
+		if lok {
+			keys = append(keys, lk)
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		for _, k := range keys {
+			ix.byKey[k] = append(ix.byKey[k], entry)
+		}
+		seen[r.Email] = keys
 		ix.n++
 	}
 	return ix
@@ -76,7 +108,6 @@ func (ix *PostalIndex) remove(k postalKey, email string) {
 	for i := range l {
 		if l[i].Email == email {
 			ix.byKey[k] = append(l[:i:i], l[i+1:]...)
-			ix.n--
 			return
 		}
 	}
@@ -93,7 +124,7 @@ func (ix *PostalIndex) FindByNamePostal(ctx context.Context, keys []PostalKey) (
 	}
 	out := make([][]people.Record, len(keys))
 	for i, k := range keys {
-		if nk, ok := normKey(k.Last, k.Zip); ok {
+		if nk, ok := lookupKey(k); ok {
 			if l := ix.byKey[nk]; len(l) > 0 {
 				out[i] = append([]people.Record(nil), l...)
 			}
@@ -115,16 +146,4 @@ type indexedStore struct {
 
 func (s *indexedStore) FindByNamePostal(ctx context.Context, keys []PostalKey) ([][]people.Record, error) {
 	return s.finder.FindByNamePostal(ctx, keys)
-}
-
-// storeFinder adapts a store's own name/postal index (people.NamePostalFinder,
-// which the bolt and PostgreSQL stores implement) to PostalFinder.
-type storeFinder struct{ f people.NamePostalFinder }
-
-func (s storeFinder) FindByNamePostal(ctx context.Context, keys []PostalKey) ([][]people.Record, error) {
-	nk := make([]people.NamePostalKey, len(keys))
-	for i, k := range keys {
-		nk[i] = people.NamePostalKey{Last: k.Last, Zip: k.Zip}
-	}
-	return s.f.FindByNamePostal(ctx, nk)
 }

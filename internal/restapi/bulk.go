@@ -19,12 +19,6 @@ const (
 	bulkMaxBytes = 16 << 20
 )
 
-// demographicFields are the fields a bulk answer may carry, in order.
-var demographicFields = []string{
-	"age", "gender", "zip", "household_income", "net_worth", "home_market_value", "home_owner_status",
-	"length_of_residence", "marital_status", "presence_of_children", "education", "occupation", "interests",
-}
-
 // bulkKey authenticates POST /v5/ei/bulk (key in the api_key query
 // parameter, enabled for demographics); errors are JSON like the body.
 func (s *Server) bulkKey(next func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
@@ -55,19 +49,14 @@ func (s *Server) bulkKey(next func(http.ResponseWriter, *http.Request)) http.Han
 
 // bulkAppend serves POST /v5/ei/bulk: a JSON array of at most 5,000
 // people, decoded item by item; the answer is an array in input order with
-// {} where nothing matched. A bad item yields {} and never fails the batch.
+// {} where nothing matched, and {"error_code": 400, "error_msg": "Invalid
+// identifier"} in place of an item whose identifier cannot be used
+// (people.Input.Check). A bad item never fails the batch.
 func (s *Server) bulkAppend(w http.ResponseWriter, r *http.Request) {
-	var only map[string]bool
-	if f := r.URL.Query().Get("fields"); f != "" {
-		only = map[string]bool{}
-		for _, name := range strings.Split(f, ",") {
-			name = strings.TrimSpace(name)
-			if !isDemographic(name) {
-				writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("fields: %q is not a demographic field (%s)", truncate(name, 40), strings.Join(demographicFields, ", ")))
-				return
-			}
-			only[name] = true
-		}
+	only, bad := parseFields(r.URL.Query().Get("fields"), demographicFields)
+	if bad != "" {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("fields: %q is not a demographic field (%s)", truncate(bad, 40), strings.Join(demographicFields, ", ")))
+		return
 	}
 	items, status, msg := decodeBulk(http.MaxBytesReader(w, r.Body, bulkMaxBytes))
 	if status != 0 {
@@ -86,11 +75,20 @@ func (s *Server) bulkAppend(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, "match", err)
 		return
 	}
-	out := make([]map[string]any, len(results))
-	for i, m := range results {
-		out[i] = demographics(m, only)
+	b := make([]byte, 0, 64+len(results)*256)
+	b = append(b, '[')
+	for i := range results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if items[i].Check() != nil {
+			b = append(b, invalidIdentifier...)
+			continue
+		}
+		b = appendDemographics(b, &results[i], only)
 	}
-	writeJSON(w, http.StatusOK, out)
+	b = append(b, ']', '\n')
+	writeJSONBytes(w, http.StatusOK, b)
 }
 
 // decodeBulk streams the array. Items that are not objects of strings
@@ -142,42 +140,4 @@ func cleanJSONErr(err error) string {
 		return "unexpected end of the body"
 	}
 	return err.Error()
-}
-
-func isDemographic(name string) bool {
-	for _, f := range demographicFields {
-		if f == name {
-			return true
-		}
-	}
-	return false
-}
-
-// demographics renders one match: the demographic fields that have values
-// (restricted to only, when set) and the match level and confidence.
-func demographics(m people.MatchResult, only map[string]bool) map[string]any {
-	out := map[string]any{}
-	if m.Record == nil || m.Level == people.LevelNone {
-		return out
-	}
-	rec := m.Record
-	vals := map[string]string{
-		"age": rec.Age, "gender": rec.Gender, "zip": rec.Zip, "household_income": rec.HouseholdIncome,
-		"net_worth": rec.NetWorth, "home_market_value": rec.HomeMarketValue, "home_owner_status": rec.HomeOwnerStatus,
-		"length_of_residence": rec.LengthOfResidence, "marital_status": rec.MaritalStatus,
-		"presence_of_children": rec.PresenceOfChildren, "education": rec.Education, "occupation": rec.Occupation,
-	}
-	for k, v := range vals {
-		if v != "" && (only == nil || only[k]) {
-			out[k] = v
-		}
-	}
-	if in := rec.Interests.Map(); len(in) > 0 && (only == nil || only["interests"]) {
-		out["interests"] = in
-	}
-	if len(out) > 0 {
-		out["match_level"] = m.Level.String()
-		out["match_confidence"] = m.Confidence
-	}
-	return out
 }

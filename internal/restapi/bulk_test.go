@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -29,6 +30,10 @@ func TestBulkDemographics(t *testing.T) {
 		{"email": "nobody@nowhere.test"},
 		{"sha1_email": people.EmailSHA1(other.Email), "first": other.First},
 		{"email": 42}, // a bad item
+		{"first": other.First, "last": other.Last, "zip4": other.Zip + "-0001"}, // name and zip4, no email
+		{"md5_email": "not-a-digest"},
+		{},
+		{"email": "nobody@nowhere.test", "first": p.First, "last": p.Last, "street": p.Street, "city": p.City, "state": p.State},
 	}
 	body, _ := json.Marshal(items)
 	r := bulk(t, keyDemo, "", body)
@@ -42,10 +47,34 @@ func TestBulkDemographics(t *testing.T) {
 	if out[0]["age"] != p.Age || out[0]["match_level"] != "Individual" {
 		t.Errorf("full match: %v (want age %q)", out[0], p.Age)
 	}
-	for _, i := range []int{3, 4, 6} {
-		if len(out[i]) != 0 {
-			t.Errorf("item %d: %v, want {}", i, out[i])
+	// Every published field the person has is there.
+	for _, col := range people.DemographicColumns() {
+		if v := p.Value(col); v != "" && out[0][col] != v {
+			t.Errorf("full match: %s = %v, want %q", col, out[0][col], v)
 		}
+	}
+	if in, ok := out[0]["interests"].(map[string]any); p.Interests != 0 && (!ok || len(in) != len(people.Buckets("interests"))) {
+		t.Errorf("full match: interests %v", out[0]["interests"])
+	}
+	// A well-formed identifier that matches nobody: {}.
+	if len(out[4]) != 0 {
+		t.Errorf("item 4: %v, want {}", out[4])
+	}
+	// An unusable identifier: the published error object in place.
+	for _, i := range []int{3, 8, 9} {
+		if out[i]["error_code"] != float64(400) || out[i]["error_msg"] != "Invalid identifier" || len(out[i]) != 2 {
+			t.Errorf("item %d: %v, want the Invalid identifier object", i, out[i])
+		}
+	}
+	if out[6]["match_level"] != nil {
+		t.Errorf("item 6 (not an object of strings): %v", out[6])
+	}
+	// Name and postal address without a usable email: the email append rules.
+	if out[7]["match_level"] != "Individual" || out[7]["zip"] != other.Zip {
+		t.Errorf("name + zip4: %v", out[7])
+	}
+	if out[10]["match_level"] != "Individual" || out[10]["age"] != p.Age {
+		t.Errorf("unknown email, then name + street, city, state: %v", out[10])
 	}
 	conf := func(i int) float64 { c, _ := out[i]["match_confidence"].(float64); return c }
 	if !(conf(0) > conf(1) && conf(1) > conf(2) && conf(2) > 0) {
@@ -63,9 +92,23 @@ func TestBulkDemographics(t *testing.T) {
 		var got []map[string]any
 		_ = json.Unmarshal(r.body, &got)
 		for k := range got[0] {
-			if k != "age" && k != "gender" && k != "match_level" && k != "match_confidence" {
+			if k != "age" && k != "gender" {
 				t.Errorf("field %q not filtered out: %v", k, got[0])
 			}
+		}
+		// The filter applies to every field, match_level and the rfm ones too.
+		r = bulk(t, keyDemo, "&fields=match_level,rfm_last_order,life_stage_group", b)
+		got = nil
+		_ = json.Unmarshal(r.body, &got)
+		want := map[string]any{"match_level": "Individual"}
+		if p.RFMLastOrder != "" {
+			want["rfm_last_order"] = p.RFMLastOrder
+		}
+		if p.LifeStageGroup != "" {
+			want["life_stage_group"] = p.LifeStageGroup
+		}
+		if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+			t.Errorf("fields=match_level,rfm_last_order,life_stage_group: %v, want %v", got, want)
 		}
 	})
 

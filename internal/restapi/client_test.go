@@ -33,6 +33,8 @@ func loadOpenAPI() error {
 	}
 	doc.Servers = nil // match any host
 	router, err = gorillamux.NewRouter(doc)
+	// GET /v5/td?format=html: validated as a string, like text/plain.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
 	return err
 }
 

@@ -26,15 +26,25 @@ const (
 )
 
 // queryKey authenticates the single-address endpoints, which take the key
-// in the api_key query parameter and answer errors in plain text. The
-// query is parsed once and handed to next with the key (not through the
-// request's context: a copy of the request per call is measurable at tens
-// of thousands of requests per second).
+// in the api_key query parameter and answer errors in plain text; email is
+// required too. The query is parsed once and handed to next with the key
+// (not through the request's context: a copy of the request per call is
+// measurable at tens of thousands of requests per second).
 func (s *Server) queryKey(service string, next func(http.ResponseWriter, *http.Request, *apikey.Key, url.Values)) http.HandlerFunc {
+	return s.textKey(service, func(q url.Values) bool { return q.Get("email") != "" }, parseQuery, next)
+}
+
+func parseQuery(r *http.Request) url.Values { return r.URL.Query() }
+
+// textKey is queryKey with the required parameters checked by hasParams
+// (a missing one, or a missing api_key, is a 400 Missing query
+// parameter(s).) and the query parsed by parse.
+func (s *Server) textKey(service string, hasParams func(url.Values) bool, parse func(*http.Request) url.Values,
+	next func(http.ResponseWriter, *http.Request, *apikey.Key, url.Values)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
+		q := parse(r)
 		presented := strings.TrimSpace(q.Get("api_key"))
-		if presented == "" || q.Get("email") == "" {
+		if presented == "" || !hasParams(q) {
 			writeText(w, http.StatusBadRequest, "Missing query parameter(s).")
 			return
 		}

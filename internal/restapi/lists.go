@@ -51,7 +51,8 @@ func (s *Server) findList(w http.ResponseWriter, r *http.Request) (*listsv1.Emai
 	}
 	l, err := s.lookup(r.Context(), id, keyFrom(r.Context()).Tenant)
 	if errors.Is(err, errNotFound) {
-		writeError(w, r, http.StatusNotFound, "ListNotFound", fmt.Sprintf("List not found: %d", id))
+		// Plain text, as the published API answers (status and purchase).
+		writeText(w, http.StatusNotFound, fmt.Sprintf("List not found: %d", id))
 		return nil, false
 	}
 	if err != nil {

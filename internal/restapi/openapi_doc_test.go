@@ -27,6 +27,8 @@ var handlerRoutes = []struct {
 	{method: http.MethodGet, path: "/v5/ev"},       // routed when a Verifier is configured
 	{method: http.MethodGet, path: "/fr"},          // routed when a fraud Scorer is configured too
 	{method: http.MethodPost, path: "/v5/ei/bulk"}, // routed when a people store is configured
+	{method: http.MethodGet, path: "/v5/td"},       // routed when a people store is configured
+	{method: http.MethodGet, path: "/v5/eppend"},   // routed when a people store is configured
 }
 
 func loadOpenAPIDoc(t *testing.T) *openapi3.T {

@@ -1,5 +1,6 @@
 // Package restapi serves the companion REST API: the /v5/list endpoints,
-// with API keys enabled per service and tenant isolation.
+// with API keys enabled per service and tenant isolation, and the
+// single-call endpoints (/v5/ev, /fr, /v5/ei/bulk, /v5/td, /v5/eppend).
 package restapi
 
 import (
@@ -121,6 +122,8 @@ func (s *Server) Handler() http.Handler {
 	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
+		route("GET /v5/td", s.textKey(apikey.ServiceDemographics, hasIdentifier, tdQuery, s.singleDemographics))
+		route("GET /v5/eppend", s.textKey(apikey.ServiceEmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
 	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(apikey.ServiceEmailValidation, s.verifyEmail))
@@ -128,7 +131,7 @@ func (s *Server) Handler() http.Handler {
 			route("GET /fr", s.queryKey(apikey.ServiceFraud, s.fraudCheck))
 		}
 	}
-	return s.requestID(s.recoverer(mux))
+	return s.requestID(s.recoverer(s.dispatch(mux)))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

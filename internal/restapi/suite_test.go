@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,8 @@ const (
 	keyDemo     = "demographics-key-00000007"   // bulk demographics only
 	keyLimited  = "rate-limited-key-00000005"   // 1 request/s
 	keyReporter = "report-key-0000000000006"    // email_intelligence only, tenant initech
+	keyAll      = "all-services-key-00000008"   // every service, like make run's key, tenant sdk
+	keyAppend   = "email-append-key-00000009"   // email_append only, tenant acme
 )
 
 var (
@@ -97,6 +100,8 @@ func runSuite(m *testing.M) int {
 		"demo":     {keyDemo, "demographics", "acme"},
 		"limited":  {keyLimited, "email_validation", "limited"},
 		"reporter": {keyReporter, "email_intelligence", "initech"},
+		"all":      {keyAll, strings.Join(apikey.KnownServices, ","), "sdk"},
+		"append":   {keyAppend, "email_append", "acme"},
 	} {
 		sec := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: "key-" + name, Labels: map[string]string{apikey.Label: "true"}},
