@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 type localRun struct {
 	in, out, service, delim, peopleURL string
 	header, stats                      bool
+	cpuProfile                         string
 	emailCol, parallel                 int
 	shardBytes                         int64
 	progress                           time.Duration
@@ -54,6 +56,7 @@ func (r *localRun) flags(args []string) error {
 	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
 	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
 	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
+	fs.StringVar(&r.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	r.lim = limitsFlags(fs)
 	r.vc = catalog.DefaultVerifyConfig()
 	r.vc.BindFlags(fs)
@@ -81,6 +84,17 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", r.delim)}
 	}
 	r.announce()
+	if r.cpuProfile != "" {
+		f, err := os.Create(r.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r.vc.NotAllowed = func(ip string) {
 		fmt.Fprintf(stderr, "note: MX host address %s is not public: not probed (its mailboxes stay unconfirmed; --smtp-allow-cidrs opens ranges)\n", ip)
 	}

@@ -54,6 +54,7 @@ func main() {
 		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
+		workerArgs  = flag.String("worker-args", "", "more flags for worker run, space separated (e.g. --cpuprofile /tmp/w.prof)")
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 	)
 	g.bind(flag.CommandLine)
@@ -75,7 +76,7 @@ func main() {
 			retry = g.greylist
 		}
 	}
-	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin}
+	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs)}
 	var truth, under []string
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {

@@ -36,7 +36,8 @@ type settings struct {
 	port          int
 	greylistRetry time.Duration
 	singleTimeout time.Duration
-	worker        string // worker binary ("": build it)
+	worker        string   // worker binary ("": build it)
+	workerArgs    []string // more flags for worker run
 }
 
 // runAfterShip verifies every address with AfterShip's Verify, from a
@@ -165,6 +166,7 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 		"--smtp-greylist-retry", s.greylistRetry.String(),
 		"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
 		"--stats", "--progress", "30s")
+	cmd.Args = append(cmd.Args, s.workerArgs...)
 	cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
 	if err := cmd.Run(); err != nil {
 		return nil, nil, 0, "", fmt.Errorf("worker run: %w", err)
