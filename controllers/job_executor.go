@@ -16,11 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
 // ExitBadInput is the worker's exit code for a problem with the list itself;
 // the Job's podFailurePolicy fails the index at once instead of retrying.
-const ExitBadInput = 42
+const ExitBadInput = pipeline.ExitBadInput
 
 // WorkerContainer is the name of the worker container in Job pods.
 const WorkerContainer = "worker"

@@ -19,6 +19,7 @@ import (
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -281,6 +282,11 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 		c["smtp_dials"], c["smtp_sessions"], c["smtp_rcpt"], c["smtp_catchall_probes"], c["smtp_deferred"], c["smtp_retries"], c["smtp_session_limits"])
 	fmt.Fprintf(w, "        %.0f host failures, %.0f stalled hosts (tarpits, timeouts), %.0f skipped as stalled or unreachable, %.0f proxy failovers\n",
 		c["smtp_host_failures"], c["smtp_stalled_hosts"], c["smtp_hosts_skipped"], c["smtp_proxy_failovers"])
+	if p, ok := e.SMTP.(*smtpprobe.Prober); ok {
+		for _, h := range p.BusiestHosts(3) {
+			fmt.Fprintf(w, "        busiest host %s: %d sessions, %d RCPT, %.1f s from first connection to last reply\n", h.Addr, h.Sessions, h.RCPT, h.Span.Seconds())
+		}
+	}
 	fmt.Fprintf(w, "  time: working (CPU) %.1f s; connections open %.1f s (of which waiting on silent hosts %.1f s); addresses waiting out greylisting %.1f s, queued for a connection %.1f s (summed over addresses, overlapping)\n",
 		cpu.Seconds(), c["smtp_session_seconds"], c["smtp_stalled_seconds"], c["smtp_deferred_seconds"], c["smtp_queued_seconds"])
 }

@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/listfile"
@@ -81,7 +80,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	case pipeline.IsBadInput(err):
 		fmt.Fprintln(stderr, "bad input:", err)
-		return controllers.ExitBadInput
+		return pipeline.ExitBadInput
 	default:
 		fmt.Fprintln(stderr, "error:", err)
 		return 1

@@ -18,6 +18,7 @@ type gen struct {
 	greylist    time.Duration // realistic: greylisting window (0: no greylisting)
 	tarpits     bool          // realistic: tarpit hosts
 	latencyMax  time.Duration // realistic: round trips up to this (0: none)
+	greetMax    time.Duration // realistic: greetings up to this late (0: at once)
 	rcptLimit   int           // realistic: RCPTs per connection at limited hosts
 	decorations bool          // realistic: padded rows, typos, disposable, garbage
 }
@@ -30,6 +31,7 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&g.greylist, "greylist", time.Minute, "realistic: how long greylisting domains answer 451 (0: no greylisting)")
 	fs.BoolVar(&g.tarpits, "tarpits", true, "realistic: some hosts are tarpits")
 	fs.DurationVar(&g.latencyMax, "latency-max", 40*time.Millisecond, "realistic: SMTP round trips drawn from 5ms up to this (0: none)")
+	fs.DurationVar(&g.greetMax, "greeting-max", 250*time.Millisecond, "realistic: greetings drawn from 0 to this late (connect-time checks)")
 	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
 	fs.BoolVar(&g.decorations, "decorations", true, "realistic: padded rows, typos, disposable domains, garbage rows")
 }
@@ -38,7 +40,7 @@ func (g gen) args() []string {
 	return []string{"-profile", g.profile, "-seed", strconv.FormatInt(g.seed, 10),
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
-		"-latency-max", g.latencyMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
+		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
 		"-decorations=" + strconv.FormatBool(g.decorations)}
 }
 
@@ -58,6 +60,7 @@ func (g gen) generate() ([]mailworld.Domain, []string) {
 	if g.latencyMax < p.Latency[0] {
 		p.Latency = [2]time.Duration{g.latencyMax, g.latencyMax}
 	}
+	p.GreetingDelay[1] = g.greetMax
 	p.RcptLimit = g.rcptLimit
 	if !g.decorations {
 		p.Padded, p.SyntaxErrors, p.Disposable, p.Typos = 0, 0, 0, 0

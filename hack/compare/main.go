@@ -139,8 +139,8 @@ func main() {
 		log.Printf("warning: %d HTTP attempts were blocked", n)
 	}
 
-	fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, round trips up to %v; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
-		g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.latencyMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
+		g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	printReport(os.Stdout, runs, rows, truth, under, retry)
 	printErrors(os.Stdout, runs, rows, truth, under, doms)
 

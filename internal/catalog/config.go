@@ -79,7 +79,7 @@ func DefaultVerifyConfig() VerifyConfig {
 	return VerifyConfig{
 		DNSServer: "system", DNSTimeout: 2 * time.Second, DNSWorkers: 64,
 		SMTP: true, SMTPPort: 25, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
-		MaxConnsPerHost: 2, RatePerHost: 5, MaxSessions: 1000, MaxRcptPerSession: 100, PipelineDepth: 8,
+		MaxConnsPerHost: 2, RatePerHost: 5, MaxSessions: 1000, MaxRcptPerSession: 100, PipelineDepth: 16,
 		ConnectTimeout: 10 * time.Second, GreetingTimeout: 30 * time.Second, CommandTimeout: 30 * time.Second,
 		HostPenaltyTTL: 30 * time.Minute, GreylistRetry: time.Minute, ProxyMaxConns: 100, RowsInFlight: 100_000,
 	}

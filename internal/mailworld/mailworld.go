@@ -130,6 +130,10 @@ type Domain struct {
 	// EqualPrefs gives all MX hosts the same preference (10), as big
 	// providers publish them to spread the load.
 	EqualPrefs bool
+	// GreetingDelay holds the 220 greeting of every connection this long
+	// (after the round trip): the connect-time checks real servers run
+	// first (reverse DNS, DNS blocklists).
+	GreetingDelay time.Duration
 }
 
 // Options configures Start.
@@ -428,11 +432,11 @@ func sameConnSettings(a, b *domainState) error {
 		MXHosts                                                  int
 		Tarpit, DropConnection, DropAtRCPT, SecondRCPT452, PDown bool
 		MaxConns, RcptLimit                                      int
-		Latency                                                  time.Duration
+		Latency, GreetingDelay                                   time.Duration
 		EqualPrefs                                               bool
 	}
-	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.EqualPrefs}
-	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.EqualPrefs}
+	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.GreetingDelay, a.EqualPrefs}
+	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.GreetingDelay, b.EqualPrefs}
 	if ca != cb {
 		return fmt.Errorf("mailworld: %s and %s share provider %q but differ in connection-level settings", a.name, b.name, b.Provider)
 	}

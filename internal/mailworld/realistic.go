@@ -36,9 +36,11 @@ type Profile struct {
 	// connection, then answer 452 4.5.3.
 	RcptLimitShare float64
 	RcptLimit      int
-	// Latency bounds the round trip to a domain's MX hosts: each group
-	// draws its own, uniformly.
-	Latency [2]time.Duration
+	// Latency bounds the round trip to a domain's MX hosts, GreetingDelay
+	// the time their greeting takes on top (connect-time checks: reverse
+	// DNS, blocklists): each group draws its own, uniformly. Big freemail
+	// providers greet at once.
+	Latency, GreetingDelay [2]time.Duration
 	// Shares of list rows: padded with white space, not an address at all,
 	// at a disposable-address domain, at a typo of a well-known provider.
 	Padded, SyntaxErrors, Disposable, Typos float64
@@ -47,14 +49,15 @@ type Profile struct {
 // RealisticProfile is a world as a verifier meets it: about a tenth of the
 // domains greylisting for a minute, a few tarpits, primary MX hosts down,
 // servers with a limit of RCPTs per connection, round trips of 5 to 40 ms,
-// and lists exported from CRMs (padded rows, typos, disposable addresses,
-// garbage).
+// greetings up to 250 ms late, and lists exported from CRMs (padded rows,
+// typos, disposable addresses, garbage).
 func RealisticProfile() Profile {
 	return Profile{
 		Greylist: time.Minute, GreylistShare: 0.08, // with the mix's own: about 10.5 %
 		TarpitShare: 0.005, PrimaryDownShare: 0.02,
 		RcptLimitShare: 0.05, RcptLimit: 20,
-		Latency: [2]time.Duration{5 * time.Millisecond, 40 * time.Millisecond},
+		Latency:       [2]time.Duration{5 * time.Millisecond, 40 * time.Millisecond},
+		GreetingDelay: [2]time.Duration{0, 250 * time.Millisecond},
 		Padded:  0.03, SyntaxErrors: 0.01, Disposable: 0.01, Typos: 0.01,
 	}
 }
@@ -139,25 +142,32 @@ func (p Profile) shape(d *Domain, rng *rand.Rand) {
 	}
 }
 
-// providerLatency draws a round trip per host group (domains sharing a
-// provider share it).
+// providerLatency draws a round trip and a greeting delay per host group
+// (domains sharing a provider share them).
 func providerLatency(doms []Domain, p Profile, rng *rand.Rand) {
-	if p.Latency[1] <= 0 {
-		return
+	draw := func(r [2]time.Duration) time.Duration {
+		if r[1] <= r[0] {
+			return r[0]
+		}
+		return r[0] + time.Duration(rng.Int64N(int64(r[1]-r[0])+1))
 	}
-	byProvider := map[string]time.Duration{}
+	type timing struct{ rtt, greet time.Duration }
+	byProvider := map[string]timing{}
 	for i := range doms {
 		d := &doms[i]
 		if d.NXDomain || d.NullMX || d.NoAddress {
 			continue
 		}
-		if l, ok := byProvider[d.Provider]; ok && d.Provider != "" {
-			d.Latency = l
+		if tm, ok := byProvider[d.Provider]; ok && d.Provider != "" {
+			d.Latency, d.GreetingDelay = tm.rtt, tm.greet
 			continue
 		}
-		d.Latency = p.Latency[0] + time.Duration(rng.Int64N(int64(p.Latency[1]-p.Latency[0])+1))
+		d.Latency = draw(p.Latency)
+		if !strings.HasPrefix(d.Name, "freemail") {
+			d.GreetingDelay = draw(p.GreetingDelay)
+		}
 		if d.Provider != "" {
-			byProvider[d.Provider] = d.Latency
+			byProvider[d.Provider] = timing{d.Latency, d.GreetingDelay}
 		}
 	}
 }

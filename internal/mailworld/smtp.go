@@ -65,6 +65,7 @@ func (w *World) serve(h *host, c net.Conn) {
 		s.reply("421 4.7.0 " + h.name + " Error: too many connections, try again later")
 		return
 	}
+	s.arrived = s.arrived.Add(t.GreetingDelay)
 	if !s.reply("220 " + h.name + " ESMTP mailworld") {
 		return
 	}

@@ -59,6 +59,11 @@ func (p *Plan) Shard(i int) (listfile.Shard, error) {
 	return p.Shards[i], nil
 }
 
+// ExitBadInput is the exit code of a worker whose shard failed on a problem
+// with the list itself (an InputError): the Job's pod failure policy fails
+// the index at once instead of retrying.
+const ExitBadInput = 42
+
 // InputError is a problem with the list itself. Retrying cannot fix it, so
 // the list fails at once (and a Job index fails without retries).
 type InputError struct{ Err error }

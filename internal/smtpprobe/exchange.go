@@ -2,6 +2,7 @@ package smtpprobe
 
 import (
 	"fmt"
+	"time"
 )
 
 // exchange sends one window of items on s and hands every reply to its
@@ -27,6 +28,8 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
+	q.nRcpts += len(items)
+	q.last = time.Now()
 	keep, limited := err == nil, false
 	for i := 0; i < n; i++ {
 		it, r := items[i], replies[i]

@@ -139,6 +139,12 @@ func (p *Prober) submit(j *job) {
 			p.route(it, false)
 		}
 	}
+	// The catch-all probe goes with the first addresses rather than after
+	// the first acceptance: a round trip less per domain, for one RCPT
+	// more where every address turns out missing.
+	if j.remaining > 0 {
+		j.queueCatchAllLocked()
+	}
 	j.finishIfDoneLocked()
 }
 

@@ -24,6 +24,11 @@ type hostQ struct {
 	rcptCap  int           // the host's own RCPT limit per session, once it showed one
 	estimate time.Duration // one more session for a retry takes about this long
 	waiting  bool          // in Prober.waitq
+
+	// For HostReport: sessions and RCPTs, and the span from the first
+	// session's start to the last one's end.
+	nSessions, nRcpts int
+	first, last       time.Time
 }
 
 const (
@@ -138,32 +143,88 @@ func (p *Prober) kick(q *hostQ) {
 	go p.runSession(q)
 }
 
-// runSession runs sessions to q while it has work, then frees its slot.
+// slot is a session goroutine's hold on the global session cap. It is let
+// go while a session says QUIT (no work is done there) and taken again for
+// the next session.
+type slot struct{ held bool }
+
+// runSession runs sessions to q while it has work, then frees its slots.
 func (p *Prober) runSession(q *hostQ) {
-	defer p.sessionEnded(q)
-	for p.session(q) {
+	sl := &slot{held: true}
+	defer p.sessionEnded(q, sl)
+	for p.session(q, sl) && p.regain(q, sl) {
 	}
 }
 
-func (p *Prober) sessionEnded(q *hostQ) {
+func (p *Prober) sessionEnded(q *hostQ, sl *slot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q.sessions--
-	p.open--
+	if sl.held {
+		p.open--
+	}
+	p.serveWaitqLocked()
+	p.kick(q)
+}
+
+// letGo frees the global slot of a session that is ending.
+func (p *Prober) letGo(sl *slot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sl.held {
+		sl.held = false
+		p.open--
+		p.serveWaitqLocked()
+	}
+}
+
+// regain takes a global slot for the goroutine's next session; when none
+// is free, q waits in line and the goroutine ends.
+func (p *Prober) regain(q *hostQ, sl *slot) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sl.held {
+		return true
+	}
+	if p.open < p.cfg.MaxSessions {
+		sl.held = true
+		p.open++
+		if n := uint64(p.open); n > p.st.peak.Load() {
+			p.st.peak.Store(n)
+		}
+		return true
+	}
+	if !q.waiting {
+		q.waiting = true
+		p.waitq = append(p.waitq, q)
+	}
+	return false
+}
+
+// serveWaitqLocked starts sessions for hosts waiting for a global slot,
+// the most work first: the hosts with the longest queues bound a list's
+// wall time, so they should not wait behind hosts with a few addresses.
+func (p *Prober) serveWaitqLocked() {
 	for len(p.waitq) > 0 && p.open < p.cfg.MaxSessions {
-		w := p.waitq[0]
-		p.waitq[0] = nil
-		p.waitq = p.waitq[1:]
+		best := 0
+		for i, w := range p.waitq {
+			if w.n > p.waitq[best].n {
+				best = i
+			}
+		}
+		w := p.waitq[best]
+		last := len(p.waitq) - 1
+		p.waitq[best], p.waitq[last] = p.waitq[last], nil
+		p.waitq = p.waitq[:last]
 		w.waiting = false
 		p.kick(w)
 	}
-	p.kick(q)
 }
 
 // session runs one SMTP session to q and reports whether the caller should
 // run another at once (the server's per-session limit was reached and work
 // is left).
-func (p *Prober) session(q *hostQ) bool {
+func (p *Prober) session(q *hostQ, sl *slot) bool {
 	p.mu.Lock()
 	items := p.take(q, min(p.cfg.PipelineDepth, p.perSession(q)))
 	p.mu.Unlock()
@@ -202,19 +263,28 @@ func (p *Prober) session(q *hostQ) bool {
 	}
 	for {
 		if !p.exchange(q, s, items) {
-			s.end()
-			return p.hasWork(q)
+			return p.endSession(q, s, sl)
 		}
 		room := p.perSession(q) - s.rcpts
 		if room <= 0 {
-			s.end()
-			return p.hasWork(q)
+			return p.endSession(q, s, sl)
 		}
 		if items = p.next(q, min(s.depth(), room)); len(items) == 0 {
-			s.end()
-			return false
+			return p.endSession(q, s, sl)
 		}
 	}
+}
+
+// endSession ends s and reports whether q has more work for the next
+// session. With none, the global slot goes before QUIT: others may start
+// while this one says goodbye.
+func (p *Prober) endSession(q *hostQ, s *session, sl *slot) bool {
+	more := p.hasWork(q)
+	if !more {
+		p.letGo(sl)
+	}
+	s.end()
+	return more || p.hasWork(q)
 }
 
 func (p *Prober) hasWork(q *hostQ) bool {
@@ -226,7 +296,8 @@ func (p *Prober) hasWork(q *hostQ) bool {
 // next takes up to max items from q, waiting up to holdIdle for some.
 func (p *Prober) next(q *hostQ, max int) []*item {
 	p.mu.Lock()
-	if items := p.take(q, max); len(items) > 0 {
+	if items := p.take(q, max); len(items) > 0 || len(p.waitq) > 0 {
+		// (Other hosts wait for a session slot: do not hold this one idle.)
 		p.mu.Unlock()
 		return items
 	}

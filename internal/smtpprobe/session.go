@@ -162,6 +162,7 @@ func (p *Prober) dial(tg target, budget time.Time) (*session, error) {
 	p.penalties.clear(tg.addr)
 	s.setup = time.Since(t0)
 	p.st.sessions.Add(1)
+	p.noteSession(tg.addr, t0)
 	return s, nil
 }
 

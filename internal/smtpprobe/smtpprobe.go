@@ -60,6 +60,7 @@
 package smtpprobe
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -67,6 +68,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,7 +109,7 @@ type Config struct {
 	// lower limit (452 4.5.3, or 421 after some RCPTs) gets its own.
 	MaxRcptPerSession int
 	// PipelineDepth is the number of transactions (RSET, MAIL, RCPT) sent
-	// per round trip to a server that offers PIPELINING (default 8; 1
+	// per round trip to a server that offers PIPELINING (default 16; 1
 	// disables).
 	PipelineDepth int
 	// CatchAllCacheTTL is how long a domain's catch-all verdict is cached
@@ -161,7 +163,7 @@ func (c *Config) setDefaults() {
 	defInt(&c.MaxConnsPerHost, 2)
 	defInt(&c.MaxSessions, 1000)
 	defInt(&c.MaxRcptPerSession, 100)
-	defInt(&c.PipelineDepth, 8)
+	defInt(&c.PipelineDepth, 16)
 	defInt(&c.CatchAllCacheSize, 100_000)
 	defInt(&c.HostPenaltySize, 10_000)
 	if c.RatePerHost <= 0 {
@@ -404,6 +406,40 @@ func (p *Prober) Stats() Stats {
 		StalledTime:      time.Duration(c.stalledNs.Load()),
 		DeferredTime:     time.Duration(c.deferredNs.Load()),
 		QueueTime:        time.Duration(c.queueNs.Load()),
+	}
+}
+
+// HostReport is what one MX host address took.
+type HostReport struct {
+	Addr     string // ip:port
+	Sessions int
+	RCPT     int
+	Span     time.Duration // first session's start to the last reply
+}
+
+// BusiestHosts returns the n host addresses with the longest spans: where
+// a list's wall time went when per-host politeness binds.
+func (p *Prober) BusiestHosts(n int) []HostReport {
+	p.mu.Lock()
+	out := make([]HostReport, 0, len(p.hosts))
+	for k, q := range p.hosts {
+		if q.nSessions > 0 {
+			out = append(out, HostReport{Addr: k, Sessions: q.nSessions, RCPT: q.nRcpts, Span: q.last.Sub(q.first)})
+		}
+	}
+	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b HostReport) int { return cmp.Compare(b.Span, a.Span) })
+	return out[:min(n, len(out))]
+}
+
+func (p *Prober) noteSession(addr string, t0 time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q := p.hosts[addr]; q != nil {
+		if q.nSessions == 0 {
+			q.first = t0
+		}
+		q.nSessions++
 	}
 }
 

@@ -489,8 +489,9 @@ func TestRatePerHost(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(t0)
-	// Burst 1, then 5 more at 20/s: at least 250ms.
-	if hs := hostStats(e, "mx1.slowprov.test"); hs.Total != 6 || took < 240*time.Millisecond {
+	// Six addresses and six catch-all probes, one a session: burst 1,
+	// then 11 more at 20/s: at least 550ms.
+	if hs := hostStats(e, "mx1.slowprov.test"); hs.Total != 12 || took < 540*time.Millisecond {
 		t.Fatalf("%d connections in %v", hs.Total, took)
 	}
 
@@ -510,7 +511,7 @@ func TestRatePerHost(t *testing.T) {
 			t.Fatalf("got %+v", r)
 		}
 	}
-	if hs := hostStats(e, "mx1.slowprov.test"); hs.Total != 7 {
+	if hs := hostStats(e, "mx1.slowprov.test"); hs.Total != 13 {
 		t.Fatalf("%d connections", hs.Total)
 	}
 }
