@@ -160,3 +160,39 @@ func readCSV(t *testing.T, path string) [][]string {
 	}
 	return rows
 }
+
+// A run interrupted midway keeps what it wrote and says so; run again, it
+// gives the same result as an uninterrupted run.
+func TestRunLocalInterruptedThenAgain(t *testing.T) {
+	w, in, _ := smtpWorld(t)
+	dir := t.TempDir()
+	args := func(out string) []string {
+		return append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8"}, worldFlags(w)...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond) // before the greylisting retry
+	defer cancel()
+	out := filepath.Join(dir, "out.csv")
+	var stderr bytes.Buffer
+	if code := run(ctx, args(out), &stderr); code == 0 {
+		t.Fatalf("an interrupted run succeeded: %s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "interrupted: "+out) {
+		t.Fatalf("stderr %q", stderr.String())
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Fatalf("the interrupted run left nothing: %v", err)
+	}
+	stderr.Reset()
+	if code := run(context.Background(), args(out), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	clean := filepath.Join(dir, "clean.csv")
+	if code := run(context.Background(), args(clean), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile(clean)
+	if !bytes.Equal(a, b) || len(a) == 0 {
+		t.Fatalf("after an interruption:\n%s\nuninterrupted:\n%s", a, b)
+	}
+}
