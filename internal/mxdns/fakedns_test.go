@@ -27,6 +27,7 @@ type fakeDNS struct {
 	counts   map[string]int // "name./TYPE" → queries
 	udpN     int
 	tcpN     int
+	ports    map[string]bool // client addresses seen over UDP
 }
 
 func newFakeDNS(t testing.TB, records ...string) *fakeDNS {
@@ -109,6 +110,10 @@ func (f *fakeDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 	f.counts[name+"/"+dns.TypeToString[q.Qtype]]++
 	if udp {
 		f.udpN++
+		if f.ports == nil {
+			f.ports = map[string]bool{}
+		}
+		f.ports[w.RemoteAddr().String()] = true
 	} else {
 		f.tcpN++
 	}

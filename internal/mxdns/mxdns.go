@@ -258,6 +258,9 @@ type Resolver struct {
 	hosts *lru[hostAddrs]
 
 	lookups, hits, resolutions, queries, tcpFallbacks, timeouts atomic.Uint64
+
+	connMu sync.Mutex
+	idle   []*dns.Conn // pooled UDP sockets to the server
 }
 
 // New returns a Resolver for cfg. It sends nothing until the first Lookup.

@@ -552,3 +552,23 @@ func BenchmarkLookupUncached(b *testing.B) {
 		}
 	}
 }
+
+// Queries reuse pooled UDP sockets instead of opening one each.
+func TestUDPSocketsReused(t *testing.T) {
+	var recs []string
+	for i := range 40 {
+		recs = append(recs, fmt.Sprintf("d%d.test. 300 IN MX 10 mx.d%d.test.", i, i), fmt.Sprintf("mx.d%d.test. 300 IN A 192.0.2.%d", i, i+1))
+	}
+	f := newFakeDNS(t, recs...)
+	r := New(Config{Server: f.addr, Timeout: time.Second})
+	for i := range 40 {
+		if res, err := r.Lookup(context.Background(), fmt.Sprintf("d%d.test", i)); err != nil || res.Status != OK {
+			t.Fatalf("d%d: %v %v", i, res.Status, err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.udpN < 80 || len(f.ports) > 2 {
+		t.Fatalf("%d UDP queries from %d sockets", f.udpN, len(f.ports))
+	}
+}

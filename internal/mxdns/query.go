@@ -125,7 +125,7 @@ func (r *Resolver) exchange(ctx context.Context, qname string, qtype uint16) (*d
 		}
 		m.Id = dns.Id()
 		r.queries.Add(1)
-		resp, _, err := r.udp.ExchangeContext(ctx, m, r.cfg.Server)
+		resp, err := r.udpExchange(ctx, m)
 		if err == nil && resp.Truncated {
 			r.tcpFallbacks.Add(1)
 			r.queries.Add(1)
@@ -145,6 +145,43 @@ func (r *Resolver) exchange(ctx context.Context, qname string, qtype uint16) (*d
 	}
 	return nil, lastErr
 }
+
+// udpExchange sends m over a pooled UDP socket to the server: a socket per
+// query costs more than the query (socket, connect, close). A socket that
+// saw an error is closed; late answers on a reused one are told apart by
+// their IDs.
+func (r *Resolver) udpExchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	r.connMu.Lock()
+	var co *dns.Conn
+	if n := len(r.idle); n > 0 {
+		co, r.idle = r.idle[n-1], r.idle[:n-1]
+	}
+	r.connMu.Unlock()
+	if co == nil {
+		var err error
+		if co, err = r.udp.DialContext(ctx, r.cfg.Server); err != nil {
+			return nil, err
+		}
+	}
+	resp, _, err := r.udp.ExchangeWithConnContext(ctx, m, co)
+	if err != nil {
+		co.Close()
+		return nil, err
+	}
+	r.connMu.Lock()
+	if len(r.idle) < maxIdleConns {
+		r.idle = append(r.idle, co)
+		co = nil
+	}
+	r.connMu.Unlock()
+	if co != nil {
+		co.Close()
+	}
+	return resp, nil
+}
+
+// maxIdleConns bounds the pooled UDP sockets.
+const maxIdleConns = 64
 
 func sameQuestion(m *dns.Msg, qname string, qtype uint16) bool {
 	return len(m.Question) == 1 && m.Question[0].Qtype == qtype && strings.EqualFold(m.Question[0].Name, qname)
