@@ -123,9 +123,10 @@ func (p *Prober) kick(q *hostQ) {
 		close(q.wake)
 		q.wake = make(chan struct{})
 	}
-	// A second session (within the per-host limit) when more than a
-	// window's worth waits: sessions take a window per round trip.
-	if q.sessions >= p.cfg.MaxConnsPerHost || (q.sessions > 0 && q.n <= p.cfg.PipelineDepth) {
+	// Another session (within the per-host limit) only for a backlog of
+	// several windows: a session takes a window a round trip, and a new
+	// one costs a connect, a greeting and EHLO first.
+	if q.sessions >= p.cfg.MaxConnsPerHost || (q.sessions > 0 && q.n < 4*p.cfg.PipelineDepth) {
 		return
 	}
 	if p.open >= p.cfg.MaxSessions {
