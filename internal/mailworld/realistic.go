@@ -58,7 +58,7 @@ func RealisticProfile() Profile {
 		RcptLimitShare: 0.05, RcptLimit: 20,
 		Latency:       [2]time.Duration{5 * time.Millisecond, 40 * time.Millisecond},
 		GreetingDelay: [2]time.Duration{0, 250 * time.Millisecond},
-		Padded:  0.03, SyntaxErrors: 0.01, Disposable: 0.01, Typos: 0.01,
+		Padded:        0.03, SyntaxErrors: 0.01, Disposable: 0.01, Typos: 0.01,
 	}
 }
 
