@@ -69,7 +69,7 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !list.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, &list)
+		return r.finalize(ctx, &list)
 	}
 	if !controllerutil.ContainsFinalizer(&list, Finalizer) {
 		controllerutil.AddFinalizer(&list, Finalizer)
