@@ -189,7 +189,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 		reg = catalog.RegistryFor(engine, o.Verify)
-		if ps != nil {
+		// On the Job path these services run in workers, which open
+		// PeopleURL themselves: without one, lists asking for them fail at
+		// preparation ("not available") instead of in every shard.
+		if ps != nil && (o.Executor != ExecutorJob || o.PeopleURL != "") {
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}
 	}
