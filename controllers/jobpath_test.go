@@ -395,6 +395,9 @@ func startManager(t *testing.T, o operator.Options) func() {
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
 	stopped := false
 	return func() {
 		if stopped {
