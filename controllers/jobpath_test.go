@@ -554,3 +554,28 @@ func rv(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
 }
+
+// TestJobPathStartFailureSaysWhy: when the Job cannot be created (here the
+// workers' namespace does not exist), the list says so in its Reconciling
+// condition and a Warning event, and starts once the cause is fixed.
+func TestJobPathStartFailureSaysWhy(t *testing.T) {
+	ns, workers := uniqueName("nowhere"), uniqueName("nowhere-workers")
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	stop := startManager(t, jobOptions(ns, workers))
+	defer stop()
+	name := uniqueName("nojob")
+	create(t, newList(ns, name).upload(putUpload(t, []byte("email\na@example.com\n"))).header().obj())
+	want := fmt.Sprintf("namespaces %q not found", workers)
+	eventually(t, 30*time.Second, "a condition saying why the shards cannot start", func() (bool, string) {
+		l := getList(t, ns, name)
+		c := condition(l.Status.Conditions, listsv1.ConditionReconciling)
+		return c != nil && c.Reason == controllers.ReasonStartFailed && strings.Contains(c.Message, want), fmtConds(l.Status.Conditions)
+	})
+	eventually(t, 10*time.Second, "a Warning event", func() (bool, string) {
+		evs := warningEvents(t, ns, name)
+		return len(evs) > 0 && strings.Contains(strings.Join(evs, " "), want), strings.Join(evs, "; ")
+	})
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workers}})
+	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: workers, Name: workerSA}})
+	waitPhaseWithin(t, ns, name, listsv1.PhaseResults, 2*time.Minute)
+}
