@@ -225,8 +225,9 @@ func TestExit42FailsIndex(t *testing.T) {
 	}
 }
 
-// A SIGKILLed process fails its pod and is retried within
-// backoffLimitPerIndex; an evicted pod (DisruptionTarget) is not counted.
+// A process killed as the OOM killer would fails its pod and is retried
+// within backoffLimitPerIndex; an evicted pod (DisruptionTarget) is not
+// counted. (The controller tests kill workers as a node loss would.)
 func TestKillRetriesAndEvictionIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	gate := filepath.Join(t.TempDir(), "go")
@@ -245,7 +246,7 @@ func TestKillRetriesAndEvictionIsIgnored(t *testing.T) {
 		t.Fatalf("pods not running within 60s: %v", podsByIndex(t, job))
 	}
 	pid, _ := plane.Node.PID("default", first["0"].Name)
-	if err := plane.Node.Kill(ctx, "default", first["0"].Name, false); err != nil {
+	if err := plane.Node.Kill(ctx, "default", first["0"].Name, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Kill(pid, 0); err == nil {
@@ -262,8 +263,9 @@ func TestKillRetriesAndEvictionIsIgnored(t *testing.T) {
 		t.Errorf("failed %d completed %q, want 1 counted failure (the kill) and both indexes done", job.Status.Failed, job.Status.CompletedIndexes)
 	}
 	byIndex := podsByIndex(t, job)
-	if pods := byIndex["0"]; len(pods) != 2 || terminated(pods[0]) == nil || terminated(pods[0]).ExitCode != 137 || pods[0].Status.Phase != corev1.PodFailed {
-		t.Errorf("index 0 pods %d, first terminated %+v: want a failed exit-137 pod and a retry", len(pods), terminated(pods[0]))
+	if pods := byIndex["0"]; len(pods) != 2 || terminated(pods[0]) == nil || terminated(pods[0]).ExitCode != 137 ||
+		terminated(pods[0]).Reason != "OOMKilled" || pods[0].Status.Phase != corev1.PodFailed {
+		t.Errorf("index 0 pods %d, first terminated %+v: want a failed, OOMKilled exit-137 pod and a retry", len(pods), terminated(pods[0]))
 	}
 	pods := byIndex["1"]
 	if len(pods) != 2 || pods[0].Status.Reason != "Evicted" || !hasCondition(pods[0], corev1.DisruptionTarget) {
