@@ -263,11 +263,15 @@ func TestDatasetJobFailed(t *testing.T) {
 	if ds.Status.Failed != 1 {
 		t.Errorf("status %+v", ds.Status)
 	}
+	// The Dataset fails on the Job's FailureTarget; Failed and the counts follow.
 	var job batchv1.Job
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.DatasetJobName(ds)}, &job); err != nil {
-		t.Fatal(err)
-	}
-	if job.Status.Failed != 1 || !jobCondition(&job, batchv1.JobFailed) {
+	eventually(t, 30*time.Second, "the job to be Failed", func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.DatasetJobName(ds)}, &job); err != nil {
+			return false, err.Error()
+		}
+		return jobCondition(&job, batchv1.JobFailed), fmt.Sprint(job.Status.Conditions)
+	})
+	if job.Status.Failed != 1 {
 		t.Errorf("job failed %d conditions %v, want one failed pod and Failed (no retry for bad input)", job.Status.Failed, job.Status.Conditions)
 	}
 }

@@ -112,7 +112,11 @@ func TestJobShape(t *testing.T) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: nsWorkers, Name: controllers.JobName(l)}, &job)
 		return err == nil, "no job yet"
 	})
-	l = getList(t, nsJob, name)
+	// The Job is created in the reconcile that saves the shard count.
+	eventually(t, 20*time.Second, "the shard count in status", func() (bool, string) {
+		l = getList(t, nsJob, name)
+		return l.Status.Shards > 0, "no shards yet"
+	})
 	spec := job.Spec
 	if *spec.CompletionMode != batchv1.IndexedCompletion {
 		t.Errorf("completion mode %v", *spec.CompletionMode)
