@@ -1,6 +1,7 @@
 # emaildata: Kubernetes-native email data service.
 #
-#   make run    local control plane + CRDs + manager (+ REST API), file-backed store
+#   make run    local control plane + CRDs + manager (+ REST API), file-backed store;
+#               ARGS=--executor=job runs lists as Jobs (real Job controller, pods as processes)
 #   make test   generated files check, go vet, unit, envtest integration and e2e tests
 
 SHELL := /usr/bin/env bash -o pipefail
@@ -52,14 +53,15 @@ build: ## Build the manager, api and worker binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
 
 .PHONY: envtest-assets
-envtest-assets: ## Build kube-apiserver and etcd from the Go module proxy (cached in bin/k8s).
+envtest-assets: ## Build kube-apiserver, etcd, kube-controller-manager and kube-scheduler from the Go module proxy (cached in bin/k8s).
 	./hack/envtest-assets.sh
 
 ##@ Run and test
 
 .PHONY: run
-run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API.
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)" $(ARGS)
+run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods).
+	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/worker
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)" --worker-dir bin $(ARGS)
 
 .PHONY: test
 test: verify-generated vet envtest-assets ## Run all tests.

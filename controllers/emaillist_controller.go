@@ -69,7 +69,7 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !list.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, &list)
+		return r.finalize(ctx, &list)
 	}
 	if !controllerutil.ContainsFinalizer(&list, Finalizer) {
 		controllerutil.AddFinalizer(&list, Finalizer)
@@ -146,7 +146,7 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 			return res, err
 		}
 	}
-	if err := r.Executor.Start(ctx, list, int(list.Status.Shards)); err != nil {
+	if err := r.start(ctx, list); err != nil {
 		return ctrl.Result{}, err
 	}
 	now := metav1.NewTime(r.now())
@@ -155,6 +155,18 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 	setProgressing(list, ReasonProcessing, fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards))
 	r.event(list, corev1.EventTypeNormal, "Processing", "processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+// start starts the shards; when it cannot (a Job the API server refuses,
+// say), the list says why while the controller retries with backoff.
+func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList) error {
+	err := r.Executor.Start(ctx, list, int(list.Status.Shards))
+	if err != nil {
+		msg := fmt.Sprintf("the shards cannot start (retrying): %v", err)
+		setProgressing(list, ReasonStartFailed, msg)
+		r.event(list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
+	}
+	return err
 }
 
 func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -167,7 +179,7 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 	case ExecNotStarted:
 		// Lost (a restarted local executor, or a deleted Job): run again;
 		// shards rewrite the same objects, so this is safe.
-		if err := r.Executor.Start(ctx, list, int(list.Status.Shards)); err != nil {
+		if err := r.start(ctx, list); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil

@@ -21,6 +21,9 @@ const (
 	ReasonSourceMissing      = "SourceMissing"
 	ReasonServiceUnavailable = "ServiceUnavailable"
 	ReasonProcessingFailed   = "ProcessingFailed"
+	// ReasonStartFailed: the executor could not start the shards (for the
+	// Job executor, the Job could not be created); retried with backoff.
+	ReasonStartFailed = "StartFailed"
 )
 
 // setProgressing marks a list as being worked on (kstatus InProgress).

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +23,6 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
 const sampleCSV = "id,name,email\n" +
@@ -34,19 +34,18 @@ const sampleCSV = "id,name,email\n" +
 // TestListReachesResults runs a process list through both executors.
 func TestListReachesResults(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		ns    string
-		drive bool
+		name string
+		ns   string
 	}{
-		{"job executor", nsJob, true},
-		{"local executor", nsLocal, false},
+		{"job executor", nsJob},
+		{"local executor", nsLocal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := uniqueName("results")
 			createConfigMap(t, tc.ns, name, "list.csv", sampleCSV)
 			create(t, newList(tc.ns, name).configMap(name, "list.csv").header().column(3).obj())
 
-			l := waitPhase(t, tc.ns, name, listsv1.PhaseResults, tc.drive)
+			l := waitPhase(t, tc.ns, name, listsv1.PhaseResults)
 			if l.Status.ListID <= 0 {
 				t.Errorf("listID = %d, want > 0", l.Status.ListID)
 			}
@@ -92,8 +91,10 @@ func TestListReachesResults(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// TestJobShape checks the Job the controller creates, and that its TTL is
-// set only after the outcome is saved.
+// TestJobShape checks the Job the controller creates, in the workers'
+// namespace with the operator's pod placement, run by the real Job
+// controller; its TTL is set only after the outcome is saved, and the real
+// TTL controller then removes it.
 func TestJobShape(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName("shape")
@@ -103,14 +104,19 @@ func TestJobShape(t *testing.T) {
 		body.WriteString("user" + itoa(int64(i)) + "@example.com\n")
 	}
 	create(t, newList(nsJob, name).upload(putUpload(t, []byte(body.String()))).header().obj())
+	l := getList(t, nsJob, name)
+	order := watchOrder(t, l)
 
 	var job batchv1.Job
 	eventually(t, 20*time.Second, "the job", func() (bool, string) {
-		l := getList(t, nsJob, name)
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.JobName(l)}, &job)
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: nsWorkers, Name: controllers.JobName(l)}, &job)
 		return err == nil, "no job yet"
 	})
-	l := getList(t, nsJob, name)
+	// The Job is created in the reconcile that saves the shard count.
+	eventually(t, 20*time.Second, "the shard count in status", func() (bool, string) {
+		l = getList(t, nsJob, name)
+		return l.Status.Shards > 0, "no shards yet"
+	})
 	spec := job.Spec
 	if *spec.CompletionMode != batchv1.IndexedCompletion {
 		t.Errorf("completion mode %v", *spec.CompletionMode)
@@ -125,18 +131,26 @@ func TestJobShape(t *testing.T) {
 		spec.PodFailurePolicy.Rules[0].OnExitCodes.Values[0] != controllers.ExitBadInput {
 		t.Errorf("podFailurePolicy %+v", spec.PodFailurePolicy)
 	}
-	if spec.TTLSecondsAfterFinished != nil {
-		t.Errorf("ttl set before the outcome was saved")
+	// The Job runs in the workers' namespace: no owner reference can cross
+	// namespaces, so labels and an annotation say whose it is.
+	if len(job.OwnerReferences) != 0 || job.Labels[controllers.JobListUIDLabel] != string(l.UID) ||
+		job.Labels[controllers.JobListNamespaceLabel] != nsJob || job.Annotations[controllers.JobListAnnotation] != nsJob+"/"+name {
+		t.Errorf("owner refs %v labels %v annotations %v", job.OwnerReferences, job.Labels, job.Annotations)
 	}
-	if !metav1.IsControlledBy(&job, l) {
-		t.Errorf("job is not owned by the list")
+	pod := spec.Template.Spec
+	if pod.ServiceAccountName != workerSA || pod.PriorityClassName != workerPrio || pod.NodeSelector["node.emaildata.io/testnode"] != "true" ||
+		len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "dedicated" || pod.Containers[0].Resources.Requests.Cpu().String() != "10m" {
+		t.Errorf("pod placement: sa %q priority %q nodeSelector %v tolerations %v resources %v", pod.ServiceAccountName,
+			pod.PriorityClassName, pod.NodeSelector, pod.Tolerations, pod.Containers[0].Resources)
 	}
-	args := strings.Join(spec.Template.Spec.Containers[0].Args, " ")
-	if !strings.Contains(args, "--list-uid "+string(l.UID)) {
-		t.Errorf("worker args %q lack the list uid", args)
+	args := strings.Join(pod.Containers[0].Args, " ")
+	for _, want := range []string{"--list-uid " + string(l.UID), "--max-record-bytes=4096", "--dns-server="} {
+		if !strings.Contains(args, want) {
+			t.Errorf("worker args %q lack %q", args, want)
+		}
 	}
 
-	l = waitPhase(t, nsJob, name, listsv1.PhaseResults, true)
+	l = waitPhase(t, nsJob, name, listsv1.PhaseResults)
 	if l.Status.Records != 100 || l.Status.Result.Rows != 100 {
 		t.Errorf("records %d rows %d, want 100", l.Status.Records, l.Status.Result.Rows)
 	}
@@ -147,10 +161,27 @@ func TestJobShape(t *testing.T) {
 			t.Fatalf("row %d is %q: order lost", i, line)
 		}
 	}
-	eventually(t, 10*time.Second, "ttlSecondsAfterFinished", func() (bool, string) {
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(&job), &job)
-		return job.Spec.TTLSecondsAfterFinished != nil, "ttl not set"
+	// The pods were the test node's processes, one success per index.
+	for i, pods := range podsByIndex(t, &job) {
+		if n := len(succeeded(pods)); n != 1 {
+			t.Errorf("index %s: %d succeeded pods of %d", i, n, len(pods))
+		}
+	}
+	order.check(t)
+
+	// The real TTL controller deletes the Job (and the garbage collector its
+	// pods) once the TTL passes; the list keeps its outcome.
+	eventually(t, (jobTTLSeconds+30)*time.Second, "the TTL controller to delete the job", func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(&job), &batchv1.Job{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+	eventually(t, 30*time.Second, "the job's pods to go", func() (bool, string) {
+		n := len(podsByIndex(t, &job))
+		return n == 0, fmt.Sprintf("%d indexes have pods", n)
+	})
+	if l = getList(t, nsJob, name); l.Status.Phase != listsv1.PhaseResults {
+		t.Errorf("list is %s after its Job went, want Results", l.Status.Phase)
+	}
 }
 
 // TestBadInputFails: each bad list ends Failed with a precise message and a
@@ -203,7 +234,7 @@ func TestBadInputFails(t *testing.T) {
 			t.Parallel()
 			name := uniqueName("bad")
 			create(t, tc.build(name))
-			l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed, false)
+			l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed)
 			c := condition(l.Status.Conditions, listsv1.ConditionStalled)
 			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, tc.want) {
 				t.Fatalf("Stalled = %+v, want a message containing %q", c, tc.want)
@@ -223,37 +254,8 @@ func TestBadInputFails(t *testing.T) {
 		})
 	}
 	t.Run("neighbour", func(t *testing.T) {
-		waitPhase(t, nsLocal, good, listsv1.PhaseResults, false)
+		waitPhase(t, nsLocal, good, listsv1.PhaseResults)
 	})
-}
-
-// TestShardFailureFailsList: a shard that hits bad input fails the Job, and
-// the list reports the shard's own reason.
-func TestShardFailureFailsList(t *testing.T) {
-	ctx := context.Background()
-	name := uniqueName("shardfail")
-	key := putUpload(t, []byte("email\na@example.com\nb@example.com\n"))
-	create(t, newList(nsJob, name).upload(key).header().obj())
-	var job batchv1.Job
-	eventually(t, 20*time.Second, "the job", func() (bool, string) {
-		l := getList(t, nsJob, name)
-		return k8s.Get(ctx, client.ObjectKey{Namespace: nsJob, Name: controllers.JobName(l)}, &job) == nil, ""
-	})
-	// The input changes under the list: the shard notices and fails.
-	if err := store.WriteAll(ctx, key, []byte("email\na@example.com\n"), nil); err != nil {
-		t.Fatal(err)
-	}
-	l := getList(t, nsJob, name)
-	_, err := pipeline.RunShard(ctx, store, blobstore.ListKeys{UID: string(l.UID)}, 0, registry, testLimits())
-	if err == nil {
-		t.Fatal("shard should fail on a changed input")
-	}
-	finishJob(t, &job, false, 1)
-	l = waitPhase(t, nsJob, name, listsv1.PhaseFailed, false)
-	c := condition(l.Status.Conditions, listsv1.ConditionStalled)
-	if c == nil || !strings.Contains(c.Message, "shard 0") {
-		t.Fatalf("Stalled = %+v, want the shard's reason", c)
-	}
 }
 
 // TestCallback: one POST with list_id, status and name when Results is
@@ -285,7 +287,7 @@ func TestCallback(t *testing.T) {
 
 	name := uniqueName("cb")
 	create(t, newList(nsLocal, name).upload(putUpload(t, []byte("a@example.com\n"))).callback(ok.URL+"/done?token=x").obj())
-	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults, false)
+	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults)
 	eventually(t, 10*time.Second, "callback delivered", func() (bool, string) {
 		l = getList(t, nsLocal, name)
 		return l.Status.Callback != nil && l.Status.Callback.State == listsv1.CallbackDelivered, ""
@@ -321,7 +323,7 @@ func TestFinalizerDeletesBlobs(t *testing.T) {
 	name := uniqueName("del")
 	key := putUpload(t, []byte("a@example.com\n"))
 	create(t, newList(nsLocal, name).upload(key).obj())
-	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults, false)
+	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults)
 	if err := k8s.Delete(ctx, l); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,10 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
 var nameSeq atomic.Int64
@@ -108,13 +104,15 @@ func getList(t *testing.T, ns, name string) *listsv1.EmailList {
 }
 
 // waitPhase waits for a list to reach phase, failing fast on Failed.
-func waitPhase(t *testing.T, ns, name string, phase listsv1.Phase, driveJobs bool) *listsv1.EmailList {
+func waitPhase(t *testing.T, ns, name string, phase listsv1.Phase) *listsv1.EmailList {
+	t.Helper()
+	return waitPhaseWithin(t, ns, name, phase, 60*time.Second)
+}
+
+func waitPhaseWithin(t *testing.T, ns, name string, phase listsv1.Phase, timeout time.Duration) *listsv1.EmailList {
 	t.Helper()
 	var l *listsv1.EmailList
-	eventually(t, 30*time.Second, fmt.Sprintf("list %s/%s to be %s", ns, name, phase), func() (bool, string) {
-		if driveJobs {
-			driveJob(t, ns, name)
-		}
+	eventually(t, timeout, fmt.Sprintf("list %s/%s to be %s", ns, name, phase), func() (bool, string) {
 		l = getList(t, ns, name)
 		if l.Status.Phase == listsv1.PhaseFailed && phase != listsv1.PhaseFailed {
 			t.Fatalf("list failed: %v", l.Status.Conditions)
@@ -122,69 +120,6 @@ func waitPhase(t *testing.T, ns, name string, phase listsv1.Phase, driveJobs boo
 		return l.Status.Phase == phase, fmt.Sprintf("phase=%q conditions=%v", l.Status.Phase, l.Status.Conditions)
 	})
 	return l
-}
-
-// driveJob plays the Job controller and kubelet: when the list's Job
-// exists and has not finished, it runs the worker for every index and
-// writes the Job's terminal status.
-func driveJob(t *testing.T, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	l := getList(t, ns, name)
-	var job batchv1.Job
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.JobName(l)}, &job); err != nil {
-		return
-	}
-	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed {
-			return
-		}
-	}
-	keys := blobstore.ListKeys{UID: string(l.UID)}
-	n := int(*job.Spec.Completions)
-	var failed error
-	for i := 0; i < n; i++ {
-		if _, err := pipeline.RunShard(ctx, store, keys, i, registry, testLimits()); err != nil {
-			failed = err
-			break
-		}
-	}
-	finishJob(t, &job, failed == nil, n)
-}
-
-// finishJob writes a terminal Job status the way the v1.36 Job controller
-// must: SuccessCriteriaMet before Complete, FailureTarget before Failed.
-func finishJob(t *testing.T, job *batchv1.Job, ok bool, n int) {
-	t.Helper()
-	now := metav1.Now()
-	start := metav1.NewTime(now.Add(-time.Second))
-	job.Status.StartTime = &start
-	if ok {
-		job.Status.Succeeded = int32(n)
-		job.Status.CompletedIndexes = indexRange(n)
-		job.Status.CompletionTime = &now
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now, LastProbeTime: now},
-		}
-	} else {
-		job.Status.Failed = 1
-		job.Status.FailedIndexes = ptrTo("0")
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonFailedIndexes, Message: "Job has failed indexes", LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonFailedIndexes, Message: "Job has failed indexes", LastTransitionTime: now, LastProbeTime: now},
-		}
-	}
-	if err := k8s.Status().Update(context.Background(), job); err != nil {
-		t.Fatalf("update job status: %v", err)
-	}
-}
-
-func indexRange(n int) string {
-	if n == 1 {
-		return "0"
-	}
-	return fmt.Sprintf("0-%d", n-1)
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -10,10 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/pipeline"
@@ -26,8 +24,23 @@ const ExitBadInput = pipeline.ExitBadInput
 // WorkerContainer is the name of the worker container in Job pods.
 const WorkerContainer = "worker"
 
+// A list's Job runs in the workers' namespace, not the list's, so it cannot
+// have the list as its owner: these say whose it is.
+const (
+	// JobListUIDLabel holds the UID of the list a Job runs.
+	JobListUIDLabel = "lists.emaildata.io/list-uid"
+	// JobListNamespaceLabel holds the namespace of that list.
+	JobListNamespaceLabel = "lists.emaildata.io/list-namespace"
+	// JobListAnnotation holds "<namespace>/<name>" of that list.
+	JobListAnnotation = "lists.emaildata.io/list"
+)
+
 // JobConfig shapes the worker Jobs.
 type JobConfig struct {
+	// Namespace the list Jobs run in: the operator's, where the worker
+	// service account, the store's credentials and PVC live, so no list's
+	// namespace ever holds (or can read) access to the shared store.
+	Namespace string
 	// Image of the worker (the same image as the manager).
 	Image string
 	// BlobURL is the store the workers open.
@@ -47,14 +60,18 @@ type JobConfig struct {
 	StoreMountPath string
 	// Resources of the worker container.
 	Resources corev1.ResourceRequirements
+	// NodeSelector, Tolerations and PriorityClassName place worker pods.
+	NodeSelector      map[string]string
+	Tolerations       []corev1.Toleration
+	PriorityClassName string
 	// ExtraArgs are passed to the worker after the shard arguments.
 	ExtraArgs []string
 }
 
-// JobExecutor runs each list as a batch/v1 Indexed Job, one index a shard.
+// JobExecutor runs each list as a batch/v1 Indexed Job, one index a shard,
+// in the workers' namespace (JobConfig.Namespace).
 type JobExecutor struct {
 	Client client.Client
-	Scheme *runtime.Scheme
 	Config JobConfig
 }
 
@@ -94,16 +111,24 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 	if e.Config.Parallelism > 0 && parallelism > e.Config.Parallelism {
 		parallelism = e.Config.Parallelism
 	}
+	if e.Config.Namespace == "" {
+		return nil, fmt.Errorf("the job executor has no worker namespace")
+	}
 	labels := map[string]string{
 		"app.kubernetes.io/name":      "emaildata",
 		"app.kubernetes.io/component": "worker",
 		"lists.emaildata.io/list":     truncateLabel(list.Name),
+		JobListNamespaceLabel:         list.Namespace,
+		JobListUIDLabel:               string(list.UID),
 	}
 	args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
 	args = append(args, e.Config.ExtraArgs...)
 	pod := workerPod(e.Config, args)
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: JobName(list), Namespace: list.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: JobName(list), Namespace: e.Config.Namespace, Labels: labels,
+			Annotations: map[string]string{JobListAnnotation: list.Namespace + "/" + list.Name},
+		},
 		Spec: batchv1.JobSpec{
 			CompletionMode:       ptr.To(batchv1.IndexedCompletion),
 			Completions:          ptr.To(n),
@@ -114,9 +139,6 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 			PodFailurePolicy: workerFailurePolicy(batchv1.PodFailurePolicyActionFailIndex),
 			Template:         corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
-	}
-	if err := controllerutil.SetControllerReference(list, job, e.Scheme); err != nil {
-		return nil, fmt.Errorf("own job: %w", err)
 	}
 	return job, nil
 }
@@ -150,7 +172,10 @@ func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
 			RunAsNonRoot:   ptr.To(true),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
-		Containers: []corev1.Container{container},
+		Containers:        []corev1.Container{container},
+		NodeSelector:      cfg.NodeSelector,
+		Tolerations:       cfg.Tolerations,
+		PriorityClassName: cfg.PriorityClassName,
 	}
 	if cfg.StorePVC != "" {
 		pod.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
@@ -182,7 +207,7 @@ func workerFailurePolicy(onBadInput batchv1.PodFailurePolicyAction) *batchv1.Pod
 
 // Observe reads the list's Job.
 func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Execution, error) {
-	job, err := getJob(ctx, e.Client, list.Namespace, JobName(list))
+	job, err := getJob(ctx, e.Client, e.Config.Namespace, JobName(list))
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
@@ -191,7 +216,7 @@ func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Exe
 
 // Release sets ttlSecondsAfterFinished, now that status holds the outcome.
 func (e *JobExecutor) Release(ctx context.Context, list *listsv1.EmailList) error {
-	job, err := getJob(ctx, e.Client, list.Namespace, JobName(list))
+	job, err := getJob(ctx, e.Client, e.Config.Namespace, JobName(list))
 	if err != nil || job == nil {
 		return err
 	}
@@ -215,7 +240,7 @@ func getJob(ctx context.Context, c client.Client, namespace, name string) (*batc
 // and FailureTarget come before Complete and Failed and already decide the
 // outcome, so either of each pair counts.
 func jobExecution(job *batchv1.Job, owner metav1.Object) Execution {
-	if !metav1.IsControlledBy(job, owner) {
+	if !jobBelongsTo(job, owner) {
 		return Execution{State: ExecFailed, Message: fmt.Sprintf("job %s exists but is not owned by %s", job.Name, owner.GetName())}
 	}
 	for _, c := range job.Status.Conditions {
@@ -238,7 +263,7 @@ func jobExecution(job *batchv1.Job, owner metav1.Object) Execution {
 // setJobTTL sets ttlSecondsAfterFinished on a finished Job its owner
 // controls; callers do this only once the outcome is saved in status.
 func setJobTTL(ctx context.Context, c client.Client, job *batchv1.Job, owner metav1.Object, ttl int32) error {
-	if !isJobFinished(job) || job.Spec.TTLSecondsAfterFinished != nil || !metav1.IsControlledBy(job, owner) {
+	if !isJobFinished(job) || job.Spec.TTLSecondsAfterFinished != nil || !jobBelongsTo(job, owner) {
 		return nil
 	}
 	patch := client.MergeFrom(job.DeepCopy())
@@ -247,6 +272,17 @@ func setJobTTL(ctx context.Context, c client.Client, job *batchv1.Job, owner met
 		return fmt.Errorf("set job ttl: %w", err)
 	}
 	return nil
+}
+
+// jobBelongsTo: the Job is owner's, by owner reference (Jobs in the
+// owner's namespace) or by the UID label (list Jobs in the workers'
+// namespace).
+func jobBelongsTo(job *batchv1.Job, owner metav1.Object) bool {
+	if metav1.IsControlledBy(job, owner) {
+		return true
+	}
+	uid := job.Labels[JobListUIDLabel]
+	return uid != "" && uid == string(owner.GetUID())
 }
 
 func isJobFinished(job *batchv1.Job) bool {

@@ -37,7 +37,7 @@ func TestTwoStepPurchase(t *testing.T) {
 	name := uniqueName("report")
 	create(t, newList(ns, name).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).
 		upload(putUpload(t, []byte("a@x.com\nb@x.com\nc@y.org\n"))).obj())
-	l := waitPhase(t, ns, name, listsv1.PhaseProcessed, false)
+	l := waitPhase(t, ns, name, listsv1.PhaseProcessed)
 	if l.Status.Purchased {
 		t.Error("a report list must not be purchased before a Purchase")
 	}
@@ -106,7 +106,7 @@ func TestPurchaseFields(t *testing.T) {
 	name := uniqueName("fields")
 	create(t, newList(ns, name).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).
 		upload(putUpload(t, []byte("a@x.com\nb@y.org\n"))).obj())
-	waitPhase(t, ns, name, listsv1.PhaseProcessed, false)
+	waitPhase(t, ns, name, listsv1.PhaseProcessed)
 	p := newPurchase(ns, name+"-buy", name)
 	p.Spec.Fields = []string{"age"} // not one of this service's columns: only input columns stay
 	create(t, p)

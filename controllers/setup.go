@@ -41,8 +41,9 @@ func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 	return nil
 }
 
-// SetupWithManager wires the EmailList controller: it owns the Jobs it
-// creates, and looks again when a Purchase names one of its lists.
+// SetupWithManager wires the EmailList controller: it watches the Jobs it
+// creates (in the workers' namespace, mapped back by annotation), and looks
+// again when a Purchase names one of its lists.
 func (r *EmailListReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&listsv1.EmailList{}).
@@ -52,7 +53,7 @@ func (r *EmailListReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent i
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent})
 	switch e := r.Executor.(type) {
 	case *JobExecutor:
-		b = b.Owns(&batchv1.Job{})
+		b = b.Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToList))
 	case *LocalExecutor:
 		b = b.WatchesRawSource(source.Channel(e.Events(), &handler.EnqueueRequestForObject{}))
 	}

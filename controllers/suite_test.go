@@ -3,13 +3,18 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,9 +22,11 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/jobplane"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
@@ -28,90 +35,131 @@ import (
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
-// Namespaces of the two managers the suite runs: one per executor.
+// Namespaces of the two managers the suite runs: one per executor. The Job
+// manager's Jobs run in nsWorkers.
 const (
 	nsJob     = "job-exec"
+	nsWorkers = "job-workers"
 	nsLocal   = "local-exec"
 	nsSystem  = "emaildata-system"
 	testLimit = 64 << 10 // zip expansion limit in tests
+
+	workerImage   = "emaildata:test"
+	workerSA      = "emaildata-worker"
+	workerPrio    = "emaildata-test-workers"
+	jobTTLSeconds = 15
 )
 
 var (
 	cfg      *rest.Config
 	k8s      client.Client
 	store    *blobstore.Store
+	storeDir string
 	registry *listservice.Registry
 	// peopleStore is the reference store both managers load Datasets into;
 	// bbolt locks its file, so it is opened once and shared.
 	peopleStore people.Store
 	peopleURL   string
+	// jobPeopleURL is the PostgreSQL people store of the Job manager, whose
+	// worker processes open it themselves; empty without PostgreSQL.
+	jobPeopleURL string
+	// plane runs the real Job controller and scheduler, and the test node
+	// whose processes are the Job manager's workers.
+	plane *jobplane.Plane
+	// baseOptions configure the suite's managers; tests start more from it.
+	baseOptions operator.Options
 )
 
-// TestMain starts a real kube-apiserver and etcd (envtest) and two
-// managers: one with the Job executor, whose Jobs the tests drive as the
-// Job controller would, and one with the in-process local executor.
+// TestMain starts a real kube-apiserver and etcd (envtest), the real
+// kube-controller-manager and kube-scheduler with a test node that runs pods
+// as processes of the worker binary (jobplane), and two managers: one with
+// the Job executor and one with the in-process local executor. Both use one
+// file:// store, which the worker processes open too.
 func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
 }
 
 func runSuite(m *testing.M) int {
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set; run the tests with `make test` (it builds the envtest binaries)")
 		return 1
 	}
+	tmp, err := os.MkdirTemp("", "emaildata-controllers-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	binDir := filepath.Join(tmp, "bin")
+	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/worker")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the worker: %v\n%s", err, out)
+		return 1
+	}
+
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	var err error
 	cfg, err = env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start envtest:", err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plane, err = jobplane.Start(ctx, jobplane.Options{
+		Env: env, AssetsDir: assets, Dir: filepath.Join(tmp, "plane"),
+		Images: map[string]string{workerImage: binDir},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start the job plane:", err)
+		return 1
+	}
+	defer func() { _ = plane.Stop() }()
 
 	k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for _, ns := range []string{nsJob, nsLocal, nsSystem} {
-		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := createFixtures(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 
-	store, err = blobstore.Open(ctx, "mem://")
-	if err != nil {
+	storeDir = filepath.Join(tmp, "store")
+	storeURL := "file://" + storeDir
+	if store, err = blobstore.Open(ctx, storeURL); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	peopleDir, err := os.MkdirTemp("", "emaildata-people-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(peopleDir)
-	peopleURL = "bolt://" + filepath.Join(peopleDir, "people.db")
+	peopleURL = "bolt://" + filepath.Join(tmp, "people.db")
 	if peopleStore, err = people.Open(ctx, peopleURL); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer peopleStore.Close()
+	dropSchema, err := postgresPeople(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer dropSchema()
 
 	registry = catalog.Registry(nil)
 	// A stand-in for the report-capable services, so the two-step flow is
 	// exercised before the data store exists.
 	registry.Register("email_intelligence", listservicetest.DomainService{})
 
-	base := operator.Options{
+	baseOptions = operator.Options{
 		Namespace: nsSystem,
 		Store:     store,
+		BlobURL:   storeURL,
 		Registry:  registry,
 		People:    peopleStore,
 		PeopleURL: peopleURL,
@@ -128,16 +176,11 @@ func runSuite(m *testing.M) int {
 		ProbeAddr:          "0",
 		SkipNameValidation: true,
 	}
-	jobOpts := base
-	jobOpts.Executor = operator.ExecutorJob
-	jobOpts.Job.Image = "emaildata:test"
-	jobOpts.Job.BlobURL = "mem://"
-	jobOpts.WatchNamespaces = []string{nsJob}
-	localOpts := base
+	localOpts := baseOptions
 	localOpts.Executor = operator.ExecutorLocal
 	localOpts.WatchNamespaces = []string{nsLocal}
 
-	for _, o := range []operator.Options{jobOpts, localOpts} {
+	for _, o := range []operator.Options{jobOptions(nsJob, nsWorkers), localOpts} {
 		mgr, err := operator.New(ctx, cfg, o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
@@ -149,7 +192,85 @@ func runSuite(m *testing.M) int {
 			}
 		}()
 	}
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "job plane logs (kube-controller-manager, kube-scheduler, pods) were in %s\n", plane.Dir)
+	}
+	return code
+}
+
+// jobOptions configure a Job-executor manager watching ns whose Jobs run
+// in workers: the worker image maps to the test node's worker binary, and
+// pods carry the placement an operator would give them.
+func jobOptions(ns, workers string) operator.Options {
+	o := baseOptions
+	o.Executor = operator.ExecutorJob
+	o.WatchNamespaces = []string{ns}
+	// The worker processes cannot open the bolt file this process holds.
+	o.PeopleURL = jobPeopleURL
+	o.Job = controllers.JobConfig{
+		Namespace:               workers,
+		Image:                   workerImage,
+		ServiceAccountName:      workerSA,
+		TTLSecondsAfterFinished: jobTTLSeconds,
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		NodeSelector:      map[string]string{"node.emaildata.io/testnode": "true"},
+		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
+		PriorityClassName: workerPrio,
+	}
+	return o
+}
+
+// createFixtures makes the namespaces, and what worker pods need in the
+// workers' namespace: the service account and the priority class.
+func createFixtures(ctx context.Context) error {
+	for _, ns := range []string{nsJob, nsWorkers, nsLocal, nsSystem} {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: nsWorkers, Name: workerSA},
+		AutomountServiceAccountToken: ptrTo(false)}); err != nil {
+		return err
+	}
+	return k8s.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: workerPrio}, Value: 1000})
+}
+
+// postgresPeople points jobPeopleURL at a fresh schema of the test
+// database, and returns a function dropping it. Without PostgreSQL the
+// Dataset Job tests skip (fail under CI=true).
+func postgresPeople(ctx context.Context) (func(), error) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, url)
+	if err == nil {
+		err = conn.Ping(cctx)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			return nil, fmt.Errorf("PostgreSQL unreachable (CI=true): %w", err)
+		}
+		fmt.Fprintln(os.Stderr, "PostgreSQL unreachable, the Dataset Job tests will skip:", err)
+		return func() {}, nil
+	}
+	schema := fmt.Sprintf("ctrltest_%d", time.Now().UnixNano())
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	jobPeopleURL = u.String()
+	return func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		_ = conn.Close(context.Background())
+	}, nil
 }
 
 func zapLevel() zapcore.Level {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -23,17 +21,22 @@ func main() {
 	o.Verify = catalog.DefaultVerifyConfig()
 	o.Verify.BindFlags(flag.CommandLine)
 	flag.StringVar(&o.PeopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store for email_intelligence and email_append (bolt:///path.db or postgres://...)")
-	var workerCPU, workerMemory, extraArgs string
+	var workerCPU, workerMemory, workerCPULimit, nodeSelector, tolerations, extraArgs string
 	flag.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
+	flag.StringVar(&o.Job.Namespace, "worker-namespace", "", "namespace the list Jobs run in, whatever the list's namespace (default: the operator's); the worker service account, --worker-env-secret and --store-pvc live there")
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
 	flag.StringVar(&o.Executor, "executor", operator.ExecutorJob, "job (Kubernetes Jobs) or local (in-process)")
 	flag.StringVar(&o.Job.Image, "worker-image", os.Getenv("WORKER_IMAGE"), "image of the worker Jobs")
-	flag.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "", "service account of worker pods, in the list's namespace (default: the namespace's default account; no token is mounted either way)")
+	flag.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "", "service account of worker pods, in the workers' namespace (default: its default account; no token is mounted either way)")
 	flag.StringVar(&o.Job.EnvFromSecret, "worker-env-secret", "", "Secret whose keys become the workers' environment (store credentials)")
 	flag.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
 	flag.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")
 	flag.StringVar(&workerCPU, "worker-cpu", "500m", "CPU request of a worker pod")
 	flag.StringVar(&workerMemory, "worker-memory", "256Mi", "memory request and limit of a worker pod")
+	flag.StringVar(&workerCPULimit, "worker-cpu-limit", "", "CPU limit of a worker pod (default: none)")
+	flag.StringVar(&nodeSelector, "worker-node-selector", "", "node selector of worker pods: key=value,...")
+	flag.StringVar(&tolerations, "worker-tolerations", "", "tolerations of worker pods: key=value:Effect, key:Effect, key or *, comma separated")
+	flag.StringVar(&o.Job.PriorityClassName, "worker-priority-class", "", "priorityClassName of worker pods")
 	flag.StringVar(&extraArgs, "worker-args", "", "extra worker arguments, space separated")
 	var parallelism, backoff, ttl int
 	flag.IntVar(&parallelism, "job-parallelism", 8, "pods running at once for one list")
@@ -57,16 +60,18 @@ func main() {
 
 	o.Job.Parallelism, o.Job.BackoffLimitPerIndex, o.Job.TTLSecondsAfterFinished = int32(parallelism), int32(backoff), int32(ttl)
 	o.Job.ExtraArgs = strings.Fields(extraArgs)
-	for name, v := range map[string]string{"--worker-cpu": workerCPU, "--worker-memory": workerMemory} {
-		if _, err := resource.ParseQuantity(v); err != nil {
-			log.Error(err, "bad quantity", "flag", name)
-			os.Exit(2)
-		}
+	var err error
+	if o.Job.Resources, err = operator.WorkerResources(workerCPU, workerMemory, workerCPULimit); err != nil {
+		log.Error(err, "bad worker resources")
+		os.Exit(2)
 	}
-	mem := resource.MustParse(workerMemory)
-	o.Job.Resources = corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(workerCPU), corev1.ResourceMemory: mem},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
+	if o.Job.NodeSelector, err = operator.ParseNodeSelector(nodeSelector); err != nil {
+		log.Error(err, "bad --worker-node-selector")
+		os.Exit(2)
+	}
+	if o.Job.Tolerations, err = operator.ParseTolerations(tolerations); err != nil {
+		log.Error(err, "bad --worker-tolerations")
+		os.Exit(2)
 	}
 
 	ctx := ctrl.SetupSignalHandler()

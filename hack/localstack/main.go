@@ -1,6 +1,8 @@
 // Command localstack is `make run`: a local control plane, the CRDs and the
-// manager with the in-process executor and a file:// store. Ctrl-C stops
-// everything.
+// manager with a file:// store, running lists in-process (the default, the
+// quickest to start) or, with --executor=job, as Indexed Jobs carried out by
+// the real Job controller and scheduler and a local node that runs worker
+// pods as processes. Ctrl-C stops everything.
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/localstack"
+	"github.com/emaildata/emaildata/internal/operator"
 )
 
 func main() {
@@ -26,6 +29,8 @@ func main() {
 	metrics := flag.String("metrics-bind-address", "127.0.0.1:18080", "manager metrics address (0 disables)")
 	probe := flag.String("health-probe-bind-address", "127.0.0.1:18081", "manager health address (0 disables)")
 	apiListen := flag.String("api-listen", "127.0.0.1:8090", "REST API address")
+	executor := flag.String("executor", operator.ExecutorLocal, "local (shards run in the manager) or job (Indexed Jobs, pods run as local processes)")
+	workerDir := flag.String("worker-dir", "bin", "directory of the worker binary, for --executor=job")
 	vc := catalog.DefaultVerifyConfig()
 	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
 	vc.BindFlags(flag.CommandLine)
@@ -43,6 +48,7 @@ func main() {
 	s, err := localstack.Start(ctx, localstack.Options{
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
 		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, Verify: vc,
+		Executor: *executor, WorkerDir: *workerDir,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
@@ -58,6 +64,7 @@ emaildata local stack is running (Ctrl-C stops it).
   REST API:    %[4]s   (OpenAPI document: %[4]s/openapi.json)
   API key:     %[5]s   (enabled for every service)
   verification: %[6]s
+  executor:    %[7]s
 
 With kubectl:
   export KUBECONFIG=%[1]s
@@ -71,7 +78,16 @@ With the REST API:
   curl -s "$API/v5/list/LIST_ID" -H "api_key: $KEY" -H "accept: application/json"
   curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
 
-`, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey, verifyMode(vc))
+`, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s))
+	if s.Jobs != nil {
+		fmt.Printf(`Watch the Job path (in other terminals, with the KUBECONFIG above):
+  kubectl get jobs -n %[1]s -w    # one Indexed Job per list
+  kubectl get pods -n %[1]s -w    # one pod per shard: Pending, Running, Completed
+  kubectl get nodes                              # %[2]s runs the pods as local processes
+  logs: %[3]s/{kube-controller-manager,kube-scheduler}.log and pods/<namespace>_<pod>_<uid>/worker.log
+
+`, localstack.Namespace, localstack.NodeName, s.Jobs.Dir)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -84,6 +100,13 @@ With the REST API:
 		os.Exit(1)
 	}
 	fmt.Println("stopped.")
+}
+
+func executorMode(s *localstack.Stack) string {
+	if s.Jobs != nil {
+		return "job (Indexed Jobs: real kube-controller-manager and kube-scheduler, pods run as local processes)"
+	}
+	return "local (shards run in the manager); make run ARGS=--executor=job runs them as Jobs and pods"
 }
 
 func verifyMode(vc catalog.VerifyConfig) string {

@@ -1,6 +1,7 @@
 // Package localstack runs the whole operator on one machine without a
 // cluster: a kube-apiserver and etcd (the envtest binaries), the CRDs, and
-// the manager with the in-process executor and a file:// store.
+// the manager with a file:// store and the in-process executor, or the Job
+// executor with a Job control plane (see jobs.go).
 package localstack
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/jobplane"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
@@ -50,6 +52,13 @@ type Options struct {
 	// Verify configures verification (the local stack runs offline by
 	// default: no DNS, no SMTP).
 	Verify catalog.VerifyConfig
+	// Executor is operator.ExecutorLocal (default: shards run in-process)
+	// or operator.ExecutorJob: lists run as Indexed Jobs, which the real
+	// kube-controller-manager and kube-scheduler (from AssetsDir) and a
+	// test node running pods as processes of WorkerDir/worker carry out.
+	Executor string
+	// WorkerDir holds the worker binary, for the job executor.
+	WorkerDir string
 }
 
 // Stack is a running local control plane with the manager.
@@ -64,6 +73,9 @@ type Stack struct {
 	APIURL string
 	// APIKey is a local key enabled for every service.
 	APIKey string
+
+	// Jobs is the Job control plane of the job executor (nil otherwise).
+	Jobs *jobplane.Plane
 
 	env     *envtest.Environment
 	cancel  context.CancelFunc
@@ -140,8 +152,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			_ = pstore.Close()
 		}
 	}()
-	mctx, cancel := context.WithCancel(ctx)
-	mgr, err := operator.New(mctx, cfg, operator.Options{
+	mopts := operator.Options{
 		People:       pstore,
 		PostalFinder: peoplelist.NewPostalIndex(slices.Values(people.GenerateSlice(localPeopleSeed, localDemoPeople))),
 		Namespace:    Namespace,
@@ -153,7 +164,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		// Locally, a list waits a little for a ConfigMap applied after it.
 		SourceGrace:  30 * time.Second,
 		PollInterval: time.Second,
-	})
+	}
+	if o.Executor == operator.ExecutorJob {
+		if s.Jobs, err = startJobs(ctx, env, c, o, dir, &mopts); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if !ok {
+				_ = s.Jobs.Stop()
+			}
+		}()
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	mgr, err := operator.New(mctx, cfg, mopts)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -267,6 +290,11 @@ func (s *Stack) Stop() error {
 	}
 	if s.people != nil {
 		_ = s.people.Close()
+	}
+	if s.Jobs != nil {
+		if err := s.Jobs.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("job plane: %w", err))
+		}
 	}
 	if err := s.env.Stop(); err != nil {
 		errs = append(errs, err)

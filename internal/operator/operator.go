@@ -6,6 +6,8 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -127,6 +129,9 @@ func (o *Options) Defaults() {
 	if o.Job.BlobURL == "" {
 		o.Job.BlobURL = o.BlobURL
 	}
+	if o.Job.Namespace == "" {
+		o.Job.Namespace = o.Namespace
+	}
 }
 
 // Scheme returns a scheme with the built-in types and ours.
@@ -150,8 +155,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		LeaderElectionID:        "emaildata-manager.lists.emaildata.io",
 		LeaderElectionNamespace: o.Namespace,
 		Cache: cache.Options{DefaultNamespaces: namespaces(o.WatchNamespaces), ByObject: map[client.Object]cache.ByObject{
-			// Only our worker Jobs, not every Job in the cluster.
-			&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "worker"})},
+			// Only our worker Jobs, not every Job in the cluster: list Jobs
+			// in the workers' namespace, Dataset Jobs beside their Dataset.
+			&batchv1.Job{}: {
+				Label:      labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "worker"}),
+				Namespaces: jobNamespaces(o.WatchNamespaces, o.Job.Namespace),
+			},
 		}},
 	})
 	if err != nil {
@@ -180,7 +189,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 		reg = catalog.RegistryFor(engine, o.Verify)
-		if ps != nil {
+		// On the Job path these services run in workers, which open
+		// PeopleURL themselves: without one, lists asking for them fail at
+		// preparation ("not available") instead of in every shard.
+		if ps != nil && (o.Executor != ExecutorJob || o.PeopleURL != "") {
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}
 	}
@@ -201,7 +213,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 	}
-	o.Job.ExtraArgs = append(o.Verify.Args(), o.Job.ExtraArgs...)
+	// Workers read shards with the limits the manager prepared them with.
+	o.Job.ExtraArgs = append(append(o.Verify.Args(),
+		"--max-expanded-bytes="+strconv.FormatInt(o.Pipeline.Limits.MaxExpandedBytes, 10),
+		"--max-record-bytes="+strconv.Itoa(o.Pipeline.Limits.MaxRecordBytes)), o.Job.ExtraArgs...)
 	policy, err := callback.ParsePolicy(o.CallbackAllowCIDRs)
 	if err != nil {
 		return nil, fmt.Errorf("callback allow list: %w", err)
@@ -216,7 +231,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		if o.Job.Image == "" {
 			return nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec = &controllers.JobExecutor{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job}
+		exec = &controllers.JobExecutor{Client: mgr.GetClient(), Config: o.Job}
 		loader = &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
 	case ExecutorLocal:
 		exec = controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
@@ -271,6 +286,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace)
 	return mgr, nil
+}
+
+// jobNamespaces are the watched namespaces plus the workers' (nil: all).
+func jobNamespaces(watched []string, workers string) map[string]cache.Config {
+	if len(watched) == 0 {
+		return nil
+	}
+	return namespaces(append(slices.Clone(watched), workers))
 }
 
 func namespaces(names []string) map[string]cache.Config {

@@ -1,0 +1,86 @@
+package operator
+
+import (
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestDefaultDeploymentRunsWorkersInItsNamespace renders config/default as
+// `kubectl apply -k` would and checks what worker Jobs need: the manager
+// passes the worker service account, which exists in the operator's
+// namespace, and may delete Jobs there (and only there, by a Role).
+func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("kubectl is needed to render config/default")
+	}
+	out, err := exec.Command(kubectl, "kustomize", "../../config/default").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	var args []string
+	var sa *corev1.ServiceAccount
+	var role *rbacv1.Role
+	var binding *rbacv1.RoleBinding
+	for _, doc := range bytes.Split(out, []byte("\n---\n")) {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct{ Name, Namespace string }
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case meta.Kind == "Deployment" && meta.Metadata.Name == "emaildata-controller-manager":
+			var d appsv1.Deployment
+			if err := yaml.Unmarshal(doc, &d); err != nil {
+				t.Fatal(err)
+			}
+			args = d.Spec.Template.Spec.Containers[0].Args
+		case meta.Kind == "ServiceAccount" && meta.Metadata.Name == "emaildata-worker":
+			sa = &corev1.ServiceAccount{}
+			_ = yaml.Unmarshal(doc, sa)
+		case meta.Kind == "Role" && meta.Metadata.Name == "emaildata-manager-role":
+			role = &rbacv1.Role{}
+			_ = yaml.Unmarshal(doc, role)
+		case meta.Kind == "RoleBinding" && meta.Metadata.Name == "emaildata-manager-rolebinding":
+			binding = &rbacv1.RoleBinding{}
+			_ = yaml.Unmarshal(doc, binding)
+		}
+	}
+	if !slices.Contains(args, "--worker-service-account=emaildata-worker") {
+		t.Errorf("manager args %v lack --worker-service-account=emaildata-worker", args)
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--worker-namespace") {
+			t.Errorf("manager sets %s; the default (its own namespace) is where the account and PVC are", a)
+		}
+	}
+	if sa == nil || sa.Namespace != "emaildata-system" || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("worker service account %+v, want emaildata-worker in emaildata-system without a token", sa)
+	}
+	if role == nil || role.Namespace != "emaildata-system" || !grants(role.Rules, "jobs", "delete") || !grants(role.Rules, "jobs", "create") {
+		t.Errorf("manager Role %+v, want create and delete on jobs in emaildata-system", role)
+	}
+	if binding == nil || binding.Namespace != "emaildata-system" || binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != "emaildata-manager-role" ||
+		len(binding.Subjects) != 1 || binding.Subjects[0].Name != "emaildata-controller-manager" {
+		t.Errorf("manager RoleBinding %+v", binding)
+	}
+}
+
+func grants(rules []rbacv1.PolicyRule, resource, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}

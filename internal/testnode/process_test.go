@@ -1,0 +1,72 @@
+package testnode
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "1", "POD": "p-0"}
+	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	for in, want := range map[string]string{
+		"plain":            "plain",
+		"$(A)":             "1",
+		"x-$(POD)-$(A)":    "x-p-0-1",
+		"$$(A)":            "$(A)",
+		"$(MISSING)":       "$(MISSING)",
+		"$(unterminated":   "$(unterminated",
+		"cost $5":          "cost $5",
+		"trailing $":       "trailing $",
+		"--index=$(A)$(A)": "--index=11",
+	} {
+		if got := expand(in, lookup); got != want {
+			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPodField(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "w-0", Namespace: "ns", UID: "u1",
+			Labels:      map[string]string{"batch.kubernetes.io/job-completion-index": "3"},
+			Annotations: map[string]string{"a": "b"}},
+		Spec: corev1.PodSpec{NodeName: "n", ServiceAccountName: "sa"},
+	}
+	for path, want := range map[string]string{
+		"metadata.name": "w-0", "metadata.namespace": "ns", "metadata.uid": "u1",
+		"metadata.labels['batch.kubernetes.io/job-completion-index']": "3",
+		"metadata.annotations['a']":                                   "b", "metadata.annotations['none']": "",
+		"spec.nodeName": "n", "spec.serviceAccountName": "sa", "status.podIP": "127.0.0.1",
+	} {
+		if got, err := podField(pod, path); err != nil || got != want {
+			t.Errorf("podField(%q) = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if _, err := podField(pod, "spec.hostname"); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("unsupported field path: %v", err)
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	var b strings.Builder
+	for i := 0; i < 100; i++ {
+		b.WriteString("line\n")
+	}
+	b.WriteString("last words\n")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := logTail(path, 3, 2048)
+	if got != "line\nline\nlast words" {
+		t.Errorf("tail of 3 lines = %q", got)
+	}
+	if got := logTail(path, 80, 16); len(got) > 16 || !strings.HasSuffix(got, "last words") {
+		t.Errorf("tail of 16 bytes = %q", got)
+	}
+}
