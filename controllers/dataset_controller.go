@@ -32,6 +32,8 @@ const (
 	ReasonLoaded                 = "Loaded"
 	ReasonLoadFailed             = "LoadFailed"
 	ReasonPeopleStoreUnavailable = "PeopleStoreUnavailable"
+	// ReasonNamespaceNotAllowed: a Dataset outside the operator's namespace.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 )
 
 // DatasetReconciler moves a Dataset through Pending, Loading and Loaded
@@ -45,6 +47,10 @@ type DatasetReconciler struct {
 	Recorder  events.EventRecorder
 	Store     *blobstore.Store
 	Loader    DatasetLoader
+	// Namespace is the operator's: the people store is shared by every
+	// namespace, so only Datasets there (where only administrators can
+	// create them) are honoured.
+	Namespace string
 	// SourceGrace is how long a missing source is waited for.
 	SourceGrace time.Duration
 	// PollInterval is how often a running import is looked at.
@@ -70,11 +76,8 @@ func (r *DatasetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !ds.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, &ds)
 	}
-	if !controllerutil.ContainsFinalizer(&ds, DatasetFinalizer) {
-		controllerutil.AddFinalizer(&ds, DatasetFinalizer)
-		if err := r.Client.Update(ctx, &ds); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+	if err := addFinalizer(ctx, r.Client, &ds, DatasetFinalizer); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	orig := ds.DeepCopy()
 	res, err := r.reconcileStatus(ctx, orig, &ds)
@@ -88,6 +91,13 @@ func (r *DatasetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 }
 
 func (r *DatasetReconciler) reconcileStatus(ctx context.Context, orig, ds *listsv1.Dataset) (ctrl.Result, error) {
+	if ds.Namespace != r.Namespace {
+		if ds.Status.Phase != listsv1.DatasetFailed {
+			r.fail(ds, ReasonNamespaceNotAllowed, fmt.Sprintf("Datasets are honoured only in namespace %q, where only administrators create them: "+
+				"the people store a Dataset loads is shared by every namespace; nothing was read or loaded", r.Namespace))
+		}
+		return ctrl.Result{}, nil
+	}
 	if ds.Status.Phase == "" {
 		ds.Status.Phase = listsv1.DatasetPending
 		setDatasetProgressing(ds, ReasonPreparing, "the dataset is queued for loading")
@@ -219,8 +229,7 @@ func (r *DatasetReconciler) finalize(ctx context.Context, ds *listsv1.Dataset) e
 	if l, ok := r.Loader.(interface{ Forget(*listsv1.Dataset) }); ok {
 		l.Forget(ds)
 	}
-	controllerutil.RemoveFinalizer(ds, DatasetFinalizer)
-	return client.IgnoreNotFound(r.Client.Update(ctx, ds))
+	return client.IgnoreNotFound(removeFinalizer(ctx, r.Client, ds, DatasetFinalizer))
 }
 
 func (r *DatasetReconciler) fail(ds *listsv1.Dataset, reason, msg string) {

@@ -71,7 +71,7 @@ func (l *DatasetJobLoader) buildJob(ds *listsv1.Dataset, key string) (*batchv1.J
 		"--summary-key", blobstore.DatasetKeys{UID: string(ds.UID)}.Summary(),
 		"--people-url", l.PeopleURL,
 	}
-	if ds.Spec.ContinueOnError {
+	if ds.Spec.ContinuesOnError() {
 		args = append(args, "--continue-on-error")
 	}
 	if ds.Spec.MaxErrors > 0 {

@@ -50,7 +50,7 @@ func (l *LocalDatasetLoader) Start(_ context.Context, ds *listsv1.Dataset, key s
 	run := &localRun{}
 	l.runs[ds.UID] = run
 	notify := ds.DeepCopy()
-	opt := people.ImportOptions{ContinueOnError: ds.Spec.ContinueOnError, MaxErrors: int(ds.Spec.MaxErrors)}
+	opt := people.ImportOptions{ContinueOnError: ds.Spec.ContinuesOnError(), MaxErrors: int(ds.Spec.MaxErrors)}
 	summaryKey := blobstore.DatasetKeys{UID: string(ds.UID)}.Summary()
 	go func() {
 		err := l.load(key, summaryKey, opt)

@@ -39,7 +39,7 @@ func newDataset(ns, name, cm string, cont bool) *listsv1.Dataset {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: listsv1.DatasetSpec{
 			Source:          listsv1.DatasetSource{ConfigMapKeyRef: &listsv1.ConfigMapKeySelector{Name: cm, Key: "people.csv"}},
-			ContinueOnError: cont,
+			ContinueOnError: ptrTo(cont),
 		},
 	}
 }
@@ -154,7 +154,7 @@ func TestDatasetValidation(t *testing.T) {
 	ds := newDataset(nsLocal, name, name, true)
 	create(t, ds)
 	ds = getDataset(t, nsLocal, name)
-	ds.Spec.ContinueOnError = false
+	ds.Spec.ContinueOnError = ptrTo(false)
 	if err := k8s.Update(ctx, ds); err == nil || !strings.Contains(err.Error(), "immutable") {
 		t.Errorf("spec update accepted: %v", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
@@ -49,6 +48,11 @@ type EmailListReconciler struct {
 	// PollInterval is how often progress is refreshed while processing.
 	PollInterval time.Duration
 	Callbacks    CallbackConfig
+	// Access says which sources a list may read.
+	Access SourceAccess
+	// KeepParts keeps the shards' intermediate objects after the merge
+	// (for debugging); by default they are deleted once the outcome is saved.
+	KeepParts bool
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 }
@@ -58,7 +62,8 @@ type EmailListReconciler struct {
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists/finalizers,verbs=update
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=purchases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile loads the list, computes its status from the world, acts, and
@@ -71,11 +76,8 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !list.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &list)
 	}
-	if !controllerutil.ContainsFinalizer(&list, Finalizer) {
-		controllerutil.AddFinalizer(&list, Finalizer)
-		if err := r.Client.Update(ctx, &list); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+	if err := addFinalizer(ctx, r.Client, &list, Finalizer); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
 	orig := list.DeepCopy()
@@ -97,6 +99,10 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 			return ctrl.Result{}, err
 		}
 		list.Status.ListID = id
+	}
+	if r.sourceAppeared(ctx, list) {
+		list.Status.Phase = ""
+		r.event(list, corev1.EventTypeNormal, "SourceFound", "the source appeared; preparing the list again")
 	}
 	if list.Status.Phase == "" {
 		list.Status.Phase = listsv1.PhasePending
@@ -120,6 +126,9 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 		return ctrl.Result{Requeue: true}, nil
 	}
 	if err := r.Executor.Release(ctx, list); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.dropParts(ctx, list); err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.reconcileCallback(ctx, orig, list)
@@ -244,46 +253,64 @@ func (r *EmailListReconciler) complete(ctx context.Context, list *listsv1.EmailL
 	return ctrl.Result{}, nil
 }
 
-// reconcilePurchase moves a Processed list to Results once a Purchase for it exists.
+// reconcilePurchase moves a Processed list to Results once a valid Purchase
+// for it exists (an invalid one says why in its own status).
 func (r *EmailListReconciler) reconcilePurchase(ctx context.Context, list *listsv1.EmailList) error {
 	var purchases listsv1.PurchaseList
 	if err := r.Client.List(ctx, &purchases, client.InNamespace(list.Namespace), client.MatchingFields{PurchaseListNameField: list.Name}); err != nil {
 		return fmt.Errorf("list purchases: %w", err)
 	}
 	for _, p := range purchases.Items {
-		if p.DeletionTimestamp.IsZero() {
-			if err := r.deliver(ctx, list, &p); err != nil {
-				return err
-			}
-			list.Status.Phase = listsv1.PhaseResults
-			list.Status.Purchased = true
-			setDone(list, ReasonResults, fmt.Sprintf("purchased by %s; results are ready to download", p.Name))
-			r.event(list, corev1.EventTypeNormal, "Purchased", "purchased by %s", p.Name)
-			return nil
+		if !p.DeletionTimestamp.IsZero() {
+			continue
 		}
+		ok, err := r.deliver(ctx, list, &p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		list.Status.Phase = listsv1.PhaseResults
+		list.Status.Purchased = true
+		list.Status.Delivery = &listsv1.DeliveryStatus{Purchase: p.Name, Fields: p.Spec.Fields, MatchType: p.Spec.MatchType}
+		setDone(list, ReasonResults, fmt.Sprintf("purchased by %s; results are ready to download", p.Name))
+		r.event(list, corev1.EventTypeNormal, "Purchased", "purchased by %s", p.Name)
+		return nil
 	}
 	return nil
 }
 
 // deliver narrows the result file to what the purchase asked for (fields,
 // match type); without options the merged result is delivered as it is.
-func (r *EmailListReconciler) deliver(ctx context.Context, list *listsv1.EmailList, p *listsv1.Purchase) error {
-	d := pipeline.Delivery{Fields: p.Spec.Fields, IndividualOnly: p.Spec.MatchType == "I"}
-	if d.Empty() || list.Status.Result == nil {
-		return nil
+// ok is false for a purchase whose options the list cannot deliver.
+func (r *EmailListReconciler) deliver(ctx context.Context, list *listsv1.EmailList, p *listsv1.Purchase) (ok bool, err error) {
+	d := purchaseDelivery(p)
+	if list.Status.Result == nil {
+		return true, nil
 	}
 	keys := blobstore.ListKeys{UID: string(list.UID)}
 	plan, err := pipeline.LoadPlan(ctx, r.Store, keys)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if pipeline.CheckDelivery(plan.Columns, d) != nil {
+		return false, nil
+	}
+	if d.Empty() {
+		return true, nil
 	}
 	res := list.Status.Result
 	out, err := pipeline.Restrict(ctx, r.Store, keys, plan, &pipeline.Outcome{Key: res.Key, FileName: res.FileName}, d)
 	if err != nil {
-		return fmt.Errorf("deliver purchase %s: %w", p.Name, err)
+		return false, fmt.Errorf("deliver purchase %s: %w", p.Name, err)
 	}
 	list.Status.Result = &listsv1.ResultFile{Key: out.Key, Bytes: out.Bytes, Rows: out.Rows, SHA256: out.SHA256, FileName: out.FileName}
-	return nil
+	return true, nil
+}
+
+func purchaseDelivery(p *listsv1.Purchase) pipeline.Delivery {
+	return pipeline.Delivery{Fields: p.Spec.Fields, IndividualOnly: p.Spec.MatchType == "I"}
 }
 
 func (r *EmailListReconciler) fail(list *listsv1.EmailList, reason, msg string) {

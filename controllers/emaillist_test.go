@@ -197,7 +197,7 @@ func TestBadInputFails(t *testing.T) {
 			return newList(nsLocal, n).configMap("does-not-exist", "x").obj()
 		}, `ConfigMap "does-not-exist" does not exist`},
 		{"missing upload", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).upload("uploads/nothing-here").obj()
+			return newList(nsLocal, n).upload(blobstore.UploadPrefix(testTenant) + "nothing-here").obj()
 		}, "does not exist in the store"},
 		{"email column beyond columns", func(n string) *listsv1.EmailList {
 			return newList(nsLocal, n).upload(putUpload(t, []byte("a,b\nc,d\n"))).column(5).obj()
@@ -367,7 +367,7 @@ func TestCELRules(t *testing.T) {
 		var err error
 		for i := 0; i < 20; i++ { // the controller adds its finalizer meanwhile
 			_ = k8s.Get(ctx, client.ObjectKeyFromObject(l), l)
-			l.Spec.Format.Header = true
+			l.Spec.Format.Header = ptrTo(true)
 			if err = k8s.Update(ctx, l); !apierrors.IsConflict(err) {
 				break
 			}

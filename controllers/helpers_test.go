@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
 )
 
@@ -43,20 +44,40 @@ func newList(ns, name string) *listBuilder {
 func (b *listBuilder) service(s listsv1.Service) *listBuilder { b.l.Spec.Service = s; return b }
 func (b *listBuilder) action(a listsv1.Action) *listBuilder   { b.l.Spec.Action = a; return b }
 func (b *listBuilder) file(name string) *listBuilder          { b.l.Spec.Format.Name = name; return b }
-func (b *listBuilder) header() *listBuilder                   { b.l.Spec.Format.Header = true; return b }
+func (b *listBuilder) header() *listBuilder                   { b.l.Spec.Format.Header = ptrTo(true); return b }
 func (b *listBuilder) column(c int32) *listBuilder            { b.l.Spec.Format.EmailColumn = c; return b }
 func (b *listBuilder) callback(u string) *listBuilder         { b.l.Spec.CallbackURL = u; return b }
 func (b *listBuilder) configMap(name, key string) *listBuilder {
 	b.l.Spec.Source.ConfigMapKeyRef = &listsv1.ConfigMapKeySelector{Name: name, Key: key}
 	return b
 }
-func (b *listBuilder) upload(key string) *listBuilder { b.l.Spec.Source.UploadKey = key; return b }
-func (b *listBuilder) obj() *listsv1.EmailList        { return b.l.DeepCopy() }
+func (b *listBuilder) labels(kv ...string) *listBuilder {
+	if b.l.Labels == nil {
+		b.l.Labels = map[string]string{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		b.l.Labels[kv[i]] = kv[i+1]
+	}
+	return b
+}
 
-// upload puts data in the store under a fresh key and returns the key.
+// upload makes the list one the REST API created for testTenant (labels
+// included), as uploadKey lists must be.
+func (b *listBuilder) upload(key string) *listBuilder {
+	b.l.Spec.Source.UploadKey = key
+	return b.labels(listsv1.LabelManagedBy, listsv1.ManagedByAPI, listsv1.LabelTenant, testTenant)
+}
+func (b *listBuilder) blobURL(u string) *listBuilder { b.l.Spec.Source.BlobURL = u; return b }
+func (b *listBuilder) obj() *listsv1.EmailList       { return b.l.DeepCopy() }
+
+// testTenant is the tenant label of the test's API-made lists.
+const testTenant = "t-test"
+
+// putUpload puts data in the store under a fresh key of testTenant's
+// upload folder, as the REST API does, and returns the key.
 func putUpload(t *testing.T, data []byte) string {
 	t.Helper()
-	key := "uploads/" + uniqueName("u")
+	key := blobstore.UploadPrefix(testTenant) + uniqueName("u")
 	if err := store.WriteAll(context.Background(), key, data, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -46,11 +46,15 @@ func (r *localRun) execution() Execution {
 }
 
 type localRun struct {
-	done bool
-	err  error
+	done   bool
+	err    error
+	cancel context.CancelFunc
 }
 
-var _ Executor = (*LocalExecutor)(nil)
+var (
+	_ Executor = (*LocalExecutor)(nil)
+	_ Stopper  = (*LocalExecutor)(nil)
+)
 
 // NewLocalExecutor returns an executor running at most concurrency shards
 // at once. ctx bounds every run (the manager's context).
@@ -77,12 +81,14 @@ func (e *LocalExecutor) Start(_ context.Context, list *listsv1.EmailList, shards
 	if _, ok := e.runs[list.UID]; ok {
 		return nil
 	}
-	run := &localRun{}
+	ctx, cancel := context.WithCancel(e.ctx)
+	run := &localRun{cancel: cancel}
 	e.runs[list.UID] = run
 	keys := blobstore.ListKeys{UID: string(list.UID)}
 	notify := list.DeepCopy()
 	go func() {
-		err := e.runShards(keys, shards)
+		defer cancel()
+		err := e.runShards(ctx, keys, shards)
 		e.mu.Lock()
 		run.done, run.err = true, err
 		e.mu.Unlock()
@@ -94,21 +100,26 @@ func (e *LocalExecutor) Start(_ context.Context, list *listsv1.EmailList, shards
 	return nil
 }
 
-func (e *LocalExecutor) runShards(keys blobstore.ListKeys, shards int) error {
-	log := logf.FromContext(e.ctx).WithValues("list", keys.UID)
+func (e *LocalExecutor) runShards(ctx context.Context, keys blobstore.ListKeys, shards int) error {
+	log := logf.FromContext(ctx).WithValues("list", keys.UID)
 	var wg sync.WaitGroup
+	defer wg.Wait() // a stopped run ends only when its shards have
 	errs := make([]error, shards)
 	for i := 0; i < shards; i++ {
 		select {
 		case e.slots <- struct{}{}:
-		case <-e.ctx.Done():
-			return e.ctx.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if ctx.Err() != nil { // stopped while waiting for a slot
+			<-e.slots
+			return ctx.Err()
 		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-e.slots }()
-			_, errs[i] = pipeline.RunShard(e.ctx, e.Store, keys, i, e.Registry, e.Limits)
+			_, errs[i] = pipeline.RunShard(ctx, e.Store, keys, i, e.Registry, e.Limits)
 			if errs[i] != nil {
 				log.V(1).Info("shard failed", "index", i, "error", errs[i].Error())
 			}
@@ -128,6 +139,24 @@ func (e *LocalExecutor) Observe(_ context.Context, list *listsv1.EmailList) (Exe
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.runs[list.UID].execution(), nil
+}
+
+// Stop cancels the list's run: no pending shard starts, running ones see
+// their context end. It reports stopped only once every shard goroutine
+// has returned; the run's end event brings the list back.
+func (e *LocalExecutor) Stop(_ context.Context, list *listsv1.EmailList) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	run, ok := e.runs[list.UID]
+	if !ok {
+		return true, nil
+	}
+	if !run.done {
+		run.cancel()
+		return false, nil
+	}
+	delete(e.runs, list.UID)
+	return true, nil
 }
 
 // Release forgets the finished run.

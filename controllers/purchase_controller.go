@@ -3,16 +3,20 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
 // Purchase condition reasons.
@@ -22,6 +26,9 @@ const (
 	ReasonNotPurchasable   = "NotPurchasable"
 	ReasonListFailed       = "ListFailed"
 	ReasonPurchased        = "Purchased"
+	ReasonInvalidListName  = "InvalidListName"
+	ReasonInvalidOptions   = "InvalidOptions"
+	ReasonAlreadyPurchased = "AlreadyPurchased"
 )
 
 // PurchaseReconciler reports whether a Purchase took effect. The EmailList
@@ -30,7 +37,10 @@ const (
 type PurchaseReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	Now      func() time.Time
+	// Store holds the lists' plans, which name the columns a purchase may
+	// choose.
+	Store *blobstore.Store
+	Now   func() time.Time
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=purchases,verbs=get;list;watch
@@ -43,9 +53,22 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	orig := p.DeepCopy()
+	if errs := validation.IsDNS1123Subdomain(p.Spec.ListName); len(errs) > 0 {
+		// The CRD refuses these already; a Purchase reaches only lists of
+		// its own namespace, by name.
+		r.failed(&p, ReasonInvalidListName, fmt.Sprintf("listName %q must be the name of an EmailList in namespace %q: %s", p.Spec.ListName, p.Namespace, strings.Join(errs, "; ")))
+		return r.patch(ctx, orig, &p)
+	}
 
 	var list listsv1.EmailList
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.ListName}, &list)
+	var optErr error
+	var columns []string
+	if err == nil {
+		if columns, optErr, err = r.checkOptions(ctx, &p, &list); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		r.pending(&p, ReasonListNotFound, fmt.Sprintf("EmailList %q does not exist in namespace %q", p.Spec.ListName, p.Namespace))
@@ -53,8 +76,15 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	case list.Spec.Service == listsv1.ServiceEmailValidation:
 		r.failed(&p, ReasonNotPurchasable, fmt.Sprintf("EmailList %q runs email_validation, which always runs with action=process and is purchased on completion; there is nothing to purchase", list.Name))
+	case optErr != nil:
+		r.failed(&p, ReasonInvalidOptions, fmt.Sprintf("EmailList %q cannot deliver this purchase: %v", list.Name, optErr))
 	case list.Status.Phase == listsv1.PhaseFailed:
 		r.failed(&p, ReasonListFailed, fmt.Sprintf("EmailList %q failed and has no results to purchase", list.Name))
+	case list.Status.Phase == listsv1.PhaseResults && !listsv1.SameDelivery(list.Status.Delivery, p.Spec.Fields, p.Spec.MatchType, columns):
+		p.Status.ListID = list.Status.ListID
+		d := list.Status.Delivery
+		r.failed(&p, ReasonAlreadyPurchased, fmt.Sprintf("EmailList %q was already purchased by %s, delivering fields [%s] and match type %q; a list is delivered once",
+			list.Name, d.Purchase, strings.Join(d.Fields, ", "), d.MatchType))
 	case list.Status.Purchased && list.Status.Phase == listsv1.PhaseResults:
 		p.Status.ListID = list.Status.ListID
 		if p.Status.Phase != listsv1.PurchasePurchased {
@@ -77,11 +107,32 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		r.pending(&p, ReasonListNotProcessed, fmt.Sprintf("EmailList %q is %s, not yet processed; it can be purchased once it is Processed", list.Name, phase))
 	}
 
+	return r.patch(ctx, orig, &p)
+}
+
+// checkOptions checks the purchase's fields and match type against the
+// columns of the list's service, once the list is prepared; it returns the
+// columns (nil before).
+func (r *PurchaseReconciler) checkOptions(ctx context.Context, p *listsv1.Purchase, list *listsv1.EmailList) (columns []string, optErr, err error) {
+	if list.Status.Shards == 0 || r.Store == nil {
+		return nil, nil, nil
+	}
+	plan, err := pipeline.LoadPlan(ctx, r.Store, blobstore.ListKeys{UID: string(list.UID)})
+	if blobstore.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return plan.Columns, pipeline.CheckDelivery(plan.Columns, purchaseDelivery(p)), nil
+}
+
+func (r *PurchaseReconciler) patch(ctx context.Context, orig, p *listsv1.Purchase) (ctrl.Result, error) {
 	p.Status.ObservedGeneration = p.Generation
 	if equality.Semantic.DeepEqual(orig.Status, p.Status) {
 		return ctrl.Result{}, nil
 	}
-	if err := r.Client.Status().Patch(ctx, &p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{Requeue: true}, nil
 		}

@@ -99,23 +99,44 @@ func TestPurchaseRefusals(t *testing.T) {
 	waitPurchase(t, ns, waiting+"-buy", listsv1.PurchasePurchased, "is purchased")
 }
 
-// TestPurchaseFields: a purchase with fields delivers only those service
-// columns (the input's columns always).
+// TestPurchaseFields: a purchase naming a field the service does not
+// deliver is refused before anything is written; a valid one is applied
+// and recorded in the list's status; another asking for the same (all of
+// this service's one column) is Purchased too. (SameDelivery's refusal of
+// a different one is tested in the api package.)
 func TestPurchaseFields(t *testing.T) {
 	ns := nsLocal
 	name := uniqueName("fields")
 	create(t, newList(ns, name).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).
 		upload(putUpload(t, []byte("a@x.com\nb@y.org\n"))).obj())
-	waitPhase(t, ns, name, listsv1.PhaseProcessed)
+	before := waitPhase(t, ns, name, listsv1.PhaseProcessed)
+	bad := newPurchase(ns, name+"-bad", name)
+	bad.Spec.Fields = []string{"shoe_size"}
+	create(t, bad)
+	waitPurchase(t, ns, name+"-bad", listsv1.PurchaseFailed, `unknown field "shoe_size"; this list's service delivers: domain`)
+	if l := getList(t, ns, name); l.Status.Phase != listsv1.PhaseProcessed || *l.Status.Result != *before.Status.Result {
+		t.Fatalf("an invalid purchase changed the list: phase %s result %+v", l.Status.Phase, l.Status.Result)
+	}
+	if err := k8s.Delete(context.Background(), bad); err != nil {
+		t.Fatal(err)
+	}
+
 	p := newPurchase(ns, name+"-buy", name)
-	p.Spec.Fields = []string{"age"} // not one of this service's columns: only input columns stay
+	p.Spec.Fields = []string{"domain"}
 	create(t, p)
 	waitPurchase(t, ns, name+"-buy", listsv1.PurchasePurchased, "is purchased")
 	l := getList(t, ns, name)
-	if got := string(readResult(t, l)); got != "email\na@x.com\nb@y.org\n" {
-		t.Errorf("delivered %q, want the input column only", got)
+	if got := string(readResult(t, l)); got != "email,domain\na@x.com,x.com\nb@y.org,y.org\n" {
+		t.Errorf("delivered %q", got)
 	}
 	if !strings.Contains(l.Status.Result.Key, "delivered-") || l.Status.Result.Rows != 2 {
 		t.Errorf("result %+v", l.Status.Result)
 	}
+	if d := l.Status.Delivery; d == nil || d.Purchase != name+"-buy" || len(d.Fields) != 1 || d.Fields[0] != "domain" {
+		t.Errorf("delivery %+v", d)
+	}
+
+	other := newPurchase(ns, name+"-again", name)
+	create(t, other)
+	waitPurchase(t, ns, name+"-again", listsv1.PurchasePurchased, "is purchased")
 }

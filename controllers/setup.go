@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,9 @@ import (
 
 // PurchaseListNameField indexes Purchases by the list they buy.
 const PurchaseListNameField = "spec.listName"
+
+// ConfigMapSourceField indexes EmailLists by the ConfigMap they read.
+const ConfigMapSourceField = "spec.source.configMapKeyRef.name"
 
 // ListIDField indexes EmailLists by their list ID.
 const ListIDField = "status.listID"
@@ -38,7 +42,31 @@ func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index lists: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ConfigMapSourceField, func(o client.Object) []string {
+		if ref := o.(*listsv1.EmailList).Spec.Source.ConfigMapKeyRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index lists by ConfigMap: %w", err)
+	}
 	return nil
+}
+
+// listsReading maps a ConfigMap to the lists that name it, so a list that
+// waited for (or failed without) its ConfigMap looks again when it appears.
+func listsReading(c client.Client) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var lists listsv1.EmailListList
+		if err := c.List(ctx, &lists, client.InNamespace(o.GetNamespace()), client.MatchingFields{ConfigMapSourceField: o.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(lists.Items))
+		for _, l := range lists.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: l.Name}})
+		}
+		return reqs
+	}
 }
 
 // SetupWithManager wires the EmailList controller: it watches the Jobs it
@@ -50,6 +78,8 @@ func (r *EmailListReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent i
 		Watches(&listsv1.Purchase{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*listsv1.Purchase).Spec.ListName}}}
 		})).
+		// Metadata only: the manager caches no ConfigMap contents.
+		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(listsReading(mgr.GetClient()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent})
 	switch e := r.Executor.(type) {
 	case *JobExecutor:

@@ -29,18 +29,22 @@ import (
 	"github.com/emaildata/emaildata/internal/jobplane"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
-// Namespaces of the two managers the suite runs: one per executor. The Job
-// manager's Jobs run in nsWorkers.
+// Namespaces of the two managers the suite runs, one per executor. Each
+// manager's own namespace is its operator (and REST API) namespace; the Job
+// manager's Jobs run in nsWorkers; the local manager also watches two tenant
+// namespaces, team-a and team-b, to which the administrator granted prefixes
+// of the store.
 const (
 	nsJob     = "job-exec"
 	nsWorkers = "job-workers"
 	nsLocal   = "local-exec"
+	nsTeamA   = "team-a"
+	nsTeamB   = "team-b"
 	nsSystem  = "emaildata-system"
 	testLimit = 64 << 10 // zip expansion limit in tests
 
@@ -49,6 +53,9 @@ const (
 	workerPrio    = "emaildata-test-workers"
 	jobTTLSeconds = 15
 )
+
+// Store prefixes the administrator granted the tenant namespaces.
+var testGrants = blobstore.Grants{nsTeamA: "imports/team-a/", nsTeamB: "imports/team-b/"}
 
 var (
 	cfg      *rest.Config
@@ -68,6 +75,8 @@ var (
 	plane *jobplane.Plane
 	// baseOptions configure the suite's managers; tests start more from it.
 	baseOptions operator.Options
+	// kubeconfig is an admin kubeconfig, for tests that run kubectl.
+	kubeconfig string
 )
 
 // TestMain starts a real kube-apiserver and etcd (envtest), the real
@@ -121,6 +130,11 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = plane.Stop() }()
+	if kubeconfig, err = writeKubeconfig(env); err != nil {
+		fmt.Fprintln(os.Stderr, "kubeconfig:", err)
+		return 1
+	}
+	defer os.Remove(kubeconfig)
 
 	k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()})
 	if err != nil {
@@ -153,8 +167,9 @@ func runSuite(m *testing.M) int {
 
 	registry = catalog.Registry(nil)
 	// A stand-in for the report-capable services, so the two-step flow is
-	// exercised before the data store exists.
-	registry.Register("email_intelligence", listservicetest.DomainService{})
+	// exercised before the data store exists (rows @hold.test block until
+	// their shard is stopped).
+	registry.Register("email_intelligence", heldService{})
 
 	baseOptions = operator.Options{
 		Namespace: nsSystem,
@@ -178,7 +193,11 @@ func runSuite(m *testing.M) int {
 	}
 	localOpts := baseOptions
 	localOpts.Executor = operator.ExecutorLocal
-	localOpts.WatchNamespaces = []string{nsLocal}
+	localOpts.WatchNamespaces = []string{nsLocal, nsTeamA, nsTeamB}
+	localOpts.Namespace = nsLocal
+	localOpts.StoreGrants = testGrants
+	// The tests' S3 server listens on loopback.
+	localOpts.SourceAllowCIDRs = "127.0.0.0/8"
 
 	for _, o := range []operator.Options{jobOptions(nsJob, nsWorkers), localOpts} {
 		mgr, err := operator.New(ctx, cfg, o)
@@ -206,6 +225,7 @@ func jobOptions(ns, workers string) operator.Options {
 	o := baseOptions
 	o.Executor = operator.ExecutorJob
 	o.WatchNamespaces = []string{ns}
+	o.Namespace = ns // its operator namespace: Datasets and API lists live there
 	// The worker processes cannot open the bolt file this process holds.
 	o.PeopleURL = jobPeopleURL
 	o.Job = controllers.JobConfig{
@@ -225,7 +245,7 @@ func jobOptions(ns, workers string) operator.Options {
 // createFixtures makes the namespaces, and what worker pods need in the
 // workers' namespace: the service account and the priority class.
 func createFixtures(ctx context.Context) error {
-	for _, ns := range []string{nsJob, nsWorkers, nsLocal, nsSystem} {
+	for _, ns := range []string{nsJob, nsWorkers, nsLocal, nsTeamA, nsTeamB, nsSystem} {
 		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
@@ -271,6 +291,25 @@ func postgresPeople(ctx context.Context) (func(), error) {
 		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 		_ = conn.Close(context.Background())
 	}, nil
+}
+
+// writeKubeconfig writes an admin kubeconfig for kubectl to a temp file.
+func writeKubeconfig(env *envtest.Environment) (string, error) {
+	admin, err := env.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp("", "emaildata-kubeconfig-")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = f.Write(kc)
+	return f.Name(), err
 }
 
 func zapLevel() zapcore.Level {

@@ -18,8 +18,9 @@ type DatasetSpec struct {
 
 	// ContinueOnError skips malformed rows, counting them in status.failed,
 	// instead of stopping the load at the first one.
+	// A pointer, so an explicit false survives every round trip.
 	// +optional
-	ContinueOnError bool `json:"continueOnError,omitempty"`
+	ContinueOnError *bool `json:"continueOnError,omitempty"`
 
 	// MaxErrors bounds the malformed rows skipped with continueOnError; one
 	// more fails the load. The importer's default (100) applies when
@@ -29,6 +30,9 @@ type DatasetSpec struct {
 	// +optional
 	MaxErrors int32 `json:"maxErrors,omitempty"`
 }
+
+// ContinuesOnError reports whether malformed rows are skipped.
+func (s *DatasetSpec) ContinuesOnError() bool { return s.ContinueOnError != nil && *s.ContinueOnError }
 
 // DatasetSource names exactly one place the people file comes from.
 // +kubebuilder:validation:XValidation:rule="(has(self.configMapKeyRef) ? 1 : 0) + (has(self.blobURL) ? 1 : 0) == 1",message="exactly one of configMapKeyRef or blobURL must be set"
@@ -101,10 +105,12 @@ type DatasetStatus struct {
 
 // Dataset loads a people file into the reference people store that
 // email_intelligence and email_append read. Loading upserts by email, so
-// loading the same file again is harmless.
+// loading the same file again is harmless. The people store is shared by
+// every namespace, so Datasets are honoured only in the operator's
+// namespace, where only administrators can create them.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=ds,categories=emaildata
+// +kubebuilder:resource:shortName=pds,categories=emaildata
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Imported",type=integer,JSONPath=`.status.imported`
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`

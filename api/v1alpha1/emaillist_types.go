@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -91,8 +93,11 @@ func (s *EmailListSpec) EffectiveAction() Action {
 
 // ListSource names exactly one place the list file comes from.
 // +kubebuilder:validation:XValidation:rule="(has(self.uploadKey) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) + (has(self.blobURL) ? 1 : 0) == 1",message="exactly one of uploadKey, configMapKeyRef or blobURL must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || has(self.blobURL)",message="credentialsSecretRef goes with blobURL"
 type ListSource struct {
-	// UploadKey is a key in the operator's blob store, written by the REST API.
+	// UploadKey is a key in the operator's blob store, written by the REST
+	// API. It is honoured only for lists the API created, in the API's
+	// namespace, under the list's tenant's upload prefix.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
@@ -103,12 +108,31 @@ type ListSource struct {
 	// +optional
 	ConfigMapKeyRef *ConfigMapKeySelector `json:"configMapKeyRef,omitempty"`
 
-	// BlobURL is the URL of an object inside the operator's configured blob
-	// store, for example s3://bucket/incoming/list.csv.
+	// BlobURL is the URL of the list file. With credentialsSecretRef it is
+	// an object in the namespace's own bucket (s3://bucket/key, optionally
+	// ?region=...&endpoint=...), read with the Secret's credentials.
+	// Without it, it must lie under the prefix of the operator's store that
+	// an administrator granted to the list's namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	BlobURL string `json:"blobURL,omitempty"`
+
+	// CredentialsSecretRef names a Secret in the list's namespace holding
+	// the credentials blobURL is read with: AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and optionally AWS_SESSION_TOKEN and
+	// AWS_REGION. The operator never lends its own store access.
+	// +optional
+	CredentialsSecretRef *LocalSecretReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// LocalSecretReference names a Secret in the same namespace.
+type LocalSecretReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
 }
 
 // ConfigMapKeySelector selects a key of a ConfigMap in the same namespace.
@@ -141,14 +165,18 @@ type ListFormat struct {
 	// +optional
 	EmailColumn int32 `json:"emailColumn,omitempty"`
 
-	// Header says whether the first row is a header.
+	// Header says whether the first row is a header (false when omitted).
+	// A pointer, so an explicit false survives every round trip.
 	// +optional
-	Header bool `json:"header,omitempty"`
+	Header *bool `json:"header,omitempty"`
 
 	// Delimiter is comma, pipe or tab (tab when omitted).
 	// +optional
 	Delimiter Delimiter `json:"delimiter,omitempty"`
 }
+
+// HasHeader reports whether the first row is a header.
+func (f *ListFormat) HasHeader() bool { return f.Header != nil && *f.Header }
 
 // EffectiveEmailColumn returns the email column, defaulting to 1.
 func (f *ListFormat) EffectiveEmailColumn() int {
@@ -202,6 +230,43 @@ type ResultFile struct {
 	SHA256 string `json:"sha256"`
 	// FileName is the download name: <name>-<listID>-<suffix>.<ext>.
 	FileName string `json:"fileName"`
+}
+
+// DeliveryStatus says which Purchase was applied and what it delivered.
+type DeliveryStatus struct {
+	// Purchase is the name of the applied Purchase.
+	Purchase string `json:"purchase"`
+	// Fields are the service columns delivered; empty means all.
+	// +optional
+	Fields []string `json:"fields,omitempty"`
+	// MatchType delivered for email_append (I or H); empty means H.
+	// +optional
+	MatchType string `json:"matchType,omitempty"`
+}
+
+// SameDelivery reports whether a purchase of fields and matchType asks for
+// what d delivered. No fields means all of the service's columns (all, when
+// known); a list purchased on completion (no Delivery) delivered every
+// field with Individual and Household matches.
+func SameDelivery(d *DeliveryStatus, fields []string, matchType string, all []string) bool {
+	mt := func(s string) string {
+		if s == "" {
+			return "H"
+		}
+		return s
+	}
+	norm := func(f []string) []string {
+		if len(f) == 0 {
+			f = all
+		}
+		f = slices.Clone(f)
+		slices.Sort(f)
+		return f
+	}
+	if d == nil {
+		d = &DeliveryStatus{}
+	}
+	return slices.Equal(norm(d.Fields), norm(fields)) && mt(d.MatchType) == mt(matchType)
 }
 
 // CallbackStatus records delivery of the completion callback.
@@ -262,6 +327,9 @@ type EmailListStatus struct {
 	// Purchased is true once results may be downloaded.
 	// +optional
 	Purchased bool `json:"purchased,omitempty"`
+	// Delivery records what a Purchase chose to deliver (action=report).
+	// +optional
+	Delivery *DeliveryStatus `json:"delivery,omitempty"`
 	// StartedAt is when processing started.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`

@@ -7,9 +7,11 @@ import (
 // PurchaseSpec names the list whose results are bought.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
 type PurchaseSpec struct {
-	// ListName is the EmailList, in the Purchase's namespace.
+	// ListName is the EmailList, in the Purchase's namespace (a name, never
+	// namespace/name: a Purchase cannot reach another namespace's list).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	ListName string `json:"listName"`
 

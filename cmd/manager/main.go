@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
@@ -21,7 +22,7 @@ func main() {
 	o.Verify = catalog.DefaultVerifyConfig()
 	o.Verify.BindFlags(flag.CommandLine)
 	flag.StringVar(&o.PeopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store for email_intelligence and email_append (bolt:///path.db or postgres://...)")
-	var workerCPU, workerMemory, workerCPULimit, nodeSelector, tolerations, extraArgs string
+	var workerCPU, workerMemory, workerCPULimit, nodeSelector, tolerations, extraArgs, grants string
 	flag.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
 	flag.StringVar(&o.Job.Namespace, "worker-namespace", "", "namespace the list Jobs run in, whatever the list's namespace (default: the operator's); the worker service account, --worker-env-secret and --store-pvc live there")
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
@@ -46,6 +47,10 @@ func main() {
 	flag.IntVar(&o.Pipeline.MaxShards, "max-shards", o.Pipeline.MaxShards, "most shards per list")
 	flag.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
 	flag.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
+	flag.StringVar(&o.APINamespace, "api-namespace", "", "namespace where the REST API creates lists, the only one where source.uploadKey is honoured (default: --namespace)")
+	flag.StringVar(&grants, "namespace-store-prefixes", "", "prefixes of the store namespaces may read through source.blobURL, e.g. team-a=imports/team-a/,team-b=imports/team-b/")
+	flag.StringVar(&o.SourceAllowCIDRs, "source-allow-cidrs", "", "private ranges the S3 endpoints of credentialsSecretRef sources may resolve to, comma separated")
+	flag.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
 	flag.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
 	flag.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
 	flag.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
@@ -61,6 +66,10 @@ func main() {
 	o.Job.Parallelism, o.Job.BackoffLimitPerIndex, o.Job.TTLSecondsAfterFinished = int32(parallelism), int32(backoff), int32(ttl)
 	o.Job.ExtraArgs = strings.Fields(extraArgs)
 	var err error
+	if o.StoreGrants, err = blobstore.ParseGrants(grants); err != nil {
+		log.Error(err, "bad --namespace-store-prefixes")
+		os.Exit(2)
+	}
 	if o.Job.Resources, err = operator.WorkerResources(workerCPU, workerMemory, workerCPULimit); err != nil {
 		log.Error(err, "bad worker resources")
 		os.Exit(2)

@@ -52,6 +52,10 @@ func main() {
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
+		if ctx.Err() != nil { // Ctrl-C while starting: what started is stopped
+			fmt.Println("stopped.")
+			return
+		}
 		fmt.Fprintln(os.Stderr, "local stack:", err)
 		os.Exit(1)
 	}
@@ -94,7 +98,8 @@ With the REST API:
 	case err := <-s.Done():
 		fmt.Fprintln(os.Stderr, "manager stopped:", err)
 	}
-	fmt.Println("stopping...")
+	stop() // a second Ctrl-C quits at once; the next run stops the leftovers
+	fmt.Println("stopping... (Ctrl-C again quits at once; the next make run cleans up)")
 	if err := s.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop:", err)
 		os.Exit(1)

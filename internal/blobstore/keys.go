@@ -13,7 +13,7 @@ type ListKeys struct {
 }
 
 // Prefix is the common prefix of the list's objects.
-func (k ListKeys) Prefix() string { return "lists/" + k.UID + "/" }
+func (k ListKeys) Prefix() string { return ListsFolder + k.UID + "/" }
 
 // Input is the prepared plain-text input (extracted from a zip when needed).
 func (k ListKeys) Input() string { return k.Prefix() + "input" }
@@ -23,6 +23,10 @@ func (k ListKeys) Source() string { return k.Prefix() + "source" }
 
 // Plan is the shard plan written at preparation.
 func (k ListKeys) Plan() string { return k.Prefix() + "plan.json" }
+
+// Parts is the folder of the shards' intermediate objects (parts,
+// summaries, progress), deleted once the result is merged and saved.
+func (k ListKeys) Parts() string { return k.Prefix() + "parts/" }
 
 // Part is shard i's slice of the result rows.
 func (k ListKeys) Part(i int) string { return fmt.Sprintf("%sparts/%05d.part", k.Prefix(), i) }
@@ -44,7 +48,7 @@ func (k ListKeys) Result(fileName string) string { return k.Prefix() + "result/"
 type DatasetKeys struct{ UID string }
 
 // Prefix is the folder of all the Dataset's objects.
-func (k DatasetKeys) Prefix() string { return "datasets/" + k.UID + "/" }
+func (k DatasetKeys) Prefix() string { return DatasetsFolder + k.UID + "/" }
 
 // Source is where a ConfigMap source is copied to.
 func (k DatasetKeys) Source() string { return k.Prefix() + "source.csv" }

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -219,7 +220,7 @@ func TestLoadThousandLists(t *testing.T) {
 			l := &listsv1.EmailList{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: listsv1.EmailListSpec{
 				Service: listsv1.ServiceEmailValidation,
 				Source:  listsv1.ListSource{ConfigMapKeyRef: &listsv1.ConfigMapKeySelector{Name: name, Key: "list.csv"}},
-				Format:  listsv1.ListFormat{Name: "list.csv", Delimiter: listsv1.DelimiterComma, Header: true, EmailColumn: 3},
+				Format:  listsv1.ListFormat{Name: "list.csv", Delimiter: listsv1.DelimiterComma, Header: ptr.To(true), EmailColumn: 3},
 			}}
 			for _, o := range []client.Object{cm, l} {
 				if err := c.Create(ctx, o); err != nil {

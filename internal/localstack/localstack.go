@@ -21,11 +21,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/jobplane"
@@ -78,6 +80,7 @@ type Stack struct {
 	Jobs *jobplane.Plane
 
 	env     *envtest.Environment
+	dir     string
 	cancel  context.CancelFunc
 	mgrDone chan error
 	apiDone chan error
@@ -101,6 +104,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			return nil, err
 		}
 	}
+	if err := stopLeftovers(dir, o.logf); err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{o.CRDDir},
 		ErrorIfCRDPathMissing: true,
@@ -108,15 +114,22 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	// Keep etcd's data between runs, so lists and IDs survive a restart.
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
-	cfg, err := env.Start()
+	cfg, err := startControlPlane(ctx, env)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	s := &Stack{env: env, StoreDir: storeDir, BlobURL: "file://" + storeDir}
+	if err := recordControlPlane(dir); err != nil {
+		o.logf("could not record the control plane's processes in %s: %v", dir, err)
+	}
+	s := &Stack{env: env, dir: dir, StoreDir: storeDir, BlobURL: "file://" + storeDir}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = env.Stop()
+			forgetControlPlane(dir)
 		}
 	}()
 
@@ -158,9 +171,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		Namespace:    Namespace,
 		BlobURL:      s.BlobURL,
 		Executor:     operator.ExecutorLocal,
-		Verify:       o.Verify,
-		MetricsAddr:  o.MetricsAddr,
-		ProbeAddr:    o.ProbeAddr,
+		// What an administrator might grant: lists in default may read
+		// imports/default/ of the store through source.blobURL.
+		StoreGrants: blobstore.Grants{"default": "imports/default/"},
+		Verify:      o.Verify,
+		MetricsAddr: o.MetricsAddr,
+		ProbeAddr:   o.ProbeAddr,
 		// Locally, a list waits a little for a ConfigMap applied after it.
 		SourceGrace:  30 * time.Second,
 		PollInterval: time.Second,
@@ -237,6 +253,43 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	return s, nil
 }
 
+// startControlPlane starts etcd and kube-apiserver. Interrupted (ctx),
+// it stops what it is starting and returns as soon as envtest gives up,
+// rather than when the control plane is up.
+func startControlPlane(ctx context.Context, env *envtest.Environment) (*rest.Config, error) {
+	type result struct {
+		cfg *rest.Config
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		cfg, err := env.Start()
+		done <- result{cfg, err}
+	}()
+	select {
+	case r := <-done:
+		return r.cfg, r.err
+	case <-ctx.Done():
+	}
+	for {
+		killControlPlaneChildren()
+		select {
+		case <-done:
+			_ = env.Stop()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log.Info(fmt.Sprintf(format, args...))
+		return
+	}
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+}
+
 // ensureLocalKey creates (once) an API key enabled for every service, and
 // keeps it in keyFile so it stays the same between runs.
 func ensureLocalKey(ctx context.Context, c client.Client, keyFile string) (string, error) {
@@ -299,6 +352,7 @@ func (s *Stack) Stop() error {
 	if err := s.env.Stop(); err != nil {
 		errs = append(errs, err)
 	}
+	forgetControlPlane(s.dir)
 	return errors.Join(errs...)
 }
 

@@ -46,8 +46,20 @@ const (
 
 // Options configure the manager.
 type Options struct {
-	// Namespace the operator runs in; it holds the list ID counter.
+	// Namespace the operator runs in; it holds the list ID counter, and is
+	// the only namespace whose Datasets are honoured.
 	Namespace string
+	// APINamespace is where the REST API creates lists, the only namespace
+	// where source.uploadKey is honoured (Namespace when empty).
+	APINamespace string
+	// StoreGrants lets namespaces read a prefix of the store through
+	// source.blobURL, as an administrator declared (--namespace-store-prefixes).
+	StoreGrants blobstore.Grants
+	// SourceAllowCIDRs opens private ranges to the S3 endpoints that lists
+	// read with their own credentials (SSRF guard), comma separated.
+	SourceAllowCIDRs string
+	// KeepParts keeps the shards' intermediate objects after the merge.
+	KeepParts bool
 	// ListIDConfigMap is the counter's name.
 	ListIDConfigMap string
 	// BlobURL names the store; Store, when set, is used instead.
@@ -92,6 +104,9 @@ type Options struct {
 func (o *Options) Defaults() {
 	if o.Namespace == "" {
 		o.Namespace = "emaildata-system"
+	}
+	if o.APINamespace == "" {
+		o.APINamespace = o.Namespace
 	}
 	if o.ListIDConfigMap == "" {
 		o.ListIDConfigMap = "emaildata-list-ids"
@@ -221,6 +236,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, fmt.Errorf("callback allow list: %w", err)
 	}
+	sourcePolicy, err := callback.ParsePolicy(o.SourceAllowCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("source allow list: %w", err)
+	}
+	// Reading a user's bucket can take long: only connecting and the
+	// response headers are timed; the copy is bounded by size and context.
+	sourceClient := *sourcePolicy.Client(30 * time.Second)
+	sourceClient.Timeout = 0
 
 	var (
 		exec   controllers.Executor
@@ -257,6 +280,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		SourceGrace:  o.SourceGrace,
 		PollInterval: o.PollInterval,
 		Callbacks:    controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
+		Access: controllers.SourceAccess{
+			APINamespace: o.APINamespace, Grants: o.StoreGrants,
+			HTTPClient: &sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
+		},
+		KeepParts: o.KeepParts,
 	}
 	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
 		return nil, fmt.Errorf("set up emaillist controller: %w", err)
@@ -268,13 +296,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Recorder:     mgr.GetEventRecorder("emaildata-manager"),
 		Store:        store,
 		Loader:       loader,
+		Namespace:    o.Namespace,
 		SourceGrace:  o.SourceGrace,
 		PollInterval: o.PollInterval,
 	}
 	if err := datasets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up dataset controller: %w", err)
 	}
-	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("emaildata-manager")}
+	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("emaildata-manager")}
 	if err := purchases.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up purchase controller: %w", err)
 	}
@@ -284,7 +313,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace)
+	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace,
+		"apiNamespace", o.APINamespace, "storeGrants", o.StoreGrants.String())
 	return mgr, nil
 }
 

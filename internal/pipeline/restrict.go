@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"gocloud.dev/blob"
 
@@ -18,10 +19,36 @@ import (
 // Delivery narrows a result file at purchase time.
 type Delivery struct {
 	// Fields keeps only these service columns (all when empty); the
-	// input's own columns are always kept. Unknown names are ignored.
+	// input's own columns are always kept. CheckDelivery refuses unknown
+	// names before anything is written.
 	Fields []string
 	// IndividualOnly blanks email_append matches that are not Individual.
 	IndividualOnly bool
+}
+
+// MatchTypeColumn is the email_append column IndividualOnly acts on.
+const MatchTypeColumn = "email_match_type"
+
+// CheckDelivery refuses a delivery that names columns the list's service
+// does not append, or asks for Individual matches of a service without
+// match types; the message names what is valid.
+func CheckDelivery(columns []string, d Delivery) error {
+	for _, f := range d.Fields {
+		if !slices.Contains(columns, f) {
+			return fmt.Errorf("unknown field %q; this list's service delivers: %s", truncField(f), strings.Join(columns, ", "))
+		}
+	}
+	if d.IndividualOnly && !slices.Contains(columns, MatchTypeColumn) {
+		return fmt.Errorf("match type I applies to email_append lists only; this list's service delivers: %s", strings.Join(columns, ", "))
+	}
+	return nil
+}
+
+func truncField(s string) string {
+	if len(s) > 60 {
+		s = s[:60] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
 }
 
 // Empty reports whether d changes nothing.
@@ -45,7 +72,7 @@ func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if d.IndividualOnly {
 		for j, c := range plan.Columns {
 			switch c {
-			case "email_match_type":
+			case MatchTypeColumn:
 				matchCol = inputCols + j
 			case "email":
 				emailCol = inputCols + j

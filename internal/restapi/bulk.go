@@ -58,7 +58,7 @@ func (s *Server) bulkAppend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("fields: %q is not a demographic field (%s)", truncate(bad, 40), strings.Join(demographicFields, ", ")))
 		return
 	}
-	items, status, msg := decodeBulk(http.MaxBytesReader(w, r.Body, bulkMaxBytes))
+	items, itemErrs, status, msg := decodeBulk(http.MaxBytesReader(w, r.Body, bulkMaxBytes))
 	if status != 0 {
 		code := "BadRequest"
 		if status == http.StatusRequestEntityTooLarge {
@@ -81,6 +81,10 @@ func (s *Server) bulkAppend(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		if itemErrs[i] != "" {
+			b = appendItemError(b, itemErrs[i])
+			continue
+		}
 		if items[i].Check() != nil {
 			b = append(b, invalidIdentifier...)
 			continue
@@ -91,36 +95,91 @@ func (s *Server) bulkAppend(w http.ResponseWriter, r *http.Request) {
 	writeJSONBytes(w, http.StatusOK, b)
 }
 
-// decodeBulk streams the array. Items that are not objects of strings
-// become empty inputs, which match nothing.
-func decodeBulk(body io.Reader) ([]people.Input, int, string) {
+// decodeBulk streams the array. An item that is not an object, or whose
+// known fields are not strings (or null), is rejected on its own: itemErrs
+// says why, in its place, and its input matches nothing. Malformed JSON and
+// anything after the array reject the request.
+func decodeBulk(body io.Reader) (items []people.Input, itemErrs []string, status int, msg string) {
 	dec := json.NewDecoder(body)
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, bodyStatus(err), "the body must be a JSON array of people: " + cleanJSONErr(err)
+		return nil, nil, bodyStatus(err), "the body must be a JSON array of people: " + cleanJSONErr(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, http.StatusBadRequest, "the body must be a JSON array of people"
+		return nil, nil, http.StatusBadRequest, "the body must be a JSON array of people"
 	}
-	items := make([]people.Input, 0, 256)
+	items = make([]people.Input, 0, 256)
+	itemErrs = make([]string, 0, 256)
 	for dec.More() {
 		if len(items) == bulkMaxItems {
-			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("at most %d people per request; split the array", bulkMaxItems)
+			return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("at most %d people per request; split the array", bulkMaxItems)
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, bodyStatus(err), fmt.Sprintf("item %d: %s", len(items)+1, cleanJSONErr(err))
+			return nil, nil, bodyStatus(err), fmt.Sprintf("item %d: %s", len(items)+1, cleanJSONErr(err))
 		}
-		var in people.Input
-		if json.Unmarshal(raw, &in) != nil {
-			in = people.Input{} // a bad item yields {}
-		}
-		items = append(items, in)
+		in, bad := bulkItem(raw)
+		items, itemErrs = append(items, in), append(itemErrs, bad)
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, bodyStatus(err), "the JSON array is not closed: " + cleanJSONErr(err)
+		return nil, nil, bodyStatus(err), "the JSON array is not closed: " + cleanJSONErr(err)
 	}
-	return items, 0, ""
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil && bodyStatus(err) == http.StatusRequestEntityTooLarge {
+			return nil, nil, http.StatusRequestEntityTooLarge, cleanJSONErr(err)
+		}
+		return nil, nil, http.StatusBadRequest, "the body has data after the closing ] of the array"
+	}
+	return items, itemErrs, 0, ""
+}
+
+// bulkFields are the item fields the matcher reads.
+var bulkFields = []string{"email", "md5_email", "sha1_email", "first", "middle", "last", "street", "city", "state", "zip", "zip4"}
+
+// appendItemError renders a rejected item in its place, in the published
+// per-item error shape.
+func appendItemError(b []byte, msg string) []byte {
+	e, _ := json.Marshal(struct {
+		Code int    `json:"error_code"`
+		Msg  string `json:"error_msg"`
+	}{http.StatusBadRequest, msg})
+	return append(b, e...)
+}
+
+// bulkItem decodes one item; msg says what is wrong with it.
+func bulkItem(raw json.RawMessage) (people.Input, string) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return people.Input{}, "the item must be a JSON object"
+	}
+	for _, f := range bulkFields {
+		v, ok := m[f]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return people.Input{}, fmt.Sprintf("%s must be a string, not %s", f, jsonKind(v))
+		}
+	}
+	var in people.Input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return people.Input{}, "the item must be a JSON object of strings"
+	}
+	return in, ""
+}
+
+func jsonKind(v json.RawMessage) string {
+	switch t := strings.TrimSpace(string(v)); {
+	case strings.HasPrefix(t, "{"):
+		return "an object"
+	case strings.HasPrefix(t, "["):
+		return "an array"
+	case t == "true" || t == "false":
+		return "a boolean"
+	default:
+		return "a number"
+	}
 }
 
 func bodyStatus(err error) int {

@@ -66,8 +66,8 @@ func TestBulkDemographics(t *testing.T) {
 			t.Errorf("item %d: %v, want the Invalid identifier object", i, out[i])
 		}
 	}
-	if out[6]["match_level"] != nil {
-		t.Errorf("item 6 (not an object of strings): %v", out[6])
+	if out[6]["error_code"] != float64(400) || out[6]["error_msg"] != "email must be a string, not a number" || len(out[6]) != 2 {
+		t.Errorf("item 6 (a number for the email): %v, want an error object naming the field", out[6])
 	}
 	// Name and postal address without a usable email: the email append rules.
 	if out[7]["match_level"] != "Individual" || out[7]["zip"] != other.Zip {
@@ -124,6 +124,12 @@ func TestBulkDemographics(t *testing.T) {
 		{"malformed JSON", keyDemo, "", []byte(`[{"email": "a@b.test"`), 400, "unexpected end"},
 		{"not an array", keyDemo, "", []byte(`{"email":"a@b.test"}`), 400, "JSON array"},
 		{"unknown field", keyDemo, "&fields=shoe_size", []byte(`[]`), 400, "shoe_size"},
+		{"number for a string", keyDemo, "", []byte(`[{"email":"a@b.test"},{"email":42}]`), 200, `{},{"error_code":400,"error_msg":"email must be a string, not a number"}]`},
+		{"object for a string", keyDemo, "", []byte(`[{"first":{"x":1}}]`), 200, `[{"error_code":400,"error_msg":"first must be a string, not an object"}]`},
+		{"boolean for a string", keyDemo, "", []byte(`[{"zip":true},{"zip4":5}]`), 200, `[{"error_code":400,"error_msg":"zip must be a string, not a boolean"},{"error_code":400,"error_msg":"zip4 must be a string, not a number"}]`},
+		{"item not an object", keyDemo, "", []byte(`[{"email":"a@b.test"},"a@b.test",null]`), 200, `{},{"error_code":400,"error_msg":"the item must be a JSON object"},{"error_code":400,"error_msg":"the item must be a JSON object"}]`},
+		{"trailing garbage", keyDemo, "", []byte(`[{"email":"a@b.test"}] trailing`), 400, "data after the closing ]"},
+		{"two arrays", keyDemo, "", []byte(`[][]`), 400, "data after the closing ]"},
 		{"missing key", "", "", []byte(`[]`), 401, "missing API key"},
 		{"key not enabled", keyAcme, "", []byte(`[]`), 403, "not enabled for demographics"},
 	}

@@ -52,7 +52,7 @@ func TestErrors(t *testing.T) {
 			b, c := multipartFieldOnly(t)
 			return newRequest(t, "POST", "/v5/list", keyAcme, b, c)
 		}, 400, "BadRequest", `no part named "file"`},
-		{"unsupported content type", func() *http.Request { return newRequest(t, "POST", "/v5/list", keyAcme, csv, "application/json") }, 415, "BadRequest", "not supported"},
+		{"unsupported content type", func() *http.Request { return newRequest(t, "POST", "/v5/list", keyAcme, csv, "application/json") }, 415, "UnsupportedMediaType", "not supported"},
 		{"empty file", func() *http.Request {
 			b, c := multipartFile(t, "l.csv", nil)
 			return newRequest(t, "POST", "/v5/list", keyAcme, b, c)

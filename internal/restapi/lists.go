@@ -18,7 +18,7 @@ import (
 )
 
 // TenantLabel marks a list with an opaque digest of the tenant that submitted it.
-const TenantLabel = "emaildata.io/tenant"
+const TenantLabel = listsv1.LabelTenant
 
 // ListIDIndex indexes EmailLists by their list-id label in the API's cache.
 const ListIDIndex = "metadata.labels.list-id"
@@ -137,7 +137,7 @@ func statusBody(l *listsv1.EmailList) listStatusBody {
 	status := "Pending"
 	switch st.Phase {
 	case listsv1.PhaseProcessing:
-		svc.Status = "Processing"
+		status, svc.Status = "Processing", "Processing"
 	case listsv1.PhaseProcessed:
 		status, svc.Status, svc.Reporting = "Processed", "Completed", st.Reporting
 	case listsv1.PhaseResults:

@@ -2,7 +2,6 @@ package restapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
 // purchaseRequest is the optional purchase body.
@@ -29,49 +29,55 @@ type purchaseRequest struct {
 // purchaseResponse is the JSON purchase answer; text/plain callers get the
 // status word alone.
 type purchaseResponse struct {
-	ListID int64  `json:"list_id"`
-	Status string `json:"status"`
+	ListID    int64          `json:"list_id"`
+	Status    string         `json:"status"`
+	Delivered *deliveredBody `json:"delivered,omitempty"`
 }
 
 // purchase creates the list's Purchase (named after the list, so repeating
-// the call is idempotent) and answers once the list is Results.
+// the call is idempotent) and answers once the list is Results. The body
+// is checked whole, against the columns the list's service delivers,
+// before anything is written.
 func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.findList(w, r)
 	if !ok {
 		return
 	}
-	var req purchaseRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	if err != nil {
 		writeError(w, r, http.StatusBadRequest, "BadRequest", "could not read the request body")
 		return
 	}
-	if len(strings.TrimSpace(string(body))) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(w, r, http.StatusBadRequest, "BadRequest", "the purchase body must be JSON like {\"fields\": [...]}: "+err.Error())
+	req, msg := decodePurchase(body)
+	if msg == "" {
+		msg = checkPurchaseShape(req)
+	}
+	if msg != "" {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", msg)
+		return
+	}
+	if l.Spec.Service == listsv1.ServiceEmailValidation {
+		writeError(w, r, http.StatusBadRequest, "NotPurchasable", "email_validation lists always run with action=process and are purchased when processed; there is nothing to purchase")
+		return
+	}
+	columns, err := s.listColumns(r.Context(), l)
+	if err != nil {
+		s.internalError(w, r, "read list plan", err)
+		return
+	}
+	if columns != nil {
+		if err := pipeline.CheckDelivery(columns, req.delivery()); err != nil {
+			writeError(w, r, http.StatusBadRequest, "BadRequest", err.Error())
 			return
 		}
 	}
-	if len(req.Fields) > 100 {
-		writeError(w, r, http.StatusBadRequest, "BadRequest", "at most 100 fields may be selected")
-		return
-	}
-	switch mt := req.Options.EmailAppend.MatchType; mt {
-	case "", "I", "H":
-	default:
-		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("options.email_append.match_type %q must be I or H", truncate(mt, 10)))
-		return
-	}
 
 	switch {
-	case l.Spec.Service == listsv1.ServiceEmailValidation:
-		writeError(w, r, http.StatusBadRequest, "NotPurchasable", "email_validation lists always run with action=process and are purchased when processed; there is nothing to purchase")
-		return
 	case l.Status.Phase == listsv1.PhaseFailed:
 		writeError(w, r, http.StatusConflict, "ListFailed", "the list failed and has no results to purchase")
 		return
 	case l.Status.Phase == listsv1.PhaseResults:
-		s.writePurchased(w, r, l)
+		s.answerPurchased(w, r, l, req, columns)
 		return
 	case l.Status.Phase != listsv1.PhaseProcessed:
 		writeError(w, r, http.StatusConflict, "NotProcessed", "the list is not processed yet; purchase it once its status is Processed")
@@ -82,7 +88,15 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name + "-purchase", Labels: map[string]string{TenantLabel: l.Labels[TenantLabel]}},
 		Spec:       listsv1.PurchaseSpec{ListName: l.Name, Fields: req.Fields, MatchType: req.Options.EmailAppend.MatchType},
 	}
-	if err := s.client.Create(r.Context(), p); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := s.client.Create(r.Context(), p); apierrors.IsAlreadyExists(err) {
+		var cur listsv1.Purchase
+		if err := s.client.Get(r.Context(), client.ObjectKeyFromObject(p), &cur); err == nil &&
+			!listsv1.SameDelivery(&listsv1.DeliveryStatus{Fields: cur.Spec.Fields, MatchType: cur.Spec.MatchType}, req.Fields, req.Options.EmailAppend.MatchType, columns) {
+			writeError(w, r, http.StatusConflict, "PurchaseDiffers", fmt.Sprintf("a purchase of this list with fields [%s] and match type %q is already being applied",
+				strings.Join(cur.Spec.Fields, ", "), cur.Spec.MatchType))
+			return
+		}
+	} else if err != nil {
 		s.internalError(w, r, "create purchase", err)
 		return
 	}
@@ -99,7 +113,45 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusAccepted, "PurchasePending", "the purchase is recorded and still being applied; check the list status")
 		return
 	}
-	s.writePurchased(w, r, settled)
+	s.answerPurchased(w, r, settled, req, columns)
+}
+
+// checkPurchaseShape checks what needs no list: the count of fields and the
+// match type.
+func checkPurchaseShape(req purchaseRequest) string {
+	if len(req.Fields) > 100 {
+		return "at most 100 fields may be selected"
+	}
+	switch mt := req.Options.EmailAppend.MatchType; mt {
+	case "", "I", "H":
+		return ""
+	default:
+		return fmt.Sprintf("options.email_append.match_type %q must be I or H", truncate(mt, 10))
+	}
+}
+
+// answerPurchased answers for a list in Results: 200 with what was
+// delivered when req asks for that (repeating a purchase is idempotent),
+// else 409 saying what the list delivered.
+func (s *Server) answerPurchased(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList, req purchaseRequest, columns []string) {
+	d := delivered(l, columns)
+	if !sameAsDelivered(l, req, columns) {
+		writeError(w, r, http.StatusConflict, "AlreadyPurchased", fmt.Sprintf("the list was already purchased and delivered fields [%s]%s; a list is delivered once",
+			strings.Join(d.Fields, ", "), matchTypeNote(d)))
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, purchaseResponse{ListID: l.Status.ListID, Status: string(listsv1.PhaseResults), Delivered: d})
+		return
+	}
+	writeText(w, http.StatusOK, string(listsv1.PhaseResults))
+}
+
+func matchTypeNote(d *deliveredBody) string {
+	if d.MatchType == "" {
+		return ""
+	}
+	return " with match type " + d.MatchType
 }
 
 // waitResults polls the cache until the list is Results, up to PurchaseWait.
@@ -128,14 +180,6 @@ func (s *Server) waitResults(ctx context.Context, l *listsv1.EmailList) (*listsv
 		case <-tick.C:
 		}
 	}
-}
-
-func (s *Server) writePurchased(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList) {
-	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, purchaseResponse{ListID: l.Status.ListID, Status: string(listsv1.PhaseResults)})
-		return
-	}
-	writeText(w, http.StatusOK, string(listsv1.PhaseResults))
 }
 
 // wantsJSON: the spec's purchase call sends accept: text/plain; JSON only

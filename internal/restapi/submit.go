@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
 )
 
@@ -49,7 +49,11 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	}
 	body, partName, status, msg := uploadBody(r)
 	if status != 0 {
-		writeError(w, r, status, "BadRequest", msg)
+		code := "BadRequest"
+		if status == http.StatusUnsupportedMediaType {
+			code = "UnsupportedMediaType"
+		}
+		writeError(w, r, status, code, msg)
 		return
 	}
 	if p.name == "" {
@@ -64,7 +68,7 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	blobKey := path.Join("uploads", tenantLabel(key.Tenant), uuid.NewString(), p.name)
+	blobKey := blobstore.UploadPrefix(tenantLabel(key.Tenant)) + uuid.NewString() + "/" + p.name
 	size, err := s.streamUpload(r.Context(), blobKey, body)
 	var tooBig *http.MaxBytesError
 	switch {
@@ -106,16 +110,16 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 			Namespace: s.cfg.Namespace,
 			Name:      fmt.Sprintf("list-%d", id),
 			Labels: map[string]string{
-				controllers.ListIDLabel:        strconv.FormatInt(id, 10),
-				TenantLabel:                    tenantLabel(key.Tenant),
-				"app.kubernetes.io/managed-by": "emaildata-api",
+				controllers.ListIDLabel: strconv.FormatInt(id, 10),
+				TenantLabel:             tenantLabel(key.Tenant),
+				listsv1.LabelManagedBy:  listsv1.ManagedByAPI,
 			},
 		},
 		Spec: listsv1.EmailListSpec{
 			Service:     listsv1.Service(p.service),
 			Action:      p.action,
 			Source:      listsv1.ListSource{UploadKey: blobKey},
-			Format:      listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: p.header, Delimiter: p.delimiter},
+			Format:      listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: &p.header, Delimiter: p.delimiter},
 			CallbackURL: p.callbackURL,
 		},
 	}
