@@ -144,4 +144,3 @@ func TestLoadJobPath(t *testing.T) {
 		}
 	}
 }
-
