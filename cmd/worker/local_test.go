@@ -199,3 +199,41 @@ func TestRunLocalInterruptedThenAgain(t *testing.T) {
 		t.Fatalf("after an interruption:\n%s\nuninterrupted:\n%s", a, b)
 	}
 }
+
+// A list whose every host is a tarpit finishes in about one greeting
+// timeout, not one per domain, every row timed out (5).
+func TestRunLocalAllTarpits(t *testing.T) {
+	var doms []mailworld.Domain
+	var b strings.Builder
+	b.WriteString("id,email\n")
+	for i := range 80 {
+		name := fmt.Sprintf("pit%d.test", i)
+		doms = append(doms, mailworld.Domain{Name: name, Tarpit: true})
+		fmt.Fprintf(&b, "%d,a@%s\n%d,b@%s\n", i, name, i, name)
+	}
+	w, err := mailworld.Start(context.Background(), doms, mailworld.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	dir := t.TempDir()
+	in := writeFile(t, dir, "pits.csv", []byte(b.String()))
+	out := filepath.Join(dir, "out.csv")
+	var stderr bytes.Buffer
+	t0 := time.Now()
+	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats"}, worldFlags(w)...)
+	if code := run(context.Background(), args, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if took := time.Since(t0); took > 5*300*time.Millisecond {
+		t.Fatalf("80 tarpit domains took %v with a 300ms greeting timeout", took)
+	}
+	for _, row := range readCSV(t, out)[1:] {
+		if row[3] != "5" {
+			t.Fatalf("row %v: want code 5", row)
+		}
+	}
+	if !strings.Contains(stderr.String(), "80 stalled hosts") {
+		t.Errorf("stats: %s", stderr.String())
+	}
+}
