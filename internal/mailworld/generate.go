@@ -2,10 +2,7 @@ package mailworld
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"sort"
-	"strings"
 	"time"
 )
 
@@ -110,47 +107,7 @@ func Generate(seed int64, n, rows int) ([]Domain, []string) {
 		}
 	}
 
-	// Zipf-like address distribution over domain rank.
-	cum := make([]float64, n)
-	var acc float64
-	for i := range cum {
-		acc += 1 / math.Pow(float64(i+1), 0.9)
-		cum[i] = acc
-	}
-	addrs := make([]string, 0, rows)
-	for r := 0; r < rows && n > 0; r++ {
-		k := sort.SearchFloat64s(cum, rng.Float64()*acc)
-		if k >= n {
-			k = n - 1
-		}
-		d := &doms[k]
-		local := genLocal(rng)
-		smtp := !d.NXDomain && !d.NullMX && !d.NoAddress
-		if _, known := d.Mailboxes[local]; smtp && !known {
-			var b Behaviour
-			switch x := rng.IntN(100); {
-			case x < 72:
-				b = Exists
-			case x < 94:
-				b = Missing
-			case x < 98:
-				b = Full
-			default:
-				b = Disabled
-			}
-			if b != Missing {
-				if d.Mailboxes == nil {
-					d.Mailboxes = make(map[string]Behaviour)
-				}
-				d.Mailboxes[local] = b
-			}
-		}
-		if rng.IntN(50) == 0 {
-			local = strings.ToUpper(local[:1]) + local[1:]
-		}
-		addrs = append(addrs, local+"@"+d.Name)
-	}
-	return doms, addrs
+	return doms, genRows(rng, doms, rows, true)
 }
 
 func genLocal(rng *rand.Rand) string {

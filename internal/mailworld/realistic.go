@@ -96,7 +96,7 @@ func GenerateWith(seed int64, n, rows int, p Profile) ([]Domain, []string) {
 		}
 	}
 	providerLatency(doms, p, rng)
-	addrs := genRows(rng, doms, rows)
+	addrs := genRows(rng, doms, rows, false)
 	for i, a := range addrs {
 		addrs[i] = p.decorate(rng, a)
 	}
@@ -172,9 +172,10 @@ func providerLatency(doms []Domain, p Profile, rng *rand.Rand) {
 	}
 }
 
-// genRows draws addresses over doms with Generate's laws (Zipf-like over
-// domain rank; mailbox mix) and registers their mailboxes.
-func genRows(rng *rand.Rand, doms []Domain, rows int) []string {
+// genRows draws addresses over doms (Zipf-like over domain rank; mailbox
+// mix), registers their mailboxes, and with capitalise writes about one
+// local part in 50 with a capital first letter.
+func genRows(rng *rand.Rand, doms []Domain, rows int, capitalise bool) []string {
 	n := len(doms)
 	cum := make([]float64, n)
 	var acc float64
@@ -207,6 +208,9 @@ func genRows(rng *rand.Rand, doms []Domain, rows int) []string {
 					d.Mailboxes[local] = b
 				}
 			}
+		}
+		if capitalise && rng.IntN(50) == 0 {
+			local = strings.ToUpper(local[:1]) + local[1:]
 		}
 		addrs = append(addrs, local+"@"+d.Name)
 	}
