@@ -39,6 +39,10 @@ verify-generated: generate manifests samples ## Fail when committed generated fi
 		git --no-pager diff --stat -- api config; exit 1; fi
 	@if [ -n "$$(git status --porcelain --untracked-files=all -- api config)" ]; then \
 		echo "untracked generated files; commit them:"; git status --porcelain -- api config; exit 1; fi
+	@# go.mod lists every direct dependency as direct (hack/compare is its own module).
+	@for m in . hack/compare; do \
+		if ! d=$$(cd $$m && $(GO) mod tidy -diff 2>&1); then \
+			echo "$$m/go.mod is not tidy; run 'go mod tidy' there and commit:"; echo "$$d"; exit 1; fi; done
 
 .PHONY: fmt
 fmt:
