@@ -1,0 +1,142 @@
+{{/* The prefix of every object name (config/default's namePrefix emaildata-). */}}
+{{- define "emaildata.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object; the selector labels stay those of config/ (selectors are immutable). */}}
+{{- define "emaildata.labels" -}}
+app.kubernetes.io/name: emaildata
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "emaildata.image" -}}
+{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "emaildata.workerImage" -}}
+{{- printf "%s:%s" (default .Values.image.repository .Values.worker.image.repository) (toString (default .Values.image.tag .Values.worker.image.tag)) -}}
+{{- end -}}
+
+{{/* Whether the store is a file:// store on a PVC. */}}
+{{- define "emaildata.filestore" -}}
+{{- if hasPrefix "file://" .Values.store.url }}true{{ end -}}
+{{- end -}}
+
+{{- define "emaildata.claimName" -}}
+{{- default (printf "%s-store" (include "emaildata.fullname" .)) .Values.store.pvc.existingClaim -}}
+{{- end -}}
+
+{{/* The pod security context both Deployments share (the image's nonroot user). */}}
+{{- define "emaildata.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "emaildata.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop:
+  - ALL
+{{- end -}}
+
+{{/* Volumes shared by the manager and the API: the lists ConfigMap and the store claim. */}}
+{{- define "emaildata.volumes" -}}
+- name: lists
+  configMap:
+    name: {{ .Values.listsConfigMap }}
+    optional: true
+{{- if include "emaildata.filestore" . }}
+- name: store
+  persistentVolumeClaim:
+    claimName: {{ include "emaildata.claimName" . }}
+{{- end }}
+{{- end -}}
+
+{{- define "emaildata.volumeMounts" -}}
+{{- if include "emaildata.filestore" . }}
+- name: store
+  mountPath: {{ .Values.store.mountPath }}
+{{- end }}
+- name: lists
+  mountPath: /etc/emaildata/lists
+  readOnly: true
+{{- end -}}
+
+{{/* Pod placement of a Deployment: call with (dict "v" .Values.manager). */}}
+{{- define "emaildata.placement" -}}
+{{- with .v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The manager's --worker-* flags from .Values.worker (formats of internal/operator/placement.go). */}}
+{{- define "emaildata.workerArgs" -}}
+{{- $w := .Values.worker -}}
+{{- with $w.resources }}
+{{- with .requests }}
+{{- with .cpu }}
+- --worker-cpu={{ . }}
+{{- end }}
+{{- with .memory }}
+- --worker-memory={{ . }}
+{{- end }}
+{{- end }}
+{{- with .limits }}
+{{- with .cpu }}
+- --worker-cpu-limit={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $w.nodeSelector }}
+{{- $pairs := list }}
+{{- range $k, $v := . }}{{ $pairs = append $pairs (printf "%s=%s" $k $v) }}{{ end }}
+- --worker-node-selector={{ join "," $pairs }}
+{{- end }}
+{{- with $w.tolerations }}
+{{- $items := list }}
+{{- range . }}
+{{- $t := "" }}
+{{- if and (not .key) (eq (default "" .operator) "Exists") }}{{ $t = "*" }}
+{{- else }}
+{{- $t = .key }}
+{{- if and .value (ne (default "Equal" .operator) "Exists") }}{{ $t = printf "%s=%s" $t .value }}{{ end }}
+{{- with .effect }}{{ $t = printf "%s:%s" $t . }}{{ end }}
+{{- end }}
+{{- $items = append $items $t }}
+{{- end }}
+- --worker-tolerations={{ join "," $items }}
+{{- end }}
+{{- with $w.priorityClassName }}
+- --worker-priority-class={{ . }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,276 @@
+package deploy
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/emaildata/emaildata/internal/operator"
+)
+
+// valueSets are the chart's value sets the tests render and dry-run.
+var valueSets = []struct {
+	name string
+	vals map[string]any
+}{
+	{"defaults", nil},
+	{"job executor, explicit", map[string]any{"executor": "job"}},
+	{"local executor", map[string]any{"executor": "local"}},
+	{"optional objects on", map[string]any{
+		"namespace":           map[string]any{"create": true},
+		"podDisruptionBudget": map[string]any{"enabled": true},
+		"networkPolicy":       map[string]any{"enabled": true},
+		"serviceMonitor":      map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+		"prometheusRule":      map[string]any{"enabled": true},
+		"dashboards":          map[string]any{"enabled": true},
+		"argocd":              map[string]any{"healthChecks": map[string]any{"enabled": true}},
+	}},
+	{"object store, custom images and placement", customValues()},
+	{"renamed, no API, no user roles", map[string]any{
+		"fullnameOverride": "acme-mail",
+		"api":              map[string]any{"enabled": false},
+		"rbac":             map[string]any{"userRoles": false},
+		"store":            map[string]any{"pvc": map[string]any{"existingClaim": "shared-nfs"}},
+	}},
+}
+
+func customValues() map[string]any {
+	return map[string]any{
+		"image":            map[string]any{"repository": "registry.example/emaildata", "tag": "1.2.3", "pullPolicy": "Always"},
+		"imagePullSecrets": []any{map[string]any{"name": "regcred"}},
+		"store": map[string]any{
+			"url":               "s3://lists?region=eu-west-1",
+			"credentialsSecret": "store-creds",
+		},
+		"manager": map[string]any{
+			"replicas":     2,
+			"resources":    map[string]any{"requests": map[string]any{"cpu": "200m", "memory": "256Mi"}},
+			"nodeSelector": map[string]any{"pool": "system"},
+			"extraArgs":    []any{"--job-parallelism=16"},
+		},
+		"api": map[string]any{
+			"replicas": 3,
+			"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+				"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "In", "values": []any{"a", "b"}}}}},
+			}}},
+			"tolerations": []any{map[string]any{"key": "system", "operator": "Exists", "effect": "NoSchedule"}},
+		},
+		"worker": map[string]any{
+			"image":        map[string]any{"repository": "registry.example/emaildata-worker", "tag": "1.2.3-w"},
+			"resources":    map[string]any{"requests": map[string]any{"cpu": "750m", "memory": "384Mi"}, "limits": map[string]any{"cpu": "2"}},
+			"nodeSelector": map[string]any{"pool": "batch", "kubernetes.io/arch": "amd64"},
+			"tolerations": []any{
+				map[string]any{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"},
+				map[string]any{"key": "spot", "operator": "Exists"},
+			},
+			"priorityClassName": "emaildata-batch",
+		},
+	}
+}
+
+func deployment(t *testing.T, objs []*unstructured.Unstructured, name string) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(find(t, objs, "Deployment", name).Object, &d, true); err != nil {
+		t.Fatalf("deployment %s: %v", name, err)
+	}
+	return &d
+}
+
+// TestChartValueSets renders every value set and checks that what is
+// rendered refers only to what is rendered (or named in values), and that
+// the optional objects come and go with their switches.
+func TestChartValueSets(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			objs := renderChart(t, vs.vals)
+			checkReferences(t, objs)
+			kinds := map[string]int{}
+			for _, o := range objs {
+				kinds[o.GetKind()]++
+			}
+			optional := vs.name == "optional objects on"
+			for _, k := range []string{"PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "PrometheusRule", "Namespace"} {
+				if (kinds[k] > 0) != optional {
+					t.Errorf("%d %s objects rendered", kinds[k], k)
+				}
+			}
+			if optional && (kinds["NetworkPolicy"] != 3 || kinds["ServiceMonitor"] != 2 || kinds["ConfigMap"] != 2) {
+				t.Errorf("kinds %v: want 3 NetworkPolicies, 2 ServiceMonitors, 2 ConfigMaps", kinds)
+			}
+			if kinds["CustomResourceDefinition"] != 3 {
+				t.Errorf("%d CRDs rendered", kinds["CustomResourceDefinition"])
+			}
+		})
+	}
+}
+
+// checkReferences: bindings name rendered roles and accounts; pods use
+// rendered accounts and claims.
+func checkReferences(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[o.GetKind()+"/"+o.GetName()] = true
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "RoleBinding", "ClusterRoleBinding":
+			ref, _, _ := unstructured.NestedStringMap(o.Object, "roleRef")
+			if !have[ref["kind"]+"/"+ref["name"]] {
+				t.Errorf("%s %s binds %s %s, which is not rendered", o.GetKind(), o.GetName(), ref["kind"], ref["name"])
+			}
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, s := range subjects {
+				name := s.(map[string]any)["name"].(string)
+				if !have["ServiceAccount/"+name] && !strings.HasSuffix(name, "-api") {
+					t.Errorf("%s %s binds the missing ServiceAccount %s", o.GetKind(), o.GetName(), name)
+				}
+			}
+		case "Deployment":
+			d := deployment(t, objs, o.GetName())
+			if sa := d.Spec.Template.Spec.ServiceAccountName; !have["ServiceAccount/"+sa] {
+				t.Errorf("%s runs as the missing ServiceAccount %s", d.Name, sa)
+			}
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if pvc := v.PersistentVolumeClaim; pvc != nil && !have["PersistentVolumeClaim/"+pvc.ClaimName] && pvc.ClaimName != "shared-nfs" {
+					t.Errorf("%s mounts the missing claim %s", d.Name, pvc.ClaimName)
+				}
+			}
+			if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, intersect(d.Spec.Template.Labels, d.Spec.Selector.MatchLabels)) {
+				t.Errorf("%s selector %v does not match its pods %v", d.Name, d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+			}
+		}
+	}
+}
+
+func intersect(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		if b[k] == v {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func argValue(args []string, flag string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// TestChartCustomValues: images, store, credentials, replicas, resources
+// and placement reach the manager, the API and (through the manager's
+// flags, parsed here by the manager's own parsers) the worker pods.
+func TestChartCustomValues(t *testing.T) {
+	objs := renderChart(t, customValues())
+	mgr := deployment(t, objs, "emaildata-controller-manager")
+	api := deployment(t, objs, "emaildata-api")
+	mc, ac := mgr.Spec.Template.Spec.Containers[0], api.Spec.Template.Spec.Containers[0]
+	if mc.Image != "registry.example/emaildata:1.2.3" || ac.Image != mc.Image || mc.ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("images %s %s policy %s", mc.Image, ac.Image, mc.ImagePullPolicy)
+	}
+	if got := mgr.Spec.Template.Spec.ImagePullSecrets; len(got) != 1 || got[0].Name != "regcred" {
+		t.Errorf("pull secrets %v", got)
+	}
+	if *mgr.Spec.Replicas != 2 || *api.Spec.Replicas != 3 {
+		t.Errorf("replicas %d %d", *mgr.Spec.Replicas, *api.Spec.Replicas)
+	}
+	if mgr.Spec.Template.Spec.NodeSelector["pool"] != "system" || api.Spec.Template.Spec.Affinity == nil || len(api.Spec.Template.Spec.Tolerations) != 1 {
+		t.Errorf("placement: manager %v, api %+v %v", mgr.Spec.Template.Spec.NodeSelector, api.Spec.Template.Spec.Affinity, api.Spec.Template.Spec.Tolerations)
+	}
+	if q := mc.Resources.Requests[corev1.ResourceCPU]; q.String() != "200m" {
+		t.Errorf("manager cpu request %s", q.String())
+	}
+	for _, c := range []corev1.Container{mc, ac} {
+		if v, _ := argValue(c.Args, "--blob-url"); v != "s3://lists?region=eu-west-1" {
+			t.Errorf("%s --blob-url=%q", c.Name, v)
+		}
+		if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "store-creds" {
+			t.Errorf("%s envFrom %+v", c.Name, c.EnvFrom)
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == "store" {
+				t.Errorf("%s mounts a store volume for an object store", c.Name)
+			}
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "PersistentVolumeClaim" {
+			t.Errorf("a PVC is rendered for an object store")
+		}
+	}
+	checkWorkerFlags(t, mc)
+}
+
+func checkWorkerFlags(t *testing.T, mc corev1.Container) {
+	t.Helper()
+	args := mc.Args
+	if _, ok := argValue(args, "--store-pvc"); ok {
+		t.Error("--store-pvc set for an object store")
+	}
+	if v, _ := argValue(args, "--worker-env-secret"); v != "store-creds" {
+		t.Errorf("--worker-env-secret=%q", v)
+	}
+	if !slices.Contains(args, "--job-parallelism=16") {
+		t.Errorf("extraArgs missing from %v", args)
+	}
+	var workerImage string
+	for _, e := range mc.Env {
+		if e.Name == "WORKER_IMAGE" {
+			workerImage = e.Value
+		}
+	}
+	if workerImage != "registry.example/emaildata-worker:1.2.3-w" || !slices.Contains(args, "--worker-image=$(WORKER_IMAGE)") {
+		t.Errorf("worker image %q, args %v", workerImage, args)
+	}
+	cpu, _ := argValue(args, "--worker-cpu")
+	mem, _ := argValue(args, "--worker-memory")
+	lim, _ := argValue(args, "--worker-cpu-limit")
+	res, err := operator.WorkerResources(cpu, mem, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Requests.Cpu().Equal(resource.MustParse("750m")) || !res.Requests.Memory().Equal(resource.MustParse("384Mi")) || !res.Limits.Cpu().Equal(resource.MustParse("2")) {
+		t.Errorf("worker resources %+v", res)
+	}
+	ns, _ := argValue(args, "--worker-node-selector")
+	sel, err := operator.ParseNodeSelector(ns)
+	if err != nil || !reflect.DeepEqual(sel, map[string]string{"pool": "batch", "kubernetes.io/arch": "amd64"}) {
+		t.Errorf("--worker-node-selector=%q: %v %v", ns, sel, err)
+	}
+	tol, _ := argValue(args, "--worker-tolerations")
+	tols, err := operator.ParseTolerations(tol)
+	want := []corev1.Toleration{
+		{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "spot", Operator: corev1.TolerationOpExists},
+	}
+	if err != nil || !reflect.DeepEqual(tols, want) {
+		t.Errorf("--worker-tolerations=%q: %+v %v", tol, tols, err)
+	}
+	if v, _ := argValue(args, "--worker-priority-class"); v != "emaildata-batch" {
+		t.Errorf("--worker-priority-class=%q", v)
+	}
+}
+
+// TestChartExecutor: the executor value becomes the manager's flag; job,
+// the manager's default, adds none (as in config/default).
+func TestChartExecutor(t *testing.T) {
+	for _, tc := range []struct{ executor, want string }{{"job", ""}, {"local", "local"}} {
+		args := deployment(t, renderChart(t, map[string]any{"executor": tc.executor}), "emaildata-controller-manager").Spec.Template.Spec.Containers[0].Args
+		if got, _ := argValue(args, "--executor"); got != tc.want {
+			t.Errorf("executor %s: --executor=%q, want %q", tc.executor, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// TestServerSideDryRun applies (server-side apply, dryRun=All) every object
+// config/default renders and every object the chart renders for each value
+// set against a real kube-apiserver, so schemas, defaults and validation
+// are the API server's. The chart's CRDs are applied for real first: the
+// rendered EmailLists and Purchases need them, and they must install.
+//
+// The Prometheus Operator's CRDs are not part of this repository: stand-ins
+// that accept any object check that ServiceMonitor and PrometheusRule are
+// well-formed objects of those kinds only; their PromQL is checked by
+// TestAlertRules.
+func TestServerSideDryRun(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
+	}
+	env := &envtest.Environment{CRDs: monitoringStandIns()}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = env.Stop() }()
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	_ = apiextensionsv1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}); err != nil {
+		t.Fatal(err)
+	}
+	installCRDs(ctx, t, cfg, c, renderChart(t, nil))
+
+	sets := map[string][]*unstructured.Unstructured{"config/default": renderKustomize(t)}
+	for _, vs := range valueSets {
+		sets["chart "+vs.name] = renderChart(t, vs.vals)
+	}
+	for name, objs := range sets {
+		t.Run(name, func(t *testing.T) {
+			for _, o := range objs {
+				if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
+					client.DryRunAll, client.ForceOwnership, client.FieldOwner("emaildata-test")); err != nil {
+					t.Errorf("%s: %v", key(o), err)
+				}
+			}
+		})
+	}
+}
+
+// installCRDs applies the rendered CRDs and waits until they serve.
+func installCRDs(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("emaildata-test")); err != nil {
+			t.Fatalf("install %s: %v", o.GetName(), err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &crd); err != nil {
+			t.Fatal(err)
+		}
+		crds = append(crds, &crd)
+	}
+	if err := envtest.WaitForCRDs(cfg, crds, envtest.CRDInstallOptions{MaxTime: 30 * time.Second, PollInterval: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// monitoringStandIns are minimal CRDs for the Prometheus Operator kinds the
+// chart renders, accepting any spec.
+func monitoringStandIns() []*apiextensionsv1.CustomResourceDefinition {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, k := range []struct{ kind, plural string }{{"ServiceMonitor", "servicemonitors"}, {"PrometheusRule", "prometheusrules"}} {
+		out = append(out, &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: k.plural + ".monitoring.coreos.com"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "monitoring.coreos.com",
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: k.kind, Plural: k.plural},
+				Scope: apiextensionsv1.NamespaceScoped,
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+					Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object",
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"spec": {Type: "object", XPreserveUnknownFields: ptr(true)},
+						},
+						Required: []string{"spec"},
+					}},
+				}},
+			},
+		})
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

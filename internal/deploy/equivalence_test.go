@@ -1,0 +1,130 @@
+package deploy
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Labels and annotations Helm adds or that name the tool: they may differ
+// between the chart and config/default. Everything else must be equal.
+var toolLabels = map[string]bool{
+	"app.kubernetes.io/name":       true,
+	"app.kubernetes.io/instance":   true,
+	"app.kubernetes.io/managed-by": true,
+	"app.kubernetes.io/version":    true,
+	"helm.sh/chart":                true,
+}
+
+// TestChartMatchesConfigDefault: the chart with its default values renders
+// the objects config/default renders (same kinds, names and namespaces),
+// and each one is equal field by field (spec, rules, subjects, CRD
+// schemas, images, args, ports, probes, volumes...) except for the tool
+// labels above and the chart's keep annotation on the CRDs. The one
+// difference of the defaults is the Namespace, which `helm install
+// --create-namespace` makes; namespace.create=true renders it too.
+func TestChartMatchesConfigDefault(t *testing.T) {
+	kust := byKey(renderKustomize(t))
+	for _, tc := range []struct {
+		name   string
+		vals   map[string]any
+		wantNS bool
+	}{
+		{"defaults", nil, false},
+		{"namespace.create", map[string]any{"namespace": map[string]any{"create": true}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			chart := byKey(renderChart(t, tc.vals))
+			var missing, extra []string
+			for k, want := range kust {
+				got, ok := chart[k]
+				if !ok {
+					if want.GetKind() != "Namespace" || tc.wantNS {
+						missing = append(missing, k)
+					}
+					continue
+				}
+				if d := diffPaths("", normalize(want).Object, normalize(got).Object); len(d) > 0 {
+					t.Errorf("%s differs from config/default at:\n  %v", k, d)
+				}
+			}
+			for k := range chart {
+				if _, ok := kust[k]; !ok {
+					extra = append(extra, k)
+				}
+			}
+			sort.Strings(missing)
+			sort.Strings(extra)
+			if len(missing) > 0 {
+				t.Errorf("the chart lacks %v", missing)
+			}
+			if len(extra) > 0 {
+				t.Errorf("the chart renders objects config/default does not: %v", extra)
+			}
+			if len(kust) < 20 {
+				t.Fatalf("config/default rendered only %d objects", len(kust))
+			}
+		})
+	}
+}
+
+// normalize drops what may differ by tool: tool labels, the chart's keep
+// annotation, and empty label or annotation maps.
+func normalize(u *unstructured.Unstructured) *unstructured.Unstructured {
+	c := u.DeepCopy()
+	labels := c.GetLabels()
+	for k := range labels {
+		if toolLabels[k] {
+			delete(labels, k)
+		}
+	}
+	ann := c.GetAnnotations()
+	delete(ann, "helm.sh/resource-policy")
+	// Set* keep an empty map; an absent one must compare equal to it.
+	unstructured.RemoveNestedField(c.Object, "metadata", "labels")
+	unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
+	if len(labels) > 0 {
+		c.SetLabels(labels)
+	}
+	if len(ann) > 0 {
+		c.SetAnnotations(ann)
+	}
+	return c
+}
+
+// diffPaths lists the paths at which a and b differ.
+func diffPaths(path string, a, b any) []string {
+	if reflect.DeepEqual(a, b) {
+		return nil
+	}
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		var out []string
+		for k := range keys {
+			out = append(out, diffPaths(path+"."+k, am[k], bm[k])...)
+		}
+		sort.Strings(out)
+		return out
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok && len(al) == len(bl) {
+		var out []string
+		for i := range al {
+			out = append(out, diffPaths(fmt.Sprintf("%s[%d]", path, i), al[i], bl[i])...)
+		}
+		return out
+	}
+	return []string{fmt.Sprintf("%s: config/default %v, chart %v", path, a, b)}
+}
