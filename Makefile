@@ -61,7 +61,7 @@ build: ## Build the manager, api and worker binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
 
 .PHONY: envtest-assets
-envtest-assets: ## Build kube-apiserver, etcd, kube-controller-manager and kube-scheduler from the Go module proxy (cached in bin/k8s).
+envtest-assets: ## Fetch (released, checksummed) or else build kube-apiserver, etcd, kube-controller-manager and kube-scheduler (cached in bin/k8s).
 	./hack/envtest-assets.sh
 
 ##@ Run and test
