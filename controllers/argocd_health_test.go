@@ -40,6 +40,7 @@ func waitHealth(t *testing.T, kind, ns, name, phase, want string) argocdhealth.S
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%s %s, phase %s: %s %q", kind, name, phase, st.Status, st.Message)
 	if st.Status != want {
 		t.Errorf("%s %s in phase %s: Argo CD health %s (%q), want %s", kind, name, phase, st.Status, st.Message, want)
 	}

@@ -31,7 +31,7 @@ if ready ~= nil and ready.message ~= nil then
 end
 if st.phase == "Loaded" and ready ~= nil and ready.status == "True" then
   hs.status = "Healthy"
-  if st.failed ~= nil and st.failed > 0 then
+  if st.failed ~= nil and st.failed > 0 and string.find(hs.message, "malformed", 1, true) == nil then
     hs.message = hs.message .. " (" .. st.failed .. " malformed rows skipped)"
   end
 end
