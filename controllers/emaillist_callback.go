@@ -12,6 +12,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/metrics"
 )
 
 // CallbackConfig configures completion callbacks.
@@ -63,6 +64,7 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 		cb.State = listsv1.CallbackDelivered
 		cb.LastError = ""
 		cb.DeliveredStatus = string(phase)
+		managerMetrics().CallbackAttempt(metrics.CallbackDelivered)
 		r.event(list, corev1.EventTypeNormal, "CallbackDelivered", "callback delivered (status %s)", phase)
 		return ctrl.Result{}, nil
 	}
@@ -71,8 +73,10 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 	logf.FromContext(ctx).V(1).Info("callback attempt failed", "attempt", cb.Attempts, "error", err.Error())
 	if callback.IsPermanent(err) || r.Callbacks.Backoff.Exhausted(int(cb.Attempts)) {
 		cb.State = listsv1.CallbackFailed
+		managerMetrics().CallbackAttempt(metrics.CallbackFailed)
 		r.event(list, corev1.EventTypeWarning, "CallbackFailed", "callback failed after %d attempts: %s", cb.Attempts, err.Error())
 		return ctrl.Result{}, nil
 	}
+	managerMetrics().CallbackAttempt(metrics.CallbackRetrying)
 	return ctrl.Result{RequeueAfter: r.Callbacks.Backoff.Delay(int(cb.Attempts))}, nil
 }

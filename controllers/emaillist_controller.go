@@ -89,6 +89,7 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
+	r.recordFinished(ctx, orig, &list)
 	return res, err
 }
 

@@ -73,6 +73,7 @@ func listsReading(c client.Client) handler.MapFunc {
 // creates (in the workers' namespace, mapped back by annotation), and looks
 // again when a Purchase names one of its lists.
 func (r *EmailListReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
+	exportListPhases(mgr.GetClient())
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&listsv1.EmailList{}).
 		Watches(&listsv1.Purchase{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -27,6 +27,7 @@ func main() {
 	var debug bool
 	o.Limits = pipeline.DefaultConfig().Limits
 	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
+	flag.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
 	flag.StringVar(&o.KeyNamespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the API key Secrets and the list ID counter")
 	flag.StringVar(&o.Namespace, "lists-namespace", "", "namespace of API-submitted lists (default: --namespace)")
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")

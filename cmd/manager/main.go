@@ -54,12 +54,15 @@ func main() {
 	flag.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
 	flag.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
 	flag.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
-	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "metrics address (0 disables)")
+	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics address (0 disables)")
+	metricsSecure := flag.Bool("metrics-secure", true, "serve metrics over HTTPS behind TokenReview/SubjectAccessReview (false: plain HTTP, anyone)")
+	flag.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics server (default: self-signed)")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader, for several replicas")
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	o.MetricsInsecure = !*metricsSecure
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
 	log := ctrl.Log.WithName("setup")
 

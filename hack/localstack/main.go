@@ -29,6 +29,7 @@ func main() {
 	metrics := flag.String("metrics-bind-address", "127.0.0.1:18080", "manager metrics address (0 disables)")
 	probe := flag.String("health-probe-bind-address", "127.0.0.1:18081", "manager health address (0 disables)")
 	apiListen := flag.String("api-listen", "127.0.0.1:8090", "REST API address")
+	apiMetrics := flag.String("api-metrics-bind-address", "127.0.0.1:8091", "REST API metrics address (0 disables)")
 	executor := flag.String("executor", operator.ExecutorLocal, "local (shards run in the manager) or job (Indexed Jobs, pods run as local processes)")
 	workerDir := flag.String("worker-dir", "bin", "directory of the worker binary, for --executor=job")
 	vc := catalog.DefaultVerifyConfig()
@@ -47,7 +48,7 @@ func main() {
 	}
 	s, err := localstack.Start(ctx, localstack.Options{
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
-		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, Verify: vc,
+		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
 		Executor: *executor, WorkerDir: *workerDir,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
@@ -83,6 +84,7 @@ With the REST API:
   curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
 
 `, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s))
+	printMetrics(s)
 	if s.Jobs != nil {
 		fmt.Printf(`Watch the Job path (in other terminals, with the KUBECONFIG above):
   kubectl get jobs -n %[1]s -w    # one Indexed Job per list
@@ -105,6 +107,24 @@ With the REST API:
 		os.Exit(1)
 	}
 	fmt.Println("stopped.")
+}
+
+// printMetrics says where the manager's and the API's metrics are.
+func printMetrics(s *localstack.Stack) {
+	if s.MetricsURL == "" && s.APIMetricsURL == "" {
+		return
+	}
+	fmt.Println("Metrics (Prometheus text format; the API's public port answers 404 for /metrics):")
+	if s.MetricsURL != "" {
+		fmt.Printf("  manager metrics: %s   (HTTPS, self-signed, needs a token with the %s ClusterRole)\n", s.MetricsURL, localstack.MetricsReader)
+		fmt.Printf("  metrics token: %s\n", s.MetricsTokenFile)
+		fmt.Printf("  curl -sk -H \"Authorization: Bearer $(cat %s)\" %s | grep ^emaildata_\n", s.MetricsTokenFile, s.MetricsURL)
+	}
+	if s.APIMetricsURL != "" {
+		fmt.Printf("  API metrics: %s\n", s.APIMetricsURL)
+		fmt.Printf("  curl -s %s | grep ^emaildata_\n", s.APIMetricsURL)
+	}
+	fmt.Println()
 }
 
 func executorMode(s *localstack.Stack) string {

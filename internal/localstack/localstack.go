@@ -49,6 +49,9 @@ type Options struct {
 	MetricsAddr, ProbeAddr string
 	// APIListen is the REST API's address, e.g. 127.0.0.1:8090.
 	APIListen string
+	// APIMetricsListen is the address of the API's GET /metrics; "0" or
+	// empty disables it.
+	APIMetricsListen string
 	// Log receives the API's logs.
 	Log *slog.Logger
 	// Verify configures verification (the local stack runs offline by
@@ -75,6 +78,10 @@ type Stack struct {
 	APIURL string
 	// APIKey is a local key enabled for every service.
 	APIKey string
+	// MetricsURL is the manager's metrics (HTTPS, self-signed, behind
+	// authn/authz; empty when disabled); MetricsTokenFile holds a bearer
+	// token that may read it. APIMetricsURL is the API's (plain HTTP).
+	MetricsURL, MetricsTokenFile, APIMetricsURL string
 
 	// Jobs is the Job control plane of the job executor (nil otherwise).
 	Jobs *jobplane.Plane
@@ -209,6 +216,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		cancel()
 		return nil, err
 	}
+	if o.MetricsAddr != "" && o.MetricsAddr != "0" {
+		s.MetricsURL = "https://" + o.MetricsAddr + "/metrics"
+		if s.MetricsTokenFile, err = writeMetricsToken(ctx, c, dir); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", o.APIListen)
 	if err != nil {
 		cancel()
@@ -236,6 +250,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			Log:             o.Log,
 			ShutdownTimeout: 20 * time.Second,
 			Ready:           func(string) { close(apiReady) },
+			MetricsListen:   o.APIMetricsListen,
+			MetricsReady:    func(addr string) { s.APIMetricsURL = "http://" + addr + "/metrics" },
 		})
 		s.apiDone <- err
 		s.done <- fmt.Errorf("REST API: %w", err)

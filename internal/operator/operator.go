@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
@@ -95,7 +94,13 @@ type Options struct {
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
 
-	MetricsAddr    string
+	MetricsAddr string
+	// MetricsInsecure serves metrics over plain HTTP without authn/authz
+	// (default: HTTPS behind TokenReview and SubjectAccessReview).
+	MetricsInsecure bool
+	// MetricsCertDir holds tls.crt and tls.key for the metrics server
+	// (default: a self-signed certificate).
+	MetricsCertDir string
 	ProbeAddr      string
 	LeaderElection bool
 }
@@ -163,7 +168,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	scheme := Scheme()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElection,
 		Controller:              ctrlconfig.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},

@@ -98,5 +98,6 @@ func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request, _ *apikey.K
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(timeout*float64(time.Second)))
 	defer cancel()
 	res := s.verifier.Verify(ctx, q.Get("email"), opts)
+	s.metrics.Verdict(apikey.ServiceEmailValidation, int(res.Code))
 	writeJSON(w, http.StatusOK, evResponse{SafeToSend: res.SafeToSend()})
 }

@@ -8,12 +8,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // RequestIDHeader carries the request ID in both directions.
@@ -57,31 +52,6 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-}
-
-func newMetrics() *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "emaildata_api_requests_total", Help: "API requests by route and status code.",
-		}, []string{"route", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "emaildata_api_request_duration_seconds", Help: "API request latency by route and status code.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"route", "code"}),
-	}
-	m.reg.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
-}
-
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-}
-
 // instrument records requests and latency under the route pattern (never
 // the raw path or query: they carry IDs and keys), and logs each request
 // without personal data.
@@ -90,10 +60,8 @@ func (s *Server) instrument(route string, h http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(rec, r)
-		code := strconv.Itoa(rec.code)
 		d := time.Since(start)
-		s.metrics.requests.WithLabelValues(route, code).Inc()
-		s.metrics.latency.WithLabelValues(route, code).Observe(d.Seconds())
+		s.metrics.Request(route, rec.code, d)
 		if route != "GET /healthz" && route != "GET /readyz" {
 			s.log.Debug("request", "route", route, "code", rec.code, "ms", math.Round(float64(d.Microseconds())/10)/100,
 				"request_id", requestIDFrom(r.Context()))

@@ -18,7 +18,6 @@ var handlerRoutes = []struct {
 }{
 	{method: http.MethodGet, path: "/healthz"},
 	{method: http.MethodGet, path: "/readyz"},
-	{method: http.MethodGet, path: "/metrics", optional: true},
 	{method: http.MethodGet, path: "/openapi.json"},
 	{method: http.MethodPost, path: "/v5/list"},
 	{method: http.MethodGet, path: "/v5/list/{list_id}"},

@@ -4,11 +4,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/emaildata/emaildata/internal/metrics"
 )
 
 // routeUnmatched is the metrics route label of requests no route matched
 // (404 and 405 answers of the mux).
-const routeUnmatched = "unmatched"
+const routeUnmatched = metrics.RouteUnmatched
 
 // dispatch serves mux, counting in the metrics the requests no route
 // matches (which the mux answers itself, outside any instrumented route),

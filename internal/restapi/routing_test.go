@@ -30,7 +30,7 @@ func TestUnmatchedRoutesCounted(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d with X-Request-Id", tc.method, tc.path, resp.StatusCode, tc.code)
 		}
 	}
-	resp, err := http.Get(baseURL + "/metrics")
+	resp, err := http.Get(metricsURL(t, baseURL) + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

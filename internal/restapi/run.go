@@ -45,6 +45,12 @@ type RunOptions struct {
 	Log        *slog.Logger
 	// Ready, when set, is called once the server accepts requests.
 	Ready func(addr string)
+	// MetricsListen is the address of GET /metrics (empty or "0": not
+	// served); MetricsListener, when set, is used instead. MetricsReady,
+	// when set, is called with its address once it serves.
+	MetricsListen   string
+	MetricsListener net.Listener
+	MetricsReady    func(addr string)
 }
 
 // Run serves the API until ctx ends, then drains in-flight requests.
@@ -130,6 +136,11 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 			return err
 		}
 	}
+	stopMetrics, err := serveMetrics(&o, srv)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	defer stopMetrics()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	o.Log.Info("API serving", "addr", ln.Addr().String(), "keys", keys.Len())

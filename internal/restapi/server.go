@@ -19,6 +19,7 @@ import (
 	"github.com/emaildata/emaildata/internal/fraud"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/metrics"
 	"github.com/emaildata/emaildata/internal/people"
 )
 
@@ -62,7 +63,7 @@ type Server struct {
 	store    *blobstore.Store
 	ids      *listid.Allocator
 	log      *slog.Logger
-	metrics  *metrics
+	metrics  *metrics.API
 
 	// notReady reports draining, when set.
 	notReady func() bool
@@ -98,11 +99,13 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{
+	s := &Server{
 		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log, verifier: cfg.Verifier,
-		metrics:  newMetrics(),
+		metrics:  metrics.NewAPI(),
 		limiters: map[string]*keyLimiter{},
 	}
+	s.exportEngine()
+	return s
 }
 
 // Handler returns the HTTP handler with every route.
@@ -113,7 +116,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	route("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	// GET /metrics is served on its own port (MetricsHandler), never here.
 	route("GET /openapi.json", serveOpenAPI)
 
 	route("POST /v5/list", s.listKey(s.submitList))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ var (
 	k8s         client.Client
 	store       *blobstore.Store
 	baseURL     string
+	// metricsURLs maps an API address startAPI returned to its metrics
+	// server's base URL.
+	metricsURLs sync.Map
 )
 
 func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
@@ -180,6 +184,10 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	c.MaxUploadBytes = maxUpload
 	c.Limits = listfile.Limits{MaxExpandedBytes: 1 << 20}
 	if c.RateLimit == 0 {
@@ -202,7 +210,7 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- restapi.Run(ctx, cfg, restapi.RunOptions{
-			Config: c, Listener: ln, KeyNamespace: nsSystem, Store: store,
+			Config: c, Listener: ln, MetricsListener: mln, KeyNamespace: nsSystem, Store: store,
 			ShutdownTimeout: 20 * time.Second,
 			Log:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Ready:           func(string) { close(ready) },
@@ -224,5 +232,16 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	metricsURLs.Store(ln.Addr().String(), "http://"+mln.Addr().String())
 	return ln.Addr().String(), nil
+}
+
+// metricsURL is the metrics base URL of the API at base (a baseURL).
+func metricsURL(t *testing.T, base string) string {
+	t.Helper()
+	u, ok := metricsURLs.Load(strings.TrimPrefix(base, "http://"))
+	if !ok {
+		t.Fatalf("no metrics server for %s", base)
+	}
+	return u.(string)
 }
