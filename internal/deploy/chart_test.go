@@ -26,11 +26,14 @@ var valueSets = []struct {
 	{"optional objects on", map[string]any{
 		"namespace":           map[string]any{"create": true},
 		"podDisruptionBudget": map[string]any{"enabled": true},
-		"networkPolicy":       map[string]any{"enabled": true},
-		"serviceMonitor":      map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
-		"prometheusRule":      map[string]any{"enabled": true},
-		"dashboards":          map[string]any{"enabled": true},
-		"argocd":              map[string]any{"healthChecks": map[string]any{"enabled": true}},
+		"networkPolicy": map[string]any{"enabled": true, "workerExtraEgress": []any{map[string]any{
+			"to":    []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.5.0/24"}}},
+			"ports": []any{map[string]any{"port": 5432, "protocol": "TCP"}},
+		}}},
+		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+		"prometheusRule": map[string]any{"enabled": true},
+		"dashboards":     map[string]any{"enabled": true},
+		"argocd":         map[string]any{"healthChecks": map[string]any{"enabled": true}},
 	}},
 	{"object store, custom images and placement", customValues()},
 	{"renamed, no API, no user roles", map[string]any{
@@ -97,10 +100,14 @@ func TestChartValueSets(t *testing.T) {
 				kinds[o.GetKind()]++
 			}
 			optional := vs.name == "optional objects on"
-			for _, k := range []string{"PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "PrometheusRule", "Namespace"} {
+			for _, k := range []string{"NetworkPolicy", "ServiceMonitor", "PrometheusRule", "Namespace"} {
 				if (kinds[k] > 0) != optional {
 					t.Errorf("%d %s objects rendered", kinds[k], k)
 				}
+			}
+			// The API's PDB is on by default (as in config/default).
+			if wantPDB := vs.name != "renamed, no API, no user roles"; (kinds["PodDisruptionBudget"] == 1) != wantPDB {
+				t.Errorf("%d PodDisruptionBudgets rendered, want one: %v", kinds["PodDisruptionBudget"], wantPDB)
 			}
 			if optional && (kinds["NetworkPolicy"] != 3 || kinds["ServiceMonitor"] != 2 || kinds["ConfigMap"] != 2) {
 				t.Errorf("kinds %v: want 3 NetworkPolicies, 2 ServiceMonitors, 2 ConfigMaps", kinds)
