@@ -149,6 +149,14 @@ func TestMakeRunE2E(t *testing.T) {
 	if !strings.Contains(table, "email_validation") || !strings.Contains(table, "Results") {
 		t.Errorf("kubectl get emaillists:\n%s", table)
 	}
+	// -o wide adds the Ready condition's reason and message.
+	wide := run("get", "emaillists", "-o", "wide")
+	if h := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); strings.Join(h, " ") != "NAME LISTID SERVICE ACTION PHASE PROGRESS AGE REASON MESSAGE" {
+		t.Errorf("kubectl get emaillists -o wide columns: %v", h)
+	}
+	if !strings.Contains(wide, "results are ready to download") {
+		t.Errorf("kubectl get emaillists -o wide lacks the Ready message:\n%s", wide)
+	}
 	if short := run("get", "el"); !strings.Contains(short, "sample-list") {
 		t.Errorf("short name el does not work:\n%s", short)
 	}
