@@ -1,6 +1,6 @@
 // Command api serves the REST companion API in-cluster: the /v5/list
 // endpoints, with API keys read from Secrets, plus /healthz, /readyz,
-// /metrics and /openapi.json.
+// /openapi.json, and /metrics on a port of its own (--metrics-bind-address).
 package main
 
 import (

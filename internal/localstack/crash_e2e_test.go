@@ -41,7 +41,7 @@ func buildLocalstack(t *testing.T) (bin, root string) {
 
 func startStack(t *testing.T, bin, root, dir string) *stack {
 	t.Helper()
-	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+os.Getenv("KUBEBUILDER_ASSETS"))
 	stdout, err := cmd.StdoutPipe()

@@ -44,7 +44,8 @@ func TestMakeRunE2E(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", freeAddr(t), "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0",
+		"--api-metrics-bind-address", "127.0.0.1:0")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
 	stdout, err := cmd.StdoutPipe()
@@ -74,8 +75,9 @@ func TestMakeRunE2E(t *testing.T) {
 
 	// The banner prints the kubeconfig and the apply line.
 	var kubeconfig, applyLine, apiURL, apiKey string
+	var mm metricsBanner
 	deadline := time.After(90 * time.Second)
-	for applyLine == "" {
+	for applyLine == "" || !mm.complete() {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -90,6 +92,7 @@ func TestMakeRunE2E(t *testing.T) {
 			case len(f) >= 3 && f[0] == "API" && f[1] == "key:":
 				apiKey = f[2]
 			}
+			mm.parse(f)
 			if strings.Contains(l, "kubectl apply -f") {
 				applyLine = strings.TrimSpace(l)
 			}
@@ -146,6 +149,14 @@ func TestMakeRunE2E(t *testing.T) {
 	if !strings.Contains(table, "email_validation") || !strings.Contains(table, "Results") {
 		t.Errorf("kubectl get emaillists:\n%s", table)
 	}
+	// -o wide adds the Ready condition's reason and message.
+	wide := run("get", "emaillists", "-o", "wide")
+	if h := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); strings.Join(h, " ") != "NAME LISTID SERVICE ACTION PHASE PROGRESS AGE REASON MESSAGE" {
+		t.Errorf("kubectl get emaillists -o wide columns: %v", h)
+	}
+	if !strings.Contains(wide, "results are ready to download") {
+		t.Errorf("kubectl get emaillists -o wide lacks the Ready message:\n%s", wide)
+	}
 	if short := run("get", "el"); !strings.Contains(short, "sample-list") {
 		t.Errorf("short name el does not work:\n%s", short)
 	}
@@ -169,6 +180,8 @@ func TestMakeRunE2E(t *testing.T) {
 	runREADMEBlock(t, root, apiURL, apiKey)
 	runDemographicsList(t, apiURL, apiKey)
 	runSDKCalls(t, apiURL, apiKey)
+	// The lists and calls above moved the manager's and the API's metrics.
+	checkMetrics(t, mm, apiURL, apiKey)
 
 	// Ctrl-C stops everything cleanly.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

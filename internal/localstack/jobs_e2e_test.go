@@ -41,7 +41,7 @@ func TestMakeRunJobs(t *testing.T) {
 
 	dir := t.TempDir()
 	cmd := exec.Command(filepath.Join(bin, "localstack"), "--dir", dir, "--executor=job", "--worker-dir", bin,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
 	stdout, err := cmd.StdoutPipe()
