@@ -18,7 +18,8 @@ import (
 
 // TestServerSideDryRun applies (server-side apply, dryRun=All) every object
 // config/default renders and every object the chart renders for each value
-// set against a real kube-apiserver, so schemas, defaults and validation
+// set, and the optional config/network-policy and config/prometheus,
+// against a real kube-apiserver, so schemas, defaults and validation
 // are the API server's. The chart's CRDs are applied for real first: the
 // rendered EmailLists and Purchases need them, and they must install.
 //
@@ -49,7 +50,8 @@ func TestServerSideDryRun(t *testing.T) {
 	}
 	installCRDs(ctx, t, cfg, c, renderChart(t, nil))
 
-	sets := map[string][]*unstructured.Unstructured{"config/default": renderKustomize(t)}
+	sets := map[string][]*unstructured.Unstructured{"config/default": renderKustomize(t),
+		"config/network-policy and config/prometheus": renderOptionalConfig(t)}
 	for _, vs := range valueSets {
 		sets["chart "+vs.name] = renderChart(t, vs.vals)
 	}

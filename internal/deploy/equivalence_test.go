@@ -2,8 +2,11 @@ package deploy
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,6 +72,64 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChartMatchesOptionalConfig: the optional parts config/default leaves
+// commented out (../network-policy and ../prometheus), rendered as if they
+// were uncommented, equal the chart's with networkPolicy and serviceMonitor
+// enabled.
+func TestChartMatchesOptionalConfig(t *testing.T) {
+	want := byKey(renderOptionalConfig(t))
+	chart := map[string]*unstructured.Unstructured{}
+	for k, o := range byKey(renderChart(t, map[string]any{"networkPolicy": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true}})) {
+		if o.GetKind() == "NetworkPolicy" || o.GetKind() == "ServiceMonitor" {
+			chart[k] = o
+		}
+	}
+	if len(want) != 5 {
+		t.Errorf("config/network-policy and config/prometheus rendered %d objects, want 3 policies and 2 monitors", len(want))
+	}
+	for k, w := range want {
+		got, ok := chart[k]
+		if !ok {
+			t.Errorf("the chart lacks %s", k)
+			continue
+		}
+		if d := diffPaths("", normalize(w).Object, normalize(got).Object); len(d) > 0 {
+			t.Errorf("%s differs from config at:\n  %v", k, d)
+		}
+	}
+	for k := range chart {
+		if _, ok := want[k]; !ok {
+			t.Errorf("the chart renders %s, which config does not", k)
+		}
+	}
+}
+
+// renderOptionalConfig renders config/network-policy and config/prometheus
+// as config/default would with them uncommented (prefixed, in its namespace).
+func renderOptionalConfig(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	var res []string
+	for _, d := range []string{"network-policy", "prometheus"} {
+		abs, err := filepath.Abs(filepath.Join("../../config", d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// kustomize takes relative paths only (and, outside the root,
+		// with --load-restrictor LoadRestrictionsNone).
+		rel, err := filepath.Rel(dir, abs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = append(res, "- "+rel)
+	}
+	kust := "namespace: " + releaseNS + "\nnamePrefix: emaildata-\nresources:\n" + strings.Join(res, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kustomize(t, dir, "--load-restrictor", "LoadRestrictionsNone")
 }
 
 // normalize drops what may differ by tool: tool labels, the chart's keep

@@ -71,13 +71,19 @@ func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
 // renderKustomize renders config/default as `kubectl apply -k` would.
 func renderKustomize(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	return kustomize(t, kustomizeBase)
+}
+
+// kustomize renders a kustomization directory with kubectl.
+func kustomize(t *testing.T, dir string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Fatal("kubectl is needed to render config/default")
+		t.Fatal("kubectl is needed to render the kustomizations")
 	}
-	out, err := exec.Command(kubectl, "kustomize", kustomizeBase).Output()
+	out, err := exec.Command(kubectl, append([]string{"kustomize", dir}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("kubectl kustomize config/default: %v", err)
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
 	objs, err := decodeDocs(out)
 	if err != nil {
