@@ -1,12 +1,16 @@
 package controllers_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/metrics"
 )
 
@@ -45,7 +49,9 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 // TestListMetrics: a list that reaches Results adds its rows, shards,
 // verdicts and duration to the manager's metrics, through the Job executor
 // (workers' shard summaries) and the local one alike. Other tests run
-// lists at the same time, so the deltas are lower bounds.
+// lists at the same time, so the deltas are lower bounds. (The Lists gauge
+// reads the last manager's cache, and this suite runs several managers:
+// the e2e test checks it, with make run's one manager.)
 func TestListMetrics(t *testing.T) {
 	ev := map[string]string{"service": "email_validation"}
 	series := []struct {
@@ -75,9 +81,51 @@ func TestListMetrics(t *testing.T) {
 					t.Errorf("%s%v grew by %v, want at least %v", s.name, s.labels, got, s.min)
 				}
 			}
-			if n := managerSample(t, metrics.Lists, map[string]string{"phase": "Results"}); n < 1 {
-				t.Errorf("%s{phase=Results} = %v, want at least 1", metrics.Lists, n)
-			}
 		})
+	}
+}
+
+// TestFailureAndCallbackMetrics: a failed list counts under its reason and
+// the Failed duration; callback attempts count by outcome.
+func TestFailureAndCallbackMetrics(t *testing.T) {
+	failed := map[string]string{"service": "email_validation", "reason": controllers.ReasonInvalidInput}
+	failedDuration := map[string]string{"service": "email_validation", "phase": "Failed"}
+	before := []float64{managerSample(t, metrics.ListsFailed, failed), managerSample(t, metrics.ListDuration, failedDuration)}
+	name := uniqueName("metrics-bad")
+	create(t, newList(nsLocal, name).upload(putUpload(t, nil)).obj()) // no data rows
+	l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed)
+	if c := condition(l.Status.Conditions, listsv1.ConditionReady); c == nil || c.Reason != controllers.ReasonInvalidInput {
+		t.Fatalf("Ready = %+v, want reason %s", c, controllers.ReasonInvalidInput)
+	}
+	if got := managerSample(t, metrics.ListsFailed, failed) - before[0]; got < 1 {
+		t.Errorf("%s%v grew by %v, want at least 1", metrics.ListsFailed, failed, got)
+	}
+	if got := managerSample(t, metrics.ListDuration, failedDuration) - before[1]; got < 1 {
+		t.Errorf("%s%v grew by %v, want at least 1", metrics.ListDuration, failedDuration, got)
+	}
+
+	outcomes := []string{metrics.CallbackDelivered, metrics.CallbackRetrying, metrics.CallbackFailed}
+	prior := map[string]float64{}
+	for _, o := range outcomes {
+		prior[o] = managerSample(t, metrics.CallbackDeliveries, map[string]string{"outcome": o})
+	}
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer ok.Close()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	defer bad.Close()
+	for _, u := range []string{ok.URL, bad.URL} {
+		name := uniqueName("metrics-cb")
+		create(t, newList(nsLocal, name).upload(putUpload(t, []byte("a@example.com\n"))).callback(u).obj())
+		eventually(t, 20*time.Second, "callback settled", func() (bool, string) {
+			l := getList(t, nsLocal, name)
+			return l.Status.Callback != nil && l.Status.Callback.State != listsv1.CallbackPending, ""
+		})
+	}
+	// The suite gives up after 3 attempts: 1 delivered, 2 retried, 1 failed.
+	want := map[string]float64{metrics.CallbackDelivered: 1, metrics.CallbackRetrying: 2, metrics.CallbackFailed: 1}
+	for _, o := range outcomes {
+		if got := managerSample(t, metrics.CallbackDeliveries, map[string]string{"outcome": o}) - prior[o]; got < want[o] {
+			t.Errorf("callback attempts %s grew by %v, want at least %v", o, got, want[o])
+		}
 	}
 }

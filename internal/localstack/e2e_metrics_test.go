@@ -155,7 +155,7 @@ func checkMetrics(t *testing.T, mm metricsBanner, apiURL, apiKey string) {
 			continue
 		}
 		got := sum(c.fams, c.name, c.label)
-		t.Logf("%s: %s%v = %v", c.what, c.name, c.label, got)
+		t.Logf("%s: %s %v = %v", c.what, c.name, c.label, got)
 		if got < c.min {
 			t.Errorf("%s: %s%v = %v, want at least %v", c.what, c.name, c.label, got, c.min)
 		}
