@@ -37,7 +37,7 @@ func NewAPI() *API {
 		verdicts:    counterVec(Verifications),
 		engine:      newEngineCollector(),
 	}
-	a.reg.MustRegister(a.requests, a.latency, a.rateLimited, a.verdicts, a.engine,
+	a.reg.MustRegister(a.requests, a.latency, a.rateLimited, a.verdicts, a.engine, newHistCollector(a.engine.histograms),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return a
 }
@@ -87,6 +87,15 @@ func (e *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range e.descs {
 		ch <- d
 	}
+}
+
+// histograms reads the engine histograms from the same snapshot.
+func (e *engineCollector) histograms() map[string]*histState {
+	states := map[string]*histState{}
+	if fn := e.fn.Load(); fn != nil && *fn != nil {
+		addHistCounters(states, (*fn)())
+	}
+	return states
 }
 
 func (e *engineCollector) Collect(ch chan<- prometheus.Metric) {

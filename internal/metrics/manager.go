@@ -22,6 +22,8 @@ type Manager struct {
 	verdicts  *prometheus.CounterVec
 	callbacks *prometheus.CounterVec
 	engine    map[string]prometheus.Counter
+	hists     histTotals
+	histC     *histCollector
 	lists     *phaseCollector
 }
 
@@ -40,12 +42,13 @@ func NewManager() *Manager {
 	for _, c := range engineCounters {
 		m.engine[c.key] = prometheus.NewCounter(prometheus.CounterOpts{Name: EngineCounterName(c.key), Help: c.help})
 	}
+	m.histC = newHistCollector(m.hists.snapshot)
 	return m
 }
 
 // Collectors returns every collector of m.
 func (m *Manager) Collectors() []prometheus.Collector {
-	out := []prometheus.Collector{m.rows, m.duration, m.failed, m.shards, m.verdicts, m.callbacks, m.lists}
+	out := []prometheus.Collector{m.rows, m.duration, m.failed, m.shards, m.verdicts, m.callbacks, m.lists, m.histC}
 	for _, c := range engineCounters {
 		out = append(out, m.engine[c.key])
 	}
@@ -100,14 +103,15 @@ func (m *Manager) ListFinished(o ListOutcome) {
 	m.AddEngine(o.Engine)
 }
 
-// AddEngine adds engine counters (keys as the engines' Counters() name
-// them); unknown keys and negative values are ignored.
+// AddEngine adds engine counters and histograms (keys as the engines'
+// Counters() name them); unknown keys and negative values are ignored.
 func (m *Manager) AddEngine(counters map[string]float64) {
 	for k, v := range counters {
 		if c, ok := m.engine[k]; ok && v > 0 {
 			c.Add(v)
 		}
 	}
+	m.hists.add(counters)
 }
 
 // CallbackAttempt counts one callback attempt by outcome

@@ -146,6 +146,9 @@ func Families() []Family {
 	for _, c := range engineCounters {
 		out = append(out, Family{EngineCounterName(c.key), Counter, c.help, nil, []string{manager, api}})
 	}
+	for _, h := range engineHistograms {
+		out = append(out, Family{Prefix + h.key, Histogram, h.help, nil, []string{manager, api}})
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/emaildata/emaildata/internal/durhist"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 )
@@ -20,6 +21,11 @@ func allEngine() map[string]float64 {
 	out := map[string]float64{}
 	for _, k := range EngineCounterKeys() {
 		out[k] = 1
+	}
+	h := durhist.New(0.01, 1)
+	h.Observe(5 * time.Millisecond)
+	for _, k := range EngineHistogramKeys() {
+		h.Snapshot().AddCounters(out, k)
 	}
 	return out
 }

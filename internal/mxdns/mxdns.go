@@ -22,6 +22,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/emaildata/emaildata/internal/durhist"
 )
 
 // Status is the outcome of a Lookup.
@@ -232,15 +234,17 @@ type Stats struct {
 	Evictions    uint64 // entries evicted by the size bound
 	// ResolveTime is the wall time spent in resolutions (the mean
 	// latency of a cache miss is ResolveTime / Resolutions).
-	ResolveTime   time.Duration
-	CacheSize     int // domains currently cached (expired ones included until touched)
-	HostCacheSize int // MX host names currently cached
+	ResolveTime time.Duration
+	// ResolveLatency is the distribution of resolution times.
+	ResolveLatency durhist.Snapshot
+	CacheSize      int // domains currently cached (expired ones included until touched)
+	HostCacheSize  int // MX host names currently cached
 }
 
 // Counters names the cumulative counters for reports and metrics
 // (workers' shard summaries; the manager adds them up).
 func (s Stats) Counters() map[string]float64 {
-	return map[string]float64{
+	m := map[string]float64{
 		"dns_lookups":            float64(s.Lookups),
 		"dns_cache_hits":         float64(s.CacheHits),
 		"dns_queries":            float64(s.Queries),
@@ -248,7 +252,16 @@ func (s Stats) Counters() map[string]float64 {
 		"dns_resolutions":        float64(s.Resolutions),
 		"dns_resolution_seconds": s.ResolveTime.Seconds(),
 	}
+	s.ResolveLatency.AddCounters(m, ResolutionDurationKey)
+	return m
 }
+
+// ResolutionDurationKey names the resolution latency histogram in Counters.
+const ResolutionDurationKey = "dns_resolution_duration_seconds"
+
+// resolveBounds span a cached resolver's answer to a query that waits out
+// its retries.
+var resolveBounds = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // Resolver resolves and caches mail exchangers. Create it with New.
 type Resolver struct {
@@ -264,6 +277,7 @@ type Resolver struct {
 
 	lookups, hits, resolutions, queries, tcpFallbacks, timeouts atomic.Uint64
 	resolveNs                                                   atomic.Int64
+	resolveHist                                                 *durhist.Histogram
 
 	connMu sync.Mutex
 	idle   []*dns.Conn // pooled UDP sockets to the server
@@ -279,6 +293,8 @@ func New(cfg Config) *Resolver {
 		now:   time.Now,
 		cache: newLRU[Result](cfg.CacheSize),
 		hosts: newLRU[hostAddrs](cfg.HostCacheSize),
+
+		resolveHist: durhist.New(resolveBounds...),
 	}
 }
 
@@ -291,16 +307,17 @@ func (r *Resolver) Stats() Stats {
 	cs, hs, ev := r.cache.len(), r.hosts.len(), r.cache.evictions+r.hosts.evictions
 	r.mu.Unlock()
 	return Stats{
-		Lookups:       r.lookups.Load(),
-		CacheHits:     r.hits.Load(),
-		Resolutions:   r.resolutions.Load(),
-		Queries:       r.queries.Load(),
-		TCPFallbacks:  r.tcpFallbacks.Load(),
-		Timeouts:      r.timeouts.Load(),
-		Evictions:     ev,
-		ResolveTime:   time.Duration(r.resolveNs.Load()),
-		CacheSize:     cs,
-		HostCacheSize: hs,
+		Lookups:        r.lookups.Load(),
+		CacheHits:      r.hits.Load(),
+		Resolutions:    r.resolutions.Load(),
+		Queries:        r.queries.Load(),
+		TCPFallbacks:   r.tcpFallbacks.Load(),
+		Timeouts:       r.timeouts.Load(),
+		Evictions:      ev,
+		ResolveTime:    time.Duration(r.resolveNs.Load()),
+		ResolveLatency: r.resolveHist.Snapshot(),
+		CacheSize:      cs,
+		HostCacheSize:  hs,
 	}
 }
 
@@ -361,7 +378,9 @@ func (r *Resolver) Lookup(ctx context.Context, domain string) (Result, error) {
 		defer cancel()
 		start := time.Now() // wall time, not r.now: tests move that clock
 		res, err := r.resolve(fctx, name)
-		r.resolveNs.Add(int64(time.Since(start)))
+		took := time.Since(start)
+		r.resolveNs.Add(int64(took))
+		r.resolveHist.Observe(took)
 		return flightResult{res, err}, nil
 	})
 	select {

@@ -161,6 +161,7 @@ func (p *Prober) dial(tg target, budget time.Time) (*session, error) {
 	}
 	p.penalties.clear(tg.addr)
 	s.setup = time.Since(t0)
+	p.st.setupHist.Observe(s.setup)
 	p.st.sessions.Add(1)
 	p.noteSession(tg.addr, t0)
 	return s, nil
@@ -409,5 +410,7 @@ func (s *session) quit() {
 
 func (s *session) close() {
 	s.c.Close()
-	s.p.st.sessionNs.Add(int64(time.Since(s.t0)))
+	d := time.Since(s.t0)
+	s.p.st.sessionNs.Add(int64(d))
+	s.p.st.sessionHist.Observe(d)
 }

@@ -74,6 +74,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/durhist"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/verify"
 )
@@ -311,12 +312,27 @@ type Stats struct {
 	StalledTime  time.Duration // part of SessionTime spent on connects and greetings that timed out
 	DeferredTime time.Duration
 	QueueTime    time.Duration
+
+	// SessionLatency is the distribution of connection lifetimes (connect
+	// to close); SetupLatency of connect, greeting and EHLO of the sessions
+	// that got that far.
+	SessionLatency, SetupLatency durhist.Snapshot
 }
+
+// Histogram keys in Counters.
+const (
+	SessionDurationKey = "smtp_session_duration_seconds"
+	SetupDurationKey   = "smtp_setup_duration_seconds"
+)
+
+// sessionBounds span a quick session on a near host to a tarpit's greeting
+// timeout and a long pipelined session.
+var sessionBounds = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
 // Counters names the cumulative counters for reports and metrics
 // (workers' shard summaries; the manager adds them up). Times are seconds.
 func (s Stats) Counters() map[string]float64 {
-	return map[string]float64{
+	m := map[string]float64{
 		"smtp_dials":            float64(s.Dials),
 		"smtp_sessions":         float64(s.Sessions),
 		"smtp_rcpt":             float64(s.RCPT),
@@ -333,6 +349,9 @@ func (s Stats) Counters() map[string]float64 {
 		"smtp_deferred_seconds": s.DeferredTime.Seconds(),
 		"smtp_queued_seconds":   s.QueueTime.Seconds(),
 	}
+	s.SessionLatency.AddCounters(m, SessionDurationKey)
+	s.SetupLatency.AddCounters(m, SetupDurationKey)
+	return m
 }
 
 // Prober runs SMTP probes. It is safe for concurrent use; the per-host
@@ -363,6 +382,7 @@ type counters struct {
 	dials, sessions, rcpts, rsets, caProbes, caCached, deferred, retries, limits atomic.Uint64
 	hostFails, skipped, stalled, failovers, peak                                 atomic.Uint64
 	sessionNs, stalledNs, deferredNs, queueNs                                    atomic.Int64
+	sessionHist, setupHist                                                       *durhist.Histogram
 }
 
 // New returns a Prober for cfg. It sends nothing until the first probe.
@@ -377,6 +397,8 @@ func New(cfg Config) *Prober {
 		sweepAt:   minSweep,
 		caOwner:   make(map[string]*job),
 	}
+	p.st.sessionHist = durhist.New(sessionBounds...)
+	p.st.setupHist = durhist.New(sessionBounds...)
 	rand.Read(p.secret[:])
 	return p
 }
@@ -406,6 +428,8 @@ func (p *Prober) Stats() Stats {
 		StalledTime:      time.Duration(c.stalledNs.Load()),
 		DeferredTime:     time.Duration(c.deferredNs.Load()),
 		QueueTime:        time.Duration(c.queueNs.Load()),
+		SessionLatency:   c.sessionHist.Snapshot(),
+		SetupLatency:     c.setupHist.Snapshot(),
 	}
 }
 
