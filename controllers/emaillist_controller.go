@@ -26,9 +26,6 @@ import (
 // Finalizer deletes a list's blobs before the list goes away.
 const Finalizer = "lists.emaildata.io/blobs"
 
-// ListIDLabel carries a list ID that the REST API allocated at submission.
-const ListIDLabel = "lists.emaildata.io/list-id"
-
 // EmailListReconciler moves an EmailList through Pending, Processing and
 // Processed or Results (or Failed).
 type EmailListReconciler struct {
@@ -136,7 +133,7 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 
 // listID adopts the ID the REST API put in the label, or allocates one.
 func (r *EmailListReconciler) listID(ctx context.Context, list *listsv1.EmailList) (int64, error) {
-	if v, ok := list.Labels[ListIDLabel]; ok {
+	if v, ok := list.Labels[listsv1.ListIDLabel]; ok {
 		if id, err := strconv.ParseInt(v, 10, 64); err == nil && id > 0 {
 			return id, nil
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/jobplane"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
@@ -146,7 +147,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 
-	c, err := client.New(cfg, client.Options{Scheme: operator.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: kubescheme.New()})
 	if err != nil {
 		return nil, err
 	}

@@ -21,8 +21,8 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/operator"
 )
 
 // RunOptions configure a running API server.
@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	}
 	namespaces := map[string]cache.Config{o.Namespace: {}, o.KeyNamespace: {}}
 	cl, err := cluster.New(cfg, func(co *cluster.Options) {
-		co.Scheme = operator.Scheme()
+		co.Scheme = kubescheme.New()
 		co.Cache = cache.Options{
 			DefaultNamespaces: namespaces,
 			ByObject: map[client.Object]cache.ByObject{

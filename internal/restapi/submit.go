@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
@@ -110,9 +109,9 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 			Namespace: s.cfg.Namespace,
 			Name:      fmt.Sprintf("list-%d", id),
 			Labels: map[string]string{
-				controllers.ListIDLabel: strconv.FormatInt(id, 10),
-				TenantLabel:             tenantLabel(key.Tenant),
-				listsv1.LabelManagedBy:  listsv1.ManagedByAPI,
+				listsv1.ListIDLabel:    strconv.FormatInt(id, 10),
+				TenantLabel:            tenantLabel(key.Tenant),
+				listsv1.LabelManagedBy: listsv1.ManagedByAPI,
 			},
 		},
 		Spec: listsv1.EmailListSpec{

@@ -25,6 +25,7 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/emaillists"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
 	"github.com/emaildata/emaildata/internal/mailworld"
@@ -84,7 +85,7 @@ func runSuite(m *testing.M) int {
 	defer func() { _ = env.Stop() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
+	if k8s, err = client.New(cfg, client.Options{Scheme: kubescheme.New()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
