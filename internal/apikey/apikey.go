@@ -11,7 +11,9 @@
 //	  rateLimit: "20"                           # optional requests/second for this key
 //
 // Keys are read through an informer, never with an API call per request,
-// and held only as SHA-256 digests. A key is never logged.
+// and held only as SHA-256 digests. A key is never logged. The package sees
+// a Secret only as its name and data (Source and a map): the REST API turns
+// the informer's Secrets into those, so this package needs no Kubernetes types.
 package apikey
 
 import (
@@ -22,8 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // Label marks Secrets that hold API keys.
@@ -123,11 +123,17 @@ func (s *Store) Len() int {
 	return len(s.byDigest)
 }
 
-// Upsert adds or replaces the key held by a Secret. A Secret that is not a
-// valid key Secret removes any key it held and returns why.
-func (s *Store) Upsert(sec *corev1.Secret) error {
-	name := sec.Namespace + "/" + sec.Name
-	k, raw, err := parse(sec)
+// Source names the Secret that holds a key.
+type Source struct {
+	Namespace, Name string
+}
+
+// Upsert adds or replaces the key held by the Secret src, whose data (the
+// Secret's Data, with StringData already folded in) is data. A Secret that is
+// not a valid key Secret removes any key it held and returns why.
+func (s *Store) Upsert(src Source, data map[string][]byte) error {
+	name := src.Namespace + "/" + src.Name
+	k, raw, err := parse(src.Name, data)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.bySecret[name]; ok {
@@ -161,19 +167,19 @@ func (s *Store) Delete(namespace, name string) {
 	}
 }
 
-func parse(sec *corev1.Secret) (*Key, string, error) {
-	raw := strings.TrimSpace(string(sec.Data["key"]))
+func parse(secretName string, data map[string][]byte) (*Key, string, error) {
+	raw := strings.TrimSpace(string(data["key"]))
 	if raw == "" {
 		return nil, "", fmt.Errorf("no data key %q", "key")
 	}
 	if len(raw) < 16 {
 		return nil, "", fmt.Errorf("the key is shorter than 16 characters")
 	}
-	k := &Key{Tenant: sec.Name, Services: map[string]bool{}, Secret: sec.Name}
-	if t := strings.TrimSpace(string(sec.Data["tenant"])); t != "" {
+	k := &Key{Tenant: secretName, Services: map[string]bool{}, Secret: secretName}
+	if t := strings.TrimSpace(string(data["tenant"])); t != "" {
 		k.Tenant = t
 	}
-	for _, svc := range strings.Split(string(sec.Data["services"]), ",") {
+	for _, svc := range strings.Split(string(data["services"]), ",") {
 		svc = strings.TrimSpace(svc)
 		if svc == "" {
 			continue
@@ -186,7 +192,7 @@ func parse(sec *corev1.Secret) (*Key, string, error) {
 	if len(k.Services) == 0 {
 		return nil, "", fmt.Errorf("no services enabled (data key %q)", "services")
 	}
-	if v := strings.TrimSpace(string(sec.Data["rateLimit"])); v != "" {
+	if v := strings.TrimSpace(string(data["rateLimit"])); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
 			return nil, "", fmt.Errorf("rateLimit %q is not a positive number", v)

@@ -157,6 +157,11 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	return nil
 }
 
+// UpsertKeySecret hands a key Secret to the key store as its name and data.
+func UpsertKeySecret(keys *apikey.Store, sec *corev1.Secret) error {
+	return keys.Upsert(apikey.Source{Namespace: sec.Namespace, Name: sec.Name}, sec.Data)
+}
+
 // keyHandler keeps the key store in step with the Secret informer.
 func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHandler {
 	upsert := func(obj any) {
@@ -164,7 +169,7 @@ func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHa
 		if !ok {
 			return
 		}
-		if err := keys.Upsert(sec); err != nil {
+		if err := UpsertKeySecret(keys, sec); err != nil {
 			log.Warn("ignoring API key secret", "error", err.Error())
 		}
 	}
