@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Service names a data service that runs over a list.
@@ -12,11 +14,11 @@ type Service string
 
 const (
 	// ServiceEmailValidation verifies every address in the list.
-	ServiceEmailValidation Service = "email_validation"
+	ServiceEmailValidation Service = services.EmailValidation
 	// ServiceEmailAppend finds email addresses for name and postal records.
-	ServiceEmailAppend Service = "email_append"
+	ServiceEmailAppend Service = services.EmailAppend
 	// ServiceEmailIntelligence appends demographics to email addresses.
-	ServiceEmailIntelligence Service = "email_intelligence"
+	ServiceEmailIntelligence Service = services.EmailIntelligence
 )
 
 // Action says whether results are delivered at once or held until purchased.

@@ -19,6 +19,7 @@ import (
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/services"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/verify"
 )
@@ -49,7 +50,7 @@ func (r *localRun) flags(args []string) error {
 	}
 	fs.StringVar(&r.in, "in", "", "input list file (.csv, .txt or .zip)")
 	fs.StringVar(&r.out, "out", "", "result file to write")
-	fs.StringVar(&r.service, "service", "email_validation", "list service")
+	fs.StringVar(&r.service, "service", services.EmailValidation, "list service")
 	fs.StringVar(&r.delim, "delimiter", "tab", "comma, pipe or tab")
 	fs.BoolVar(&r.header, "header", false, "the first row is a header")
 	fs.IntVar(&r.emailCol, "email-column", 1, "1-based email column")

@@ -24,25 +24,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Label marks Secrets that hold API keys.
 const Label = "emaildata.io/api-key"
-
-// Services a key can be enabled for.
-const (
-	ServiceEmailValidation   = "email_validation"
-	ServiceEmailAppend       = "email_append"
-	ServiceEmailIntelligence = "email_intelligence"
-	ServiceFraud             = "fraud"
-	ServiceDemographics      = "demographics"
-)
-
-// KnownServices lists every service name a Secret may name.
-var KnownServices = []string{ServiceEmailValidation, ServiceEmailAppend, ServiceEmailIntelligence, ServiceFraud, ServiceDemographics}
-
-// ListServices are the services that run over lists.
-var ListServices = []string{ServiceEmailValidation, ServiceEmailAppend, ServiceEmailIntelligence}
 
 // Key is what a valid API key resolves to.
 type Key struct {
@@ -64,7 +51,7 @@ func (k *Key) Enabled(service string) bool { return k.Services[service] }
 // EnabledListServices returns the list services the key may run, sorted.
 func (k *Key) EnabledListServices() []string {
 	var out []string
-	for _, s := range ListServices {
+	for _, s := range services.List {
 		if k.Services[s] {
 			out = append(out, s)
 		}
@@ -185,7 +172,7 @@ func parse(secretName string, data map[string][]byte) (*Key, string, error) {
 			continue
 		}
 		if !known(svc) {
-			return nil, "", fmt.Errorf("unknown service %q (known: %s)", svc, strings.Join(KnownServices, ", "))
+			return nil, "", fmt.Errorf("unknown service %q (known: %s)", svc, strings.Join(services.Known, ", "))
 		}
 		k.Services[svc] = true
 	}
@@ -203,7 +190,7 @@ func parse(secretName string, data map[string][]byte) (*Key, string, error) {
 }
 
 func known(svc string) bool {
-	for _, s := range KnownServices {
+	for _, s := range services.Known {
 		if s == svc {
 			return true
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Options configure the stack.
@@ -313,7 +314,7 @@ func ensureLocalKey(ctx context.Context, c client.Client, keyFile string) (strin
 		sec.Labels = map[string]string{apikey.Label: "true"}
 		sec.Data = map[string][]byte{
 			"key":      []byte(key),
-			"services": []byte(strings.Join(apikey.KnownServices, ",")),
+			"services": []byte(strings.Join(services.Known, ",")),
 			"tenant":   []byte("local"),
 		}
 		return nil

@@ -4,12 +4,13 @@ import (
 	"strings"
 
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Service names, as registered in a listservice.Registry.
 const (
-	NameEmailIntelligence = "email_intelligence"
-	NameEmailAppend       = "email_append"
+	NameEmailIntelligence = services.EmailIntelligence
+	NameEmailAppend       = services.EmailAppend
 )
 
 // Person fields that input header columns can name.

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Bulk limits.
@@ -33,7 +33,7 @@ func (s *Server) bulkKey(next func(http.ResponseWriter, *http.Request)) http.Han
 			writeError(w, r, http.StatusUnauthorized, "Unauthorized", "Invalid API key.")
 			return
 		}
-		if !k.Enabled(apikey.ServiceDemographics) {
+		if !k.Enabled(services.Demographics) {
 			writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for demographics")
 			return
 		}

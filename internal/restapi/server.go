@@ -20,6 +20,7 @@ import (
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listid"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Config holds the server's settings.
@@ -122,13 +123,13 @@ func (s *Server) Handler() http.Handler {
 	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
-		route("GET /v5/td", s.textKey(apikey.ServiceDemographics, hasIdentifier, tdQuery, s.singleDemographics))
-		route("GET /v5/eppend", s.textKey(apikey.ServiceEmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
+		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))
+		route("GET /v5/eppend", s.textKey(services.EmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
 	}
 	if s.verifier != nil {
-		route("GET /v5/ev", s.queryKey(apikey.ServiceEmailValidation, s.verifyEmail))
+		route("GET /v5/ev", s.queryKey(services.EmailValidation, s.verifyEmail))
 		if s.cfg.Fraud != nil {
-			route("GET /fr", s.queryKey(apikey.ServiceFraud, s.fraudCheck))
+			route("GET /fr", s.queryKey(services.Fraud, s.fraudCheck))
 		}
 	}
 	return s.requestID(s.recoverer(s.dispatch(mux)))

@@ -17,6 +17,7 @@ import (
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // submitAccepted is the POST /v5/list response.
@@ -139,7 +140,7 @@ func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams
 	switch svc := q.Get("service"); {
 	case svc != "":
 		if !isListService(svc) {
-			return bad(fmt.Sprintf("service %q is not a list service; choose one of %s", truncate(svc, 40), strings.Join(apikey.ListServices, ", ")))
+			return bad(fmt.Sprintf("service %q is not a list service; choose one of %s", truncate(svc, 40), strings.Join(services.List, ", ")))
 		}
 		if !key.Enabled(svc) {
 			return p, http.StatusForbidden, "Forbidden", fmt.Sprintf("this API key is not enabled for %s", svc)
@@ -181,7 +182,7 @@ func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams
 	case "", "process":
 		p.action = ""
 	case "report":
-		if p.service == apikey.ServiceEmailValidation {
+		if p.service == services.EmailValidation {
 			return bad("email_validation always runs with action=process; action=report is not available for it")
 		}
 		p.action = listsv1.ActionReport
@@ -203,7 +204,7 @@ func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams
 }
 
 func isListService(s string) bool {
-	for _, l := range apikey.ListServices {
+	for _, l := range services.List {
 		if l == s {
 			return true
 		}

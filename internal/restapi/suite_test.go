@@ -34,6 +34,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/services"
 	"github.com/emaildata/emaildata/internal/typo"
 	"github.com/emaildata/emaildata/internal/verify"
 )
@@ -101,7 +102,7 @@ func runSuite(m *testing.M) int {
 		"demo":     {keyDemo, "demographics", "acme"},
 		"limited":  {keyLimited, "email_validation", "limited"},
 		"reporter": {keyReporter, "email_intelligence", "initech"},
-		"all":      {keyAll, strings.Join(apikey.KnownServices, ","), "sdk"},
+		"all":      {keyAll, strings.Join(services.Known, ","), "sdk"},
 		"append":   {keyAppend, "email_append", "acme"},
 	} {
 		sec := &corev1.Secret{

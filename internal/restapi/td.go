@@ -10,6 +10,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/services"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -98,7 +99,7 @@ func (s *Server) singleDemographics(w http.ResponseWriter, r *http.Request, k *a
 	// The verification object: asked for by name, or, without fields,
 	// when the key is enabled for email verification (a key's default
 	// answer is every field it may have).
-	canEV := k.Enabled(apikey.ServiceEmailValidation)
+	canEV := k.Enabled(services.EmailValidation)
 	if fs != nil && fs[fieldEmailValidation] && !canEV {
 		writeText(w, http.StatusForbidden, "This API key is not enabled for email_validation.")
 		return
