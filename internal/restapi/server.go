@@ -117,10 +117,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", s.metrics.handler())
 	route("GET /openapi.json", serveOpenAPI)
 
-	route("POST /v5/list", s.listKey(s.submitList))
-	route("GET /v5/list/{list_id}", s.listKey(s.listStatus))
-	route("POST /v5/list/{list_id}/purchase", s.listKey(s.purchase))
-	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
+	route("POST /v5/list", s.listKey(listService, s.submitList))
+	route("GET /v5/list/{list_id}", s.listKey(nil, s.listStatus))
+	route("POST /v5/list/{list_id}/purchase", s.listKey(nil, s.purchase))
+	route("GET /v5/list/{list_id}/results", s.listKey(nil, s.results))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
 		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))
@@ -179,6 +179,12 @@ const (
 )
 
 func keyFrom(ctx context.Context) *apikey.Key {
-	k, _ := ctx.Value(keyCtx).(*apikey.Key)
-	return k
+	c, _ := ctx.Value(keyCtx).(caller)
+	return c.key
+}
+
+// serviceFrom returns the list service a submission's key was authorized for.
+func serviceFrom(ctx context.Context) string {
+	c, _ := ctx.Value(keyCtx).(caller)
+	return c.service
 }

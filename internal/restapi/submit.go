@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/services"
@@ -42,7 +41,7 @@ type listParams struct {
 // upload (or a restart mid-upload) leaves no half-created list.
 func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	key := keyFrom(r.Context())
-	p, status, code, msg := s.parseListParams(r, key)
+	p, status, code, msg := s.parseListParams(r, serviceFrom(r.Context()))
 	if status != 0 {
 		writeError(w, r, status, code, msg)
 		return
@@ -132,27 +131,12 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, submitAccepted{ListID: id, SizeBytes: size})
 }
 
-func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams, status int, code, msg string) {
+// parseListParams reads a submission's query; service is the one listService
+// authorized.
+func (s *Server) parseListParams(r *http.Request, service string) (p listParams, status int, code, msg string) {
 	q := r.URL.Query()
 	bad := func(m string) (listParams, int, string, string) { return p, http.StatusBadRequest, "BadRequest", m }
-
-	enabled := key.EnabledListServices()
-	switch svc := q.Get("service"); {
-	case svc != "":
-		if !isListService(svc) {
-			return bad(fmt.Sprintf("service %q is not a list service; choose one of %s", truncate(svc, 40), strings.Join(services.List, ", ")))
-		}
-		if !key.Enabled(svc) {
-			return p, http.StatusForbidden, "Forbidden", fmt.Sprintf("this API key is not enabled for %s", svc)
-		}
-		p.service = svc
-	case len(enabled) == 0:
-		return p, http.StatusForbidden, "Forbidden", "this API key is not enabled for any list service"
-	case len(enabled) > 1:
-		return bad(fmt.Sprintf("this API key is enabled for several list services; choose one with the service query parameter: %s", strings.Join(enabled, ", ")))
-	default:
-		p.service = enabled[0]
-	}
+	p.service = service
 
 	if v := q.Get("email_column"); v != "" {
 		n, err := strconv.Atoi(v)
