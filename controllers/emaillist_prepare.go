@@ -27,7 +27,7 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 	keys := blobstore.ListKeys{UID: string(list.UID)}
 	src, err := r.resolveSource(ctx, list, keys)
 	if errors.Is(err, errSourceMissing) {
-		waited := r.now().Sub(list.CreationTimestamp.Time)
+		waited := clockNow(r.Clock).Sub(list.CreationTimestamp.Time)
 		if waited < r.SourceGrace {
 			setProgressing(list, ReasonWaitingForSource, err.Error())
 			return ctrl.Result{RequeueAfter: min(r.PollInterval, r.SourceGrace-waited)}, false, nil
