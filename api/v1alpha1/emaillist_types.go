@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/services"
 )
 
@@ -48,14 +49,11 @@ const (
 // Byte returns the separator byte. An empty delimiter means tab, the
 // default of the list API.
 func (d Delimiter) Byte() byte {
-	switch d {
-	case DelimiterComma:
-		return ','
-	case DelimiterPipe:
-		return '|'
-	default:
+	b, err := listfile.ParseDelimiter(string(d))
+	if err != nil {
 		return '\t'
 	}
+	return b
 }
 
 // EmailListSpec is what the user asks for. It is immutable once created.

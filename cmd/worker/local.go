@@ -81,8 +81,8 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := r.flags(args); err != nil {
 		return err
 	}
-	d, ok := map[string]byte{"comma": ',', "pipe": '|', "tab": '\t', ",": ',', "|": '|'}[r.delim]
-	if !ok {
+	d, err := listfile.ParseDelimiter(r.delim)
+	if err != nil {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", r.delim)}
 	}
 	r.announce()

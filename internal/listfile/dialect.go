@@ -14,12 +14,36 @@ type Dialect struct {
 	EmailColumn int  // 1-based position of the email column
 }
 
+// delimiterNames are the separators a list may use, by the names the CRD,
+// the REST API and the worker's flags give them.
+var delimiterNames = map[string]byte{"comma": ',', "pipe": '|', "tab": '\t'}
+
+// ParseDelimiter reads a separator given by name (comma, pipe, tab) or as
+// the character itself. It is the one place that knows the separators.
+func ParseDelimiter(s string) (byte, error) {
+	if b, ok := delimiterNames[s]; ok {
+		return b, nil
+	}
+	if len(s) == 1 && DelimiterName(s[0]) != "" {
+		return s[0], nil
+	}
+	return 0, fmt.Errorf("unsupported delimiter %q: use comma, pipe or tab", s)
+}
+
+// DelimiterName returns a separator's name, or "" when b is not one.
+func DelimiterName(b byte) string {
+	for name, d := range delimiterNames {
+		if d == b {
+			return name
+		}
+	}
+	return ""
+}
+
 // Validate checks the dialect before any byte is read, so a wrong setting
 // fails fast with a clear message instead of producing garbage shards.
 func (d Dialect) Validate() error {
-	switch d.Delimiter {
-	case ',', '|', '\t':
-	default:
+	if DelimiterName(d.Delimiter) == "" {
 		return inputErr(ErrInvalidDialect, 0, -1,
 			fmt.Sprintf("unsupported delimiter %q: use comma, pipe or tab", d.Delimiter))
 	}

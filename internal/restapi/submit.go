@@ -152,16 +152,15 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 		}
 		p.header = b
 	}
-	switch v := q.Get("delimiter"); v {
-	case "", "\t", "tab", "%09":
-		p.delimiter = listsv1.DelimiterTab
-	case ",", "comma":
-		p.delimiter = listsv1.DelimiterComma
-	case "|", "pipe":
-		p.delimiter = listsv1.DelimiterPipe
-	default:
+	v := q.Get("delimiter")
+	if v == "" || v == "%09" { // the default; a tab encoded twice
+		v = "tab"
+	}
+	b, err := listfile.ParseDelimiter(v)
+	if err != nil {
 		return bad(fmt.Sprintf("delimiter %q must be a comma, a pipe or a tab (URL-encoded: %%2C, %%7C, %%09)", truncate(v, 20)))
 	}
+	p.delimiter = listsv1.Delimiter(listfile.DelimiterName(b))
 	switch v := q.Get("action"); v {
 	case "", "process":
 		p.action = ""
