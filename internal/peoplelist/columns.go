@@ -13,15 +13,15 @@ const (
 	NameEmailAppend       = services.EmailAppend
 )
 
-// Person fields that input header columns can name.
+// Person fields that input header columns can name (people owns the names).
 const (
-	FieldFirst  = "first"
-	FieldMiddle = "middle"
-	FieldLast   = "last"
-	FieldStreet = "street"
-	FieldCity   = "city"
-	FieldState  = "state"
-	FieldZip    = "zip"
+	FieldFirst  = people.FieldFirst
+	FieldMiddle = people.FieldMiddle
+	FieldLast   = people.FieldLast
+	FieldStreet = people.FieldStreet
+	FieldCity   = people.FieldCity
+	FieldState  = people.FieldState
+	FieldZip    = people.FieldZip
 )
 
 // HeaderAliases lists, for each person field, the header names taken to

@@ -105,7 +105,7 @@ func decodeBulk(body io.Reader) (items []people.Input, itemErrs []string, status
 }
 
 // bulkFields are the item fields the matcher reads.
-var bulkFields = []string{"email", "md5_email", "sha1_email", "first", "middle", "last", "street", "city", "state", "zip", "zip4"}
+var bulkFields = people.InputFields
 
 // appendItemError renders a rejected item in its place, in the published
 // per-item error shape.
