@@ -112,10 +112,9 @@ func (r *DatasetReconciler) reconcileStatus(ctx context.Context, orig, ds *lists
 func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Dataset) (ctrl.Result, error) {
 	key, err := r.stageSource(ctx, ds)
 	if errors.Is(err, errSourceMissing) {
-		waited := clockNow(r.Clock).Sub(ds.CreationTimestamp.Time)
-		if waited < r.SourceGrace {
+		if after, wait := sourceGrace(clockNow(r.Clock), ds.CreationTimestamp.Time, r.SourceGrace, r.PollInterval); wait {
 			setDatasetProgressing(ds, ReasonWaitingForSource, err.Error())
-			return ctrl.Result{RequeueAfter: min(r.PollInterval, r.SourceGrace-waited)}, nil
+			return ctrl.Result{RequeueAfter: after}, nil
 		}
 		r.fail(ds, ReasonSourceMissing, err.Error())
 		return ctrl.Result{}, nil
