@@ -178,12 +178,13 @@ type ListFormat struct {
 // HasHeader reports whether the first row is a header.
 func (f *ListFormat) HasHeader() bool { return f.Header != nil && *f.Header }
 
-// EffectiveEmailColumn returns the email column, defaulting to 1.
-func (f *ListFormat) EffectiveEmailColumn() int {
+// EffectiveEmailColumn returns the email column, defaulting to 1. The CRD's
+// schema bounds it (1 to listfile.MaxColumn).
+func (f *ListFormat) EffectiveEmailColumn() listfile.Column {
 	if f.EmailColumn < 1 {
 		return 1
 	}
-	return int(f.EmailColumn)
+	return listfile.Column(f.EmailColumn)
 }
 
 // Phase is the coarse state of a list.

@@ -125,7 +125,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
 		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(r.in)},
-		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: r.emailCol},
+		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: listfile.Column(r.emailCol)},
 		Service: r.service,
 	}, svc, cfg)
 	if err != nil {

@@ -3,15 +3,38 @@ package listfile
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 )
 
 // Dialect says how to read a file. It comes from the user's upload
 // settings, so Validate reports problems as bad input.
 type Dialect struct {
-	Delimiter   byte // ',', '|' or '\t'
-	Header      bool // first record is a header
-	EmailColumn int  // 1-based position of the email column
+	Delimiter   byte   // ',', '|' or '\t'
+	Header      bool   // first record is a header
+	EmailColumn Column // position of the email column
+}
+
+// MaxColumn is the highest column position a user may name.
+const MaxColumn = 1000
+
+// Column is a column's 1-based position, as users give it (the REST API's
+// email_column, the EmailList's spec.format.emailColumn, flags) and as
+// messages and plans show it. Inside, rows are indexed from 0: Index is the
+// one conversion.
+type Column int
+
+// Index returns the column's 0-based index in a row.
+func (c Column) Index() int { return int(c) - 1 }
+
+// ParseColumn reads a 1-based column position given as text, from 1 to
+// MaxColumn. It is where a user's column enters.
+func ParseColumn(s string) (Column, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxColumn {
+		return 0, fmt.Errorf("column %q must be a whole number from 1 to %d", s, MaxColumn)
+	}
+	return Column(n), nil
 }
 
 // delimiterNames are the separators a list may use, by the names the CRD,

@@ -139,11 +139,11 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 	p.service = service
 
 	if v := q.Get("email_column"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return bad(fmt.Sprintf("email_column %q must be a whole number from 1 to 1000", truncate(v, 20)))
+		c, err := listfile.ParseColumn(v)
+		if err != nil {
+			return bad(fmt.Sprintf("email_column %q must be a whole number from 1 to %d", truncate(v, 20), listfile.MaxColumn))
 		}
-		p.emailColumn = int32(n)
+		p.emailColumn = int32(c)
 	}
 	if v := q.Get("header"); v != "" {
 		b, err := strconv.ParseBool(v)
