@@ -8,11 +8,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -55,8 +54,8 @@ type DatasetReconciler struct {
 	SourceGrace time.Duration
 	// PollInterval is how often a running import is looked at.
 	PollInterval time.Duration
-	// Now is the clock; tests replace it.
-	Now func() time.Time
+	// Clock tells the time; nil is the wall clock.
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=datasets,verbs=get;list;watch;update;patch
@@ -81,13 +80,7 @@ func (r *DatasetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	orig := ds.DeepCopy()
 	res, err := r.reconcileStatus(ctx, orig, &ds)
-	if perr := patchDatasetStatus(ctx, r.Client, orig, &ds); perr != nil {
-		if apierrors.IsConflict(perr) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, errors.Join(err, perr)
-	}
-	return res, err
+	return finishStatus(ctx, r.Client, orig, &ds, datasetStatus, res, err)
 }
 
 func (r *DatasetReconciler) reconcileStatus(ctx context.Context, orig, ds *listsv1.Dataset) (ctrl.Result, error) {
@@ -101,7 +94,7 @@ func (r *DatasetReconciler) reconcileStatus(ctx context.Context, orig, ds *lists
 	if ds.Status.Phase == "" {
 		ds.Status.Phase = listsv1.DatasetPending
 		setDatasetProgressing(ds, ReasonPreparing, "the dataset is queued for loading")
-		r.event(ds, corev1.EventTypeNormal, "Accepted", "dataset accepted")
+		emit(r.Recorder, ds, corev1.EventTypeNormal, "Accepted", "dataset accepted")
 	}
 	switch ds.Status.Phase {
 	case listsv1.DatasetPending:
@@ -119,10 +112,9 @@ func (r *DatasetReconciler) reconcileStatus(ctx context.Context, orig, ds *lists
 func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Dataset) (ctrl.Result, error) {
 	key, err := r.stageSource(ctx, ds)
 	if errors.Is(err, errSourceMissing) {
-		waited := r.now().Sub(ds.CreationTimestamp.Time)
-		if waited < r.SourceGrace {
+		if after, wait := sourceGrace(clockNow(r.Clock), ds.CreationTimestamp.Time, r.SourceGrace, r.PollInterval); wait {
 			setDatasetProgressing(ds, ReasonWaitingForSource, err.Error())
-			return ctrl.Result{RequeueAfter: min(r.PollInterval, r.SourceGrace-waited)}, nil
+			return ctrl.Result{RequeueAfter: after}, nil
 		}
 		r.fail(ds, ReasonSourceMissing, err.Error())
 		return ctrl.Result{}, nil
@@ -137,11 +129,11 @@ func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Da
 	if res, ok, err := r.start(ctx, ds, key); !ok {
 		return res, err
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(clockNow(r.Clock))
 	ds.Status.Phase = listsv1.DatasetLoading
 	ds.Status.StartedAt = &now
 	setDatasetProgressing(ds, ReasonLoading, "loading into the people store")
-	r.event(ds, corev1.EventTypeNormal, ReasonLoading, "loading %s into the people store", key)
+	emit(r.Recorder, ds, corev1.EventTypeNormal, ReasonLoading, "loading %s into the people store", key)
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
@@ -183,7 +175,7 @@ func (r *DatasetReconciler) reconcileLoading(ctx context.Context, ds *listsv1.Da
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(clockNow(r.Clock))
 	if sum != nil {
 		ds.Status.Rows, ds.Status.Imported, ds.Status.Failed = sum.Rows, sum.Imported, sum.Failed
 		ds.Status.Errors = nil
@@ -212,7 +204,7 @@ func (r *DatasetReconciler) reconcileLoading(ctx context.Context, ds *listsv1.Da
 	ds.Status.Phase = listsv1.DatasetLoaded
 	msg := fmt.Sprintf("loaded %d of %d rows; %d malformed rows skipped", sum.Imported, sum.Rows, sum.Failed)
 	setDatasetDone(ds, ReasonLoaded, msg)
-	r.event(ds, corev1.EventTypeNormal, ReasonLoaded, "%s", msg)
+	emit(r.Recorder, ds, corev1.EventTypeNormal, ReasonLoaded, "%s", msg)
 	return ctrl.Result{}, nil
 }
 
@@ -235,7 +227,7 @@ func (r *DatasetReconciler) finalize(ctx context.Context, ds *listsv1.Dataset) e
 func (r *DatasetReconciler) fail(ds *listsv1.Dataset, reason, msg string) {
 	ds.Status.Phase = listsv1.DatasetFailed
 	markStalled(&ds.Status.Conditions, ds.Generation, reason, msg)
-	r.event(ds, corev1.EventTypeWarning, reason, "%s", msg)
+	emit(r.Recorder, ds, corev1.EventTypeWarning, reason, "%s", msg)
 }
 
 func setDatasetProgressing(ds *listsv1.Dataset, reason, msg string) {
@@ -248,34 +240,6 @@ func setDatasetDone(ds *listsv1.Dataset, reason, msg string) {
 
 func isDatasetTerminal(p listsv1.DatasetPhase) bool {
 	return p == listsv1.DatasetLoaded || p == listsv1.DatasetFailed
-}
-
-// patchDatasetStatus writes status only when it changed, with optimistic
-// locking.
-func patchDatasetStatus(ctx context.Context, c client.Client, orig, ds *listsv1.Dataset) error {
-	ds.Status.ObservedGeneration = ds.Generation
-	if equality.Semantic.DeepEqual(orig.Status, ds.Status) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
-	if err := c.Status().Patch(ctx, ds, patch); err != nil {
-		return fmt.Errorf("patch status: %w", err)
-	}
-	return nil
-}
-
-func (r *DatasetReconciler) event(ds *listsv1.Dataset, eventType, reason, format string, args ...any) {
-	if r.Recorder == nil {
-		return
-	}
-	r.Recorder.Eventf(ds, nil, eventType, reason, "Reconcile", format, args...)
-}
-
-func (r *DatasetReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 // SetupWithManager wires the Dataset controller: it owns its Jobs, or

@@ -26,7 +26,7 @@ type DatasetLoader interface {
 // errPeopleUnavailable: the operator has no people store to load into.
 var errPeopleUnavailable = errors.New("no reference people store is configured (--people-url)")
 
-// DatasetSummary is the outcome of one import, stored as JSON at
+// The outcome of one import is a people.ImportSummary, stored as JSON at
 // datasets/<uid>/summary.json (blobstore.DatasetKeys.Summary).
 //
 // Contract with the worker: `worker people-import --blob-url URL --key KEY
@@ -41,19 +41,12 @@ var errPeopleUnavailable = errors.New("no reference people store is configured (
 //
 // rows, imported and failed are people.ImportResult's counts; errors holds
 // the RowError messages (line and column, never row contents), at most
-// listsv1.MaxDatasetErrors of them; error is set when the import stopped
+// people.MaxSummaryErrors of them and a "... and N more"; error is set when the import stopped
 // (the error people.Import returned) and is absent on success. The worker
 // exits 0 on success, ExitBadInput (42) when the input is at fault (a bad
 // header, a malformed row without --continue-on-error, too many malformed
 // rows) so that the Job fails at once, and any other code for problems
 // worth one retry (the store).
-type DatasetSummary struct {
-	Rows     int64    `json:"rows"`
-	Imported int64    `json:"imported"`
-	Failed   int64    `json:"failed"`
-	Errors   []string `json:"errors,omitempty"`
-	Error    string   `json:"error,omitempty"`
-}
 
 // maxSummaryBytes bounds the summary read back from the store.
 const maxSummaryBytes = 256 << 10
@@ -61,23 +54,8 @@ const maxSummaryBytes = 256 << 10
 // maxErrorLen bounds one error message in status.
 const maxErrorLen = 512
 
-// NewDatasetSummary builds the summary of people.Import's outcome.
-func NewDatasetSummary(res people.ImportResult, err error) DatasetSummary {
-	s := DatasetSummary{Rows: int64(res.Rows), Imported: int64(res.Imported), Failed: int64(res.Failed)}
-	for i := range res.Errors {
-		if len(s.Errors) == listsv1.MaxDatasetErrors {
-			break
-		}
-		s.Errors = append(s.Errors, truncate(res.Errors[i].Error(), maxErrorLen))
-	}
-	if err != nil {
-		s.Error = truncate(err.Error(), maxErrorLen)
-	}
-	return s
-}
-
-func readSummary(ctx context.Context, store *blobstore.Store, ds *listsv1.Dataset) (*DatasetSummary, error) {
-	var s DatasetSummary
+func readSummary(ctx context.Context, store *blobstore.Store, ds *listsv1.Dataset) (*people.ImportSummary, error) {
+	var s people.ImportSummary
 	err := store.ReadJSON(ctx, blobstore.DatasetKeys{UID: string(ds.UID)}.Summary(), maxSummaryBytes, &s)
 	if blobstore.IsNotFound(err) {
 		return nil, nil

@@ -74,7 +74,7 @@ func (l *LocalDatasetLoader) load(key, summaryKey string, opt people.ImportOptio
 	}
 	res, ierr := people.Import(ctx, l.People, r, opt)
 	_ = r.Close()
-	if err := l.Store.WriteJSON(ctx, summaryKey, NewDatasetSummary(res, ierr)); err != nil {
+	if err := l.Store.WriteJSON(ctx, summaryKey, people.Summarize(res, ierr)); err != nil {
 		return fmt.Errorf("write summary: %w", err)
 	}
 	return ierr

@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
 )
@@ -42,7 +38,7 @@ func (r *DatasetReconciler) stageSource(ctx context.Context, ds *listsv1.Dataset
 		return "", err
 	}
 	if ref := ds.Spec.Source.ConfigMapKeyRef; ref != nil {
-		return key, r.copyConfigMap(ctx, ds, ref, key)
+		return key, copyConfigMap(ctx, r.APIReader, r.Store, ds.Namespace, ref, key)
 	}
 	if _, err := r.Store.Size(ctx, key); err != nil {
 		if blobstore.IsNotFound(err) {
@@ -51,27 +47,4 @@ func (r *DatasetReconciler) stageSource(ctx context.Context, ds *listsv1.Dataset
 		return "", err
 	}
 	return key, nil
-}
-
-func (r *DatasetReconciler) copyConfigMap(ctx context.Context, ds *listsv1.Dataset, ref *listsv1.ConfigMapKeySelector, key string) error {
-	var cm corev1.ConfigMap
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ds.Namespace, Name: ref.Name}, &cm)
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: ConfigMap %q does not exist", errSourceMissing, ref.Name)
-	}
-	if err != nil {
-		return fmt.Errorf("read ConfigMap %s: %w", ref.Name, err)
-	}
-	var data []byte
-	if v, ok := cm.Data[ref.Key]; ok {
-		data = []byte(v)
-	} else if v, ok := cm.BinaryData[ref.Key]; ok {
-		data = v
-	} else {
-		return fmt.Errorf("%w: ConfigMap %q has no key %q", errSourceMissing, ref.Name, ref.Key)
-	}
-	if err := r.Store.WriteAll(ctx, key, data, nil); err != nil {
-		return fmt.Errorf("copy ConfigMap %s to the store: %w", ref.Name, err)
-	}
-	return nil
 }

@@ -42,7 +42,7 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 		return ctrl.Result{}, nil
 	}
 	if cb.LastAttemptAt != nil {
-		wait := r.Callbacks.Backoff.Delay(int(cb.Attempts)) - r.now().Sub(cb.LastAttemptAt.Time)
+		wait := r.Callbacks.Backoff.Delay(int(cb.Attempts)) - clockNow(r.Clock).Sub(cb.LastAttemptAt.Time)
 		if wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
@@ -57,7 +57,7 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 	err := callback.Deliver(actx, r.Callbacks.Client, list.Spec.CallbackURL, callback.Payload{
 		ListID: list.Status.ListID, Status: string(phase), Name: list.Spec.Format.Name,
 	})
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(clockNow(r.Clock))
 	cb.Attempts++
 	cb.LastAttemptAt = &now
 	if err == nil {
@@ -65,7 +65,7 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 		cb.LastError = ""
 		cb.DeliveredStatus = string(phase)
 		managerMetrics().CallbackAttempt(metrics.CallbackDelivered)
-		r.event(list, corev1.EventTypeNormal, "CallbackDelivered", "callback delivered (status %s)", phase)
+		emit(r.Recorder, list, corev1.EventTypeNormal, "CallbackDelivered", "callback delivered (status %s)", phase)
 		return ctrl.Result{}, nil
 	}
 	cb.LastError = err.Error()
@@ -74,7 +74,7 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 	if callback.IsPermanent(err) || r.Callbacks.Backoff.Exhausted(int(cb.Attempts)) {
 		cb.State = listsv1.CallbackFailed
 		managerMetrics().CallbackAttempt(metrics.CallbackFailed)
-		r.event(list, corev1.EventTypeWarning, "CallbackFailed", "callback failed after %d attempts: %s", cb.Attempts, err.Error())
+		emit(r.Recorder, list, corev1.EventTypeWarning, "CallbackFailed", "callback failed after %d attempts: %s", cb.Attempts, err.Error())
 		return ctrl.Result{}, nil
 	}
 	managerMetrics().CallbackAttempt(metrics.CallbackRetrying)

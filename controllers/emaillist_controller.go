@@ -3,16 +3,15 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,9 +24,6 @@ import (
 
 // Finalizer deletes a list's blobs before the list goes away.
 const Finalizer = "lists.emaildata.io/blobs"
-
-// ListIDLabel carries a list ID that the REST API allocated at submission.
-const ListIDLabel = "lists.emaildata.io/list-id"
 
 // EmailListReconciler moves an EmailList through Pending, Processing and
 // Processed or Results (or Failed).
@@ -53,8 +49,8 @@ type EmailListReconciler struct {
 	// KeepParts keeps the shards' intermediate objects after the merge
 	// (for debugging); by default they are deleted once the outcome is saved.
 	KeepParts bool
-	// Now is the clock; tests replace it.
-	Now func() time.Time
+	// Clock tells the time; nil is the wall clock.
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
@@ -82,15 +78,8 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	orig := list.DeepCopy()
 	res, err := r.reconcileStatus(ctx, orig, &list)
-	if perr := patchStatus(ctx, r.Client, orig, &list); perr != nil {
-		if apierrors.IsConflict(perr) {
-			// Someone else wrote first; look again with fresh data.
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, errors.Join(err, perr)
-	}
-	r.recordFinished(ctx, orig, &list)
-	return res, err
+	return finishStatus(ctx, r.Client, orig, &list, emailListStatus, res, err,
+		func() { r.recordFinished(ctx, orig, &list) })
 }
 
 func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -103,12 +92,12 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 	}
 	if r.sourceAppeared(ctx, list) {
 		list.Status.Phase = ""
-		r.event(list, corev1.EventTypeNormal, "SourceFound", "the source appeared; preparing the list again")
+		emit(r.Recorder, list, corev1.EventTypeNormal, "SourceFound", "the source appeared; preparing the list again")
 	}
 	if list.Status.Phase == "" {
 		list.Status.Phase = listsv1.PhasePending
 		setProgressing(list, ReasonPreparing, "the list is queued for preparation")
-		r.event(list, corev1.EventTypeNormal, "Accepted", "list %d accepted", list.Status.ListID)
+		emit(r.Recorder, list, corev1.EventTypeNormal, "Accepted", "list %d accepted", list.Status.ListID)
 	}
 
 	switch list.Status.Phase {
@@ -137,7 +126,7 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 
 // listID adopts the ID the REST API put in the label, or allocates one.
 func (r *EmailListReconciler) listID(ctx context.Context, list *listsv1.EmailList) (int64, error) {
-	if v, ok := list.Labels[ListIDLabel]; ok {
+	if v, ok := list.Labels[listsv1.ListIDLabel]; ok {
 		if id, err := strconv.ParseInt(v, 10, 64); err == nil && id > 0 {
 			return id, nil
 		}
@@ -159,11 +148,11 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 	if err := r.start(ctx, list); err != nil {
 		return ctrl.Result{}, err
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(clockNow(r.Clock))
 	list.Status.Phase = listsv1.PhaseProcessing
 	list.Status.StartedAt = &now
 	setProgressing(list, ReasonProcessing, fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards))
-	r.event(list, corev1.EventTypeNormal, "Processing", "processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
@@ -174,7 +163,7 @@ func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList
 	if err != nil {
 		msg := fmt.Sprintf("the shards cannot start (retrying): %v", err)
 		setProgressing(list, ReasonStartFailed, msg)
-		r.event(list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
+		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
 	}
 	return err
 }
@@ -235,7 +224,7 @@ func (r *EmailListReconciler) complete(ctx context.Context, list *listsv1.EmailL
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(clockNow(r.Clock))
 	list.Status.CompletedAt = &now
 	list.Status.Result = &listsv1.ResultFile{Key: out.Key, Bytes: out.Bytes, Rows: out.Rows, SHA256: out.SHA256, FileName: out.FileName}
 	list.Status.Reporting = out.Reporting
@@ -243,14 +232,14 @@ func (r *EmailListReconciler) complete(ctx context.Context, list *listsv1.EmailL
 	if list.Spec.EffectiveAction() == listsv1.ActionReport {
 		list.Status.Phase = listsv1.PhaseProcessed
 		setDone(list, ReasonProcessed, "processed; results are held until purchased")
-		r.event(list, corev1.EventTypeNormal, "Processed", "processed %d rows; results are held until purchased", out.Rows)
+		emit(r.Recorder, list, corev1.EventTypeNormal, "Processed", "processed %d rows; results are held until purchased", out.Rows)
 		// A Purchase may already be waiting.
 		return ctrl.Result{}, r.reconcilePurchase(ctx, list)
 	}
 	list.Status.Phase = listsv1.PhaseResults
 	list.Status.Purchased = true
 	setDone(list, ReasonResults, "processed; results are ready to download")
-	r.event(list, corev1.EventTypeNormal, "Results", "processed %d rows; results are ready", out.Rows)
+	emit(r.Recorder, list, corev1.EventTypeNormal, "Results", "processed %d rows; results are ready", out.Rows)
 	return ctrl.Result{}, nil
 }
 
@@ -276,7 +265,7 @@ func (r *EmailListReconciler) reconcilePurchase(ctx context.Context, list *lists
 		list.Status.Purchased = true
 		list.Status.Delivery = &listsv1.DeliveryStatus{Purchase: p.Name, Fields: p.Spec.Fields, MatchType: p.Spec.MatchType}
 		setDone(list, ReasonResults, fmt.Sprintf("purchased by %s; results are ready to download", p.Name))
-		r.event(list, corev1.EventTypeNormal, "Purchased", "purchased by %s", p.Name)
+		emit(r.Recorder, list, corev1.EventTypeNormal, "Purchased", "purchased by %s", p.Name)
 		return nil
 	}
 	return nil
@@ -316,19 +305,5 @@ func purchaseDelivery(p *listsv1.Purchase) pipeline.Delivery {
 
 func (r *EmailListReconciler) fail(list *listsv1.EmailList, reason, msg string) {
 	setFailed(list, reason, msg)
-	r.event(list, corev1.EventTypeWarning, reason, "%s", msg)
-}
-
-func (r *EmailListReconciler) event(list *listsv1.EmailList, eventType, reason, format string, args ...any) {
-	if r.Recorder == nil {
-		return
-	}
-	r.Recorder.Eventf(list, nil, eventType, reason, "Reconcile", format, args...)
-}
-
-func (r *EmailListReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	emit(r.Recorder, list, corev1.EventTypeWarning, reason, "%s", msg)
 }

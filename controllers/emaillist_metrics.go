@@ -73,7 +73,7 @@ func (r *EmailListReconciler) recordFinished(ctx context.Context, orig, list *li
 	o := metrics.ListOutcome{
 		Service: string(list.Spec.Service),
 		Phase:   string(list.Status.Phase),
-		Seconds: r.now().Sub(list.CreationTimestamp.Time).Seconds(),
+		Seconds: clockNow(r.Clock).Sub(list.CreationTimestamp.Time).Seconds(),
 		Engine:  map[string]float64{},
 	}
 	if list.Status.Phase == listsv1.PhaseFailed {

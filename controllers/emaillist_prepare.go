@@ -27,10 +27,9 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 	keys := blobstore.ListKeys{UID: string(list.UID)}
 	src, err := r.resolveSource(ctx, list, keys)
 	if errors.Is(err, errSourceMissing) {
-		waited := r.now().Sub(list.CreationTimestamp.Time)
-		if waited < r.SourceGrace {
+		if after, wait := sourceGrace(clockNow(r.Clock), list.CreationTimestamp.Time, r.SourceGrace, r.PollInterval); wait {
 			setProgressing(list, ReasonWaitingForSource, err.Error())
-			return ctrl.Result{RequeueAfter: min(r.PollInterval, r.SourceGrace-waited)}, false, nil
+			return ctrl.Result{RequeueAfter: after}, false, nil
 		}
 		r.fail(list, ReasonSourceMissing, err.Error())
 		return ctrl.Result{}, false, nil

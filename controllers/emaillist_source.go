@@ -191,25 +191,8 @@ func (r *EmailListReconciler) stage(ctx context.Context, key string, rd io.Reade
 }
 
 func (r *EmailListReconciler) copyConfigMap(ctx context.Context, list *listsv1.EmailList, keys blobstore.ListKeys) (pipeline.Source, error) {
-	ref := list.Spec.Source.ConfigMapKeyRef
-	var cm corev1.ConfigMap
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: list.Namespace, Name: ref.Name}, &cm)
-	if apierrors.IsNotFound(err) {
-		return pipeline.Source{}, fmt.Errorf("%w: ConfigMap %q does not exist", errSourceMissing, ref.Name)
-	}
-	if err != nil {
-		return pipeline.Source{}, fmt.Errorf("read ConfigMap %s: %w", ref.Name, err)
-	}
-	var data []byte
-	if v, ok := cm.Data[ref.Key]; ok {
-		data = []byte(v)
-	} else if v, ok := cm.BinaryData[ref.Key]; ok {
-		data = v
-	} else {
-		return pipeline.Source{}, fmt.Errorf("%w: ConfigMap %q has no key %q", errSourceMissing, ref.Name, ref.Key)
-	}
-	if err := r.Store.WriteAll(ctx, keys.Source(), data, nil); err != nil {
-		return pipeline.Source{}, fmt.Errorf("copy ConfigMap %s to the store: %w", ref.Name, err)
+	if err := copyConfigMap(ctx, r.APIReader, r.Store, list.Namespace, list.Spec.Source.ConfigMapKeyRef, keys.Source()); err != nil {
+		return pipeline.Source{}, err
 	}
 	return pipeline.Source{Key: keys.Source(), Name: list.Spec.Format.Name}, nil
 }

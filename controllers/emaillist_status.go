@@ -1,11 +1,7 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
-
-	"k8s.io/apimachinery/pkg/api/equality"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 )
@@ -45,20 +41,6 @@ func setFailed(list *listsv1.EmailList, reason, msg string) {
 func setProgress(list *listsv1.EmailList, done, total int64) {
 	list.Status.Progress = &listsv1.Progress{Done: done, Total: total}
 	list.Status.ProgressText = fmt.Sprintf("%d/%d", done, total)
-}
-
-// patchStatus writes status only when it changed, with optimistic locking so
-// a concurrent writer's change is never overwritten silently.
-func patchStatus(ctx context.Context, c client.Client, orig, list *listsv1.EmailList) error {
-	list.Status.ObservedGeneration = list.Generation
-	if equality.Semantic.DeepEqual(orig.Status, list.Status) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
-	if err := c.Status().Patch(ctx, list, patch); err != nil {
-		return fmt.Errorf("patch status: %w", err)
-	}
-	return nil
 }
 
 func isTerminal(p listsv1.Phase) bool {

@@ -25,6 +25,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
@@ -498,7 +499,7 @@ type order struct {
 // namespace. etcd revisions order events across kinds in one cluster.
 func watchOrder(t *testing.T, l *listsv1.EmailList) *order {
 	t.Helper()
-	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: operator.Scheme()})
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

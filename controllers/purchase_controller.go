@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +39,7 @@ type PurchaseReconciler struct {
 	// Store holds the lists' plans, which name the columns a purchase may
 	// choose.
 	Store *blobstore.Store
-	Now   func() time.Time
+	Clock clock.PassiveClock // nil: the wall clock
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=purchases,verbs=get;list;watch
@@ -88,9 +87,9 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case list.Status.Purchased && list.Status.Phase == listsv1.PhaseResults:
 		p.Status.ListID = list.Status.ListID
 		if p.Status.Phase != listsv1.PurchasePurchased {
-			now := metav1.NewTime(r.now())
+			now := metav1.NewTime(clockNow(r.Clock))
 			p.Status.PurchasedAt = &now
-			r.event(&p, "Normal", ReasonPurchased, "list %d results are ready to download", list.Status.ListID)
+			emit(r.Recorder, &p, "Normal", ReasonPurchased, "list %d results are ready to download", list.Status.ListID)
 		}
 		p.Status.Phase = listsv1.PurchasePurchased
 		markReady(&p.Status.Conditions, p.Generation, ReasonPurchased,
@@ -128,17 +127,7 @@ func (r *PurchaseReconciler) checkOptions(ctx context.Context, p *listsv1.Purcha
 }
 
 func (r *PurchaseReconciler) patch(ctx context.Context, orig, p *listsv1.Purchase) (ctrl.Result, error) {
-	p.Status.ObservedGeneration = p.Generation
-	if equality.Semantic.DeepEqual(orig.Status, p.Status) {
-		return ctrl.Result{}, nil
-	}
-	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("patch purchase status: %w", err)
-	}
-	return ctrl.Result{}, nil
+	return finishStatus(ctx, r.Client, orig, p, purchaseStatus, ctrl.Result{}, nil)
 }
 
 func (r *PurchaseReconciler) pending(p *listsv1.Purchase, reason, msg string) {
@@ -148,21 +137,8 @@ func (r *PurchaseReconciler) pending(p *listsv1.Purchase, reason, msg string) {
 
 func (r *PurchaseReconciler) failed(p *listsv1.Purchase, reason, msg string) {
 	if p.Status.Phase != listsv1.PurchaseFailed {
-		r.event(p, "Warning", reason, "%s", msg)
+		emit(r.Recorder, p, "Warning", reason, "%s", msg)
 	}
 	p.Status.Phase = listsv1.PurchaseFailed
 	markStalled(&p.Status.Conditions, p.Generation, reason, msg)
-}
-
-func (r *PurchaseReconciler) event(p *listsv1.Purchase, eventType, reason, format string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(p, nil, eventType, reason, "Reconcile", format, args...)
-	}
-}
-
-func (r *PurchaseReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }

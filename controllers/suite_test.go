@@ -27,6 +27,7 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/jobplane"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/operator"
@@ -136,7 +137,7 @@ func runSuite(m *testing.M) int {
 	}
 	defer os.Remove(kubeconfig)
 
-	k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()})
+	k8s, err = client.New(cfg, client.Options{Scheme: kubescheme.New()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -4,6 +4,9 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Service names a data service that runs over a list.
@@ -12,11 +15,11 @@ type Service string
 
 const (
 	// ServiceEmailValidation verifies every address in the list.
-	ServiceEmailValidation Service = "email_validation"
+	ServiceEmailValidation Service = services.EmailValidation
 	// ServiceEmailAppend finds email addresses for name and postal records.
-	ServiceEmailAppend Service = "email_append"
+	ServiceEmailAppend Service = services.EmailAppend
 	// ServiceEmailIntelligence appends demographics to email addresses.
-	ServiceEmailIntelligence Service = "email_intelligence"
+	ServiceEmailIntelligence Service = services.EmailIntelligence
 )
 
 // Action says whether results are delivered at once or held until purchased.
@@ -46,14 +49,11 @@ const (
 // Byte returns the separator byte. An empty delimiter means tab, the
 // default of the list API.
 func (d Delimiter) Byte() byte {
-	switch d {
-	case DelimiterComma:
-		return ','
-	case DelimiterPipe:
-		return '|'
-	default:
+	b, err := listfile.ParseDelimiter(string(d))
+	if err != nil {
 		return '\t'
 	}
+	return b
 }
 
 // EmailListSpec is what the user asks for. It is immutable once created.
@@ -178,12 +178,13 @@ type ListFormat struct {
 // HasHeader reports whether the first row is a header.
 func (f *ListFormat) HasHeader() bool { return f.Header != nil && *f.Header }
 
-// EffectiveEmailColumn returns the email column, defaulting to 1.
-func (f *ListFormat) EffectiveEmailColumn() int {
+// EffectiveEmailColumn returns the email column, defaulting to 1. The CRD's
+// schema bounds it (1 to listfile.MaxColumn).
+func (f *ListFormat) EffectiveEmailColumn() listfile.Column {
 	if f.EmailColumn < 1 {
 		return 1
 	}
-	return int(f.EmailColumn)
+	return listfile.Column(f.EmailColumn)
 }
 
 // Phase is the coarse state of a list.

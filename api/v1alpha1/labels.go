@@ -10,4 +10,7 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByAPI is LabelManagedBy's value on lists the REST API created.
 	ManagedByAPI = "emaildata-api"
+	// ListIDLabel carries a list ID that the REST API allocated at submission;
+	// the controller adopts it instead of allocating one.
+	ListIDLabel = "lists.emaildata.io/list-id"
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/services"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/verify"
 )
@@ -49,7 +50,7 @@ func (r *localRun) flags(args []string) error {
 	}
 	fs.StringVar(&r.in, "in", "", "input list file (.csv, .txt or .zip)")
 	fs.StringVar(&r.out, "out", "", "result file to write")
-	fs.StringVar(&r.service, "service", "email_validation", "list service")
+	fs.StringVar(&r.service, "service", services.EmailValidation, "list service")
 	fs.StringVar(&r.delim, "delimiter", "tab", "comma, pipe or tab")
 	fs.BoolVar(&r.header, "header", false, "the first row is a header")
 	fs.IntVar(&r.emailCol, "email-column", 1, "1-based email column")
@@ -80,8 +81,8 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := r.flags(args); err != nil {
 		return err
 	}
-	d, ok := map[string]byte{"comma": ',', "pipe": '|', "tab": '\t', ",": ',', "|": '|'}[r.delim]
-	if !ok {
+	d, err := listfile.ParseDelimiter(r.delim)
+	if err != nil {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", r.delim)}
 	}
 	r.announce()
@@ -124,7 +125,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
 		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(r.in)},
-		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: r.emailCol},
+		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: listfile.Column(r.emailCol)},
 		Service: r.service,
 	}, svc, cfg)
 	if err != nil {

@@ -15,19 +15,6 @@ import (
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
-// ImportSummary is what people-import reports: on stdout, and as JSON in the
-// blob store when --summary-key is given (the Dataset controller reads it).
-type ImportSummary struct {
-	Rows     int      `json:"rows"`
-	Imported int      `json:"imported"`
-	Failed   int      `json:"failed"`
-	Errors   []string `json:"errors,omitempty"` // line-numbered, never row contents
-	Error    string   `json:"error,omitempty"`
-}
-
-// maxSummaryErrors bounds the errors a summary carries.
-const maxSummaryErrors = 20
-
 // runPeopleImport loads a CSV of people (header row naming Record columns)
 // into the reference store: `worker people-import --people-url URL
 // (--in FILE | --blob-url URL --key KEY) [--continue-on-error]`.
@@ -76,17 +63,9 @@ func runPeopleImport(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	defer ps.Close()
 	res, ierr := people.Import(ctx, ps, bufio.NewReaderSize(src, 1<<20), people.ImportOptions{ContinueOnError: *cont, MaxErrors: *maxErrors})
-	sum := ImportSummary{Rows: res.Rows, Imported: res.Imported, Failed: res.Failed}
-	for i, e := range res.Errors {
-		if i == maxSummaryErrors {
-			sum.Errors = append(sum.Errors, fmt.Sprintf("... and %d more", len(res.Errors)-i))
-			break
-		}
-		sum.Errors = append(sum.Errors, e.Error())
-	}
-	if ierr != nil {
-		sum.Error = ierr.Error()
-	}
+	// people.ImportSummary, on stdout and at --summary-key (the Dataset
+	// controller reads it).
+	sum := people.Summarize(res, ierr)
 	if *summaryKey != "" {
 		if err := store.WriteJSON(context.WithoutCancel(ctx), *summaryKey, sum); err != nil {
 			return errors.Join(ierr, err)

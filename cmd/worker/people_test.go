@@ -36,7 +36,7 @@ func TestPeopleGenerateAndImport(t *testing.T) {
 	if err := runPeopleImport(ctx, []string{"--people-url", url, "--in", csvPath}, &out); err != nil {
 		t.Fatal(err)
 	}
-	var sum ImportSummary
+	var sum people.ImportSummary
 	if err := json.Unmarshal(out.Bytes(), &sum); err != nil || sum.Imported != 300 || sum.Failed != 0 {
 		t.Fatalf("summary %s (%v)", out.String(), err)
 	}
@@ -82,7 +82,7 @@ func TestPeopleImportBadRows(t *testing.T) {
 	if code != 42 {
 		t.Fatalf("stop mode: exit %d, want 42 (bad input): %s", code, stderr.String())
 	}
-	var sum ImportSummary
+	var sum people.ImportSummary
 	if err := st.ReadJSON(ctx, "datasets/x/summary.json", 1<<20, &sum); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@
 //	  rateLimit: "20"                           # optional requests/second for this key
 //
 // Keys are read through an informer, never with an API call per request,
-// and held only as SHA-256 digests. A key is never logged.
+// and held only as SHA-256 digests. A key is never logged. The package sees
+// a Secret only as its name and data (Source and a map): the REST API turns
+// the informer's Secrets into those, so this package needs no Kubernetes types.
 package apikey
 
 import (
@@ -23,26 +25,11 @@ import (
 	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Label marks Secrets that hold API keys.
 const Label = "emaildata.io/api-key"
-
-// Services a key can be enabled for.
-const (
-	ServiceEmailValidation   = "email_validation"
-	ServiceEmailAppend       = "email_append"
-	ServiceEmailIntelligence = "email_intelligence"
-	ServiceFraud             = "fraud"
-	ServiceDemographics      = "demographics"
-)
-
-// KnownServices lists every service name a Secret may name.
-var KnownServices = []string{ServiceEmailValidation, ServiceEmailAppend, ServiceEmailIntelligence, ServiceFraud, ServiceDemographics}
-
-// ListServices are the services that run over lists.
-var ListServices = []string{ServiceEmailValidation, ServiceEmailAppend, ServiceEmailIntelligence}
 
 // Key is what a valid API key resolves to.
 type Key struct {
@@ -64,7 +51,7 @@ func (k *Key) Enabled(service string) bool { return k.Services[service] }
 // EnabledListServices returns the list services the key may run, sorted.
 func (k *Key) EnabledListServices() []string {
 	var out []string
-	for _, s := range ListServices {
+	for _, s := range services.List {
 		if k.Services[s] {
 			out = append(out, s)
 		}
@@ -123,11 +110,17 @@ func (s *Store) Len() int {
 	return len(s.byDigest)
 }
 
-// Upsert adds or replaces the key held by a Secret. A Secret that is not a
-// valid key Secret removes any key it held and returns why.
-func (s *Store) Upsert(sec *corev1.Secret) error {
-	name := sec.Namespace + "/" + sec.Name
-	k, raw, err := parse(sec)
+// Source names the Secret that holds a key.
+type Source struct {
+	Namespace, Name string
+}
+
+// Upsert adds or replaces the key held by the Secret src, whose data (the
+// Secret's Data, with StringData already folded in) is data. A Secret that is
+// not a valid key Secret removes any key it held and returns why.
+func (s *Store) Upsert(src Source, data map[string][]byte) error {
+	name := src.Namespace + "/" + src.Name
+	k, raw, err := parse(src.Name, data)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.bySecret[name]; ok {
@@ -161,32 +154,32 @@ func (s *Store) Delete(namespace, name string) {
 	}
 }
 
-func parse(sec *corev1.Secret) (*Key, string, error) {
-	raw := strings.TrimSpace(string(sec.Data["key"]))
+func parse(secretName string, data map[string][]byte) (*Key, string, error) {
+	raw := strings.TrimSpace(string(data["key"]))
 	if raw == "" {
 		return nil, "", fmt.Errorf("no data key %q", "key")
 	}
 	if len(raw) < 16 {
 		return nil, "", fmt.Errorf("the key is shorter than 16 characters")
 	}
-	k := &Key{Tenant: sec.Name, Services: map[string]bool{}, Secret: sec.Name}
-	if t := strings.TrimSpace(string(sec.Data["tenant"])); t != "" {
+	k := &Key{Tenant: secretName, Services: map[string]bool{}, Secret: secretName}
+	if t := strings.TrimSpace(string(data["tenant"])); t != "" {
 		k.Tenant = t
 	}
-	for _, svc := range strings.Split(string(sec.Data["services"]), ",") {
+	for _, svc := range strings.Split(string(data["services"]), ",") {
 		svc = strings.TrimSpace(svc)
 		if svc == "" {
 			continue
 		}
 		if !known(svc) {
-			return nil, "", fmt.Errorf("unknown service %q (known: %s)", svc, strings.Join(KnownServices, ", "))
+			return nil, "", fmt.Errorf("unknown service %q (known: %s)", svc, strings.Join(services.Known, ", "))
 		}
 		k.Services[svc] = true
 	}
 	if len(k.Services) == 0 {
 		return nil, "", fmt.Errorf("no services enabled (data key %q)", "services")
 	}
-	if v := strings.TrimSpace(string(sec.Data["rateLimit"])); v != "" {
+	if v := strings.TrimSpace(string(data["rateLimit"])); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
 			return nil, "", fmt.Errorf("rateLimit %q is not a positive number", v)
@@ -197,7 +190,7 @@ func parse(sec *corev1.Secret) (*Key, string, error) {
 }
 
 func known(svc string) bool {
-	for _, s := range KnownServices {
+	for _, s := range services.Known {
 		if s == svc {
 			return true
 		}

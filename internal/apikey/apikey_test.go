@@ -8,25 +8,19 @@ import (
 	"sync/atomic"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/emaildata/emaildata/internal/apikey"
 )
 
 const ns = "emaildata-system"
 
-// secret builds a key Secret as the informer delivers it: with Data (the
-// API server has already folded StringData into Data).
-func secret(name string, data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{apikey.Label: "true"}},
-		Data:       map[string][]byte{},
-	}
+// secret builds a key Secret's name and data as the informer delivers them:
+// with Data (the API server has already folded StringData into Data).
+func secret(name string, data map[string]string) (apikey.Source, map[string][]byte) {
+	d := map[string][]byte{}
 	for k, v := range data {
-		s.Data[k] = []byte(v)
+		d[k] = []byte(v)
 	}
-	return s
+	return apikey.Source{Namespace: ns, Name: name}, d
 }
 
 const (
@@ -266,13 +260,14 @@ func TestDelete(t *testing.T) {
 // TestSameNameOtherNamespace: Secrets are identified by namespace/name.
 func TestSameNameOtherNamespace(t *testing.T) {
 	s := apikey.NewStore()
-	a := secret("k", map[string]string{"key": key1, "services": "fraud"})
-	b := secret("k", map[string]string{"key": key2, "services": "fraud"})
+	a, aData := secret("k", map[string]string{"key": key1, "services": "fraud"})
+	b, bData := secret("k", map[string]string{"key": key2, "services": "fraud"})
 	b.Namespace = "elsewhere"
-	for _, sec := range []*corev1.Secret{a, b} {
-		if err := s.Upsert(sec); err != nil {
-			t.Fatal(err)
-		}
+	if err := s.Upsert(a, aData); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Upsert(b, bData); err != nil {
+		t.Fatal(err)
 	}
 	s.Delete(ns, "k")
 	if _, ok := s.Lookup(key1); ok {

@@ -12,12 +12,13 @@ import (
 	"strings"
 
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/services"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Name is the service's name in lists (EmailList spec.service, the REST
 // API's service parameter).
-const Name = "email_validation"
+const Name = services.EmailValidation
 
 // Columns appended to every row, after the input's own columns.
 // ev_duplicate marks an address (trimmed, lower-cased) that appeared

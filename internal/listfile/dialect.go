@@ -3,23 +3,70 @@ package listfile
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 )
 
 // Dialect says how to read a file. It comes from the user's upload
 // settings, so Validate reports problems as bad input.
 type Dialect struct {
-	Delimiter   byte // ',', '|' or '\t'
-	Header      bool // first record is a header
-	EmailColumn int  // 1-based position of the email column
+	Delimiter   byte   // ',', '|' or '\t'
+	Header      bool   // first record is a header
+	EmailColumn Column // position of the email column
+}
+
+// MaxColumn is the highest column position a user may name.
+const MaxColumn = 1000
+
+// Column is a column's 1-based position, as users give it (the REST API's
+// email_column, the EmailList's spec.format.emailColumn, flags) and as
+// messages and plans show it. Inside, rows are indexed from 0: Index is the
+// one conversion.
+type Column int
+
+// Index returns the column's 0-based index in a row.
+func (c Column) Index() int { return int(c) - 1 }
+
+// ParseColumn reads a 1-based column position given as text, from 1 to
+// MaxColumn. It is where a user's column enters.
+func ParseColumn(s string) (Column, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxColumn {
+		return 0, fmt.Errorf("column %q must be a whole number from 1 to %d", s, MaxColumn)
+	}
+	return Column(n), nil
+}
+
+// delimiterNames are the separators a list may use, by the names the CRD,
+// the REST API and the worker's flags give them.
+var delimiterNames = map[string]byte{"comma": ',', "pipe": '|', "tab": '\t'}
+
+// ParseDelimiter reads a separator given by name (comma, pipe, tab) or as
+// the character itself. It is the one place that knows the separators.
+func ParseDelimiter(s string) (byte, error) {
+	if b, ok := delimiterNames[s]; ok {
+		return b, nil
+	}
+	if len(s) == 1 && DelimiterName(s[0]) != "" {
+		return s[0], nil
+	}
+	return 0, fmt.Errorf("unsupported delimiter %q: use comma, pipe or tab", s)
+}
+
+// DelimiterName returns a separator's name, or "" when b is not one.
+func DelimiterName(b byte) string {
+	for name, d := range delimiterNames {
+		if d == b {
+			return name
+		}
+	}
+	return ""
 }
 
 // Validate checks the dialect before any byte is read, so a wrong setting
 // fails fast with a clear message instead of producing garbage shards.
 func (d Dialect) Validate() error {
-	switch d.Delimiter {
-	case ',', '|', '\t':
-	default:
+	if DelimiterName(d.Delimiter) == "" {
 		return inputErr(ErrInvalidDialect, 0, -1,
 			fmt.Sprintf("unsupported delimiter %q: use comma, pipe or tab", d.Delimiter))
 	}

@@ -38,7 +38,7 @@ func Example() {
 				if err != nil {
 					log.Fatal(err)
 				}
-				email := strings.ToLower(rec.Field(d.EmailColumn - 1))
+				email := strings.ToLower(rec.Field(d.EmailColumn.Index()))
 				if err := w.WriteRaw(rec.Raw, rec.NumFields(), width, []string{email, "ok"}); err != nil {
 					log.Fatal(err)
 				}

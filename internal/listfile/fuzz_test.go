@@ -57,7 +57,7 @@ func FuzzScanReader(f *testing.F) {
 			testBufSize = int(bufSel % 32)
 			defer func() { testBufSize = 0 }()
 		}
-		d := Dialect{Delimiter: fuzzDelims[int(delimSel)%len(fuzzDelims)], Header: header, EmailColumn: 1 + int(emailCol%8)}
+		d := Dialect{Delimiter: fuzzDelims[int(delimSel)%len(fuzzDelims)], Header: header, EmailColumn: Column(1 + int(emailCol%8))}
 		lim := Limits{MaxRecordBytes: int(maxRec % 256)} // 0 = default; small limits are the interesting ones
 		whole, rerr := readRecords(NewReader(bytes.NewReader(data), d, lim))
 		plan, serr := Scan(bytes.NewReader(data), d, lim, int64(shardBytes), int(maxShards))

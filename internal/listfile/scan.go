@@ -123,7 +123,7 @@ func Scan(r io.Reader, d Dialect, lim Limits, shardBytes int64, maxShards int) (
 	if p.Records == 0 {
 		return nil, inputErr(ErrNoData, 0, -1, "the file has no data rows")
 	}
-	if d.EmailColumn > p.MaxFields {
+	if int(d.EmailColumn) > p.MaxFields {
 		return nil, inputErr(ErrEmailColumn, 0, -1,
 			fmt.Sprintf("email column %d is beyond the file's %s", d.EmailColumn,
 				plural(int64(p.MaxFields), "column", "columns")))

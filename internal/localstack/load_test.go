@@ -34,8 +34,8 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/localstack"
-	"github.com/emaildata/emaildata/internal/operator"
 )
 
 // countingTransport counts the test's own requests, so they can be told
@@ -167,7 +167,7 @@ func TestLoadThousandLists(t *testing.T) {
 	var mine atomic.Int64
 	rc.QPS, rc.Burst = 500, 1000
 	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &mine} }
-	c, err := client.NewWithWatch(rc, client.Options{Scheme: operator.Scheme()})
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: kubescheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

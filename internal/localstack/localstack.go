@@ -31,10 +31,12 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/jobplane"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Options configure the stack.
@@ -100,19 +102,79 @@ const Namespace = "emaildata-system"
 
 // Start brings the stack up. Stop it with Stop.
 func Start(ctx context.Context, o Options) (*Stack, error) {
-	dir, err := filepath.Abs(o.Dir)
+	s, cfg, err := startControlPlaneIn(ctx, o)
 	if err != nil {
 		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.abort()
+		}
+	}()
+	c, err := s.adminClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	if s.people, err = localPeople(ctx, filepath.Join(s.dir, "people.db")); err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	if err := s.startManager(ctx, mctx, cfg, c, o); err != nil {
+		return nil, err
+	}
+	if s.APIKey, err = ensureLocalKey(ctx, c, filepath.Join(s.dir, "api-key")); err != nil {
+		return nil, err
+	}
+	if o.MetricsAddr != "" && o.MetricsAddr != "0" {
+		s.MetricsURL = "https://" + o.MetricsAddr + "/metrics"
+		if s.MetricsTokenFile, err = writeMetricsToken(ctx, c, s.dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.startAPI(mctx, cfg, o); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// abort undoes a Start that failed half-way, in the reverse order of Start.
+func (s *Stack) abort() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.Jobs != nil {
+		_ = s.Jobs.Stop()
+	}
+	if s.people != nil {
+		_ = s.people.Close()
+	}
+	_ = s.env.Stop()
+	forgetControlPlane(s.dir)
+}
+
+// startControlPlaneIn makes the stack's directories and starts its control
+// plane, whose etcd keeps its data there between runs.
+func startControlPlaneIn(ctx context.Context, o Options) (*Stack, *rest.Config, error) {
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	storeDir := filepath.Join(dir, "store")
 	etcdDir := filepath.Join(dir, "etcd")
 	for _, d := range []string{storeDir, etcdDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := stopLeftovers(dir, o.logf); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{o.CRDDir},
@@ -124,23 +186,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	cfg, err := startControlPlane(ctx, env)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("start control plane: %w", err)
+		return nil, nil, fmt.Errorf("start control plane: %w", err)
 	}
 	if err := recordControlPlane(dir); err != nil {
 		o.logf("could not record the control plane's processes in %s: %v", dir, err)
 	}
-	s := &Stack{env: env, dir: dir, StoreDir: storeDir, BlobURL: "file://" + storeDir}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = env.Stop()
-			forgetControlPlane(dir)
-		}
-	}()
+	return &Stack{env: env, dir: dir, StoreDir: storeDir, BlobURL: "file://" + storeDir}, cfg, nil
+}
 
-	admin, err := env.AddUser(envtest.User{Name: "local-admin", Groups: []string{"system:masters"}}, nil)
+// adminClient writes an admin kubeconfig for kubectl and returns a client.
+func (s *Stack) adminClient(cfg *rest.Config) (client.Client, error) {
+	admin, err := s.env.AddUser(envtest.User{Name: "local-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("add admin user: %w", err)
 	}
@@ -148,32 +206,18 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	s.Kubeconfig = filepath.Join(s.dir, "kubeconfig")
 	if err := os.WriteFile(s.Kubeconfig, kc, 0o600); err != nil {
 		return nil, err
 	}
+	return client.New(cfg, client.Options{Scheme: kubescheme.New()})
+}
 
-	c, err := client.New(cfg, client.Options{Scheme: operator.Scheme()})
-	if err != nil {
-		return nil, err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create namespace: %w", err)
-	}
-
-	pstore, err := localPeople(ctx, filepath.Join(dir, "people.db"))
-	if err != nil {
-		return nil, err
-	}
-	s.people = pstore
-	defer func() {
-		if !ok {
-			_ = pstore.Close()
-		}
-	}()
+// startManager starts the Job control plane (job executor only: it lives
+// as long as ctx) and the manager, until mctx ends.
+func (s *Stack) startManager(ctx, mctx context.Context, cfg *rest.Config, c client.Client, o Options) error {
 	mopts := operator.Options{
-		People:       pstore,
+		People:       s.people,
 		PostalFinder: peoplelist.NewPostalIndex(slices.Values(people.GenerateSlice(localPeopleSeed, localDemoPeople))),
 		Namespace:    Namespace,
 		BlobURL:      s.BlobURL,
@@ -189,61 +233,44 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		PollInterval: time.Second,
 	}
 	if o.Executor == operator.ExecutorJob {
-		if s.Jobs, err = startJobs(ctx, env, c, o, dir, &mopts); err != nil {
-			return nil, err
+		var err error
+		if s.Jobs, err = startJobs(ctx, s.env, c, o, s.dir, &mopts); err != nil {
+			return err
 		}
-		defer func() {
-			if !ok {
-				_ = s.Jobs.Stop()
-			}
-		}()
 	}
-	mctx, cancel := context.WithCancel(ctx)
 	mgr, err := operator.New(mctx, cfg, mopts)
 	if err != nil {
-		cancel()
-		return nil, err
+		return err
 	}
-	s.cancel = cancel
 	s.mgrDone, s.apiDone, s.done = make(chan error, 1), make(chan error, 1), make(chan error, 2)
 	go func() {
 		err := mgr.Start(mctx)
 		s.mgrDone <- err
 		s.done <- fmt.Errorf("manager: %w", err)
 	}()
+	return nil
+}
 
-	if s.APIKey, err = ensureLocalKey(ctx, c, filepath.Join(dir, "api-key")); err != nil {
-		cancel()
-		return nil, err
-	}
-	if o.MetricsAddr != "" && o.MetricsAddr != "0" {
-		s.MetricsURL = "https://" + o.MetricsAddr + "/metrics"
-		if s.MetricsTokenFile, err = writeMetricsToken(ctx, c, dir); err != nil {
-			cancel()
-			return nil, err
-		}
-	}
+// startAPI starts the REST API until mctx ends and waits until it serves.
+func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) error {
 	ln, err := net.Listen("tcp", o.APIListen)
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("REST API: %w", err)
+		return fmt.Errorf("REST API: %w", err)
 	}
 	s.APIURL = "http://" + ln.Addr().String()
 	policy, _ := callback.ParsePolicy("127.0.0.0/8,::1/128")
 	engine, err := catalog.NewEngine(mctx, o.Verify)
 	if err != nil {
-		cancel()
-		return nil, err
+		return err
 	}
-	scorer, err := catalog.NewFraud(mctx, catalog.FraudConfig{}, pstore)
+	scorer, err := catalog.NewFraud(mctx, catalog.FraudConfig{}, s.people)
 	if err != nil {
-		cancel()
-		return nil, err
+		return err
 	}
 	apiReady := make(chan struct{})
 	go func() {
 		err := restapi.Run(mctx, cfg, restapi.RunOptions{
-			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer, People: pstore},
+			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer, People: s.people},
 			Listener:        ln,
 			KeyNamespace:    Namespace,
 			BlobURL:         s.BlobURL,
@@ -258,15 +285,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}()
 	select {
 	case <-apiReady:
+		return nil
 	case err := <-s.done:
-		cancel()
-		return nil, err
+		return err
 	case <-time.After(60 * time.Second):
-		cancel()
-		return nil, errors.New("REST API did not start within 60s")
+		return errors.New("REST API did not start within 60s")
 	}
-	ok = true
-	return s, nil
 }
 
 // startControlPlane starts etcd and kube-apiserver. Interrupted (ctx),
@@ -328,7 +352,7 @@ func ensureLocalKey(ctx context.Context, c client.Client, keyFile string) (strin
 		sec.Labels = map[string]string{apikey.Label: "true"}
 		sec.Data = map[string][]byte{
 			"key":      []byte(key),
-			"services": []byte(strings.Join(apikey.KnownServices, ",")),
+			"services": []byte(strings.Join(services.Known, ",")),
 			"tenant":   []byte("local"),
 		}
 		return nil

@@ -12,6 +12,26 @@ import (
 // request. Match itself takes any number.
 const MaxBatch = 5000
 
+// Field names of a person's identifiers: Input's JSON names, the REST
+// API's query parameters and the list header fields (package peoplelist).
+const (
+	FieldEmail     = "email"
+	FieldMD5Email  = "md5_email"
+	FieldSHA1Email = "sha1_email"
+	FieldFirst     = "first"
+	FieldMiddle    = "middle"
+	FieldLast      = "last"
+	FieldStreet    = "street"
+	FieldCity      = "city"
+	FieldState     = "state"
+	FieldZip       = "zip"
+	FieldZip4      = "zip4"
+)
+
+// InputFields lists Input's fields in order.
+var InputFields = []string{FieldEmail, FieldMD5Email, FieldSHA1Email, FieldFirst, FieldMiddle, FieldLast,
+	FieldStreet, FieldCity, FieldState, FieldZip, FieldZip4}
+
 // Input is one person to match: the bulk append input item.
 type Input struct {
 	// Email is a plain-text address; a 32- or 40-digit hex value here is

@@ -4,23 +4,24 @@ import (
 	"strings"
 
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Service names, as registered in a listservice.Registry.
 const (
-	NameEmailIntelligence = "email_intelligence"
-	NameEmailAppend       = "email_append"
+	NameEmailIntelligence = services.EmailIntelligence
+	NameEmailAppend       = services.EmailAppend
 )
 
-// Person fields that input header columns can name.
+// Person fields that input header columns can name (people owns the names).
 const (
-	FieldFirst  = "first"
-	FieldMiddle = "middle"
-	FieldLast   = "last"
-	FieldStreet = "street"
-	FieldCity   = "city"
-	FieldState  = "state"
-	FieldZip    = "zip"
+	FieldFirst  = people.FieldFirst
+	FieldMiddle = people.FieldMiddle
+	FieldLast   = people.FieldLast
+	FieldStreet = people.FieldStreet
+	FieldCity   = people.FieldCity
+	FieldState  = people.FieldState
+	FieldZip    = people.FieldZip
 )
 
 // HeaderAliases lists, for each person field, the header names taken to

@@ -27,9 +27,9 @@ type Plan struct {
 	Zip      bool   `json:"zip,omitempty"`
 	ZipEntry string `json:"zipEntry,omitempty"`
 
-	Delimiter   byte `json:"delimiter"`
-	Header      bool `json:"header"`
-	EmailColumn int  `json:"emailColumn"`
+	Delimiter   byte            `json:"delimiter"`
+	Header      bool            `json:"header"`
+	EmailColumn listfile.Column `json:"emailColumn"` // 1-based, as in the request
 	// Width is the widest input row; shorter rows are padded to it so the
 	// appended columns line up.
 	Width int  `json:"width"`

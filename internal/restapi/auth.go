@@ -2,33 +2,196 @@ package restapi
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
+// refusal is why a request's API key was refused.
+type refusal int
+
+const (
+	refuseMissing   refusal = iota // no key (or, text routes, a required parameter)
+	refuseInvalid                  // no such key
+	refuseForbidden                // the key is not enabled for the route's service
+	refuseLimited                  // the key's rate limit is spent
+)
+
+// refuser answers a refused request in a route family's style.
+type refuser func(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration)
+
+// authorizer decides whether key k may run the request and which service it
+// runs; when it may not, it answers the request itself and returns false.
+type authorizer func(w http.ResponseWriter, r *http.Request, k *apikey.Key) (service string, ok bool)
+
+// authenticate is the one key check every route goes through: it looks up
+// the presented key, lets authorize (nil: any key) check its service and
+// spends one token of the key's rate limit, in that order. A refused
+// request is answered with refuse and yields ok false.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, presented string, refuse refuser,
+	authorize authorizer) (k *apikey.Key, service string, ok bool) {
+	if presented == "" {
+		refuse(w, r, refuseMissing, "", 0)
+		return nil, "", false
+	}
+	if k, ok = s.keys.Lookup(presented); !ok {
+		refuse(w, r, refuseInvalid, "", 0)
+		return nil, "", false
+	}
+	if authorize != nil {
+		if service, ok = authorize(w, r, k); !ok {
+			return nil, "", false
+		}
+	}
+	if res := s.limiter(k).Reserve(); !res.OK() || res.Delay() > 0 {
+		delay := res.Delay()
+		res.Cancel()
+		refuse(w, r, refuseLimited, "", delay)
+		return nil, "", false
+	}
+	return k, service, true
+}
+
+// needs authorizes keys enabled for service.
+func needs(service string, refuse refuser) authorizer {
+	return func(w http.ResponseWriter, r *http.Request, k *apikey.Key) (string, bool) {
+		if !k.Enabled(service) {
+			refuse(w, r, refuseForbidden, service, 0)
+			return "", false
+		}
+		return service, true
+	}
+}
+
+// caller is what the list routes find in the request's context.
+type caller struct {
+	key     *apikey.Key
+	service string // the list service a submission runs; "" on other routes
+}
+
 // listKey authenticates list endpoints, which take the key in the api_key
-// header, and applies the key's rate limit.
-func (s *Server) listKey(next http.HandlerFunc) http.HandlerFunc {
+// header and answer errors in JSON; authorize is nil but for submissions.
+func (s *Server) listKey(authorize authorizer, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		presented := r.Header.Get("api_key")
 		if presented == "" {
 			presented = r.Header.Get("Api-Key") // a proxy may canonicalise the name
 		}
-		if presented == "" {
-			writeError(w, r, http.StatusUnauthorized, "Unauthorized", "missing API key: send it in the api_key header")
-			return
-		}
-		k, ok := s.keys.Lookup(strings.TrimSpace(presented))
+		k, svc, ok := s.authenticate(w, r, strings.TrimSpace(presented), refuseHeaderJSON, authorize)
 		if !ok {
-			writeError(w, r, http.StatusUnauthorized, "Unauthorized", "Invalid API key.")
 			return
 		}
-		if res := s.limiter(k).Reserve(); !res.OK() || res.Delay() > 0 {
-			delay := res.Delay()
-			res.Cancel()
-			tooMany(w, r, delay)
-			return
+		next(w, r.WithContext(context.WithValue(r.Context(), keyCtx, caller{key: k, service: svc})))
+	}
+}
+
+func refuseHeaderJSON(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration) {
+	refuseJSON(w, r, why, service, retry, "missing API key: send it in the api_key header")
+}
+
+func refuseQueryJSON(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration) {
+	refuseJSON(w, r, why, service, retry, "missing API key: pass it in the api_key query parameter")
+}
+
+func refuseJSON(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration, missing string) {
+	switch why {
+	case refuseMissing:
+		writeError(w, r, http.StatusUnauthorized, "Unauthorized", missing)
+	case refuseInvalid:
+		writeError(w, r, http.StatusUnauthorized, "Unauthorized", "Invalid API key.")
+	case refuseForbidden:
+		writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for "+service)
+	case refuseLimited:
+		tooMany(w, r, retry)
+	}
+}
+
+// listService authorizes a submission: the service query parameter names
+// the list service, or the key's one enabled list service is taken.
+func listService(w http.ResponseWriter, r *http.Request, k *apikey.Key) (string, bool) {
+	bad := func(msg string) (string, bool) {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", msg)
+		return "", false
+	}
+	enabled := k.EnabledListServices()
+	switch svc := r.URL.Query().Get("service"); {
+	case svc != "":
+		if !isListService(svc) {
+			return bad(fmt.Sprintf("service %q is not a list service; choose one of %s", truncate(svc, 40), strings.Join(services.List, ", ")))
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), keyCtx, k)))
+		if !k.Enabled(svc) {
+			refuseHeaderJSON(w, r, refuseForbidden, svc, 0)
+			return "", false
+		}
+		return svc, true
+	case len(enabled) == 0:
+		writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for any list service")
+		return "", false
+	case len(enabled) > 1:
+		return bad(fmt.Sprintf("this API key is enabled for several list services; choose one with the service query parameter: %s", strings.Join(enabled, ", ")))
+	default:
+		return enabled[0], true
+	}
+}
+
+// bulkKey authenticates POST /v5/ei/bulk (key in the api_key query
+// parameter, enabled for demographics); errors are JSON like the body.
+func (s *Server) bulkKey(next func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	authorize := needs(services.Demographics, refuseQueryJSON)
+	return func(w http.ResponseWriter, r *http.Request) {
+		presented := strings.TrimSpace(r.URL.Query().Get("api_key"))
+		if _, _, ok := s.authenticate(w, r, presented, refuseQueryJSON, authorize); ok {
+			next(w, r)
+		}
+	}
+}
+
+// queryKey authenticates the single-address endpoints, which take the key
+// in the api_key query parameter and answer errors in plain text; email is
+// required too. The query is parsed once and handed to next with the key
+// (not through the request's context: a copy of the request per call is
+// measurable at tens of thousands of requests per second).
+func (s *Server) queryKey(service string, next func(http.ResponseWriter, *http.Request, *apikey.Key, url.Values)) http.HandlerFunc {
+	return s.textKey(service, func(q url.Values) bool { return q.Get("email") != "" }, parseQuery, next)
+}
+
+func parseQuery(r *http.Request) url.Values { return r.URL.Query() }
+
+// textKey is queryKey with the required parameters checked by hasParams
+// (a missing one, or a missing api_key, is a 400 Missing query
+// parameter(s).) and the query parsed by parse.
+func (s *Server) textKey(service string, hasParams func(url.Values) bool, parse func(*http.Request) url.Values,
+	next func(http.ResponseWriter, *http.Request, *apikey.Key, url.Values)) http.HandlerFunc {
+	authorize := needs(service, refuseText)
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := parse(r)
+		presented := strings.TrimSpace(q.Get("api_key"))
+		if !hasParams(q) {
+			presented = "" // answered like a missing key
+		}
+		if k, _, ok := s.authenticate(w, r, presented, refuseText, authorize); ok {
+			next(w, r, k, q)
+		}
+	}
+}
+
+func refuseText(w http.ResponseWriter, _ *http.Request, why refusal, service string, retry time.Duration) {
+	switch why {
+	case refuseMissing:
+		writeText(w, http.StatusBadRequest, "Missing query parameter(s).")
+	case refuseInvalid:
+		writeText(w, http.StatusUnauthorized, "Invalid API key.")
+	case refuseForbidden:
+		writeText(w, http.StatusForbidden, fmt.Sprintf("This API key is not enabled for %s.", service))
+	case refuseLimited:
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
+		writeText(w, http.StatusTooManyRequests, "Too many requests for this API key.")
 	}
 }

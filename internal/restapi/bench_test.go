@@ -497,7 +497,7 @@ func TestLimiterSurvivesKeyUpdate(t *testing.T) {
 			Data:       map[string][]byte{"key": []byte(key), "services": []byte("email_validation"), "rateLimit": []byte(rateLimit)},
 		}
 	}
-	if err := keys.Upsert(sec("1")); err != nil { // 1/s, burst 2
+	if err := restapi.UpsertKeySecret(keys, sec("1")); err != nil { // 1/s, burst 2
 		t.Fatal(err)
 	}
 	h := restapi.New(restapi.Config{Namespace: nsSystem}, keys, nil, nil, nil, nil, nil).Handler()
@@ -513,13 +513,13 @@ func TestLimiterSurvivesKeyUpdate(t *testing.T) {
 			t.Fatalf("request %d: %d, want %d", i+1, got, want)
 		}
 	}
-	if err := keys.Upsert(sec("1")); err != nil { // a resync: same data, new *Key
+	if err := restapi.UpsertKeySecret(keys, sec("1")); err != nil { // a resync: same data, new *Key
 		t.Fatal(err)
 	}
 	if got := get(); got != http.StatusTooManyRequests {
 		t.Errorf("after a resync of the Secret: %d, want 429 (the limit was reset)", got)
 	}
-	if err := keys.Upsert(sec("1000")); err != nil { // a new limit applies from the next request
+	if err := restapi.UpsertKeySecret(keys, sec("1000")); err != nil { // a new limit applies from the next request
 		t.Fatal(err)
 	}
 	_ = get() // may still be 429: tokens accrued at 1/s until this request

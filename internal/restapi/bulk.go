@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/people"
 )
 
@@ -18,34 +17,6 @@ const (
 	// bulkMaxBytes bounds the body: 5,000 items of generous size.
 	bulkMaxBytes = 16 << 20
 )
-
-// bulkKey authenticates POST /v5/ei/bulk (key in the api_key query
-// parameter, enabled for demographics); errors are JSON like the body.
-func (s *Server) bulkKey(next func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		presented := strings.TrimSpace(r.URL.Query().Get("api_key"))
-		if presented == "" {
-			writeError(w, r, http.StatusUnauthorized, "Unauthorized", "missing API key: pass it in the api_key query parameter")
-			return
-		}
-		k, ok := s.keys.Lookup(presented)
-		if !ok {
-			writeError(w, r, http.StatusUnauthorized, "Unauthorized", "Invalid API key.")
-			return
-		}
-		if !k.Enabled(apikey.ServiceDemographics) {
-			writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for demographics")
-			return
-		}
-		if res := s.limiter(k).Reserve(); !res.OK() || res.Delay() > 0 {
-			d := res.Delay()
-			res.Cancel()
-			tooMany(w, r, d)
-			return
-		}
-		next(w, r)
-	}
-}
 
 // bulkAppend serves POST /v5/ei/bulk: a JSON array of at most 5,000
 // people, decoded item by item; the answer is an array in input order with
@@ -134,7 +105,7 @@ func decodeBulk(body io.Reader) (items []people.Input, itemErrs []string, status
 }
 
 // bulkFields are the item fields the matcher reads.
-var bulkFields = []string{"email", "md5_email", "sha1_email", "first", "middle", "last", "street", "city", "state", "zip", "zip4"}
+var bulkFields = people.InputFields
 
 // appendItemError renders a rejected item in its place, in the published
 // per-item error shape.

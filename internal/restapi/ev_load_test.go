@@ -139,7 +139,7 @@ func parseP99(t *testing.T, out string) time.Duration {
 //	KUBEBUILDER_ASSETS=$PWD/bin/k8s/1.36.3 go test -run '^$' -bench EVHandler -benchmem ./internal/restapi/
 func BenchmarkEVHandler(b *testing.B) {
 	keys := apikey.NewStore()
-	if err := keys.Upsert(&corev1.Secret{
+	if err := restapi.UpsertKeySecret(keys, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: "key-ev-bench"},
 		Data:       map[string][]byte{"key": []byte(keyAcme), "services": []byte("email_validation")},
 	}); err != nil {

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/controllers"
 )
 
 // TenantLabel marks a list with an opaque digest of the tenant that submitted it.
@@ -25,7 +24,7 @@ const ListIDIndex = "metadata.labels.list-id"
 
 // IndexListID is the indexer function for ListIDIndex.
 func IndexListID(o client.Object) []string {
-	if v, ok := o.GetLabels()[controllers.ListIDLabel]; ok {
+	if v, ok := o.GetLabels()[listsv1.ListIDLabel]; ok {
 		return []string{v}
 	}
 	return nil
@@ -79,7 +78,7 @@ func (s *Server) lookup(ctx context.Context, id int64, tenant string) (*listsv1.
 		return nil, errNotFound
 	}
 	if err := s.live.List(ctx, &lists, client.InNamespace(s.cfg.Namespace),
-		client.MatchingLabels{controllers.ListIDLabel: idStr, TenantLabel: want}); err != nil {
+		client.MatchingLabels{listsv1.ListIDLabel: idStr, TenantLabel: want}); err != nil {
 		return nil, err
 	}
 	if l := pick(&lists, want); l != nil {
@@ -161,7 +160,7 @@ func statusBody(l *listsv1.EmailList) listStatusBody {
 		Services:  map[string]serviceStatus{string(l.Spec.Service): svc},
 	}
 	if body.ListID == 0 {
-		body.ListID, _ = strconv.ParseInt(l.Labels[controllers.ListIDLabel], 10, 64)
+		body.ListID, _ = strconv.ParseInt(l.Labels[listsv1.ListIDLabel], 10, 64)
 	}
 	if st.Phase == listsv1.PhaseProcessed && l.Spec.EffectiveAction() == listsv1.ActionReport {
 		body.Reporting = st.Reporting

@@ -21,8 +21,8 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/operator"
 )
 
 // RunOptions configure a running API server.
@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	}
 	namespaces := map[string]cache.Config{o.Namespace: {}, o.KeyNamespace: {}}
 	cl, err := cluster.New(cfg, func(co *cluster.Options) {
-		co.Scheme = operator.Scheme()
+		co.Scheme = kubescheme.New()
 		co.Cache = cache.Options{
 			DefaultNamespaces: namespaces,
 			ByObject: map[client.Object]cache.ByObject{
@@ -168,6 +168,11 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	return nil
 }
 
+// UpsertKeySecret hands a key Secret to the key store as its name and data.
+func UpsertKeySecret(keys *apikey.Store, sec *corev1.Secret) error {
+	return keys.Upsert(apikey.Source{Namespace: sec.Namespace, Name: sec.Name}, sec.Data)
+}
+
 // keyHandler keeps the key store in step with the Secret informer.
 func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHandler {
 	upsert := func(obj any) {
@@ -175,7 +180,7 @@ func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHa
 		if !ok {
 			return
 		}
-		if err := keys.Upsert(sec); err != nil {
+		if err := UpsertKeySecret(keys, sec); err != nil {
 			log.Warn("ignoring API key secret", "error", err.Error())
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/emaildata/emaildata/internal/listid"
 	"github.com/emaildata/emaildata/internal/metrics"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Config holds the server's settings.
@@ -119,19 +120,19 @@ func (s *Server) Handler() http.Handler {
 	// GET /metrics is served on its own port (MetricsHandler), never here.
 	route("GET /openapi.json", serveOpenAPI)
 
-	route("POST /v5/list", s.listKey(s.submitList))
-	route("GET /v5/list/{list_id}", s.listKey(s.listStatus))
-	route("POST /v5/list/{list_id}/purchase", s.listKey(s.purchase))
-	route("GET /v5/list/{list_id}/results", s.listKey(s.results))
+	route("POST /v5/list", s.listKey(listService, s.submitList))
+	route("GET /v5/list/{list_id}", s.listKey(nil, s.listStatus))
+	route("POST /v5/list/{list_id}/purchase", s.listKey(nil, s.purchase))
+	route("GET /v5/list/{list_id}/results", s.listKey(nil, s.results))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
-		route("GET /v5/td", s.textKey(apikey.ServiceDemographics, hasIdentifier, tdQuery, s.singleDemographics))
-		route("GET /v5/eppend", s.textKey(apikey.ServiceEmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
+		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))
+		route("GET /v5/eppend", s.textKey(services.EmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
 	}
 	if s.verifier != nil {
-		route("GET /v5/ev", s.queryKey(apikey.ServiceEmailValidation, s.verifyEmail))
+		route("GET /v5/ev", s.queryKey(services.EmailValidation, s.verifyEmail))
 		if s.cfg.Fraud != nil {
-			route("GET /fr", s.queryKey(apikey.ServiceFraud, s.fraudCheck))
+			route("GET /fr", s.queryKey(services.Fraud, s.fraudCheck))
 		}
 	}
 	return s.requestID(s.recoverer(s.dispatch(mux)))
@@ -181,6 +182,12 @@ const (
 )
 
 func keyFrom(ctx context.Context) *apikey.Key {
-	k, _ := ctx.Value(keyCtx).(*apikey.Key)
-	return k
+	c, _ := ctx.Value(keyCtx).(caller)
+	return c.key
+}
+
+// serviceFrom returns the list service a submission's key was authorized for.
+func serviceFrom(ctx context.Context) string {
+	c, _ := ctx.Value(keyCtx).(caller)
+	return c.service
 }

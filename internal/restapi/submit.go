@@ -14,10 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // submitAccepted is the POST /v5/list response.
@@ -42,7 +41,7 @@ type listParams struct {
 // upload (or a restart mid-upload) leaves no half-created list.
 func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	key := keyFrom(r.Context())
-	p, status, code, msg := s.parseListParams(r, key)
+	p, status, code, msg := s.parseListParams(r, serviceFrom(r.Context()))
 	if status != 0 {
 		writeError(w, r, status, code, msg)
 		return
@@ -110,9 +109,9 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 			Namespace: s.cfg.Namespace,
 			Name:      fmt.Sprintf("list-%d", id),
 			Labels: map[string]string{
-				controllers.ListIDLabel: strconv.FormatInt(id, 10),
-				TenantLabel:             tenantLabel(key.Tenant),
-				listsv1.LabelManagedBy:  listsv1.ManagedByAPI,
+				listsv1.ListIDLabel:    strconv.FormatInt(id, 10),
+				TenantLabel:            tenantLabel(key.Tenant),
+				listsv1.LabelManagedBy: listsv1.ManagedByAPI,
 			},
 		},
 		Spec: listsv1.EmailListSpec{
@@ -132,34 +131,19 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, submitAccepted{ListID: id, SizeBytes: size})
 }
 
-func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams, status int, code, msg string) {
+// parseListParams reads a submission's query; service is the one listService
+// authorized.
+func (s *Server) parseListParams(r *http.Request, service string) (p listParams, status int, code, msg string) {
 	q := r.URL.Query()
 	bad := func(m string) (listParams, int, string, string) { return p, http.StatusBadRequest, "BadRequest", m }
-
-	enabled := key.EnabledListServices()
-	switch svc := q.Get("service"); {
-	case svc != "":
-		if !isListService(svc) {
-			return bad(fmt.Sprintf("service %q is not a list service; choose one of %s", truncate(svc, 40), strings.Join(apikey.ListServices, ", ")))
-		}
-		if !key.Enabled(svc) {
-			return p, http.StatusForbidden, "Forbidden", fmt.Sprintf("this API key is not enabled for %s", svc)
-		}
-		p.service = svc
-	case len(enabled) == 0:
-		return p, http.StatusForbidden, "Forbidden", "this API key is not enabled for any list service"
-	case len(enabled) > 1:
-		return bad(fmt.Sprintf("this API key is enabled for several list services; choose one with the service query parameter: %s", strings.Join(enabled, ", ")))
-	default:
-		p.service = enabled[0]
-	}
+	p.service = service
 
 	if v := q.Get("email_column"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return bad(fmt.Sprintf("email_column %q must be a whole number from 1 to 1000", truncate(v, 20)))
+		c, err := listfile.ParseColumn(v)
+		if err != nil {
+			return bad(fmt.Sprintf("email_column %q must be a whole number from 1 to %d", truncate(v, 20), listfile.MaxColumn))
 		}
-		p.emailColumn = int32(n)
+		p.emailColumn = int32(c)
 	}
 	if v := q.Get("header"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -168,21 +152,20 @@ func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams
 		}
 		p.header = b
 	}
-	switch v := q.Get("delimiter"); v {
-	case "", "\t", "tab", "%09":
-		p.delimiter = listsv1.DelimiterTab
-	case ",", "comma":
-		p.delimiter = listsv1.DelimiterComma
-	case "|", "pipe":
-		p.delimiter = listsv1.DelimiterPipe
-	default:
+	v := q.Get("delimiter")
+	if v == "" || v == "%09" { // the default; a tab encoded twice
+		v = "tab"
+	}
+	b, err := listfile.ParseDelimiter(v)
+	if err != nil {
 		return bad(fmt.Sprintf("delimiter %q must be a comma, a pipe or a tab (URL-encoded: %%2C, %%7C, %%09)", truncate(v, 20)))
 	}
+	p.delimiter = listsv1.Delimiter(listfile.DelimiterName(b))
 	switch v := q.Get("action"); v {
 	case "", "process":
 		p.action = ""
 	case "report":
-		if p.service == apikey.ServiceEmailValidation {
+		if p.service == services.EmailValidation {
 			return bad("email_validation always runs with action=process; action=report is not available for it")
 		}
 		p.action = listsv1.ActionReport
@@ -204,7 +187,7 @@ func (s *Server) parseListParams(r *http.Request, key *apikey.Key) (p listParams
 }
 
 func isListService(s string) bool {
-	for _, l := range apikey.ListServices {
+	for _, l := range services.List {
 		if l == s {
 			return true
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/emaillists"
+	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
 	"github.com/emaildata/emaildata/internal/mailworld"
@@ -34,6 +35,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/services"
 	"github.com/emaildata/emaildata/internal/typo"
 	"github.com/emaildata/emaildata/internal/verify"
 )
@@ -88,7 +90,7 @@ func runSuite(m *testing.M) int {
 	defer func() { _ = env.Stop() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
+	if k8s, err = client.New(cfg, client.Options{Scheme: kubescheme.New()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -104,7 +106,7 @@ func runSuite(m *testing.M) int {
 		"demo":     {keyDemo, "demographics", "acme"},
 		"limited":  {keyLimited, "email_validation", "limited"},
 		"reporter": {keyReporter, "email_intelligence", "initech"},
-		"all":      {keyAll, strings.Join(apikey.KnownServices, ","), "sdk"},
+		"all":      {keyAll, strings.Join(services.Known, ","), "sdk"},
 		"append":   {keyAppend, "email_append", "acme"},
 	} {
 		sec := &corev1.Secret{

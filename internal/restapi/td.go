@@ -10,6 +10,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/services"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -22,9 +23,10 @@ import (
 // singleInput reads the person of a GET /v5/td or GET /v5/eppend query.
 func singleInput(q url.Values) people.Input {
 	return people.Input{
-		Email: plusInEmail(q.Get("email")), MD5Email: q.Get("md5_email"), SHA1Email: q.Get("sha1_email"),
-		First: q.Get("first"), Middle: q.Get("middle"), Last: q.Get("last"),
-		Street: q.Get("street"), City: q.Get("city"), State: q.Get("state"), Zip: q.Get("zip"), Zip4: q.Get("zip4"),
+		Email: plusInEmail(q.Get(people.FieldEmail)), MD5Email: q.Get(people.FieldMD5Email), SHA1Email: q.Get(people.FieldSHA1Email),
+		First: q.Get(people.FieldFirst), Middle: q.Get(people.FieldMiddle), Last: q.Get(people.FieldLast),
+		Street: q.Get(people.FieldStreet), City: q.Get(people.FieldCity), State: q.Get(people.FieldState),
+		Zip: q.Get(people.FieldZip), Zip4: q.Get(people.FieldZip4),
 	}
 }
 
@@ -53,7 +55,8 @@ func hasIdentifier(q url.Values) bool {
 	return false
 }
 
-var personParams = []string{"email", "md5_email", "sha1_email", "first", "last", "zip", "zip4", "street", "city", "state"}
+var personParams = []string{people.FieldEmail, people.FieldMD5Email, people.FieldSHA1Email, people.FieldFirst, people.FieldLast,
+	people.FieldZip, people.FieldZip4, people.FieldStreet, people.FieldCity, people.FieldState}
 
 // invalidParam answers a malformed parameter.
 func invalidParam(w http.ResponseWriter, name string) {
@@ -98,7 +101,7 @@ func (s *Server) singleDemographics(w http.ResponseWriter, r *http.Request, k *a
 	// The verification object: asked for by name, or, without fields,
 	// when the key is enabled for email verification (a key's default
 	// answer is every field it may have).
-	canEV := k.Enabled(apikey.ServiceEmailValidation)
+	canEV := k.Enabled(services.EmailValidation)
 	if fs != nil && fs[fieldEmailValidation] && !canEV {
 		writeText(w, http.StatusForbidden, "This API key is not enabled for email_validation.")
 		return

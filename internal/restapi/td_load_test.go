@@ -309,7 +309,7 @@ func openTDPostgres(t *testing.T, n int) people.Store {
 //	KUBEBUILDER_ASSETS=$PWD/bin/k8s/1.36.3 go test -run '^$' -bench TDHandler -benchmem ./internal/restapi/
 func BenchmarkTDHandler(b *testing.B) {
 	keys := apikey.NewStore()
-	if err := keys.Upsert(&corev1.Secret{
+	if err := restapi.UpsertKeySecret(keys, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: "key-td-bench"},
 		Data:       map[string][]byte{"key": []byte(keyDemo), "services": []byte("demographics")},
 	}); err != nil {
