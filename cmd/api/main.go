@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -25,6 +27,8 @@ func main() {
 	var o restapi.RunOptions
 	var cidrs string
 	var debug bool
+	var lo logging.Options
+	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatJSON})
 	o.Limits = pipeline.DefaultConfig().Limits
 	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
 	flag.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
@@ -46,15 +50,19 @@ func main() {
 	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()
 
-	level := slog.LevelInfo
 	if debug {
-		level = slog.LevelDebug
+		lo.Level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log, err := logging.New(os.Stderr, lo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(logging.Logr(log)) // the client's own logs, in the same stream
 	o.Log = log
 	policy, err := callback.ParsePolicy(cidrs)
 	if err != nil {
-		log.Error("bad --callback-allow-cidrs", "error", err.Error())
+		log.Error("bad --callback-allow-cidrs", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.CallbackPolicy = policy
@@ -63,24 +71,24 @@ func main() {
 	defer stop()
 	engine, err := catalog.NewEngine(ctx, vc)
 	if err != nil {
-		log.Error("verification engine", "error", err.Error())
+		log.Error("verification engine", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.Verifier, o.EVSMTP = engine, vc.SMTP
 	if *peopleURL != "" {
 		if o.People, err = people.Open(ctx, *peopleURL); err != nil {
-			log.Error("people store", "error", err.Error())
+			log.Error("people store", logging.KeyError, err.Error())
 			os.Exit(2)
 		}
 		defer o.People.Close()
 	}
 	if o.Fraud, err = catalog.NewFraud(ctx, fc, o.People); err != nil {
-		log.Error("fraud scorer", "error", err.Error())
+		log.Error("fraud scorer", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.FraudBudget, o.FraudSMTP = fc.Budget, fc.SMTP && vc.SMTP
 	if err := restapi.Run(ctx, ctrl.GetConfigOrDie(), o); err != nil {
-		log.Error("api stopped", "error", err.Error())
+		log.Error("api stopped", logging.KeyError, err.Error())
 		os.Exit(1)
 	}
 }

@@ -4,14 +4,16 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
@@ -59,11 +61,16 @@ func main() {
 	flag.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics server (default: self-signed)")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader, for several replicas")
-	zopts := zap.Options{}
-	zopts.BindFlags(flag.CommandLine)
+	var lo logging.Options
+	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatJSON})
 	flag.Parse()
 	o.MetricsInsecure = !*metricsSecure
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	slogger, lerr := logging.New(os.Stderr, lo)
+	if lerr != nil {
+		fmt.Fprintln(os.Stderr, lerr)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(logging.Logr(slogger))
 	log := ctrl.Log.WithName("setup")
 
 	o.Job.Parallelism, o.Job.BackoffLimitPerIndex, o.Job.TTLSecondsAfterFinished = int32(parallelism), int32(backoff), int32(ttl)

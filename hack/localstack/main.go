@@ -16,10 +16,10 @@ import (
 	"syscall"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/localstack"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/operator"
 )
 
@@ -35,10 +35,15 @@ func main() {
 	vc := catalog.DefaultVerifyConfig()
 	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
 	vc.BindFlags(flag.CommandLine)
-	zopts := zap.Options{Development: true}
-	zopts.BindFlags(flag.CommandLine)
+	var lo logging.Options
+	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatText})
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	log, err := logging.New(os.Stderr, lo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(logging.Logr(log))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -50,7 +55,7 @@ func main() {
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
 		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
 		Executor: *executor, WorkerDir: *workerDir,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Log: log,
 	})
 	if err != nil {
 		if ctx.Err() != nil { // Ctrl-C while starting: what started is stopped

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/logging"
 )
 
 // errorBody is the JSON error shape of the list endpoints.
@@ -56,6 +58,6 @@ func tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration) {
 
 // internalError logs err with the request ID and answers 500 without it.
 func (s *Server) internalError(w http.ResponseWriter, r *http.Request, what string, err error) {
-	s.log.Error(what, "request_id", requestIDFrom(r.Context()), "error", err.Error())
+	s.log.Error(what, logging.KeyRequestID, requestIDFrom(r.Context()), logging.KeyError, err.Error())
 	writeError(w, r, http.StatusInternalServerError, "InternalError", "internal error; quote request id "+requestIDFrom(r.Context()))
 }

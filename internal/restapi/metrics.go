@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -43,7 +44,7 @@ func serveMetrics(o *RunOptions, srv *Server) (stop func(), err error) {
 	hs := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			o.Log.Error("metrics server stopped", "error", err.Error())
+			o.Log.Error("metrics server stopped", logging.KeyError, err.Error())
 		}
 	}()
 	o.Log.Info("API metrics serving", "addr", ln.Addr().String())

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"regexp"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/logging"
 )
 
 // RequestIDHeader carries the request ID in both directions.
@@ -44,7 +46,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("panic serving request", "request_id", requestIDFrom(r.Context()), "panic", fmt.Sprint(v))
+				s.log.Error("panic serving request", logging.KeyRequestID, requestIDFrom(r.Context()), "panic", fmt.Sprint(v))
 				writeError(w, r, http.StatusInternalServerError, "InternalError", "internal error")
 			}
 		}()
@@ -64,7 +66,7 @@ func (s *Server) instrument(route string, h http.Handler) http.Handler {
 		s.metrics.Request(route, rec.code, d)
 		if route != "GET /healthz" && route != "GET /readyz" {
 			s.log.Debug("request", "route", route, "code", rec.code, "ms", math.Round(float64(d.Microseconds())/10)/100,
-				"request_id", requestIDFrom(r.Context()))
+				logging.KeyRequestID, requestIDFrom(r.Context()))
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -68,6 +69,6 @@ func (s *Server) serveResult(w http.ResponseWriter, r *http.Request, l *listsv1.
 		return
 	}
 	if _, err := io.Copy(w, rd); err != nil {
-		s.log.Debug("result download interrupted", "request_id", requestIDFrom(r.Context()), "error", err.Error())
+		s.log.Debug("result download interrupted", logging.KeyRequestID, requestIDFrom(r.Context()), logging.KeyError, err.Error())
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/logging"
 )
 
 // RunOptions configure a running API server.
@@ -181,7 +182,7 @@ func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHa
 			return
 		}
 		if err := UpsertKeySecret(keys, sec); err != nil {
-			log.Warn("ignoring API key secret", "error", err.Error())
+			log.Warn("ignoring API key secret", logging.KeyError, err.Error())
 		}
 	}
 	return toolscache.ResourceEventHandlerFuncs{

@@ -42,6 +42,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"github.com/emaildata/emaildata/internal/logging"
 )
 
 // Config describes the node.
@@ -158,7 +160,7 @@ func (n *Node) next(ctx context.Context) bool {
 	}
 	defer n.queue.Done(key)
 	if err := n.sync(ctx, key); err != nil && ctx.Err() == nil {
-		n.log.Warn("sync pod", "pod", key, "error", err)
+		n.log.Warn("sync pod", "pod", key, logging.KeyError, err)
 		n.queue.AddRateLimited(key)
 		return true
 	}
@@ -207,7 +209,7 @@ func (n *Node) register(ctx context.Context) error {
 func (n *Node) heartbeat(ctx context.Context) {
 	for {
 		if err := n.renewLease(ctx); err != nil && ctx.Err() == nil {
-			n.log.Warn("renew lease", "error", err)
+			n.log.Warn("renew lease", logging.KeyError, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/emaildata/emaildata/internal/logging"
 )
 
 var everything = labels.Everything()
@@ -144,7 +146,7 @@ func (n *Node) await(key string, p *process) {
 	pod, err := n.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if err == nil && pod.UID == p.uid {
 		if err := n.reportExit(ctx, pod, p); err != nil {
-			n.log.Warn("report exit", "pod", key, "error", err)
+			n.log.Warn("report exit", "pod", key, logging.KeyError, err)
 		}
 	}
 	n.queue.Add(key)
