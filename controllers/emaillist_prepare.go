@@ -9,7 +9,6 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -52,15 +51,12 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 		list.Status.SizeBytes = size
 	}
 
-	req := pipeline.Request{
-		Source: src,
-		Dialect: listfile.Dialect{
-			Delimiter:   list.Spec.Format.Delimiter.Byte(),
-			Header:      list.Spec.Format.HasHeader(),
-			EmailColumn: list.Spec.Format.EffectiveEmailColumn(),
-		},
-		Service: string(list.Spec.Service),
+	dialect, err := list.Spec.Format.Dialect()
+	if err != nil { // the same reason and message Prepare gave before
+		r.fail(list, ReasonInvalidInput, err.Error())
+		return ctrl.Result{}, false, nil
 	}
+	req := pipeline.Request{Source: src, Dialect: dialect, Service: string(list.Spec.Service)}
 	plan, err := pipeline.Prepare(ctx, r.Store, keys, req, svc, r.Pipeline)
 	if pipeline.IsBadInput(err) {
 		r.fail(list, ReasonInvalidInput, err.Error())

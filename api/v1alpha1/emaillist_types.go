@@ -178,13 +178,16 @@ type ListFormat struct {
 // HasHeader reports whether the first row is a header.
 func (f *ListFormat) HasHeader() bool { return f.Header != nil && *f.Header }
 
-// EffectiveEmailColumn returns the email column, defaulting to 1. The CRD's
-// schema bounds it (1 to listfile.MaxColumn).
-func (f *ListFormat) EffectiveEmailColumn() listfile.Column {
+// Dialect returns how to read the list file, validated once here (the
+// CRD's schema already bounds the column, 1 to listfile.MaxColumn), so the
+// controller passes it on without naming its parts. An omitted email column
+// is the first.
+func (f *ListFormat) Dialect() (listfile.Dialect, error) {
+	col := listfile.Column(f.EmailColumn)
 	if f.EmailColumn < 1 {
-		return 1
+		col = 1
 	}
-	return listfile.Column(f.EmailColumn)
+	return listfile.NewDialect(f.Delimiter.Byte(), f.HasHeader(), col)
 }
 
 // Phase is the coarse state of a list.

@@ -8,11 +8,55 @@ import (
 )
 
 // Dialect says how to read a file. It comes from the user's upload
-// settings, so Validate reports problems as bad input.
+// settings, so Validate reports problems as bad input. Build it with
+// NewDialect (or Validated) where it enters: Scan and Reader then trust it
+// instead of checking it again.
 type Dialect struct {
 	Delimiter   byte   // ',', '|' or '\t'
 	Header      bool   // first record is a header
 	EmailColumn Column // position of the email column
+
+	// checked records the settings NewDialect validated, so a field
+	// changed afterwards is checked again rather than trusted.
+	checked checkedDialect
+}
+
+type checkedDialect struct {
+	delim byte
+	col   Column
+	ok    bool
+}
+
+// NewDialect validates a dialect once, where the user's settings enter, and
+// returns it marked as checked.
+func NewDialect(delim byte, header bool, col Column) (Dialect, error) {
+	return Dialect{Delimiter: delim, Header: header, EmailColumn: col}.Validated()
+}
+
+// Validated returns d marked as checked, or Validate's error. A dialect
+// already checked is returned as is, without a second check.
+func (d Dialect) Validated() (Dialect, error) {
+	if d.trusted() {
+		return d, nil
+	}
+	if err := d.Validate(); err != nil {
+		return Dialect{}, err
+	}
+	d.checked = checkedDialect{delim: d.Delimiter, col: d.EmailColumn, ok: true}
+	return d, nil
+}
+
+// trusted reports whether d came from NewDialect or Validated unchanged.
+func (d Dialect) trusted() bool {
+	return d.checked == checkedDialect{delim: d.Delimiter, col: d.EmailColumn, ok: true}
+}
+
+// check validates a dialect built by hand; one from NewDialect is trusted.
+func (d Dialect) check() error {
+	if d.trusted() {
+		return nil
+	}
+	return d.Validate()
 }
 
 // MaxColumn is the highest column position a user may name.

@@ -125,7 +125,7 @@ func (r *Reader) Next() (*Record, error) {
 	}
 	if !r.started {
 		r.started = true
-		if err := r.d.Validate(); err != nil {
+		if err := r.d.check(); err != nil {
 			r.err = err
 			return nil, err
 		}

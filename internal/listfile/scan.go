@@ -54,7 +54,8 @@ type candidate struct {
 // Errors about the content are *InputError (see the Err* sentinels); other
 // errors come from reading r.
 func Scan(r io.Reader, d Dialect, lim Limits, shardBytes int64, maxShards int) (*Plan, error) {
-	if err := d.Validate(); err != nil {
+	d, err := d.Validated() // once: the reader below trusts it
+	if err != nil {
 		return nil, err
 	}
 	if shardBytes <= 0 {

@@ -287,16 +287,16 @@ func TestKindOf(t *testing.T) {
 }
 
 func TestDialectValidate(t *testing.T) {
-	for _, d := range []Dialect{{',', false, 1}, {'|', true, 3}, {'\t', false, 100}} {
+	for _, d := range []Dialect{{Delimiter: ',', EmailColumn: 1}, {Delimiter: '|', Header: true, EmailColumn: 3}, {Delimiter: '\t', EmailColumn: 100}} {
 		if err := d.Validate(); err != nil {
 			t.Errorf("%+v: %v", d, err)
 		}
 	}
 	for d, msg := range map[Dialect]string{
-		{';', false, 1}: `unsupported delimiter ';': use comma, pipe or tab`,
-		{0, false, 1}:   `unsupported delimiter '\x00': use comma, pipe or tab`,
-		{',', false, 0}: `email column must be 1 or greater, got 0`,
-		{'|', true, -2}: `email column must be 1 or greater, got -2`,
+		{Delimiter: ';', EmailColumn: 1}:                `unsupported delimiter ';': use comma, pipe or tab`,
+		{Delimiter: 0, EmailColumn: 1}:                  `unsupported delimiter '\x00': use comma, pipe or tab`,
+		{Delimiter: ',', EmailColumn: 0}:                `email column must be 1 or greater, got 0`,
+		{Delimiter: '|', Header: true, EmailColumn: -2}: `email column must be 1 or greater, got -2`,
 	} {
 		if err := d.Validate(); !errors.Is(err, ErrInvalidDialect) || err.Error() != msg {
 			t.Errorf("%+v: %v, want %q", d, err, msg)

@@ -50,9 +50,14 @@ type Request struct {
 // plans the shards and stores the plan. Problems with the file itself come
 // back as InputError; anything else is worth retrying.
 func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, req Request, svc listservice.Service, cfg Config) (*Plan, error) {
-	if err := req.Dialect.Validate(); err != nil {
+	// A dialect from NewDialect (the CRD's ListFormat.Dialect) was checked
+	// where it entered; one built by hand is checked here, once, and Scan
+	// and the reader trust it from then on.
+	d, err := req.Dialect.Validated()
+	if err != nil {
 		return nil, BadInput(err)
 	}
+	req.Dialect = d
 	kind, err := listfile.KindOf(req.Source.Name)
 	if err != nil {
 		return nil, BadInput(err)
