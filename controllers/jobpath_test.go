@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,8 +156,8 @@ func podCondition(p corev1.Pod, c corev1.PodConditionType) bool {
 }
 
 // midShard waits until the worker process of shard index is writing its
-// part of the result (the part's temporary file exists) and returns the
-// name of the pod running it.
+// part of the result (the part's temporary file exists), freezes that
+// process (see freeze) and returns the name of the pod running it.
 func midShard(t *testing.T, l *listsv1.EmailList, job *batchv1.Job, index int) string {
 	t.Helper()
 	parts := filepath.Join(storeDir, "lists", string(l.UID), "parts")
@@ -169,7 +170,8 @@ func midShard(t *testing.T, l *listsv1.EmailList, job *batchv1.Job, index int) s
 				continue
 			}
 			for _, p := range podsByIndex(t, job)[strconv.Itoa(index)] {
-				if _, ok := plane.Node.PID(p.Namespace, p.Name); ok {
+				if pid, ok := plane.Node.PID(p.Namespace, p.Name); ok {
+					freeze(t, pid)
 					return p.Name
 				}
 			}
@@ -178,6 +180,46 @@ func midShard(t *testing.T, l *listsv1.EmailList, job *batchv1.Job, index int) s
 	}
 	t.Fatalf("shard %d of %s never ran", index, l.Name)
 	return ""
+}
+
+// freeze stops a worker process (SIGSTOP) the test is about to interrupt,
+// so that on a busy machine its shard cannot finish first. SIGKILL ends a
+// stopped process; for SIGTERM, thawOnPending continues it.
+func freeze(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop worker %d: %v", pid, err)
+	}
+}
+
+// thawOnPending continues a frozen process once sig is pending for it (the
+// kernel then delivers sig before the process runs again), or after a
+// minute.
+func thawOnPending(pid int, sig syscall.Signal) {
+	mask := uint64(1) << (sig - 1)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return // gone
+		}
+		if pendingSignals(string(status))&mask != 0 {
+			break
+		}
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+}
+
+// pendingSignals reads the ShdPnd and SigPnd masks of /proc/PID/status.
+func pendingSignals(status string) uint64 {
+	var out uint64
+	for _, line := range strings.Split(status, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == "ShdPnd" || k == "SigPnd") {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			out |= n
+		}
+	}
+	return out
 }
 
 // requireMidShard checks that a shard interrupted by the test had not
@@ -257,6 +299,9 @@ func TestJobPathEvictedPodIsIgnored(t *testing.T) {
 	l := createBig(t, "big-evict", input)
 	job := listJob(t, nsWorkers, l)
 	pod := midShard(t, l, job, 2)
+	if pid, ok := plane.Node.PID(nsWorkers, pod); ok {
+		go thawOnPending(pid, syscall.SIGTERM) // the eviction's SIGTERM, handled as a kubelet's would be
+	}
 	if err := plane.Node.Evict(context.Background(), nsWorkers, pod, "The node was low on resource: memory."); err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +488,9 @@ func TestJobPathDeleteMidRun(t *testing.T) {
 	l := getList(t, nsJob, name)
 	job := listJob(t, nsWorkers, l)
 	pod := midShard(t, l, job, 0)
+	if pid, ok := plane.Node.PID(nsWorkers, pod); ok {
+		go thawOnPending(pid, syscall.SIGTERM) // the pod deletion's SIGTERM
+	}
 	if err := k8s.Delete(ctx, l); err != nil {
 		t.Fatal(err)
 	}
