@@ -23,44 +23,8 @@ func main() {
 	o.Pipeline = pipeline.DefaultConfig()
 	o.Verify = catalog.DefaultVerifyConfig()
 	o.Verify.BindFlags(flag.CommandLine)
-	flag.StringVar(&o.PeopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store for email_intelligence and email_append (bolt:///path.db or postgres://...)")
-	var workerCPU, workerMemory, workerCPULimit, nodeSelector, tolerations, extraArgs, grants string
-	flag.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
-	flag.StringVar(&o.Job.Namespace, "worker-namespace", "", "namespace the list Jobs run in, whatever the list's namespace (default: the operator's); the worker service account, --worker-env-secret and --store-pvc live there")
-	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
-	flag.StringVar(&o.Executor, "executor", operator.ExecutorJob, "job (Kubernetes Jobs) or local (in-process)")
-	flag.StringVar(&o.Job.Image, "worker-image", os.Getenv("WORKER_IMAGE"), "image of the worker Jobs")
-	flag.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "", "service account of worker pods, in the workers' namespace (default: its default account; no token is mounted either way)")
-	flag.StringVar(&o.Job.EnvFromSecret, "worker-env-secret", "", "Secret whose keys become the workers' environment (store credentials)")
-	flag.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
-	flag.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")
-	flag.StringVar(&workerCPU, "worker-cpu", "500m", "CPU request of a worker pod")
-	flag.StringVar(&workerMemory, "worker-memory", "256Mi", "memory request and limit of a worker pod")
-	flag.StringVar(&workerCPULimit, "worker-cpu-limit", "", "CPU limit of a worker pod (default: none)")
-	flag.StringVar(&nodeSelector, "worker-node-selector", "", "node selector of worker pods: key=value,...")
-	flag.StringVar(&tolerations, "worker-tolerations", "", "tolerations of worker pods: key=value:Effect, key:Effect, key or *, comma separated")
-	flag.StringVar(&o.Job.PriorityClassName, "worker-priority-class", "", "priorityClassName of worker pods")
-	flag.StringVar(&extraArgs, "worker-args", "", "extra worker arguments, space separated")
-	var parallelism, backoff, ttl int
-	flag.IntVar(&parallelism, "job-parallelism", 8, "pods running at once for one list")
-	flag.IntVar(&backoff, "backoff-limit-per-index", 2, "retries of a failed shard")
-	flag.IntVar(&ttl, "job-ttl-seconds", 3600, "how long a finished Job stays, once its outcome is in status")
-	flag.Int64Var(&o.Pipeline.ShardBytes, "shard-bytes", o.Pipeline.ShardBytes, "target input bytes per shard")
-	flag.IntVar(&o.Pipeline.MaxShards, "max-shards", o.Pipeline.MaxShards, "most shards per list")
-	flag.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
-	flag.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
-	flag.StringVar(&o.APINamespace, "api-namespace", "", "namespace where the REST API creates lists, the only one where source.uploadKey is honoured (default: --namespace)")
-	flag.StringVar(&grants, "namespace-store-prefixes", "", "prefixes of the store namespaces may read through source.blobURL, e.g. team-a=imports/team-a/,team-b=imports/team-b/")
-	flag.StringVar(&o.SourceAllowCIDRs, "source-allow-cidrs", "", "private ranges the S3 endpoints of credentialsSecretRef sources may resolve to, comma separated")
-	flag.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
-	flag.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
-	flag.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
-	flag.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
-	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics address (0 disables)")
-	metricsSecure := flag.Bool("metrics-secure", true, "serve metrics over HTTPS behind TokenReview/SubjectAccessReview (false: plain HTTP, anyone)")
-	flag.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics server (default: self-signed)")
-	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address")
-	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader, for several replicas")
+	w := bindWorkerFlags(flag.CommandLine, &o)
+	grants, metricsSecure := bindManagerFlags(flag.CommandLine, &o)
 	var lo logging.Options
 	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatJSON})
 	flag.Parse()
@@ -73,23 +37,13 @@ func main() {
 	ctrl.SetLogger(logging.Logr(slogger))
 	log := ctrl.Log.WithName("setup")
 
-	o.Job.Parallelism, o.Job.BackoffLimitPerIndex, o.Job.TTLSecondsAfterFinished = int32(parallelism), int32(backoff), int32(ttl)
-	o.Job.ExtraArgs = strings.Fields(extraArgs)
 	var err error
-	if o.StoreGrants, err = blobstore.ParseGrants(grants); err != nil {
+	if o.StoreGrants, err = blobstore.ParseGrants(*grants); err != nil {
 		log.Error(err, "bad --namespace-store-prefixes")
 		os.Exit(2)
 	}
-	if o.Job.Resources, err = operator.WorkerResources(workerCPU, workerMemory, workerCPULimit); err != nil {
-		log.Error(err, "bad worker resources")
-		os.Exit(2)
-	}
-	if o.Job.NodeSelector, err = operator.ParseNodeSelector(nodeSelector); err != nil {
-		log.Error(err, "bad --worker-node-selector")
-		os.Exit(2)
-	}
-	if o.Job.Tolerations, err = operator.ParseTolerations(tolerations); err != nil {
-		log.Error(err, "bad --worker-tolerations")
+	if what, err := w.apply(&o); err != nil {
+		log.Error(err, what)
 		os.Exit(2)
 	}
 
@@ -103,6 +57,78 @@ func main() {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// workerFlags are the worker pod flags that need parsing after flag.Parse.
+type workerFlags struct {
+	cpu, memory, cpuLimit, nodeSelector, tolerations, extraArgs string
+	parallelism, backoff, ttl                                   int
+}
+
+// bindWorkerFlags binds the flags of the list Jobs and their pods.
+func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
+	w := &workerFlags{}
+	fs.StringVar(&o.PeopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store for email_intelligence and email_append (bolt:///path.db or postgres://...)")
+	fs.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
+	fs.StringVar(&o.Job.Namespace, "worker-namespace", "", "namespace the list Jobs run in, whatever the list's namespace (default: the operator's); the worker service account, --worker-env-secret and --store-pvc live there")
+	fs.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
+	fs.StringVar(&o.Executor, "executor", operator.ExecutorJob, "job (Kubernetes Jobs) or local (in-process)")
+	fs.StringVar(&o.Job.Image, "worker-image", os.Getenv("WORKER_IMAGE"), "image of the worker Jobs")
+	fs.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "", "service account of worker pods, in the workers' namespace (default: its default account; no token is mounted either way)")
+	fs.StringVar(&o.Job.EnvFromSecret, "worker-env-secret", "", "Secret whose keys become the workers' environment (store credentials)")
+	fs.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
+	fs.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")
+	fs.StringVar(&w.cpu, "worker-cpu", "500m", "CPU request of a worker pod")
+	fs.StringVar(&w.memory, "worker-memory", "256Mi", "memory request and limit of a worker pod")
+	fs.StringVar(&w.cpuLimit, "worker-cpu-limit", "", "CPU limit of a worker pod (default: none)")
+	fs.StringVar(&w.nodeSelector, "worker-node-selector", "", "node selector of worker pods: key=value,...")
+	fs.StringVar(&w.tolerations, "worker-tolerations", "", "tolerations of worker pods: key=value:Effect, key:Effect, key or *, comma separated")
+	fs.StringVar(&o.Job.PriorityClassName, "worker-priority-class", "", "priorityClassName of worker pods")
+	fs.StringVar(&w.extraArgs, "worker-args", "", "extra worker arguments, space separated")
+	fs.IntVar(&w.parallelism, "job-parallelism", 8, "pods running at once for one list")
+	fs.IntVar(&w.backoff, "backoff-limit-per-index", 2, "retries of a failed shard")
+	fs.IntVar(&w.ttl, "job-ttl-seconds", 3600, "how long a finished Job stays, once its outcome is in status")
+	return w
+}
+
+// bindManagerFlags binds the pipeline, source, callback, metrics and
+// election flags; it returns the two that need parsing after flag.Parse.
+func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, metricsSecure *bool) {
+	fs.Int64Var(&o.Pipeline.ShardBytes, "shard-bytes", o.Pipeline.ShardBytes, "target input bytes per shard")
+	fs.IntVar(&o.Pipeline.MaxShards, "max-shards", o.Pipeline.MaxShards, "most shards per list")
+	fs.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
+	fs.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
+	fs.StringVar(&o.APINamespace, "api-namespace", "", "namespace where the REST API creates lists, the only one where source.uploadKey is honoured (default: --namespace)")
+	grants = fs.String("namespace-store-prefixes", "", "prefixes of the store namespaces may read through source.blobURL, e.g. team-a=imports/team-a/,team-b=imports/team-b/")
+	fs.StringVar(&o.SourceAllowCIDRs, "source-allow-cidrs", "", "private ranges the S3 endpoints of credentialsSecretRef sources may resolve to, comma separated")
+	fs.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
+	fs.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
+	fs.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
+	fs.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics address (0 disables)")
+	metricsSecure = fs.Bool("metrics-secure", true, "serve metrics over HTTPS behind TokenReview/SubjectAccessReview (false: plain HTTP, anyone)")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics server (default: self-signed)")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader, for several replicas")
+	return grants, metricsSecure
+}
+
+// apply parses the worker flags into o.Job; on error it also returns what
+// to log.
+func (w *workerFlags) apply(o *operator.Options) (string, error) {
+	o.Job.Parallelism, o.Job.BackoffLimitPerIndex, o.Job.TTLSecondsAfterFinished = int32(w.parallelism), int32(w.backoff), int32(w.ttl)
+	o.Job.ExtraArgs = strings.Fields(w.extraArgs)
+	var err error
+	if o.Job.Resources, err = operator.WorkerResources(w.cpu, w.memory, w.cpuLimit); err != nil {
+		return "bad worker resources", err
+	}
+	if o.Job.NodeSelector, err = operator.ParseNodeSelector(w.nodeSelector); err != nil {
+		return "bad --worker-node-selector", err
+	}
+	if o.Job.Tolerations, err = operator.ParseTolerations(w.tolerations); err != nil {
+		return "bad --worker-tolerations", err
+	}
+	return "", nil
 }
 
 func envOr(key, def string) string {

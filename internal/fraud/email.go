@@ -177,33 +177,48 @@ func analyzeLocal(s string) localPart {
 	flush()
 	lp.letters = letters.String()
 	if lp.core > 0 {
-		n := float64(lp.core)
-		add := func(c int) {
-			if c > 0 {
-				p := float64(c) / n
-				lp.entropy -= p * math.Log2(p)
-			}
-		}
-		for _, c := range counts {
-			add(c)
-		}
-		for _, c := range other {
-			add(c)
+		lp.entropy = entropy(&counts, other, lp.core)
+	}
+	lp.pairs, lp.rarePairs = consonantPairs(lp.tokens)
+	return lp
+}
+
+// entropy is the Shannon entropy, in bits, of the character counts of a
+// local part with core (> 0) letters and digits.
+func entropy(counts *[128]int, other map[rune]int, core int) float64 {
+	n := float64(core)
+	e := 0.0
+	add := func(c int) {
+		if c > 0 {
+			p := float64(c) / n
+			e -= p * math.Log2(p)
 		}
 	}
-	for _, tok := range lp.tokens {
+	for _, c := range counts {
+		add(c)
+	}
+	for _, c := range other {
+		add(c)
+	}
+	return e
+}
+
+// consonantPairs counts the adjacent Latin consonant pairs in the tokens,
+// and those of them that are rare in names and words.
+func consonantPairs(tokens []string) (pairs, rare int) {
+	for _, tok := range tokens {
 		for i := 0; i+1 < len(tok); i++ {
 			x, y := tok[i], tok[i+1]
 			if x < 'a' || x > 'z' || y < 'a' || y > 'z' || isVowel(rune(x)) || isVowel(rune(y)) {
 				continue
 			}
-			lp.pairs++
+			pairs++
 			if !commonPairs[int(x-'a')*26+int(y-'a')] {
-				lp.rarePairs++
+				rare++
 			}
 		}
 	}
-	return lp
+	return pairs, rare
 }
 
 // commonPairs are consonant pairs that occur in names and words of the

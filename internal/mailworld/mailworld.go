@@ -294,74 +294,87 @@ func (w *World) build(domains []Domain) error {
 	groups := map[string]*group{}
 	nxNames := map[string]bool{}
 	for i := range domains {
-		d := domains[i]
-		name := canon(d.Name)
-		if !validName(name) {
-			return fmt.Errorf("mailworld: invalid domain name %q", d.Name)
-		}
-		if _, dup := w.domains[name]; dup {
-			return fmt.Errorf("mailworld: duplicate domain %q", name)
-		}
-		shapes := 0
-		for _, b := range []bool{d.NXDomain, d.NullMX, d.NoMX, d.NoAddress} {
-			if b {
-				shapes++
-			}
-		}
-		if shapes > 1 {
-			return fmt.Errorf("mailworld: %s: at most one of NXDomain, NullMX, NoMX, NoAddress", name)
-		}
-		if d.TTL == 0 {
-			d.TTL = 300
-		}
-		if d.MXHosts <= 0 {
-			d.MXHosts = 1
-		}
-		if d.PrimaryDown && d.MXHosts < 2 {
-			d.MXHosts = 2
-		}
-		ds := &domainState{Domain: d, name: name, mailboxes: make(map[string]Behaviour, len(d.Mailboxes))}
-		for lp, b := range d.Mailboxes {
-			ds.mailboxes[strings.ToLower(lp)] = b
-		}
-		w.domains[name] = ds
-		w.order = append(w.order, name)
-		if d.NXDomain {
-			nxNames[name] = true
-		}
-		if shapes == 1 && !d.NoMX {
-			if d.Provider != "" {
-				return fmt.Errorf("mailworld: %s: Provider needs a domain with MX hosts", name)
-			}
-			continue
-		}
-		gname := name
-		if d.Provider != "" {
-			if d.NoMX {
-				return fmt.Errorf("mailworld: %s: NoMX and Provider are exclusive", name)
-			}
-			gname = canon(d.Provider)
-			if !validName(gname) {
-				return fmt.Errorf("mailworld: %s: invalid Provider %q", name, d.Provider)
-			}
-		}
-		g := groups[gname]
-		if g == nil {
-			g = &group{name: gname, domains: map[string]*domainState{}, tmpl: ds, ttl: d.TTL, implied: d.NoMX}
-			groups[gname] = g
-			w.groups = append(w.groups, g)
-		} else if err := sameConnSettings(g.tmpl, ds); err != nil {
+		if err := w.addDomain(domains[i], groups, nxNames); err != nil {
 			return err
 		}
-		g.domains[name] = ds
-		ds.group = g
 	}
 	for _, g := range w.groups {
 		if nxNames[g.name] && len(g.domains) > 0 && g.domains[g.name] == nil {
 			return fmt.Errorf("mailworld: provider %q is also an NXDomain domain", g.name)
 		}
 	}
+	return w.layoutHosts()
+}
 
+// addDomain validates one declaration, fills its defaults and puts it in
+// its group (its Provider's, else its own) unless it has no MX hosts.
+func (w *World) addDomain(d Domain, groups map[string]*group, nxNames map[string]bool) error {
+	name := canon(d.Name)
+	if !validName(name) {
+		return fmt.Errorf("mailworld: invalid domain name %q", d.Name)
+	}
+	if _, dup := w.domains[name]; dup {
+		return fmt.Errorf("mailworld: duplicate domain %q", name)
+	}
+	shapes := 0
+	for _, b := range []bool{d.NXDomain, d.NullMX, d.NoMX, d.NoAddress} {
+		if b {
+			shapes++
+		}
+	}
+	if shapes > 1 {
+		return fmt.Errorf("mailworld: %s: at most one of NXDomain, NullMX, NoMX, NoAddress", name)
+	}
+	if d.TTL == 0 {
+		d.TTL = 300
+	}
+	if d.MXHosts <= 0 {
+		d.MXHosts = 1
+	}
+	if d.PrimaryDown && d.MXHosts < 2 {
+		d.MXHosts = 2
+	}
+	ds := &domainState{Domain: d, name: name, mailboxes: make(map[string]Behaviour, len(d.Mailboxes))}
+	for lp, b := range d.Mailboxes {
+		ds.mailboxes[strings.ToLower(lp)] = b
+	}
+	w.domains[name] = ds
+	w.order = append(w.order, name)
+	if d.NXDomain {
+		nxNames[name] = true
+	}
+	if shapes == 1 && !d.NoMX {
+		if d.Provider != "" {
+			return fmt.Errorf("mailworld: %s: Provider needs a domain with MX hosts", name)
+		}
+		return nil
+	}
+	gname := name
+	if d.Provider != "" {
+		if d.NoMX {
+			return fmt.Errorf("mailworld: %s: NoMX and Provider are exclusive", name)
+		}
+		gname = canon(d.Provider)
+		if !validName(gname) {
+			return fmt.Errorf("mailworld: %s: invalid Provider %q", name, d.Provider)
+		}
+	}
+	g := groups[gname]
+	if g == nil {
+		g = &group{name: gname, domains: map[string]*domainState{}, tmpl: ds, ttl: d.TTL, implied: d.NoMX}
+		groups[gname] = g
+		w.groups = append(w.groups, g)
+	} else if err := sameConnSettings(g.tmpl, ds); err != nil {
+		return err
+	}
+	g.domains[name] = ds
+	ds.group = g
+	return nil
+}
+
+// layoutHosts gives every group its MX hosts and every null MX domain a
+// down sink, each on its own loopback IP.
+func (w *World) layoutHosts() error {
 	// Loopback IPs: 127.B.x.y with B varying per process and world to keep
 	// concurrent worlds apart (port clashes are retried anyway).
 	seq := worldSeq.Add(1)

@@ -89,82 +89,13 @@ func (s *session) step() bool {
 	h := s.h
 	switch strings.ToUpper(verb) {
 	case "EHLO", "HELO":
-		h.ehlo.Add(1)
-		if s.t.DropConnection {
-			return false
-		}
-		if arg == "" {
-			return s.bump("501 5.5.4 Syntax: " + strings.ToUpper(verb) + " hostname")
-		}
-		s.w.noteName(s.w.ehloNames, arg)
-		s.helo = arg
-		s.resetTx()
-		if strings.EqualFold(verb, "HELO") {
-			return s.reply("250 " + h.name)
-		}
-		return s.reply(
-			"250-"+h.name+" Hello "+arg,
-			"250-PIPELINING",
-			"250-SIZE "+extSize,
-			"250-8BITMIME",
-			"250-ENHANCEDSTATUSCODES",
-			"250 SMTPUTF8")
+		return s.cmdHELO(verb, arg)
 	case "MAIL":
-		h.mail.Add(1)
-		if s.helo == "" {
-			return s.bump("503 5.5.1 Error: send HELO/EHLO first")
-		}
-		if s.inTx {
-			return s.bump("503 5.5.1 Error: nested MAIL command")
-		}
-		path, ok := parsePath(arg, "FROM:")
-		if !ok {
-			return s.bump("501 5.5.4 Syntax: MAIL FROM:<address>")
-		}
-		s.w.noteName(s.w.mailFrom, path)
-		s.inTx, s.sender, s.rcpts, s.accepted = true, strings.ToLower(path), 0, 0
-		return s.reply("250 2.1.0 Ok")
+		return s.cmdMAIL(arg)
 	case "RCPT":
-		h.rcpt.Add(1)
-		if !s.inTx {
-			return s.bump("503 5.5.1 Error: need MAIL command")
-		}
-		if s.t.DropAtRCPT {
-			return false
-		}
-		path, ok := parsePath(arg, "TO:")
-		if !ok || path == "" {
-			return s.bump("501 5.5.4 Syntax: RCPT TO:<address>")
-		}
-		s.rcpts++
-		s.conRcpts++
-		if s.t.RcptLimit > 0 && s.conRcpts > s.t.RcptLimit {
-			return s.reply("452 4.5.3 Error: too many recipients")
-		}
-		if s.t.SecondRCPT452 && s.rcpts > 1 {
-			return s.reply("452 4.5.3 Error: too many recipients")
-		}
-		r := s.rcptReply(path)
-		if strings.HasPrefix(r, "250") {
-			s.accepted++
-		}
-		return s.reply(r)
+		return s.cmdRCPT(arg)
 	case "DATA":
-		h.dataCmd.Add(1)
-		if !s.inTx {
-			return s.bump("503 5.5.1 Error: need RCPT command")
-		}
-		if s.accepted == 0 {
-			return s.reply("554 5.5.1 Error: no valid recipients")
-		}
-		if !s.reply("354 End data with <CR><LF>.<CR><LF>") {
-			return false
-		}
-		if err := s.readData(); err != nil {
-			return false
-		}
-		s.resetTx()
-		return s.reply("250 2.0.0 Ok: queued as " + dataQueuedID + " (discarded)")
+		return s.cmdDATA()
 	case "RSET":
 		h.rset.Add(1)
 		s.resetTx()
@@ -183,6 +114,95 @@ func (s *session) step() bool {
 	default:
 		return s.bump("500 5.5.2 Error: command not recognized")
 	}
+}
+
+// cmdHELO answers EHLO and HELO, starting afresh.
+func (s *session) cmdHELO(verb, arg string) bool {
+	s.h.ehlo.Add(1)
+	if s.t.DropConnection {
+		return false
+	}
+	if arg == "" {
+		return s.bump("501 5.5.4 Syntax: " + strings.ToUpper(verb) + " hostname")
+	}
+	s.w.noteName(s.w.ehloNames, arg)
+	s.helo = arg
+	s.resetTx()
+	if strings.EqualFold(verb, "HELO") {
+		return s.reply("250 " + s.h.name)
+	}
+	return s.reply(
+		"250-"+s.h.name+" Hello "+arg,
+		"250-PIPELINING",
+		"250-SIZE "+extSize,
+		"250-8BITMIME",
+		"250-ENHANCEDSTATUSCODES",
+		"250 SMTPUTF8")
+}
+
+// cmdMAIL opens a transaction.
+func (s *session) cmdMAIL(arg string) bool {
+	s.h.mail.Add(1)
+	if s.helo == "" {
+		return s.bump("503 5.5.1 Error: send HELO/EHLO first")
+	}
+	if s.inTx {
+		return s.bump("503 5.5.1 Error: nested MAIL command")
+	}
+	path, ok := parsePath(arg, "FROM:")
+	if !ok {
+		return s.bump("501 5.5.4 Syntax: MAIL FROM:<address>")
+	}
+	s.w.noteName(s.w.mailFrom, path)
+	s.inTx, s.sender, s.rcpts, s.accepted = true, strings.ToLower(path), 0, 0
+	return s.reply("250 2.1.0 Ok")
+}
+
+// cmdRCPT answers a recipient as its mailbox's behaviour says.
+func (s *session) cmdRCPT(arg string) bool {
+	s.h.rcpt.Add(1)
+	if !s.inTx {
+		return s.bump("503 5.5.1 Error: need MAIL command")
+	}
+	if s.t.DropAtRCPT {
+		return false
+	}
+	path, ok := parsePath(arg, "TO:")
+	if !ok || path == "" {
+		return s.bump("501 5.5.4 Syntax: RCPT TO:<address>")
+	}
+	s.rcpts++
+	s.conRcpts++
+	if s.t.RcptLimit > 0 && s.conRcpts > s.t.RcptLimit {
+		return s.reply("452 4.5.3 Error: too many recipients")
+	}
+	if s.t.SecondRCPT452 && s.rcpts > 1 {
+		return s.reply("452 4.5.3 Error: too many recipients")
+	}
+	r := s.rcptReply(path)
+	if strings.HasPrefix(r, "250") {
+		s.accepted++
+	}
+	return s.reply(r)
+}
+
+// cmdDATA reads and discards the message.
+func (s *session) cmdDATA() bool {
+	s.h.dataCmd.Add(1)
+	if !s.inTx {
+		return s.bump("503 5.5.1 Error: need RCPT command")
+	}
+	if s.accepted == 0 {
+		return s.reply("554 5.5.1 Error: no valid recipients")
+	}
+	if !s.reply("354 End data with <CR><LF>.<CR><LF>") {
+		return false
+	}
+	if err := s.readData(); err != nil {
+		return false
+	}
+	s.resetTx()
+	return s.reply("250 2.0.0 Ok: queued as " + dataQueuedID + " (discarded)")
 }
 
 // bump answers a client error, closing the session after too many.

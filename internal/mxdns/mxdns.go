@@ -412,45 +412,9 @@ func (r *Resolver) resolve(ctx context.Context, name string) (Result, error) {
 		return r.store(Result{Domain: name, Status: NXDomain, TTL: r.negTTL(mx.ttl)}), nil
 	}
 	if len(mx.rrs) == 0 { // NODATA: implicit MX (RFC 5321 §5.1)
-		ha, err := r.hostLookup(ctx, name)
-		if err != nil {
-			return r.temporary(name, err)
-		}
-		if len(ha.addrs) == 0 {
-			return r.store(Result{Domain: name, Status: NoAddress, TTL: r.negTTL(min(mx.ttl, ha.ttl))}), nil
-		}
-		res := Result{
-			Domain:   name,
-			Status:   OK,
-			Implicit: true,
-			MX:       []MXHost{{Host: name, Pref: 0, Addrs: ha.addrs}},
-			TTL:      r.posTTL(min(mx.ttl, ha.ttl)),
-		}
-		if ha.partial {
-			res.TTL = min(res.TTL, r.tempTTL())
-		}
-		return r.store(res), nil
+		return r.implicitMX(ctx, name, mx.ttl)
 	}
-
-	hosts := make([]MXHost, 0, len(mx.rrs))
-	for _, rr := range mx.rrs {
-		m := rr.(*dns.MX)
-		h := strings.ToLower(strings.TrimSuffix(m.Mx, "."))
-		if h == "" { // "." target: null MX (RFC 7505)
-			continue
-		}
-		dup := false
-		for i := range hosts {
-			if hosts[i].Host == h {
-				hosts[i].Pref = min(hosts[i].Pref, m.Preference)
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			hosts = append(hosts, MXHost{Host: h, Pref: m.Preference})
-		}
-	}
+	hosts := mxHosts(mx.rrs)
 	if len(hosts) == 0 {
 		return r.store(Result{Domain: name, Status: NullMX, TTL: r.posTTL(mx.ttl)}), nil
 	}
@@ -458,25 +422,7 @@ func (r *Resolver) resolve(ctx context.Context, name string) (Result, error) {
 	if len(hosts) > r.cfg.MaxHosts {
 		hosts = hosts[:r.cfg.MaxHosts]
 	}
-
-	type hostOut struct {
-		ha  hostAddrs
-		err error
-	}
-	outs := make([]hostOut, len(hosts))
-	var wg sync.WaitGroup
-	for i := range hosts {
-		if i == len(hosts)-1 {
-			outs[i].ha, outs[i].err = r.hostLookup(ctx, hosts[i].Host)
-			break
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			outs[i].ha, outs[i].err = r.hostLookup(ctx, hosts[i].Host)
-		}(i)
-	}
-	wg.Wait()
+	outs := r.lookupHosts(ctx, hosts)
 
 	ttl := mx.ttl
 	var firstErr error
@@ -509,6 +455,79 @@ func (r *Resolver) resolve(ctx context.Context, name string) (Result, error) {
 		res.TTL = min(res.TTL, r.tempTTL())
 	}
 	return r.store(res), nil
+}
+
+// implicitMX resolves a domain without MX records as its own mail host.
+func (r *Resolver) implicitMX(ctx context.Context, name string, mxTTL uint32) (Result, error) {
+	ha, err := r.hostLookup(ctx, name)
+	if err != nil {
+		return r.temporary(name, err)
+	}
+	if len(ha.addrs) == 0 {
+		return r.store(Result{Domain: name, Status: NoAddress, TTL: r.negTTL(min(mxTTL, ha.ttl))}), nil
+	}
+	res := Result{
+		Domain:   name,
+		Status:   OK,
+		Implicit: true,
+		MX:       []MXHost{{Host: name, Pref: 0, Addrs: ha.addrs}},
+		TTL:      r.posTTL(min(mxTTL, ha.ttl)),
+	}
+	if ha.partial {
+		res.TTL = min(res.TTL, r.tempTTL())
+	}
+	return r.store(res), nil
+}
+
+// mxHosts lists the MX targets once each, at their best preference,
+// without null MX targets.
+func mxHosts(rrs []dns.RR) []MXHost {
+	hosts := make([]MXHost, 0, len(rrs))
+	for _, rr := range rrs {
+		m := rr.(*dns.MX)
+		h := strings.ToLower(strings.TrimSuffix(m.Mx, "."))
+		if h == "" { // "." target: null MX (RFC 7505)
+			continue
+		}
+		dup := false
+		for i := range hosts {
+			if hosts[i].Host == h {
+				hosts[i].Pref = min(hosts[i].Pref, m.Preference)
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			hosts = append(hosts, MXHost{Host: h, Pref: m.Preference})
+		}
+	}
+	return hosts
+}
+
+// hostOut is one MX host's address lookup.
+type hostOut struct {
+	ha  hostAddrs
+	err error
+}
+
+// lookupHosts looks up the hosts' addresses at once, the last one on the
+// calling goroutine.
+func (r *Resolver) lookupHosts(ctx context.Context, hosts []MXHost) []hostOut {
+	outs := make([]hostOut, len(hosts))
+	var wg sync.WaitGroup
+	for i := range hosts {
+		if i == len(hosts)-1 {
+			outs[i].ha, outs[i].err = r.hostLookup(ctx, hosts[i].Host)
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			outs[i].ha, outs[i].err = r.hostLookup(ctx, hosts[i].Host)
+		}(i)
+	}
+	wg.Wait()
+	return outs
 }
 
 // tempTTL is the cache lifetime of results built on partial failures.

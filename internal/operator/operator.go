@@ -6,12 +6,14 @@ package operator
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -155,6 +157,61 @@ func (o *Options) Defaults() {
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	o.Defaults()
 	scheme := kubescheme.New()
+	mgr, err := newManager(cfg, o, scheme)
+	if err != nil {
+		return nil, err
+	}
+	store, ps, reg, err := openEngines(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := configureWorkers(mgr, &o, store); err != nil {
+		return nil, err
+	}
+	policy, sourceClient, err := httpPolicies(o)
+	if err != nil {
+		return nil, err
+	}
+	exec, loader, err := executors(ctx, mgr, o, scheme, store, reg, ps)
+	if err != nil {
+		return nil, err
+	}
+	if err := controllers.IndexFields(ctx, mgr); err != nil {
+		return nil, err
+	}
+	lists := &controllers.EmailListReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    scheme,
+		Recorder:  mgr.GetEventRecorder("emaildata-manager"),
+		Store:     store,
+		Registry:  reg,
+		Executor:  exec,
+		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+			Namespace: o.Namespace, Name: o.ListIDConfigMap},
+		Pipeline:     o.Pipeline,
+		SourceGrace:  o.SourceGrace,
+		PollInterval: o.PollInterval,
+		Callbacks:    controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
+		Access: controllers.SourceAccess{
+			APINamespace: o.APINamespace, Grants: o.StoreGrants,
+			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
+		},
+		KeepParts: o.KeepParts,
+	}
+	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
+		return nil, fmt.Errorf("set up emaillist controller: %w", err)
+	}
+	if err := setupOthers(mgr, o, scheme, store, loader); err != nil {
+		return nil, err
+	}
+	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace,
+		"apiNamespace", o.APINamespace, "storeGrants", o.StoreGrants.String())
+	return mgr, nil
+}
+
+// newManager creates the manager with its caches, metrics and leader election.
+func newManager(cfg *rest.Config, o Options, scheme *runtime.Scheme) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(o),
@@ -175,11 +232,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
+	return mgr, nil
+}
 
+// openEngines opens the blob store, the people store where it is used
+// in-process, and the list service registry.
+func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store, *listservice.Registry, error) {
+	var err error
 	store := o.Store
 	if store == nil {
 		if store, err = blobstore.Open(ctx, o.BlobURL); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 	}
 	// The people store is opened in-process only where it is used: by the
@@ -188,14 +251,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	ps := o.People
 	if ps == nil && o.PeopleURL != "" && (o.Registry == nil || o.Executor == ExecutorLocal) {
 		if ps, err = people.Open(ctx, o.PeopleURL); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 	}
 	reg := o.Registry
 	if reg == nil {
 		engine, err := catalog.NewEngine(ctx, o.Verify)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		reg = catalog.RegistryFor(engine, o.Verify)
 		// On the Job path these services run in workers, which open
@@ -205,6 +268,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}
 	}
+	return store, ps, reg, nil
+}
+
+// configureWorkers sets the Job workers' extra flags and, on the Job path,
+// publishes the list extensions to the store.
+func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) error {
 	if o.PeopleURL != "" {
 		o.Job.ExtraArgs = append(o.Job.ExtraArgs, "--people-url="+o.PeopleURL)
 	}
@@ -219,70 +288,56 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			})
 			return nil
 		})); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(),
 		"--max-expanded-bytes="+strconv.FormatInt(o.Pipeline.Limits.MaxExpandedBytes, 10),
 		"--max-record-bytes="+strconv.Itoa(o.Pipeline.Limits.MaxRecordBytes)), o.Job.ExtraArgs...)
+	return nil
+}
+
+// httpPolicies parses the callback allow list and builds the client that
+// reads lists' own S3 sources.
+func httpPolicies(o Options) (callback.Policy, *http.Client, error) {
 	policy, err := callback.ParsePolicy(o.CallbackAllowCIDRs)
 	if err != nil {
-		return nil, fmt.Errorf("callback allow list: %w", err)
+		return callback.Policy{}, nil, fmt.Errorf("callback allow list: %w", err)
 	}
 	sourcePolicy, err := callback.ParsePolicy(o.SourceAllowCIDRs)
 	if err != nil {
-		return nil, fmt.Errorf("source allow list: %w", err)
+		return callback.Policy{}, nil, fmt.Errorf("source allow list: %w", err)
 	}
 	// Reading a user's bucket can take long: only connecting and the
 	// response headers are timed; the copy is bounded by size and context.
 	sourceClient := *sourcePolicy.Client(30 * time.Second)
 	sourceClient.Timeout = 0
+	return policy, &sourceClient, nil
+}
 
-	var (
-		exec   controllers.Executor
-		loader controllers.DatasetLoader
-	)
+// executors picks the shard executor and the Dataset loader.
+func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blobstore.Store,
+	reg *listservice.Registry, ps people.Store) (controllers.Executor, controllers.DatasetLoader, error) {
 	switch o.Executor {
 	case ExecutorJob:
 		if o.Job.Image == "" {
-			return nil, fmt.Errorf("the job executor needs a worker image")
+			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec = &controllers.JobExecutor{Client: mgr.GetClient(), Config: o.Job}
-		loader = &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Config: o.Job}
+		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
+		return exec, loader, nil
 	case ExecutorLocal:
-		exec = controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
-		loader = controllers.NewLocalDatasetLoader(ctx, store, ps)
+		exec := controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
+		loader := controllers.NewLocalDatasetLoader(ctx, store, ps)
+		return exec, loader, nil
 	default:
-		return nil, fmt.Errorf("unknown executor %q (want job or local)", o.Executor)
+		return nil, nil, fmt.Errorf("unknown executor %q (want job or local)", o.Executor)
 	}
+}
 
-	if err := controllers.IndexFields(ctx, mgr); err != nil {
-		return nil, err
-	}
-	lists := &controllers.EmailListReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    scheme,
-		Recorder:  mgr.GetEventRecorder("emaildata-manager"),
-		Store:     store,
-		Registry:  reg,
-		Executor:  exec,
-		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-			Namespace: o.Namespace, Name: o.ListIDConfigMap},
-		Pipeline:     o.Pipeline,
-		SourceGrace:  o.SourceGrace,
-		PollInterval: o.PollInterval,
-		Callbacks:    controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
-		Access: controllers.SourceAccess{
-			APINamespace: o.APINamespace, Grants: o.StoreGrants,
-			HTTPClient: &sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
-		},
-		KeepParts: o.KeepParts,
-	}
-	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
-		return nil, fmt.Errorf("set up emaillist controller: %w", err)
-	}
+// setupOthers wires the Dataset and Purchase controllers and the probes.
+func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blobstore.Store, loader controllers.DatasetLoader) error {
 	datasets := &controllers.DatasetReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -295,21 +350,16 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		PollInterval: o.PollInterval,
 	}
 	if err := datasets.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("set up dataset controller: %w", err)
+		return fmt.Errorf("set up dataset controller: %w", err)
 	}
 	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("emaildata-manager")}
 	if err := purchases.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("set up purchase controller: %w", err)
+		return fmt.Errorf("set up purchase controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
+		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return nil, err
-	}
-	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace,
-		"apiNamespace", o.APINamespace, "storeGrants", o.StoreGrants.String())
-	return mgr, nil
+	return mgr.AddReadyzCheck("readyz", healthz.Ping)
 }
 
 // jobNamespaces are the watched namespaces plus the workers' (nil: all).

@@ -256,22 +256,36 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 		return err
 	}
 	slices.SortFunc(recs, func(a, b Record) int { return cmpString(a.Email, b.Email) })
-	// Encode outside the transaction. bbolt needs keys and values to stay
-	// valid until commit: they live in one arena per call.
+	e := encodeBatch(recs)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := e.dropStale(tx, recs); err != nil {
+			return err
+		}
+		return e.put(tx)
+	})
+}
+
+// boltBatch is a sorted batch encoded for the buckets; postalOf and
+// localityOf are each record's new index keys (nil: none).
+type boltBatch struct {
+	people, md5s, sha1s, hh, postal, locality []kv
+	postalOf, localityOf                      [][]byte
+}
+
+// encodeBatch encodes outside the transaction. bbolt needs keys and values
+// to stay valid until commit: they live in one arena per call.
+func encodeBatch(recs []Record) *boltBatch {
 	n := len(recs)
 	size := 0
 	for i := range recs {
 		size += 2*len(recs[i].Email) + len(recs[i].HouseholdID) + 1 + 200 + 36
 	}
 	arena := make([]byte, 0, size)
-	people := make([]kv, n)
-	md5s := make([]kv, n)
-	sha1s := make([]kv, n)
-	hh := make([]kv, 0, n)
-	postal := make([]kv, 0, n)
-	postalOf := make([][]byte, n)
-	locality := make([]kv, 0, n)
-	localityOf := make([][]byte, n)
+	e := &boltBatch{
+		people: make([]kv, n), md5s: make([]kv, n), sha1s: make([]kv, n),
+		hh: make([]kv, 0, n), postal: make([]kv, 0, n), locality: make([]kv, 0, n),
+		postalOf: make([][]byte, n), localityOf: make([][]byte, n),
+	}
 	take := func(from int) []byte { return arena[from:len(arena):len(arena)] }
 	for i := range recs {
 		r := &recs[i]
@@ -280,65 +294,70 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 		email := take(start)
 		start = len(arena)
 		arena = appendRecord(arena, r)
-		people[i] = kv{email, take(start)}
+		e.people[i] = kv{email, take(start)}
 		m, h := md5.Sum(email), sha1.Sum(email)
-		md5s[i] = kv{m[:], email}
-		sha1s[i] = kv{h[:], email}
+		e.md5s[i] = kv{m[:], email}
+		e.sha1s[i] = kv{h[:], email}
 		if r.HouseholdID != "" {
-			hh = append(hh, kv{householdKey(r.HouseholdID, r.Email), []byte{}})
+			e.hh = append(e.hh, kv{householdKey(r.HouseholdID, r.Email), []byte{}})
 		}
 		if k := postalKey(r.Last, r.Zip, r.Email); k != nil {
-			postalOf[i] = k
-			postal = append(postal, kv{k, []byte{}})
+			e.postalOf[i] = k
+			e.postal = append(e.postal, kv{k, []byte{}})
 		}
 		if k := localityKey(r.Last, r.State, r.City, r.Email); k != nil {
-			localityOf[i] = k
-			locality = append(locality, kv{k, []byte{}})
+			e.localityOf[i] = k
+			e.locality = append(e.locality, kv{k, []byte{}})
 		}
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		pb := tx.Bucket(bucketPeople)
-		hb := tx.Bucket(bucketHousehold)
-		xb := tx.Bucket(bucketPostal)
-		lb := tx.Bucket(bucketLocality)
-		for i := range recs {
-			old := pb.Get(people[i].k)
-			if old == nil {
-				continue
-			}
-			if oh := storedHousehold(old); oh != "" && oh != recs[i].HouseholdID {
-				if err := hb.Delete(householdKey(oh, recs[i].Email)); err != nil {
-					return err
-				}
-			}
-			if opk := postalKey(storedText(old, fieldLast), storedText(old, fieldZip), recs[i].Email); opk != nil && !bytes.Equal(opk, postalOf[i]) {
-				if err := xb.Delete(opk); err != nil {
-					return err
-				}
-			}
-			if olk := localityKey(storedText(old, fieldLast), storedText(old, fieldState), storedText(old, fieldCity), recs[i].Email); olk != nil && !bytes.Equal(olk, localityOf[i]) {
-				if err := lb.Delete(olk); err != nil {
-					return err
-				}
+	return e
+}
+
+// dropStale deletes the household, postal and locality index entries of
+// stored records that the batch changes.
+func (e *boltBatch) dropStale(tx *bolt.Tx, recs []Record) error {
+	pb := tx.Bucket(bucketPeople)
+	hb := tx.Bucket(bucketHousehold)
+	xb := tx.Bucket(bucketPostal)
+	lb := tx.Bucket(bucketLocality)
+	for i := range recs {
+		old := pb.Get(e.people[i].k)
+		if old == nil {
+			continue
+		}
+		if oh := storedHousehold(old); oh != "" && oh != recs[i].HouseholdID {
+			if err := hb.Delete(householdKey(oh, recs[i].Email)); err != nil {
+				return err
 			}
 		}
-		if err := putSorted(pb, people); err != nil {
+		if opk := postalKey(storedText(old, fieldLast), storedText(old, fieldZip), recs[i].Email); opk != nil && !bytes.Equal(opk, e.postalOf[i]) {
+			if err := xb.Delete(opk); err != nil {
+				return err
+			}
+		}
+		if olk := localityKey(storedText(old, fieldLast), storedText(old, fieldState), storedText(old, fieldCity), recs[i].Email); olk != nil && !bytes.Equal(olk, e.localityOf[i]) {
+			if err := lb.Delete(olk); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// put writes the batch to every bucket, in key order.
+func (e *boltBatch) put(tx *bolt.Tx) error {
+	for _, b := range []struct {
+		name []byte
+		kvs  []kv
+	}{
+		{bucketPeople, e.people}, {bucketMD5, e.md5s}, {bucketSHA1, e.sha1s},
+		{bucketHousehold, e.hh}, {bucketPostal, e.postal}, {bucketLocality, e.locality},
+	} {
+		if err := putSorted(tx.Bucket(b.name), b.kvs); err != nil {
 			return err
 		}
-		if err := putSorted(tx.Bucket(bucketMD5), md5s); err != nil {
-			return err
-		}
-		if err := putSorted(tx.Bucket(bucketSHA1), sha1s); err != nil {
-			return err
-		}
-		if err := putSorted(hb, hh); err != nil {
-			return err
-		}
-		if err := putSorted(xb, postal); err != nil {
-			return err
-		}
-		return putSorted(lb, locality)
-	})
+	}
+	return nil
 }
 
 func cmpString(a, b string) int {

@@ -179,50 +179,22 @@ func (rd *importReader) run(ctx context.Context, full chan<- []Record, free <-ch
 				return err
 			}
 		}
-		row, err := rd.cr.Read()
+		row, line, bad, err := rd.readRow()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			var pe *csv.ParseError
-			if !errors.As(err, &pe) {
-				return fmt.Errorf("people: import: %w", err)
-			}
-			res.Rows++
-			if err := fail(RowError{Line: pe.StartLine, Reason: "malformed CSV: " + pe.Err.Error()}); err != nil {
-				return err
-			}
-			continue
+			return err
 		}
 		res.Rows++
-		line, _ := rd.cr.FieldPos(0)
-		if len(row) != len(rd.header) {
-			reason := fmt.Sprintf("%d fields, the header has %d", len(row), len(rd.header))
-			if err := fail(RowError{Line: line, Reason: reason}); err != nil {
+		if bad != nil {
+			if err := fail(*bad); err != nil {
 				return err
 			}
 			continue
 		}
 		batch = append(batch, Record{})
-		rec := &batch[len(batch)-1]
-		for i, f := range rd.cols {
-			if f != nil {
-				*f.get(rec) = row[i]
-			}
-		}
-		var ferr *FieldError
-		if rd.interests >= 0 {
-			if rec.Interests, err = ParseInterests(row[rd.interests]); err != nil {
-				ferr = err.(*FieldError)
-			}
-		}
-		if ferr == nil {
-			rec.Normalize()
-			if err := rec.Validate(); err != nil {
-				ferr = err.(*FieldError)
-			}
-		}
-		if ferr != nil {
+		if ferr := rd.fill(&batch[len(batch)-1], row); ferr != nil {
 			batch = batch[:len(batch)-1]
 			if err := fail(RowError{Line: line, Column: ferr.Field, Reason: ferr.Reason}); err != nil {
 				return err
@@ -236,6 +208,50 @@ func (rd *importReader) run(ctx context.Context, full chan<- []Record, free <-ch
 		}
 	}
 	return send()
+}
+
+// readRow reads the next row and the line it starts on. A malformed row
+// comes back as bad (it counts as a row); err is io.EOF at the end, or the
+// error that stops the import.
+func (rd *importReader) readRow() (row []string, line int, bad *RowError, err error) {
+	row, err = rd.cr.Read()
+	if err == io.EOF {
+		return nil, 0, nil, err
+	}
+	if err != nil {
+		var pe *csv.ParseError
+		if !errors.As(err, &pe) {
+			return nil, 0, nil, fmt.Errorf("people: import: %w", err)
+		}
+		return nil, 0, &RowError{Line: pe.StartLine, Reason: "malformed CSV: " + pe.Err.Error()}, nil
+	}
+	line, _ = rd.cr.FieldPos(0)
+	if len(row) != len(rd.header) {
+		reason := fmt.Sprintf("%d fields, the header has %d", len(row), len(rd.header))
+		return nil, 0, &RowError{Line: line, Reason: reason}, nil
+	}
+	return row, line, nil, nil
+}
+
+// fill sets rec from row, then normalizes and validates it; it returns the
+// first invalid field.
+func (rd *importReader) fill(rec *Record, row []string) *FieldError {
+	for i, f := range rd.cols {
+		if f != nil {
+			*f.get(rec) = row[i]
+		}
+	}
+	if rd.interests >= 0 {
+		var err error
+		if rec.Interests, err = ParseInterests(row[rd.interests]); err != nil {
+			return err.(*FieldError)
+		}
+	}
+	rec.Normalize()
+	if err := rec.Validate(); err != nil {
+		return err.(*FieldError)
+	}
+	return nil
 }
 
 // importColumns maps header cells to fields (nil for the interests column)

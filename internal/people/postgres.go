@@ -386,31 +386,65 @@ func (s *pgStore) LookupBatch(ctx context.Context, keys []Key) ([]*Record, error
 // lookupRange looks keys up with one query per key kind, sent as one
 // pipelined batch, and stores the records in out (aligned with keys).
 func (s *pgStore) lookupRange(ctx context.Context, keys []Key, out []*Record) error {
-	// Positions of each distinct key value, per kind.
-	var pos [KeySHA1 + 1]map[string][]int
-	var emails []string
-	var md5s, sha1s [][]byte
+	g := groupKeys(keys)
+	b, kinds := s.lookupBatch(g)
+	if len(kinds) == 0 {
+		return nil
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for _, kind := range kinds {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("people: postgres lookup: %w", err)
+		}
+		if err := scanLookup(rows, kind, g.pos[kind], out); err != nil {
+			return fmt.Errorf("people: postgres lookup: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("people: postgres lookup: %w", err)
+	}
+	return nil
+}
+
+// keyGroups are the distinct key values per kind and, for each, the
+// positions of the keys that carry it.
+type keyGroups struct {
+	pos         [KeySHA1 + 1]map[string][]int
+	emails      []string
+	md5s, sha1s [][]byte
+}
+
+func groupKeys(keys []Key) *keyGroups {
+	g := &keyGroups{}
 	for i, k := range keys {
 		raw, ok := k.raw()
 		if !ok {
 			continue
 		}
-		if pos[k.Kind] == nil {
-			pos[k.Kind] = make(map[string][]int)
+		if g.pos[k.Kind] == nil {
+			g.pos[k.Kind] = make(map[string][]int)
 		}
-		p := pos[k.Kind]
+		p := g.pos[k.Kind]
 		if _, seen := p[string(raw)]; !seen {
 			switch k.Kind {
 			case KeyEmail:
-				emails = append(emails, string(raw))
+				g.emails = append(g.emails, string(raw))
 			case KeyMD5:
-				md5s = append(md5s, raw)
+				g.md5s = append(g.md5s, raw)
 			case KeySHA1:
-				sha1s = append(sha1s, raw)
+				g.sha1s = append(g.sha1s, raw)
 			}
 		}
 		p[string(raw)] = append(p[string(raw)], i)
 	}
+	return g
+}
+
+// lookupBatch queues one query per kind that has keys, in the order of
+// the kinds it returns.
+func (s *pgStore) lookupBatch(g *keyGroups) (*pgx.Batch, []KeyKind) {
 	b := &pgx.Batch{}
 	var kinds []KeyKind
 	sel := "SELECT " + s.selCol + " FROM " + s.table + " WHERE "
@@ -428,60 +462,50 @@ func (s *pgStore) lookupRange(ctx context.Context, keys []Key, out []*Record) er
 			b.Queue(sel+col+" = ANY($1)", raws)
 		}
 	}
-	if len(emails) > 0 {
-		queue("email", emails, nil)
+	if len(g.emails) > 0 {
+		queue("email", g.emails, nil)
 		kinds = append(kinds, KeyEmail)
 	}
-	if len(md5s) > 0 {
-		queue("email_md5", nil, md5s)
+	if len(g.md5s) > 0 {
+		queue("email_md5", nil, g.md5s)
 		kinds = append(kinds, KeyMD5)
 	}
-	if len(sha1s) > 0 {
-		queue("email_sha1", nil, sha1s)
+	if len(g.sha1s) > 0 {
+		queue("email_sha1", nil, g.sha1s)
 		kinds = append(kinds, KeySHA1)
 	}
-	if len(kinds) == 0 {
-		return nil
-	}
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	for _, kind := range kinds {
-		rows, err := br.Query()
+	return b, kinds
+}
+
+// scanLookup stores each found record at the positions of the keys of
+// this kind that match it (a copy for each after the first), then closes
+// rows.
+func scanLookup(rows pgx.Rows, kind KeyKind, pos map[string][]int, out []*Record) error {
+	for rows.Next() {
+		r := new(Record)
+		m, h, err := scanPerson(rows, r)
 		if err != nil {
-			return fmt.Errorf("people: postgres lookup: %w", err)
+			rows.Close()
+			return err
 		}
-		for rows.Next() {
-			r := new(Record)
-			m, h, err := scanPerson(rows, r)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("people: postgres lookup: %w", err)
-			}
-			k := r.Email
-			switch kind {
-			case KeyMD5:
-				k = string(m)
-			case KeySHA1:
-				k = string(h)
-			}
-			for n, i := range pos[kind][k] {
-				if n == 0 {
-					out[i] = r
-				} else {
-					c := *r
-					out[i] = &c
-				}
-			}
+		k := r.Email
+		switch kind {
+		case KeyMD5:
+			k = string(m)
+		case KeySHA1:
+			k = string(h)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("people: postgres lookup: %w", err)
+		for n, i := range pos[k] {
+			if n == 0 {
+				out[i] = r
+			} else {
+				c := *r
+				out[i] = &c
+			}
 		}
 	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("people: postgres lookup: %w", err)
-	}
-	return nil
+	rows.Close()
+	return rows.Err()
 }
 
 func (s *pgStore) Household(ctx context.Context, id string) ([]Record, error) {

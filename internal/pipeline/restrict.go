@@ -58,41 +58,12 @@ func (d Delivery) Empty() bool { return len(d.Fields) == 0 && !d.IndividualOnly 
 // chosen service columns and, for IndividualOnly, household matches
 // blanked. It returns the new file's outcome (under result/delivered-).
 func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, res *Outcome, d Delivery) (*Outcome, error) {
-	inputCols := len(plan.OutputHeader) - len(plan.Columns)
-	keep := make([]int, 0, len(plan.OutputHeader))
-	for i := 0; i < inputCols; i++ {
-		keep = append(keep, i)
-	}
-	for j, c := range plan.Columns {
-		if len(d.Fields) == 0 || slices.Contains(d.Fields, c) {
-			keep = append(keep, inputCols+j)
-		}
-	}
-	matchCol, emailCol := -1, -1
-	if d.IndividualOnly {
-		for j, c := range plan.Columns {
-			switch c {
-			case MatchTypeColumn:
-				matchCol = inputCols + j
-			case "email":
-				emailCol = inputCols + j
-			}
-		}
-	}
-
-	src, err := store.ReadAll(ctx, res.Key)
+	keep, matchCol, emailCol := deliveredColumns(plan, d)
+	plain, closeResult, err := openResult(ctx, store, plan, res)
 	if err != nil {
-		return nil, fmt.Errorf("read result: %w", err)
+		return nil, err
 	}
-	var plain io.Reader = bytes.NewReader(src)
-	if plan.Zip {
-		_, rc, err := listfile.OpenZip(bytes.NewReader(src), int64(len(src)), listfile.Limits{})
-		if err != nil {
-			return nil, fmt.Errorf("open zipped result: %w", err)
-		}
-		defer rc.Close()
-		plain = rc
-	}
+	defer closeResult()
 
 	var body bytes.Buffer
 	w := listfile.NewWriter(&body, plan.Delimiter, plan.CRLF)
@@ -132,26 +103,78 @@ func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
-
 	delivered := &Outcome{Key: keys.Prefix() + "result/delivered-" + res.FileName, FileName: res.FileName, Rows: rows, Reporting: res.Reporting}
-	wr, err := store.NewWriter(ctx, delivered.Key, &blob.WriterOptions{ContentType: ContentType(res.FileName)})
-	if err != nil {
+	if err := writeDelivered(ctx, store, plan, delivered, &body); err != nil {
 		return nil, err
+	}
+	return delivered, nil
+}
+
+// deliveredColumns lists the result columns kept (the input's, then the
+// asked-for service columns) and, for IndividualOnly, where the match type
+// and appended email are (-1: absent).
+func deliveredColumns(plan *Plan, d Delivery) (keep []int, matchCol, emailCol int) {
+	inputCols := len(plan.OutputHeader) - len(plan.Columns)
+	keep = make([]int, 0, len(plan.OutputHeader))
+	for i := 0; i < inputCols; i++ {
+		keep = append(keep, i)
+	}
+	for j, c := range plan.Columns {
+		if len(d.Fields) == 0 || slices.Contains(d.Fields, c) {
+			keep = append(keep, inputCols+j)
+		}
+	}
+	matchCol, emailCol = -1, -1
+	if d.IndividualOnly {
+		for j, c := range plan.Columns {
+			switch c {
+			case MatchTypeColumn:
+				matchCol = inputCols + j
+			case "email":
+				emailCol = inputCols + j
+			}
+		}
+	}
+	return keep, matchCol, emailCol
+}
+
+// openResult reads the full result, unzipped; the caller closes it.
+func openResult(ctx context.Context, store *blobstore.Store, plan *Plan, res *Outcome) (io.Reader, func() error, error) {
+	src, err := store.ReadAll(ctx, res.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read result: %w", err)
+	}
+	if !plan.Zip {
+		return bytes.NewReader(src), func() error { return nil }, nil
+	}
+	_, rc, err := listfile.OpenZip(bytes.NewReader(src), int64(len(src)), listfile.Limits{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open zipped result: %w", err)
+	}
+	return rc, rc.Close, nil
+}
+
+// writeDelivered stores the narrowed body at delivered.Key (zipped like the
+// result) and records its size and digest.
+func writeDelivered(ctx context.Context, store *blobstore.Store, plan *Plan, delivered *Outcome, body *bytes.Buffer) error {
+	wr, err := store.NewWriter(ctx, delivered.Key, &blob.WriterOptions{ContentType: ContentType(delivered.FileName)})
+	if err != nil {
+		return err
 	}
 	h := sha256.New()
 	cw := &countWriter{w: io.MultiWriter(wr, h)}
 	if plan.Zip {
-		err = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, res.FileName), &body)
+		err = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, delivered.FileName), body)
 	} else {
-		_, err = io.Copy(cw, &body)
+		_, err = io.Copy(cw, body)
 	}
 	if cerr := wr.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("write delivered result: %w", err)
+		return fmt.Errorf("write delivered result: %w", err)
 	}
 	delivered.Bytes = cw.n
 	delivered.SHA256 = hex.EncodeToString(h.Sum(nil))
-	return delivered, nil
+	return nil
 }

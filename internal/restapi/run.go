@@ -56,54 +56,11 @@ type RunOptions struct {
 
 // Run serves the API until ctx ends, then drains in-flight requests.
 func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
-	if o.KeyNamespace == "" {
-		o.KeyNamespace = "emaildata-system"
-	}
-	if o.Namespace == "" {
-		o.Namespace = o.KeyNamespace
-	}
-	if o.ListIDConfigMap == "" {
-		o.ListIDConfigMap = "emaildata-list-ids"
-	}
-	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = 45 * time.Second
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	namespaces := map[string]cache.Config{o.Namespace: {}, o.KeyNamespace: {}}
-	cl, err := cluster.New(cfg, func(co *cluster.Options) {
-		co.Scheme = kubescheme.New()
-		co.Cache = cache.Options{
-			DefaultNamespaces: namespaces,
-			ByObject: map[client.Object]cache.ByObject{
-				// Only key Secrets, only in the key namespace.
-				&corev1.Secret{}: {
-					Namespaces: map[string]cache.Config{o.KeyNamespace: {}},
-					Label:      labels.SelectorFromSet(labels.Set{apikey.Label: "true"}),
-				},
-			},
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("create cluster client: %w", err)
-	}
-	if err := cl.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ListIDIndex, IndexListID); err != nil {
-		return err
-	}
-	keys := apikey.NewStore()
-	inf, err := cl.GetCache().GetInformer(ctx, &corev1.Secret{})
+	o.defaults()
+	cl, keys, err := newCluster(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
-	if _, err := inf.AddEventHandler(keyHandler(keys, o.Log)); err != nil {
-		return err
-	}
-	// Lists are read through the cache too; start the informer now.
-	if _, err := cl.GetCache().GetInformer(ctx, &listsv1.EmailList{}); err != nil {
-		return err
-	}
-
 	store := o.Store
 	if store == nil {
 		if store, err = blobstore.Open(ctx, o.BlobURL); err != nil {
@@ -156,6 +113,68 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 		return fmt.Errorf("cluster client stopped: %w", err)
 	case <-ctx.Done():
 	}
+	return drain(hs, &draining, o)
+}
+
+// defaults fills unset options.
+func (o *RunOptions) defaults() {
+	if o.KeyNamespace == "" {
+		o.KeyNamespace = "emaildata-system"
+	}
+	if o.Namespace == "" {
+		o.Namespace = o.KeyNamespace
+	}
+	if o.ListIDConfigMap == "" {
+		o.ListIDConfigMap = "emaildata-list-ids"
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 45 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+}
+
+// newCluster builds the cluster client whose caches hold the key Secrets
+// and the lists, and the key store fed by the Secret informer.
+func newCluster(ctx context.Context, cfg *rest.Config, o RunOptions) (cluster.Cluster, *apikey.Store, error) {
+	namespaces := map[string]cache.Config{o.Namespace: {}, o.KeyNamespace: {}}
+	cl, err := cluster.New(cfg, func(co *cluster.Options) {
+		co.Scheme = kubescheme.New()
+		co.Cache = cache.Options{
+			DefaultNamespaces: namespaces,
+			ByObject: map[client.Object]cache.ByObject{
+				// Only key Secrets, only in the key namespace.
+				&corev1.Secret{}: {
+					Namespaces: map[string]cache.Config{o.KeyNamespace: {}},
+					Label:      labels.SelectorFromSet(labels.Set{apikey.Label: "true"}),
+				},
+			},
+		}
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create cluster client: %w", err)
+	}
+	if err := cl.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ListIDIndex, IndexListID); err != nil {
+		return nil, nil, err
+	}
+	keys := apikey.NewStore()
+	inf, err := cl.GetCache().GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := inf.AddEventHandler(keyHandler(keys, o.Log)); err != nil {
+		return nil, nil, err
+	}
+	// Lists are read through the cache too; start the informer now.
+	if _, err := cl.GetCache().GetInformer(ctx, &listsv1.EmailList{}); err != nil {
+		return nil, nil, err
+	}
+	return cl, keys, nil
+}
+
+// drain turns readiness off, waits DrainDelay, then shuts the server down.
+func drain(hs *http.Server, draining *atomic.Bool, o RunOptions) error {
 	draining.Store(true)
 	if o.DrainDelay > 0 {
 		time.Sleep(o.DrainDelay)

@@ -56,47 +56,15 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.name == "" {
-		// No name parameter: the uploaded file's own name, else the default.
-		p.name = "myfile.csv"
-		if partName != "" {
-			if validName(partName) != nil {
-				writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file name %q must be a plain name ending in .txt, .csv or .zip; or pass name", truncate(partName, 60)))
-				return
-			}
-			p.name = partName
+		if p.name = uploadName(w, r, partName); p.name == "" {
+			return
 		}
 	}
-
-	blobKey := blobstore.UploadPrefix(tenantLabel(key.Tenant)) + uuid.NewString() + "/" + p.name
-	size, err := s.streamUpload(r.Context(), blobKey, body)
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, r, http.StatusRequestEntityTooLarge, "FileTooLarge", fmt.Sprintf("the list file is larger than the %d bytes allowed", s.cfg.MaxUploadBytes))
-		return
-	case errors.Is(err, errEmptyUpload):
-		writeError(w, r, http.StatusBadRequest, "EmptyFile", "the list file is empty")
-		return
-	case err != nil:
-		if r.Context().Err() != nil {
-			return // the client went away; nothing was created
-		}
-		s.internalError(w, r, "store upload", err)
+	blobKey, size, ok := s.storeList(w, r, tenantLabel(key.Tenant), p.name, body)
+	if !ok {
 		return
 	}
 	cleanup := func() { _ = s.store.Delete(context.WithoutCancel(r.Context()), blobKey) }
-
-	if kind, _ := listfile.KindOf(p.name); kind == listfile.KindZip {
-		if msg, err := s.checkZip(r.Context(), blobKey); err != nil {
-			cleanup()
-			s.internalError(w, r, "check zip", err)
-			return
-		} else if msg != "" {
-			cleanup()
-			writeError(w, r, http.StatusBadRequest, "BadZip", msg)
-			return
-		}
-	}
 
 	id, err := s.ids.Next(r.Context())
 	if err != nil {
@@ -129,6 +97,56 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", fmt.Sprintf("/v5/list/%d", id))
 	writeJSON(w, http.StatusAccepted, submitAccepted{ListID: id, SizeBytes: size})
+}
+
+// uploadName names a list submitted without a name parameter: the uploaded
+// file's own name, else the default. It writes the error and returns "" when
+// the file's name is unfit.
+func uploadName(w http.ResponseWriter, r *http.Request, partName string) string {
+	if partName == "" {
+		return "myfile.csv"
+	}
+	if validName(partName) != nil {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file name %q must be a plain name ending in .txt, .csv or .zip; or pass name", truncate(partName, 60)))
+		return ""
+	}
+	return partName
+}
+
+// storeList streams the upload to the store under the tenant's prefix and
+// checks a zip's entries. On failure it writes the error, removes what was
+// stored and returns false.
+func (s *Server) storeList(w http.ResponseWriter, r *http.Request, tenant, name string, body io.Reader) (string, int64, bool) {
+	blobKey := blobstore.UploadPrefix(tenant) + uuid.NewString() + "/" + name
+	size, err := s.streamUpload(r.Context(), blobKey, body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, r, http.StatusRequestEntityTooLarge, "FileTooLarge", fmt.Sprintf("the list file is larger than the %d bytes allowed", s.cfg.MaxUploadBytes))
+		return "", 0, false
+	case errors.Is(err, errEmptyUpload):
+		writeError(w, r, http.StatusBadRequest, "EmptyFile", "the list file is empty")
+		return "", 0, false
+	case err != nil:
+		if r.Context().Err() != nil {
+			return "", 0, false // the client went away; nothing was created
+		}
+		s.internalError(w, r, "store upload", err)
+		return "", 0, false
+	}
+	if kind, _ := listfile.KindOf(name); kind == listfile.KindZip {
+		cleanup := func() { _ = s.store.Delete(context.WithoutCancel(r.Context()), blobKey) }
+		if msg, err := s.checkZip(r.Context(), blobKey); err != nil {
+			cleanup()
+			s.internalError(w, r, "check zip", err)
+			return "", 0, false
+		} else if msg != "" {
+			cleanup()
+			writeError(w, r, http.StatusBadRequest, "BadZip", msg)
+			return "", 0, false
+		}
+	}
+	return blobKey, size, true
 }
 
 // parseListParams reads a submission's query; service is the one listService
