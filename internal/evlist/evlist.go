@@ -86,7 +86,7 @@ func (s *Service) Check(listservice.Input) error { return nil }
 
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	p := &processor{svc: s, col: in.EmailColumn, report: listservice.Reporting{}, seen: map[uint64]struct{}{}}
+	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{}, seen: map[uint64]struct{}{}}
 	if s.Counters != nil {
 		p.start = s.Counters()
 	}

@@ -57,7 +57,7 @@ func TestColumns(t *testing.T) {
 	if err := s.Check(listservice.Input{}); err != nil {
 		t.Errorf("Check(no header) = %v", err)
 	}
-	if err := s.Check(listservice.Input{Header: []string{"a", "b"}, EmailColumn: 1}); err != nil {
+	if err := s.Check(listservice.Input{Header: []string{"a", "b"}, EmailIndex: 1}); err != nil {
 		t.Errorf("Check(header) = %v", err)
 	}
 }
@@ -84,7 +84,7 @@ func TestSyntaxOnlyRows(t *testing.T) {
 		{"\xff@example.com", []string{"invalid", "110", "", "false", "", "false", "false"}},
 	}
 	ctx := context.Background()
-	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{Header: []string{"name", "email"}, EmailColumn: 1})
+	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{Header: []string{"name", "email"}, EmailIndex: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestSyntaxOnlyRows(t *testing.T) {
 
 func TestReportingAcrossBatchesAndShortRows(t *testing.T) {
 	ctx := context.Background()
-	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 2})
+	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailIndex: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestReportingAcrossBatchesAndShortRows(t *testing.T) {
 	}
 
 	// Each processor counts its own rows.
-	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailIndex: 0})
 	if len(p2.Reporting()) != 0 {
 		t.Errorf("new processor reports %v", p2.Reporting())
 	}
@@ -180,7 +180,7 @@ func TestCustomChecker(t *testing.T) {
 		}
 		return nil
 	}
-	p, err := New(check).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	p, err := New(check).NewProcessor(ctx, listservice.Input{EmailIndex: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestResultsZeroedBetweenBatches(t *testing.T) {
 		}
 		return nil
 	}
-	p, _ := New(check).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	p, _ := New(check).NewProcessor(ctx, listservice.Input{EmailIndex: 0})
 	out := newOut(2)
 	if err := processBatch(ctx, p, rowsOf(0, "info@acme.com", "info@acme.org"), out); err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestResultsZeroedBetweenBatches(t *testing.T) {
 // occurrence and empty addresses are never duplicates.
 func TestDuplicate(t *testing.T) {
 	ctx := context.Background()
-	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailIndex: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestDuplicate(t *testing.T) {
 	}
 
 	// Each processor has its own memory of addresses.
-	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailColumn: 0})
+	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailIndex: 0})
 	out := newOut(1)
 	if err := processBatch(ctx, p2, rowsOf(0, "ann@example.com"), out); err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestDuplicate(t *testing.T) {
 func TestEngineChecker(t *testing.T) {
 	ctx := context.Background()
 	e := &verify.Engine{Lists: emaillists.Default, Typos: typo.Default()} // offline: no DNS, no SMTP
-	p, err := New(EngineChecker(e)).NewProcessor(ctx, listservice.Input{EmailColumn: 1})
+	p, err := New(EngineChecker(e)).NewProcessor(ctx, listservice.Input{EmailIndex: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,9 @@ func (r Row) Field(i int) string {
 type Input struct {
 	// Header holds the input's header names, or nil when it had none.
 	Header []string
-	// EmailColumn is the 0-based index of the email column.
-	EmailColumn int
+	// EmailIndex is the 0-based index of the email column
+	// (listfile.Column.Index of the 1-based column users name).
+	EmailIndex int
 }
 
 // Processor runs a service over the rows of one shard. Rows come in

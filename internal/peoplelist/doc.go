@@ -5,7 +5,7 @@
 //
 // # email_intelligence
 //
-// Every row needs the email column (listservice.Input.EmailColumn; a 32- or
+// Every row needs the email column (listservice.Input.EmailIndex; a 32- or
 // 40-digit hex value there is taken as an MD5 or SHA-1 digest, as
 // people.Match does). Header columns naming the person (first, middle, last,
 // street, city, state, zip and the variants HeaderAliases lists) are passed

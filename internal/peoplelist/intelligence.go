@@ -50,11 +50,11 @@ func (s *EmailIntelligence) Check(in listservice.Input) error {
 	if s.Store == nil {
 		return errors.New("email_intelligence is not available: no people store is configured")
 	}
-	if in.EmailColumn < 0 {
-		return fmt.Errorf("email_intelligence needs an email column (got column %d)", in.EmailColumn+1)
+	if in.EmailIndex < 0 {
+		return fmt.Errorf("email_intelligence needs an email column (got column %d)", in.EmailIndex+1)
 	}
-	if in.Header != nil && in.EmailColumn >= len(in.Header) {
-		return fmt.Errorf("email_intelligence: email column %d is beyond the %d header columns", in.EmailColumn+1, len(in.Header))
+	if in.Header != nil && in.EmailIndex >= len(in.Header) {
+		return fmt.Errorf("email_intelligence: email column %d is beyond the %d header columns", in.EmailIndex+1, len(in.Header))
 	}
 	return nil
 }
@@ -66,8 +66,8 @@ func (s *EmailIntelligence) NewProcessor(_ context.Context, in listservice.Input
 	}
 	return &intelProcessor{
 		store:  s.Store,
-		email:  in.EmailColumn,
-		cols:   mapColumns(in.Header, in.EmailColumn),
+		email:  in.EmailIndex,
+		cols:   mapColumns(in.Header, in.EmailIndex),
 		report: newIntelReporting(),
 	}, nil
 }

@@ -102,11 +102,11 @@ func TestIntelligenceCheck(t *testing.T) {
 		in      listservice.Input
 		wantErr string
 	}{
-		{"no header", NewEmailIntelligence(store), listservice.Input{EmailColumn: 0}, ""},
-		{"header", NewEmailIntelligence(store), listservice.Input{Header: []string{"first", "email"}, EmailColumn: 1}, ""},
+		{"no header", NewEmailIntelligence(store), listservice.Input{EmailIndex: 0}, ""},
+		{"header", NewEmailIntelligence(store), listservice.Input{Header: []string{"first", "email"}, EmailIndex: 1}, ""},
 		{"no store", NewEmailIntelligence(nil), listservice.Input{}, "email_intelligence is not available"},
-		{"negative column", NewEmailIntelligence(store), listservice.Input{EmailColumn: -1}, "needs an email column"},
-		{"column beyond header", NewEmailIntelligence(store), listservice.Input{Header: []string{"email"}, EmailColumn: 3}, "beyond the 1 header columns"},
+		{"negative column", NewEmailIntelligence(store), listservice.Input{EmailIndex: -1}, "needs an email column"},
+		{"column beyond header", NewEmailIntelligence(store), listservice.Input{Header: []string{"email"}, EmailIndex: 3}, "beyond the 1 header columns"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,7 +203,7 @@ func TestIntelligenceGenerated(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := listservice.Input{Header: tc.header, EmailColumn: tc.email}
+			in := listservice.Input{Header: tc.header, EmailIndex: tc.email}
 			if err := svc.Check(in); err != nil {
 				t.Fatalf("Check: %v", err)
 			}
@@ -254,7 +254,7 @@ func TestIntelligenceReportingShape(t *testing.T) {
 	r := people.Record{Email: "pat@example.com", First: "Pat", Last: "Doe", Age: "25-34", Gender: "Female", Occupation: "Sales",
 		RFMLastOrder: "2025-01-31", Interests: 1}
 	store := openStore(t, []people.Record{r})
-	p, err := NewEmailIntelligence(store).NewProcessor(context.Background(), listservice.Input{EmailColumn: 0})
+	p, err := NewEmailIntelligence(store).NewProcessor(context.Background(), listservice.Input{EmailIndex: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestAppendCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := listservice.Input{Header: tc.header, EmailColumn: len(tc.header) - 1}
+			in := listservice.Input{Header: tc.header, EmailIndex: len(tc.header) - 1}
 			err := tc.svc.Check(in)
 			if tc.wantErr == "" && tc.wantIs == nil && tc.wantNames == nil {
 				if err != nil {
@@ -455,7 +455,7 @@ func TestAppendGenerated(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := &EmailAppend{Store: store, MatchType: tc.matchType}
-			in := listservice.Input{Header: appendHeader, EmailColumn: 6}
+			in := listservice.Input{Header: appendHeader, EmailIndex: 6}
 			p, err := svc.NewProcessor(context.Background(), in)
 			if err != nil {
 				t.Fatalf("NewProcessor: %v", err)
@@ -715,7 +715,7 @@ func TestAppendStoreIndex(t *testing.T) {
 	if len(rows) < nPeople*9/10 {
 		t.Fatalf("only %d Individual rows", len(rows))
 	}
-	p, err := NewEmailAppend(store).NewProcessor(context.Background(), listservice.Input{Header: appendHeader, EmailColumn: 6})
+	p, err := NewEmailAppend(store).NewProcessor(context.Background(), listservice.Input{Header: appendHeader, EmailIndex: 6})
 	if err != nil {
 		t.Fatalf("NewProcessor: %v", err)
 	}

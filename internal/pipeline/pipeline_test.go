@@ -32,7 +32,7 @@ func (upperService) Columns() []string { return []string{"email_upper", "row_num
 func (s upperService) Check(listservice.Input) error { return s.checkErr }
 
 func (upperService) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	return &upperProc{col: in.EmailColumn, report: listservice.Reporting{}}, nil
+	return &upperProc{col: in.EmailIndex, report: listservice.Reporting{}}, nil
 }
 
 type upperProc struct {

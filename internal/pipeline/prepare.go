@@ -100,7 +100,7 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 	plan.Shards = scanned.Shards
 	plan.OutputHeader = outputHeader(scanned.Header, scanned.MaxFields, int(req.Dialect.EmailColumn), plan.Columns)
 
-	if err := svc.Check(listservice.Input{Header: scanned.Header, EmailColumn: req.Dialect.EmailColumn.Index()}); err != nil {
+	if err := svc.Check(listservice.Input{Header: scanned.Header, EmailIndex: req.Dialect.EmailColumn.Index()}); err != nil {
 		return nil, BadInput(err)
 	}
 	if err := store.WriteJSON(ctx, keys.Plan(), plan); err != nil {
