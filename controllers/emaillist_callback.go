@@ -12,6 +12,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/callback"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/metrics"
 )
 
@@ -70,7 +71,7 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 	}
 	cb.LastError = err.Error()
 	// The URL is user data and may carry tokens: log the error only.
-	logf.FromContext(ctx).V(1).Info("callback attempt failed", "attempt", cb.Attempts, "error", err.Error())
+	logf.FromContext(ctx).V(1).Info("callback attempt failed", "attempt", cb.Attempts, logging.KeyError, err.Error())
 	if callback.IsPermanent(err) || r.Callbacks.Backoff.Exhausted(int(cb.Attempts)) {
 		cb.State = listsv1.CallbackFailed
 		managerMetrics().CallbackAttempt(metrics.CallbackFailed)

@@ -12,6 +12,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/metrics"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
@@ -84,7 +85,7 @@ func (r *EmailListReconciler) recordFinished(ctx context.Context, orig, list *li
 	}
 	if list.Status.Shards > 0 {
 		if err := addShards(ctx, r.Store, blobstore.ListKeys{UID: string(list.UID)}, &o); err != nil {
-			logf.FromContext(ctx).V(1).Info("shard summaries not counted in metrics", "error", err.Error())
+			logf.FromContext(ctx).V(1).Info("shard summaries not counted in metrics", logging.KeyError, err.Error())
 		}
 	}
 	managerMetrics().ListFinished(o)

@@ -13,6 +13,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
@@ -121,7 +122,7 @@ func (e *LocalExecutor) runShards(ctx context.Context, keys blobstore.ListKeys, 
 			defer func() { <-e.slots }()
 			_, errs[i] = pipeline.RunShard(ctx, e.Store, keys, i, e.Registry, e.Limits)
 			if errs[i] != nil {
-				log.V(1).Info("shard failed", "index", i, "error", errs[i].Error())
+				log.V(1).Info("shard failed", "index", i, logging.KeyError, errs[i].Error())
 			}
 		}(i)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/listid"
 	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/pipeline"
@@ -32,7 +33,7 @@ func main() {
 	o.Limits = pipeline.DefaultConfig().Limits
 	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
 	flag.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
-	flag.StringVar(&o.KeyNamespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the API key Secrets and the list ID counter")
+	flag.StringVar(&o.KeyNamespace, "namespace", envOr("POD_NAMESPACE", listid.DefaultNamespace), "namespace of the API key Secrets and the list ID counter")
 	flag.StringVar(&o.Namespace, "lists-namespace", "", "namespace of API-submitted lists (default: --namespace)")
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")
 	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest accepted list file")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/listid"
 	"github.com/emaildata/emaildata/internal/logging"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
@@ -69,7 +70,7 @@ type workerFlags struct {
 func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 	w := &workerFlags{}
 	fs.StringVar(&o.PeopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store for email_intelligence and email_append (bolt:///path.db or postgres://...)")
-	fs.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "emaildata-system"), "namespace of the operator (holds the list ID counter)")
+	fs.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", listid.DefaultNamespace), "namespace of the operator (holds the list ID counter)")
 	fs.StringVar(&o.Job.Namespace, "worker-namespace", "", "namespace the list Jobs run in, whatever the list's namespace (default: the operator's); the worker service account, --worker-env-secret and --store-pvc live there")
 	fs.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
 	fs.StringVar(&o.Executor, "executor", operator.ExecutorJob, "job (Kubernetes Jobs) or local (in-process)")

@@ -17,6 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Defaults shared by the manager and the API: the operator's namespace,
+// which holds the counter, and the counter ConfigMap's name.
+const (
+	DefaultNamespace = "emaildata-system"
+	DefaultConfigMap = "emaildata-list-ids"
+)
+
 // dataKey holds the last number handed out.
 const dataKey = "last"
 

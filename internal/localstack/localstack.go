@@ -32,6 +32,7 @@ import (
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/jobplane"
 	"github.com/emaildata/emaildata/internal/kubescheme"
+	"github.com/emaildata/emaildata/internal/listid"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
@@ -98,7 +99,7 @@ type Stack struct {
 }
 
 // Namespace the operator runs in.
-const Namespace = "emaildata-system"
+const Namespace = listid.DefaultNamespace
 
 // Start brings the stack up. Stop it with Stop.
 func Start(ctx context.Context, o Options) (*Stack, error) {

@@ -107,13 +107,13 @@ type Options struct {
 // Defaults fills unset options.
 func (o *Options) Defaults() {
 	if o.Namespace == "" {
-		o.Namespace = "emaildata-system"
+		o.Namespace = listid.DefaultNamespace
 	}
 	if o.APINamespace == "" {
 		o.APINamespace = o.Namespace
 	}
 	if o.ListIDConfigMap == "" {
-		o.ListIDConfigMap = "emaildata-list-ids"
+		o.ListIDConfigMap = listid.DefaultConfigMap
 	}
 	if o.Executor == "" {
 		o.Executor = ExecutorJob

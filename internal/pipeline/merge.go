@@ -44,6 +44,20 @@ func Summaries(ctx context.Context, store *blobstore.Store, keys blobstore.ListK
 
 // ShardFailure returns the first failed shard's summary, if any shard wrote one.
 func ShardFailure(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan) (*Summary, error) {
+	var failed *Summary
+	err := eachSummary(ctx, store, keys, plan, func(s Summary) bool {
+		if s.Error != "" {
+			failed = &s
+			return false
+		}
+		return true
+	})
+	return failed, err
+}
+
+// eachSummary calls fn with the summary of each shard that wrote one, in
+// shard order, until fn returns false.
+func eachSummary(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, fn func(Summary) bool) error {
 	for i := range plan.Shards {
 		var s Summary
 		err := store.ReadJSON(ctx, keys.Summary(i), maxSummaryBytes, &s)
@@ -51,13 +65,13 @@ func ShardFailure(ctx context.Context, store *blobstore.Store, keys blobstore.Li
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if s.Error != "" {
-			return &s, nil
+		if !fn(s) {
+			return nil
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // Progress adds up the rows done: finished shards from their summaries,

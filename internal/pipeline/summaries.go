@@ -11,18 +11,14 @@ import (
 // list's failed indexes). For metrics: the manager adds them up once.
 func FinishedSummaries(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan) ([]Summary, error) {
 	var out []Summary
-	for i := range plan.Shards {
-		var s Summary
-		err := store.ReadJSON(ctx, keys.Summary(i), maxSummaryBytes, &s)
-		if blobstore.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := eachSummary(ctx, store, keys, plan, func(s Summary) bool {
 		if s.Error == "" {
 			out = append(out, s)
 		}
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

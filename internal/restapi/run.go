@@ -119,13 +119,13 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 // defaults fills unset options.
 func (o *RunOptions) defaults() {
 	if o.KeyNamespace == "" {
-		o.KeyNamespace = "emaildata-system"
+		o.KeyNamespace = listid.DefaultNamespace
 	}
 	if o.Namespace == "" {
 		o.Namespace = o.KeyNamespace
 	}
 	if o.ListIDConfigMap == "" {
-		o.ListIDConfigMap = "emaildata-list-ids"
+		o.ListIDConfigMap = listid.DefaultConfigMap
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 45 * time.Second
