@@ -29,6 +29,7 @@ import (
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/testnode"
 )
 
 // The tests in this file run lists on the Job path for real: the manager
@@ -83,9 +84,8 @@ func bigReference(t *testing.T) (input, result []byte) {
 }
 
 // createBig starts the big list on the Job path and returns it with its UID.
-func createBig(t *testing.T, prefix string, input []byte) *listsv1.EmailList {
+func createBig(t *testing.T, name string, input []byte) *listsv1.EmailList {
 	t.Helper()
-	name := uniqueName(prefix)
 	create(t, newList(nsJob, name).upload(putUpload(t, input)).header().column(3).obj())
 	return getList(t, nsJob, name)
 }
@@ -155,31 +155,46 @@ func podCondition(p corev1.Pod, c corev1.PodConditionType) bool {
 	return false
 }
 
-// midShard waits until the worker process of shard index is writing its
-// part of the result (the part's temporary file exists), freezes that
-// process (see freeze) and returns the name of the pod running it.
-func midShard(t *testing.T, l *listsv1.EmailList, job *batchv1.Job, index int) string {
+// armMidShard arms the test node to stop the worker of one index of the
+// list named name the moment its process starts; midShard then lets it run
+// to the middle of its shard.
+func armMidShard(name string, index int) <-chan testnode.Frozen {
+	return plane.Node.FreezeAtStart(func(p *corev1.Pod) bool {
+		return strings.HasPrefix(p.Labels[batchv1.JobNameLabel], name+"-") &&
+			p.Annotations[batchv1.JobCompletionIndexAnnotation] == strconv.Itoa(index)
+	})
+}
+
+// midShard continues the worker armMidShard stopped and stops it again
+// (SIGSTOP) as soon as it has started writing its part of the result, so
+// that the test interrupts a shard in the middle however fast or busy the
+// machine is. It returns the pod's name and the process id.
+func midShard(t *testing.T, l *listsv1.EmailList, frozen <-chan testnode.Frozen, index int) (string, int) {
 	t.Helper()
+	var f testnode.Frozen
+	select {
+	case f = <-frozen:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("shard %d of %s never started", index, l.Name)
+	}
+	waitStopped(t, f.PID)
 	parts := filepath.Join(storeDir, "lists", string(l.UID), "parts")
 	prefix := fmt.Sprintf("%05d.part.", index)
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	if err := syscall.Kill(f.PID, syscall.SIGCONT); err != nil {
+		t.Fatalf("continue worker %d: %v", f.PID, err)
+	}
+	// Only a directory read between the part appearing and the stop.
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
 		entries, _ := os.ReadDir(parts)
 		for _, e := range entries {
-			if !strings.HasPrefix(e.Name(), prefix) || !strings.HasSuffix(e.Name(), ".tmp") {
-				continue
-			}
-			for _, p := range podsByIndex(t, job)[strconv.Itoa(index)] {
-				if pid, ok := plane.Node.PID(p.Namespace, p.Name); ok {
-					freeze(t, pid)
-					return p.Name
-				}
+			if strings.HasPrefix(e.Name(), prefix) && strings.HasSuffix(e.Name(), ".tmp") {
+				freeze(t, f.PID)
+				return f.Name, f.PID
 			}
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
-	t.Fatalf("shard %d of %s never ran", index, l.Name)
-	return ""
+	t.Fatalf("shard %d of %s never wrote its part", index, l.Name)
+	return "", 0
 }
 
 // freeze stops a worker process (SIGSTOP) the test is about to interrupt,
@@ -190,6 +205,41 @@ func freeze(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("stop worker %d: %v", pid, err)
 	}
+	waitStopped(t, pid)
+}
+
+// waitStopped waits for a SIGSTOP to take effect, which happens when the
+// process's threads next run: a SIGTERM sent before that (a lower signal
+// number) would be handled first and never show as pending to
+// thawOnPending.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !stopped(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %d did not stop within 10s of SIGSTOP", pid)
+		}
+	}
+}
+
+// stopped reports whether every thread of pid is in the stopped state (or
+// the process is gone).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command name's closing parenthesis.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'T' && stat[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // thawOnPending continues a frozen process once sig is pending for it (the
@@ -238,7 +288,7 @@ func requireMidShard(t *testing.T, l *listsv1.EmailList, index int) {
 // executor's for the same input.
 func TestJobPathMatchesLocal(t *testing.T) {
 	input, want := bigReference(t)
-	l := createBig(t, "big-job", input)
+	l := createBig(t, uniqueName("big-job"), input)
 	job := listJob(t, nsWorkers, l)
 	l = waitPhaseWithin(t, nsJob, l.Name, listsv1.PhaseResults, 3*time.Minute)
 	if l.Status.Shards < 4 || l.Status.Records != bigRows {
@@ -263,9 +313,11 @@ func TestJobPathMatchesLocal(t *testing.T) {
 // backoffLimitPerIndex, and the result is still byte-identical.
 func TestJobPathKilledWorkerIsRetried(t *testing.T) {
 	input, want := bigReference(t)
-	l := createBig(t, "big-kill", input)
+	name := uniqueName("big-kill")
+	frozen := armMidShard(name, 1)
+	l := createBig(t, name, input)
 	job := listJob(t, nsWorkers, l)
-	pod := midShard(t, l, job, 1)
+	pod, _ := midShard(t, l, frozen, 1)
 	if err := plane.Node.Kill(context.Background(), nsWorkers, pod, false); err != nil {
 		t.Fatal(err)
 	}
@@ -296,12 +348,12 @@ func TestJobPathKilledWorkerIsRetried(t *testing.T) {
 // the index runs again and the list completes, byte-identical.
 func TestJobPathEvictedPodIsIgnored(t *testing.T) {
 	input, want := bigReference(t)
-	l := createBig(t, "big-evict", input)
+	name := uniqueName("big-evict")
+	frozen := armMidShard(name, 2)
+	l := createBig(t, name, input)
 	job := listJob(t, nsWorkers, l)
-	pod := midShard(t, l, job, 2)
-	if pid, ok := plane.Node.PID(nsWorkers, pod); ok {
-		go thawOnPending(pid, syscall.SIGTERM) // the eviction's SIGTERM, handled as a kubelet's would be
-	}
+	pod, pid := midShard(t, l, frozen, 2)
+	go thawOnPending(pid, syscall.SIGTERM) // the eviction's SIGTERM, handled as a kubelet's would be
 	if err := plane.Node.Evict(context.Background(), nsWorkers, pod, "The node was low on resource: memory."); err != nil {
 		t.Fatal(err)
 	}
@@ -484,13 +536,12 @@ func TestJobPathDeleteMidRun(t *testing.T) {
 	input, _ := bigReference(t)
 	upload := putUpload(t, input)
 	name := uniqueName("big-delete")
+	frozen := armMidShard(name, 0)
 	create(t, newList(nsJob, name).upload(upload).header().column(3).obj())
 	l := getList(t, nsJob, name)
 	job := listJob(t, nsWorkers, l)
-	pod := midShard(t, l, job, 0)
-	if pid, ok := plane.Node.PID(nsWorkers, pod); ok {
-		go thawOnPending(pid, syscall.SIGTERM) // the pod deletion's SIGTERM
-	}
+	pod, pid := midShard(t, l, frozen, 0)
+	go thawOnPending(pid, syscall.SIGTERM) // the pod deletion's SIGTERM
 	if err := k8s.Delete(ctx, l); err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,12 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(tmp)
+	keepTmp := false // kept when a test failed: the job plane's logs are there
+	defer func() {
+		if !keepTmp {
+			os.RemoveAll(tmp)
+		}
+	}()
 	binDir := filepath.Join(tmp, "bin")
 	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/worker")
 	build.Dir = ".."
@@ -214,7 +219,8 @@ func runSuite(m *testing.M) int {
 	}
 	code := m.Run()
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "job plane logs (kube-controller-manager, kube-scheduler, pods) were in %s\n", plane.Dir)
+		keepTmp = true
+		fmt.Fprintf(os.Stderr, "job plane logs (kube-controller-manager, kube-scheduler, pods) are kept in %s\n", plane.Dir)
 	}
 	return code
 }

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -72,10 +73,11 @@ type Node struct {
 	pods   corelisters.PodLister
 	log    *slog.Logger
 
-	mu   sync.Mutex
-	runs map[types.UID]*process
-	hold bool
-	ctx  context.Context
+	mu     sync.Mutex
+	runs   map[types.UID]*process
+	hold   bool
+	ctx    context.Context
+	freeze []freezeRule
 }
 
 // New returns a node talking to the API server of cfg.
@@ -269,6 +271,49 @@ func (n *Node) Release() {
 	for _, p := range pods {
 		n.queue.Add(p.Namespace + "/" + p.Name)
 	}
+}
+
+// Frozen is a pod whose process FreezeAtStart stopped.
+type Frozen struct {
+	Namespace, Name string
+	PID             int
+}
+
+type freezeRule struct {
+	match func(*corev1.Pod) bool
+	out   chan Frozen
+}
+
+// FreezeAtStart stops (SIGSTOP) the process of the next pod match accepts
+// the moment it starts, before it has done any work, and sends it on the
+// returned channel; the caller continues it with SIGCONT. Tests use it to
+// interrupt work at a point of their choosing however fast the machine is.
+func (n *Node) FreezeAtStart(match func(*corev1.Pod) bool) <-chan Frozen {
+	out := make(chan Frozen, 1)
+	n.mu.Lock()
+	n.freeze = append(n.freeze, freezeRule{match, out})
+	n.mu.Unlock()
+	return out
+}
+
+// frozenAtStart applies the first rule that matches pod to its new process.
+func (n *Node) frozenAtStart(pod *corev1.Pod, p *process) {
+	n.mu.Lock()
+	var rule *freezeRule
+	for i := range n.freeze {
+		if n.freeze[i].match(pod) {
+			r := n.freeze[i]
+			rule = &r
+			n.freeze = append(n.freeze[:i], n.freeze[i+1:]...)
+			break
+		}
+	}
+	n.mu.Unlock()
+	if rule == nil {
+		return
+	}
+	_ = syscall.Kill(p.pid, syscall.SIGSTOP)
+	rule.out <- Frozen{Namespace: pod.Namespace, Name: pod.Name, PID: p.pid}
 }
 
 func (n *Node) held() bool {

@@ -105,6 +105,7 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return n.waiting(ctx, pod, "CreateContainerError", err.Error())
 	}
+	n.frozenAtStart(pod, p)
 	n.mu.Lock()
 	n.runs[pod.UID] = p
 	n.mu.Unlock()
