@@ -50,7 +50,7 @@ func main() {
 		child       = flag.Bool("world-child", false, "internal: serve the mail world (child process)")
 		concurrency = flag.Int("concurrency", 100, "AfterShip workers; our --smtp-max-sessions and --dns-workers; our single-address workers")
 		port        = flag.Int("port", 25, "SMTP port of the world's MX hosts (AfterShip only dials 25)")
-		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-single (GET /v5/ev's path)")
+		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-single (GET /v5/ev's path); empty: only the world and its floors")
 		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
@@ -81,6 +81,9 @@ func main() {
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {
 		tool = strings.TrimSpace(tool)
+		if tool == "" {
+			continue
+		}
 		w, err := startWorld(g, *port)
 		if err != nil {
 			log.Fatal(err)
@@ -141,6 +144,10 @@ func main() {
 
 	fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 		g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	computeSessionFloor(doms, rows, *concurrency).print(os.Stdout, *concurrency)
+	if len(runs) == 0 {
+		return
+	}
 	printReport(os.Stdout, runs, rows, truth, under, retry)
 	printErrors(os.Stdout, runs, rows, truth, under, doms)
 

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/verify"
+)
+
+// sessionFloor is a lower bound on the wall time of any verifier that
+// checks every mailbox of the list over SMTP with at most conc sessions
+// open at once, computed from the world's own timings. It ignores DNS,
+// CPU, per-host politeness and greylisting, so real engines sit above it.
+type sessionFloor struct {
+	groups, sessions int           // MX host groups with mailboxes to check; fewest sessions they allow
+	busy             time.Duration // summed session time at that minimum
+	floor            time.Duration // busy spread over conc slots (or the longest session)
+	perRow           time.Duration // the same bound for one session per row (AfterShip's way)
+	polite           time.Duration // the busiest host under our default per-host limits
+	politeHost       string        // which group that is
+}
+
+// Our engine's default per-host politeness and session length
+// (smtpprobe.Config): connections at once and new ones a second per MX host
+// address (the burst is the former), and RCPTs a session where the host sets
+// no lower limit.
+const (
+	ourConnsPerHost = 2
+	ourRatePerHost  = 5.0
+	ourRcptPerSess  = 100
+)
+
+// computeSessionFloor counts, per group of MX hosts (a provider's, or a
+// domain's own), the mailboxes the list asks about plus one catch-all probe
+// per domain, and the fewest sessions the group's RCPT limit allows. The
+// shortest session the world permits is its greeting (delay plus one round
+// trip), EHLO, and one pipelined window carrying every transaction: three
+// round trips and the delay. One session per row, without pipelining,
+// pays EHLO, MAIL, a catch-all RCPT and the RCPT: five round trips.
+func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessionFloor {
+	byName := make(map[string]*mailworld.Domain, len(doms))
+	for i := range doms {
+		byName[doms[i].Name] = &doms[i]
+	}
+	type group struct {
+		d      *mailworld.Domain
+		rcpts  int
+		probed map[string]bool
+	}
+	groups := map[string]*group{}
+	var perRowBusy time.Duration
+	for _, row := range rows {
+		addr := strings.ToLower(verify.TrimPadding(row))
+		at := strings.LastIndexByte(addr, '@')
+		if at < 0 {
+			continue
+		}
+		d := byName[addr[at+1:]]
+		if d == nil || !reachesRCPT(d) {
+			continue
+		}
+		key := d.Provider
+		if key == "" {
+			key = d.Name
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{d: d, probed: map[string]bool{}}
+			groups[key] = g
+		}
+		g.rcpts++
+		if !g.probed[d.Name] {
+			g.probed[d.Name] = true
+			g.rcpts++
+		}
+		perRowBusy += d.GreetingDelay + 5*d.Latency
+	}
+	var f sessionFloor
+	var longest time.Duration
+	for key, g := range groups {
+		n := 1
+		if lim := g.d.RcptLimit; lim > 0 {
+			n = (g.rcpts + lim - 1) / lim
+		}
+		one := g.d.GreetingDelay + 3*g.d.Latency
+		f.groups++
+		f.sessions += n
+		f.busy += time.Duration(n) * one
+		longest = max(longest, one)
+		if p := politeFloor(g.d, g.rcpts, one); p > f.polite {
+			f.polite, f.politeHost = p, key
+		}
+	}
+	f.floor = max(f.busy/time.Duration(conc), longest)
+	f.perRow = perRowBusy / time.Duration(conc)
+	return f
+}
+
+// politeFloor is the least time our engine at its default limits needs for
+// a group's rcpts: its sessions (of at most the host's RCPT limit, or our
+// own) spread over its MX hosts of equal preference (else all on one), each
+// host opening its first ourConnsPerHost at once and the rest at
+// ourRatePerHost a second, the last taking one session's time.
+func politeFloor(d *mailworld.Domain, rcpts int, one time.Duration) time.Duration {
+	per := ourRcptPerSess
+	if d.RcptLimit > 0 {
+		per = min(per, d.RcptLimit)
+	}
+	sessions := (rcpts + per - 1) / per
+	hosts := 1
+	if d.EqualPrefs && d.MXHosts > 1 {
+		hosts = d.MXHosts
+	}
+	perHost := (sessions + hosts - 1) / hosts
+	wait := time.Duration(float64(max(0, perHost-ourConnsPerHost)) / ourRatePerHost * float64(time.Second))
+	return wait + one
+}
+
+// reachesRCPT: the domain's hosts get as far as answering RCPT.
+func reachesRCPT(d *mailworld.Domain) bool {
+	return !(d.NXDomain || d.NullMX || d.NoAddress || d.Tarpit || d.DropConnection)
+}
+
+func (f sessionFloor) print(w io.Writer, conc int) {
+	fmt.Fprintf(w, "session floor at %d sessions at once (any engine; DNS, CPU, politeness and greylisting left out): %.2f s "+
+		"= %d sessions over %d MX host groups, %.1f session-seconds (greeting delay + 3 round trips each); "+
+		"one session per row: %.1f s\n",
+		conc, f.floor.Seconds(), f.sessions, f.groups, f.busy.Seconds(), f.perRow.Seconds())
+	fmt.Fprintf(w, "politeness floor of our engine at its default per-host limits (%d connections, %.0f new a second, %d RCPTs a session unless the host says fewer): %.2f s, at %s\n",
+		ourConnsPerHost, ourRatePerHost, ourRcptPerSess, f.polite.Seconds(), f.politeHost)
+}
