@@ -31,6 +31,8 @@ const (
 	ourConnsPerHost = 2
 	ourRatePerHost  = 5.0
 	ourRcptPerSess  = 100
+	// rejections a session to a Postfix host may get
+	ourRejectsPerSess = 9
 )
 
 // computeSessionFloor counts, per group of MX hosts (a provider's, or a
@@ -46,9 +48,25 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 		byName[doms[i].Name] = &doms[i]
 	}
 	type group struct {
-		d      *mailworld.Domain
-		rcpts  int
-		probed map[string]bool
+		d       *mailworld.Domain
+		rcpts   int
+		rejects int // replies other than 2xx: what a Postfix host counts
+		probed  map[string]bool
+	}
+	boxes := map[string]map[string]mailworld.Behaviour{} // lower-cased local parts
+	behaviour := func(d *mailworld.Domain, local string) mailworld.Behaviour {
+		m := boxes[d.Name]
+		if m == nil {
+			m = make(map[string]mailworld.Behaviour, len(d.Mailboxes))
+			for k, b := range d.Mailboxes {
+				m[strings.ToLower(k)] = b
+			}
+			boxes[d.Name] = m
+		}
+		if b, ok := m[local]; ok {
+			return b
+		}
+		return d.DefaultBehaviour
 	}
 	groups := map[string]*group{}
 	var perRowBusy time.Duration
@@ -72,9 +90,15 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 			groups[key] = g
 		}
 		g.rcpts++
+		if b := behaviour(d, addr[:at]); d.PolicyReject || d.Greylist > 0 || (b != mailworld.Exists && b != mailworld.CatchAll) {
+			g.rejects++
+		}
 		if !g.probed[d.Name] {
 			g.probed[d.Name] = true
 			g.rcpts++
+			if d.DefaultBehaviour != mailworld.CatchAll {
+				g.rejects++
+			}
 		}
 		perRowBusy += d.GreetingDelay + 5*d.Latency
 	}
@@ -90,7 +114,7 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 		f.sessions += n
 		f.busy += time.Duration(n) * one
 		longest = max(longest, one)
-		if p := politeFloor(g.d, g.rcpts, one); p > f.polite {
+		if p := politeFloor(g.d, g.rcpts, g.rejects, one); p > f.polite {
 			f.polite, f.politeHost = p, key
 		}
 	}
@@ -101,15 +125,19 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 
 // politeFloor is the least time our engine at its default limits needs for
 // a group's rcpts: its sessions (of at most the host's RCPT limit, or our
-// own) spread over its MX hosts of equal preference (else all on one), each
-// host opening its first ourConnsPerHost at once and the rest at
-// ourRatePerHost a second, the last taking one session's time.
-func politeFloor(d *mailworld.Domain, rcpts int, one time.Duration) time.Duration {
+// own, and at a Postfix host at most ourRejectsPerSess rejections each)
+// spread over its MX hosts of equal preference (else all on one), each host
+// opening its first ourConnsPerHost at once and the rest at ourRatePerHost
+// a second, the last taking one session's time.
+func politeFloor(d *mailworld.Domain, rcpts, rejects int, one time.Duration) time.Duration {
 	per := ourRcptPerSess
 	if d.RcptLimit > 0 {
 		per = min(per, d.RcptLimit)
 	}
 	sessions := (rcpts + per - 1) / per
+	if d.SoftErrors > 0 {
+		sessions = max(sessions, (rejects+ourRejectsPerSess-1)/ourRejectsPerSess)
+	}
 	hosts := 1
 	if d.EqualPrefs && d.MXHosts > 1 {
 		hosts = d.MXHosts
@@ -129,6 +157,6 @@ func (f sessionFloor) print(w io.Writer, conc int) {
 		"= %d sessions over %d MX host groups, %.1f session-seconds (greeting delay + 3 round trips each); "+
 		"one session per row: %.1f s\n",
 		conc, f.floor.Seconds(), f.sessions, f.groups, f.busy.Seconds(), f.perRow.Seconds())
-	fmt.Fprintf(w, "politeness floor of our engine at its default per-host limits (%d connections, %.0f new a second, %d RCPTs a session unless the host says fewer): %.2f s, at %s\n",
-		ourConnsPerHost, ourRatePerHost, ourRcptPerSess, f.polite.Seconds(), f.politeHost)
+	fmt.Fprintf(w, "politeness floor of our engine at its default per-host limits (%d connections, %.0f new a second, %d RCPTs a session unless the host says fewer, %d rejections a session at Postfix hosts): %.2f s, at %s\n",
+		ourConnsPerHost, ourRatePerHost, ourRcptPerSess, ourRejectsPerSess, f.polite.Seconds(), f.politeHost)
 }

@@ -21,6 +21,7 @@ type gen struct {
 	greetMax    time.Duration // realistic: greetings up to this late (0: at once)
 	rcptLimit   int           // realistic: RCPTs per connection at limited hosts
 	decorations bool          // realistic: padded rows, typos, disposable, garbage
+	postfix     bool          // realistic: Postfix's default error limits at some hosts
 }
 
 func (g *gen) bind(fs *flag.FlagSet) {
@@ -34,6 +35,7 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&g.greetMax, "greeting-max", 250*time.Millisecond, "realistic: greetings drawn from 0 to this late (connect-time checks)")
 	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
 	fs.BoolVar(&g.decorations, "decorations", true, "realistic: padded rows, typos, disposable domains, garbage rows")
+	fs.BoolVar(&g.postfix, "postfix", true, "realistic: Postfix's default error limits on a third of the ordinary domains and two hosting providers")
 }
 
 func (g gen) args() []string {
@@ -41,7 +43,7 @@ func (g gen) args() []string {
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
 		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
-		"-decorations=" + strconv.FormatBool(g.decorations)}
+		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix)}
 }
 
 func (g gen) generate() ([]mailworld.Domain, []string) {
@@ -62,6 +64,9 @@ func (g gen) generate() ([]mailworld.Domain, []string) {
 	}
 	p.GreetingDelay[1] = g.greetMax
 	p.RcptLimit = g.rcptLimit
+	if !g.postfix {
+		p.PostfixShare, p.PostfixProviders = 0, nil
+	}
 	if !g.decorations {
 		p.Padded, p.SyntaxErrors, p.Disposable, p.Typos = 0, 0, 0, 0
 	}

@@ -25,6 +25,7 @@ type host struct {
 
 	cur, maxCur, total, rejected    atomic.Int64
 	ehlo, mail, rcpt, rset, dataCmd atomic.Int64
+	slowed, tooManyErrors           atomic.Int64
 }
 
 func (h *host) addr(port int) string {
@@ -73,11 +74,13 @@ func (h *host) snapshot(port int) HostStats {
 		RCPT:          int(h.rcpt.Load()),
 		RSET:          int(h.rset.Load()),
 		DATA:          int(h.dataCmd.Load()),
+		Slowed:        int(h.slowed.Load()),
+		TooManyErrors: int(h.tooManyErrors.Load()),
 	}
 }
 
 func (h *host) reset() {
-	for _, c := range []*atomic.Int64{&h.total, &h.rejected, &h.ehlo, &h.mail, &h.rcpt, &h.rset, &h.dataCmd} {
+	for _, c := range []*atomic.Int64{&h.total, &h.rejected, &h.ehlo, &h.mail, &h.rcpt, &h.rset, &h.dataCmd, &h.slowed, &h.tooManyErrors} {
 		c.Store(0)
 	}
 	h.maxCur.Store(h.cur.Load())

@@ -134,6 +134,17 @@ type Domain struct {
 	// (after the round trip): the connect-time checks real servers run
 	// first (reverse DNS, DNS blocklists).
 	GreetingDelay time.Duration
+	// ErrorLimits, when SoftErrors is positive, make the MX hosts behave as
+	// Postfix's smtpd does by default (smtpd_soft_error_limit 10,
+	// smtpd_hard_error_limit 20, smtpd_error_sleep_time 1s): every 4xx or
+	// 5xx reply (a rejected or deferred RCPT too) counts an error for the
+	// session, RSET does not reset the count; once SoftErrors are counted
+	// every reply waits ErrorSleep first, and once HardErrors are counted
+	// the next command gets "421 4.7.0 Error: too many errors" and the
+	// connection closes. Their greeting then says "ESMTP Postfix", as
+	// Postfix's default banner does.
+	SoftErrors, HardErrors int
+	ErrorSleep             time.Duration
 }
 
 // Options configures Start.
@@ -447,9 +458,11 @@ func sameConnSettings(a, b *domainState) error {
 		MaxConns, RcptLimit                                      int
 		Latency, GreetingDelay                                   time.Duration
 		EqualPrefs                                               bool
+		SoftErrors, HardErrors                                   int
+		ErrorSleep                                               time.Duration
 	}
-	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.GreetingDelay, a.EqualPrefs}
-	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.GreetingDelay, b.EqualPrefs}
+	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.GreetingDelay, a.EqualPrefs, a.SoftErrors, a.HardErrors, a.ErrorSleep}
+	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.GreetingDelay, b.EqualPrefs, b.SoftErrors, b.HardErrors, b.ErrorSleep}
 	if ca != cb {
 		return fmt.Errorf("mailworld: %s and %s share provider %q but differ in connection-level settings", a.name, b.name, b.Provider)
 	}
@@ -628,6 +641,9 @@ type HostStats struct {
 	RCPT          int
 	RSET          int
 	DATA          int // must stay 0 for a verifier
+	// Slowed counts replies held back by ErrorSleep, TooManyErrors the
+	// sessions closed at HardErrors.
+	Slowed, TooManyErrors int
 }
 
 // WorldStats is a snapshot of everything the servers saw.
@@ -642,6 +658,8 @@ type WorldStats struct {
 	MAIL           int
 	RCPT           int
 	RSET           int
+	Slowed         int            // replies held back for a session's errors (ErrorSleep)
+	TooManyErrors  int            // sessions closed at their hosts' HardErrors
 	DATA           int            // DATA commands: a verifier must never send one
 	MailFrom       map[string]int // MAIL FROM reverse-paths seen ("" for <>)
 	EHLONames      map[string]int // EHLO/HELO names seen
@@ -662,6 +680,8 @@ func (w *World) Stats() WorldStats {
 		s.MAIL += hs.MAIL
 		s.RCPT += hs.RCPT
 		s.RSET += hs.RSET
+		s.Slowed += hs.Slowed
+		s.TooManyErrors += hs.TooManyErrors
 		s.DATA += hs.DATA
 	}
 	s.PeakConcurrent = int(w.peak.Load())

@@ -706,6 +706,18 @@ func TestGenerateWith(t *testing.T) {
 			t.Fatalf("%s greylists for %v", d.Name, d.Greylist)
 		}
 	}
+	postfix := 0
+	for _, d := range d1 {
+		if d.SoftErrors > 0 {
+			postfix++
+			if d.Tarpit || d.NXDomain || strings.HasPrefix(d.Name, "freemail") {
+				t.Fatalf("%s: Postfix limits on a domain without working hosts or at a freemail provider", d.Name)
+			}
+		}
+	}
+	if postfix < 200 || postfix > 400 {
+		t.Errorf("%d of 1000 domains with Postfix's error limits, want about a third", postfix)
+	}
 	if g := kinds["greylist"]; g < 80 || g > 130 || kinds["tarpit"] == 0 || kinds["primarydown"] < 10 || kinds["rcptlimit"] < 20 {
 		t.Fatalf("domain kinds %v", kinds)
 	}
@@ -735,5 +747,40 @@ func TestGenerateWith(t *testing.T) {
 	}
 	if tr, _ := w.RowTruth(" \u00a0" + "x@gmial.com\t"); tr != TruthTypo {
 		t.Errorf("padded typo: %s", tr)
+	}
+}
+
+// TestErrorLimits: a Postfix-like host counts every 4xx/5xx reply, RSET
+// does not reset the count, replies slow down from SoftErrors on and the
+// session closes with 421 at HardErrors.
+func TestErrorLimits(t *testing.T) {
+	const sleep = 50 * time.Millisecond
+	w := start(t, []Domain{{Name: "pf.test", SoftErrors: 3, HardErrors: 5, ErrorSleep: sleep,
+		Mailboxes: map[string]Behaviour{"ann": Exists}}}, Options{})
+	c := dial(t, w.MXAddrs("pf.test")[0])
+	c.expect(220, "ESMTP Postfix")
+	c.do(250, "", "EHLO client.test")
+	c.do(250, "", "MAIL FROM:<a@client.test>")
+	for i := 0; i < 3; i++ { // three errors, answered at once
+		start := time.Now()
+		c.do(550, "", "RCPT TO:<nobody%d@pf.test>", i)
+		if d := time.Since(start); d >= sleep {
+			t.Fatalf("error %d answered after %v, before the soft limit", i+1, d)
+		}
+		c.do(250, "", "RSET")
+		c.do(250, "", "MAIL FROM:<a@client.test>")
+	}
+	start := time.Now()
+	c.do(250, "", "RCPT TO:<ann@pf.test>") // slowed even though it succeeds
+	c.do(550, "", "RCPT TO:<nobody@pf.test>")
+	c.do(550, "", "RCPT TO:<nobody2@pf.test>")
+	if d := time.Since(start); d < 3*sleep {
+		t.Fatalf("three replies after the soft limit took %v, want at least %v", d, 3*sleep)
+	}
+	c.send("RSET")
+	c.expect(421, "too many errors")
+	st := w.Stats().Hosts["mx1.pf.test"]
+	if st.TooManyErrors != 1 || st.Slowed < 3 {
+		t.Fatalf("stats %+v, want one session closed at the hard limit and at least 3 slowed replies", st)
 	}
 }

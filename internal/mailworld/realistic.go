@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,6 +42,12 @@ type Profile struct {
 	// DNS, blocklists): each group draws its own, uniformly. Big freemail
 	// providers greet at once.
 	Latency, GreetingDelay [2]time.Duration
+	// PostfixShare: ordinary domains whose hosts keep Postfix's default
+	// error limits (Domain.SoftErrors...), every 1/PostfixShare-th one so
+	// that the draws of the rest of the world do not change;
+	// PostfixProviders: hosting providers whose hosts do.
+	PostfixShare     float64
+	PostfixProviders []string
 	// Shares of list rows: padded with white space, not an address at all,
 	// at a disposable-address domain, at a typo of a well-known provider.
 	Padded, SyntaxErrors, Disposable, Typos float64
@@ -48,9 +55,11 @@ type Profile struct {
 
 // RealisticProfile is a world as a verifier meets it: about a tenth of the
 // domains greylisting for a minute, a few tarpits, primary MX hosts down,
-// servers with a limit of RCPTs per connection, round trips of 5 to 40 ms,
-// greetings up to 250 ms late, and lists exported from CRMs (padded rows,
-// typos, disposable addresses, garbage).
+// servers with a limit of RCPTs per connection, Postfix's default error
+// limits on about a third of the ordinary domains and at two hosting
+// providers, round trips of 5 to 40 ms, greetings up to 250 ms late, and
+// lists exported from CRMs (padded rows, typos, disposable addresses,
+// garbage).
 func RealisticProfile() Profile {
 	return Profile{
 		Greylist: time.Minute, GreylistShare: 0.08, // with the mix's own: about 10.5 %
@@ -58,6 +67,7 @@ func RealisticProfile() Profile {
 		RcptLimitShare: 0.05, RcptLimit: 20,
 		Latency:       [2]time.Duration{5 * time.Millisecond, 40 * time.Millisecond},
 		GreetingDelay: [2]time.Duration{0, 250 * time.Millisecond},
+		PostfixShare:  0.3, PostfixProviders: []string{"hosting-one.test", "smallbiz-mail.test"},
 		Padded:        0.03, SyntaxErrors: 0.01, Disposable: 0.01, Typos: 0.01,
 	}
 }
@@ -96,11 +106,43 @@ func GenerateWith(seed int64, n, rows int, p Profile) ([]Domain, []string) {
 		}
 	}
 	providerLatency(doms, p, rng)
+	p.postfix(doms)
 	addrs := genRows(rng, doms, rows, false)
 	for i, a := range addrs {
 		addrs[i] = p.decorate(rng, a)
 	}
 	return doms, addrs
+}
+
+// Postfix's defaults: smtpd_soft_error_limit, smtpd_hard_error_limit,
+// smtpd_error_sleep_time.
+const (
+	postfixSoftErrors = 10
+	postfixHardErrors = 20
+	postfixErrorSleep = time.Second
+)
+
+// postfix gives Postfix's default error limits to the profile's providers
+// and to every 1/PostfixShare-th ordinary domain that has working hosts.
+func (p Profile) postfix(doms []Domain) {
+	stride := 0
+	if p.PostfixShare > 0 {
+		stride = max(1, int(math.Round(1/p.PostfixShare)))
+	}
+	n := 0
+	for i := range doms {
+		d := &doms[i]
+		switch {
+		case slices.Contains(p.PostfixProviders, d.Provider) && d.Provider != "":
+		case d.Provider != "" || strings.HasPrefix(d.Name, "freemail") || d.NXDomain || d.NullMX || d.NoAddress || d.Tarpit || stride == 0:
+			continue
+		default:
+			if n++; n%stride != 0 {
+				continue
+			}
+		}
+		d.SoftErrors, d.HardErrors, d.ErrorSleep = postfixSoftErrors, postfixHardErrors, postfixErrorSleep
+	}
 }
 
 // shape gives an ordinary domain its kind: first the profile's shares,

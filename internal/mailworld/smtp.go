@@ -36,6 +36,7 @@ type session struct {
 	rcpts    int // RCPT commands in the transaction
 	accepted int // recipients accepted in the transaction
 	bad      int
+	errors   int // 4xx and 5xx replies in the session (ErrorLimits)
 }
 
 func (w *World) serve(h *host, c net.Conn) {
@@ -66,7 +67,11 @@ func (w *World) serve(h *host, c net.Conn) {
 		return
 	}
 	s.arrived = s.arrived.Add(t.GreetingDelay)
-	if !s.reply("220 " + h.name + " ESMTP mailworld") {
+	banner := "220 " + h.name + " ESMTP mailworld"
+	if t.SoftErrors > 0 {
+		banner = "220 " + h.name + " ESMTP Postfix"
+	}
+	if !s.reply(banner) {
 		return
 	}
 	for s.step() {
@@ -75,6 +80,11 @@ func (w *World) serve(h *host, c net.Conn) {
 
 // step reads and answers one command; false ends the session.
 func (s *session) step() bool {
+	if s.t.HardErrors > 0 && s.errors >= s.t.HardErrors {
+		s.h.tooManyErrors.Add(1)
+		s.reply("421 4.7.0 " + s.h.name + " Error: too many errors")
+		return false
+	}
 	line, err := s.readLine()
 	if errors.Is(err, errLineTooLong) {
 		return s.bump("500 5.5.2 Error: line too long")
@@ -360,7 +370,19 @@ func (s *session) reply(lines ...string) bool {
 	if s.t.Latency > 0 {
 		rtt = s.t.Latency
 	}
-	if d := time.Until(s.arrived.Add(rtt)); d > 0 {
+	at := s.arrived.Add(rtt)
+	if s.t.SoftErrors > 0 && s.errors >= s.t.SoftErrors {
+		// Postfix sleeps before every reply, so pipelined replies queue up.
+		s.h.slowed.Add(1)
+		if now := time.Now(); at.Before(now) {
+			at = now
+		}
+		at = at.Add(s.t.ErrorSleep)
+	}
+	if len(lines) > 0 && (lines[0][0] == '4' || lines[0][0] == '5') {
+		s.errors++
+	}
+	if d := time.Until(at); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -117,7 +117,7 @@ var engineCounters = []engineCounter{
 	{"smtp_catchall_probes", "SMTP RCPTs for a random local part (catch-all detection)."},
 	{"smtp_deferred", "Addresses deferred after a 4xx (greylisting) for a later retry."},
 	{"smtp_retries", "Deferred addresses sent again."},
-	{"smtp_session_limits", "SMTP sessions ended early by a server's per-session limit."},
+	{"smtp_session_limits", "SMTP sessions ended early by a server's per-session limit (RCPTs, or a Postfix server's rejection budget)."},
 	{"smtp_host_failures", "SMTP sessions that failed before any RCPT verdict."},
 	{"smtp_hosts_skipped", "MX host addresses skipped as recently stalled or unreachable."},
 	{"smtp_stalled_hosts", "SMTP hosts that timed out on connect or greeting (tarpits)."},

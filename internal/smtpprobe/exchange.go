@@ -25,6 +25,12 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	replies := make([]txReply, len(items))
 	n, err := s.transactions(rcpts, replies)
 
+	for _, r := range replies[:n] {
+		if r.mail.class() != 2 || r.rcpt.class() != 2 {
+			s.rejects++
+		}
+	}
+
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))

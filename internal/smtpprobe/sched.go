@@ -262,18 +262,38 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.hostFailed(q, items, err)
 		return false
 	}
+	items = p.fitRejectBudget(s, items)
 	for {
 		if !p.exchange(q, s, items) {
 			return p.endSession(q, s, sl)
 		}
-		room := p.perSession(q) - s.rcpts
+		room := min(p.perSession(q)-s.rcpts, s.rejectRoom())
 		if room <= 0 {
+			if s.rejectRoom() <= 0 && p.hasWork(q) {
+				p.st.limits.Add(1)
+			}
 			return p.endSession(q, s, sl)
 		}
 		if items = p.next(q, min(s.depth(), room)); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}
 	}
+}
+
+// fitRejectBudget trims a session's first window (taken before the
+// greeting said what the server is) to its rejection budget; the rest go
+// back to the front of the queue, in order.
+func (p *Prober) fitRejectBudget(s *session, items []*item) []*item {
+	room := s.rejectRoom()
+	if len(items) <= room {
+		return items
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(items) - 1; i >= room; i-- {
+		items[i].job.requeueLocked(items[i], false, nil)
+	}
+	return items[:room]
 }
 
 // endSession ends s and reports whether q has more work for the next

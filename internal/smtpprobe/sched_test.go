@@ -279,3 +279,57 @@ func TestAllowAddr(t *testing.T) {
 		t.Fatalf("only a denied host: %+v", r)
 	}
 }
+
+// TestPostfixErrorBudget: against a server that says Postfix in its
+// greeting and behaves as Postfix does by default (every reply held back
+// once the session has made 10 errors, closed at 20), a list where half the
+// mailboxes are missing gets every verdict right without a single reply
+// being held back: sessions end at the rejection budget and the next one
+// starts afresh. Without the budget the same list trips the server.
+func TestPostfixErrorBudget(t *testing.T) {
+	const rows = 80
+	boxes := map[string]mailworld.Behaviour{}
+	var addrs []string
+	for i := range rows {
+		local := fmt.Sprintf("user%d", i)
+		if i%2 == 0 {
+			boxes[local] = mailworld.Exists
+		}
+		addrs = append(addrs, local+"@pf.test")
+	}
+	dom := mailworld.Domain{Name: "pf.test", Mailboxes: boxes, SoftErrors: 10, HardErrors: 20, ErrorSleep: 50 * time.Millisecond}
+
+	for _, tc := range []struct {
+		name   string
+		budget int
+	}{{"budget", 0}, {"no budget", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startWorld(t, mailworld.Options{}, dom)
+			p := e.prober(func(c *Config) { c.MaxRejectsPerSession = tc.budget; c.CommandTimeout = 10 * time.Second })
+			res := make([]Result, rows)
+			if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "pf.test", e.mx("pf.test"), addrs, res); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				want := Missing
+				if i%2 == 0 {
+					want = Deliverable
+				}
+				if r.Outcome != want {
+					t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+				}
+			}
+			hs := hostStats(e, "mx1.pf.test")
+			if tc.budget < 0 {
+				if hs.Slowed == 0 {
+					t.Fatalf("without a budget the server never slowed down (%+v): the test proves nothing", hs)
+				}
+				return
+			}
+			// 40 missing mailboxes and a catch-all probe: at least 5 sessions of 9.
+			if hs.Slowed != 0 || hs.TooManyErrors != 0 || hs.Total < 5 {
+				t.Fatalf("host stats %+v: want no reply held back, no session closed for errors, at least 5 sessions", hs)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -29,6 +30,7 @@ type session struct {
 	pipelining, smtputf8 bool
 	used                 bool          // a transaction was sent: RSET before the next
 	rcpts                int           // RCPTs sent in this session
+	rejects, rejectCap   int           // rejections so far; their budget (0: none)
 	verdicts             int           // RCPT replies received after an accepted MAIL
 	setup                time.Duration // connect to end of EHLO
 	rtt                  time.Duration // last exchange's round trip
@@ -239,6 +241,9 @@ func (s *session) hello() error {
 	if g.code != 220 {
 		return &hostError{tg: s.tg, reply: g}
 	}
+	if strings.Contains(strings.ToLower(g.text), "postfix") {
+		s.rejectCap = s.p.cfg.MaxRejectsPerSession
+	}
 	r, err := s.exchange1("EHLO " + s.p.cfg.HELOName)
 	if err != nil {
 		return err
@@ -265,6 +270,14 @@ func (s *session) hello() error {
 		return &hostError{tg: s.tg, reply: r}
 	}
 	return nil
+}
+
+// rejectRoom is the number of rejections the session may still get.
+func (s *session) rejectRoom() int {
+	if s.rejectCap <= 0 {
+		return math.MaxInt
+	}
+	return s.rejectCap - s.rejects
 }
 
 // depth is the number of transactions per round trip.

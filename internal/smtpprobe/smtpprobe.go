@@ -109,6 +109,16 @@ type Config struct {
 	// session before reconnecting (default 100). A host that announces a
 	// lower limit (452 4.5.3, or 421 after some RCPTs) gets its own.
 	MaxRcptPerSession int
+	// MaxRejectsPerSession is the number of rejections (replies other than
+	// 2xx to MAIL or RCPT: missing mailboxes, the catch-all probe,
+	// deferrals) a session to a server whose greeting names Postfix may
+	// get before reconnecting (default 9; negative: no budget). Postfix by
+	// default counts each as an error of the session, RSET does not reset
+	// the count, and from the 10th error on it holds every reply for a
+	// second (smtpd_soft_error_limit, smtpd_error_sleep_time), closing the
+	// session at the 20th (smtpd_hard_error_limit). Windows are sized so
+	// that the budget can never be overrun.
+	MaxRejectsPerSession int
 	// PipelineDepth is the number of transactions (RSET, MAIL, RCPT) sent
 	// per round trip to a server that offers PIPELINING (default 16; 1
 	// disables).
@@ -172,6 +182,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.HostPenaltyTTL == 0 {
 		c.HostPenaltyTTL = 30 * time.Minute
+	}
+	switch {
+	case c.MaxRejectsPerSession == 0:
+		c.MaxRejectsPerSession = 9
+	case c.MaxRejectsPerSession < 0:
+		c.MaxRejectsPerSession = 0
 	}
 	switch {
 	case c.MaxGreylistRetries == 0:
@@ -301,7 +317,7 @@ type Stats struct {
 	CatchAllCached   uint64 // calls that took the catch-all verdict from the cache
 	Deferred         uint64 // addresses deferred after a 4xx for a later retry
 	Retries          uint64 // deferred addresses sent again
-	SessionLimits    uint64 // sessions ended early by a server's per-session limit
+	SessionLimits    uint64 // sessions ended early by a server's per-session limit (RCPTs, or a Postfix server's rejection budget)
 	HostFailures     uint64 // sessions that failed before any RCPT verdict
 	HostsSkipped     uint64 // MX host addresses skipped as recently stalled or unreachable
 	Stalled          uint64 // hosts that timed out on connect or greeting (tarpits)
