@@ -68,7 +68,7 @@ func RealisticProfile() Profile {
 		Latency:       [2]time.Duration{5 * time.Millisecond, 40 * time.Millisecond},
 		GreetingDelay: [2]time.Duration{0, 250 * time.Millisecond},
 		PostfixShare:  0.3, PostfixProviders: []string{"hosting-one.test", "smallbiz-mail.test"},
-		Padded:        0.03, SyntaxErrors: 0.01, Disposable: 0.01, Typos: 0.01,
+		Padded: 0.03, SyntaxErrors: 0.01, Disposable: 0.01, Typos: 0.01,
 	}
 }
 
