@@ -145,6 +145,10 @@ type Domain struct {
 	// Postfix's default banner does.
 	SoftErrors, HardErrors int
 	ErrorSleep             time.Duration
+	// Banner is the greeting's text after the host name (default "ESMTP
+	// mailworld", or "ESMTP Postfix" with SoftErrors; many Postfix
+	// administrators hide the name).
+	Banner string
 }
 
 // Options configures Start.
@@ -460,9 +464,10 @@ func sameConnSettings(a, b *domainState) error {
 		EqualPrefs                                               bool
 		SoftErrors, HardErrors                                   int
 		ErrorSleep                                               time.Duration
+		Banner                                                   string
 	}
-	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.GreetingDelay, a.EqualPrefs, a.SoftErrors, a.HardErrors, a.ErrorSleep}
-	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.GreetingDelay, b.EqualPrefs, b.SoftErrors, b.HardErrors, b.ErrorSleep}
+	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.GreetingDelay, a.EqualPrefs, a.SoftErrors, a.HardErrors, a.ErrorSleep, a.Banner}
+	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.GreetingDelay, b.EqualPrefs, b.SoftErrors, b.HardErrors, b.ErrorSleep, b.Banner}
 	if ca != cb {
 		return fmt.Errorf("mailworld: %s and %s share provider %q but differ in connection-level settings", a.name, b.name, b.Provider)
 	}

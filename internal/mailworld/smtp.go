@@ -67,11 +67,14 @@ func (w *World) serve(h *host, c net.Conn) {
 		return
 	}
 	s.arrived = s.arrived.Add(t.GreetingDelay)
-	banner := "220 " + h.name + " ESMTP mailworld"
-	if t.SoftErrors > 0 {
-		banner = "220 " + h.name + " ESMTP Postfix"
+	banner := "ESMTP mailworld"
+	switch {
+	case t.Banner != "":
+		banner = t.Banner
+	case t.SoftErrors > 0:
+		banner = "ESMTP Postfix"
 	}
-	if !s.reply(banner) {
+	if !s.reply("220 " + h.name + " " + banner) {
 		return
 	}
 	for s.step() {
@@ -371,7 +374,8 @@ func (s *session) reply(lines ...string) bool {
 		rtt = s.t.Latency
 	}
 	at := s.arrived.Add(rtt)
-	if s.t.SoftErrors > 0 && s.errors >= s.t.SoftErrors {
+	held := s.t.SoftErrors > 0 && s.errors >= s.t.SoftErrors
+	if held {
 		// Postfix sleeps before every reply, so pipelined replies queue up.
 		s.h.slowed.Add(1)
 		if now := time.Now(); at.Before(now) {
@@ -394,6 +398,10 @@ func (s *session) reply(lines ...string) bool {
 	for _, l := range lines {
 		s.bw.WriteString(l)
 		s.bw.WriteString("\r\n")
+	}
+	if held {
+		// Postfix flushes a reply it slept for, pipelined or not.
+		return s.flush()
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package smtpprobe
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -165,7 +166,17 @@ func (p *Prober) learnLimitLocked(q *hostQ, n int) {
 // failed: the host failed (no verdict yet in this session), the deadline
 // ran out, or the connection was lost mid-session.
 func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limited bool, answered int) {
+	var slow *slowedError
 	switch {
+	case errors.As(err, &slow):
+		// The host holds replies back after this many errors a session:
+		// later sessions stop short of it; nothing here is the address's.
+		if c := max(1, slow.rejects-1); q.rejectCap == 0 || c < q.rejectCap {
+			q.rejectCap = c
+		}
+		for i := len(lost) - 1; i >= 0; i-- {
+			lost[i].job.requeueLocked(lost[i], false, err)
+		}
 	case len(lost) == 0:
 	case isBudget(err), isProxyLost(err):
 		for i := len(lost) - 1; i >= 0; i-- {

@@ -12,18 +12,19 @@ import (
 // hostQ is the work queue of one MX host address (ip:port): items of any
 // job whose current target it is. Guarded by Prober.mu, except lim.
 type hostQ struct {
-	key      string
-	front    []*item // LIFO: retries and catch-all probes go first
-	back     []*item // FIFO: new addresses
-	head     int     // first unread index of back
-	n        int     // len(front) + len(back) - head (done items included until taken)
-	sessions int     // sessions running for this host (waiting, connecting or open)
-	idle     int     // of which waiting for work
-	wake     chan struct{}
-	lim      *rate.Limiter
-	rcptCap  int           // the host's own RCPT limit per session, once it showed one
-	estimate time.Duration // one more session for a retry takes about this long
-	waiting  bool          // in Prober.waitq
+	key       string
+	front     []*item // LIFO: retries and catch-all probes go first
+	back      []*item // FIFO: new addresses
+	head      int     // first unread index of back
+	n         int     // len(front) + len(back) - head (done items included until taken)
+	sessions  int     // sessions running for this host (waiting, connecting or open)
+	idle      int     // of which waiting for work
+	wake      chan struct{}
+	lim       *rate.Limiter
+	rcptCap   int           // the host's own RCPT limit per session, once it showed one
+	rejectCap int           // rejections a session, once the host slowed down after some
+	estimate  time.Duration // one more session for a retry takes about this long
+	waiting   bool          // in Prober.waitq
 
 	// For HostReport: sessions and RCPTs, and the span from the first
 	// session's start to the last one's end.
@@ -262,7 +263,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.hostFailed(q, items, err)
 		return false
 	}
-	items = p.fitRejectBudget(s, items)
+	items = p.fitRejectBudget(q, s, items)
 	for {
 		if !p.exchange(q, s, items) {
 			return p.endSession(q, s, sl)
@@ -280,16 +281,20 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	}
 }
 
-// fitRejectBudget trims a session's first window (taken before the
-// greeting said what the server is) to its rejection budget; the rest go
+// fitRejectBudget gives a new session the rejection budget its host has
+// shown (smaller than the greeting's, if any) and trims its first window
+// (taken before the greeting said what the server is) to it; the rest go
 // back to the front of the queue, in order.
-func (p *Prober) fitRejectBudget(s *session, items []*item) []*item {
+func (p *Prober) fitRejectBudget(q *hostQ, s *session, items []*item) []*item {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := q.rejectCap; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
+		s.rejectCap = c
+	}
 	room := s.rejectRoom()
 	if len(items) <= room {
 		return items
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for i := len(items) - 1; i >= room; i-- {
 		items[i].job.requeueLocked(items[i], false, nil)
 	}

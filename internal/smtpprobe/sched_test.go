@@ -333,3 +333,48 @@ func TestPostfixErrorBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestLearnsErrorBudget: a Postfix that hides its name in the greeting
+// (smtpd_banner = $myhostname ESMTP) gets no budget at first; the first
+// session that it slows down is dropped at the first held-back reply, its
+// addresses go to a fresh session, and later sessions keep to the number of
+// rejections the host showed. Every verdict is right and the server hangs
+// up on nobody.
+func TestLearnsErrorBudget(t *testing.T) {
+	const rows = 80
+	boxes := map[string]mailworld.Behaviour{}
+	var addrs []string
+	for i := range rows {
+		local := fmt.Sprintf("user%d", i)
+		if i%2 == 0 {
+			boxes[local] = mailworld.Exists
+		}
+		addrs = append(addrs, local+"@hidden.test")
+	}
+	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "hidden.test", Mailboxes: boxes,
+		SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second, Banner: "ESMTP"})
+	p := e.prober(func(c *Config) { c.CommandTimeout = 30 * time.Second; c.MaxConnsPerHost = 1 })
+	res := make([]Result, rows)
+	start := time.Now()
+	if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "hidden.test", e.mx("hidden.test"), addrs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		want := Missing
+		if i%2 == 0 {
+			want = Deliverable
+		}
+		if r.Outcome != want {
+			t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+		}
+	}
+	hs := hostStats(e, "mx1.hidden.test")
+	// One held-back reply (or a few, as the dropped session's last
+	// pipelined replies were already on their way) teaches the budget.
+	if hs.TooManyErrors != 0 || hs.Slowed > 3 {
+		t.Fatalf("host stats %+v: want no hang-up and at most a few held-back replies", hs)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v: later sessions were slowed too", d)
+	}
+}

@@ -288,6 +288,23 @@ func (s *session) depth() int {
 	return 1
 }
 
+// slowedError: a server began holding back its replies after the session
+// had made some errors (Postfix's smtpd_soft_error_limit with a banner
+// that does not say Postfix). The session is dropped at once.
+type slowedError struct{ rejects int }
+
+func (e *slowedError) Error() string {
+	return fmt.Sprintf("smtpprobe: server slowed its replies down after %d rejections in the session", e.rejects)
+}
+
+// slowReplyGap is a pause between two pipelined replies long enough to
+// mean a server holds replies back on purpose (Postfix: a second).
+const slowReplyGap = 700 * time.Millisecond
+
+// minRejectsBeforeSlow: fewer rejections than this do not explain a slow
+// reply (a slow lookup at the server might).
+const minRejectsBeforeSlow = 3
+
 // txReply holds the replies of one transaction.
 type txReply struct {
 	mail, rcpt reply
@@ -338,10 +355,27 @@ func (s *session) transactions(rcpts []string, out []txReply) (int, error) {
 	if err := s.bw.Flush(); err != nil {
 		return 0, s.fail(err)
 	}
+	rejects, prev := s.rejects, time.Time{}
+	// slowed: the reply just read came long after the one before while the
+	// session had enough rejections to explain it.
+	slowed := func() error {
+		now := time.Now()
+		gap := now.Sub(prev)
+		first := prev.IsZero()
+		prev = now
+		if first || gap < slowReplyGap || rejects < minRejectsBeforeSlow {
+			return nil
+		}
+		s.broken = true
+		return &slowedError{rejects: rejects}
+	}
 	for i := range rcpts {
 		if rset[i] {
 			r, err := s.read()
 			if err != nil {
+				return i, err
+			}
+			if err := slowed(); err != nil {
 				return i, err
 			}
 			if r.class() != 2 {
@@ -353,8 +387,17 @@ func (s *session) transactions(rcpts []string, out []txReply) (int, error) {
 		if out[i].mail, err = s.read(); err != nil {
 			return i, err
 		}
+		if err := slowed(); err != nil {
+			return i, err
+		}
 		if out[i].rcpt, err = s.read(); err != nil {
 			return i, err
+		}
+		if err := slowed(); err != nil {
+			return i, err
+		}
+		if out[i].mail.class() != 2 || out[i].rcpt.class() != 2 {
+			rejects++
 		}
 	}
 	s.rtt = time.Since(t0)

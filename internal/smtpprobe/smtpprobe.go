@@ -117,7 +117,10 @@ type Config struct {
 	// the count, and from the 10th error on it holds every reply for a
 	// second (smtpd_soft_error_limit, smtpd_error_sleep_time), closing the
 	// session at the 20th (smtpd_hard_error_limit). Windows are sized so
-	// that the budget can never be overrun.
+	// that the budget can never be overrun. Whatever the greeting, a host
+	// that starts holding replies back (a pause of slowReplyGap between
+	// pipelined replies) after some rejections has its session dropped at
+	// once and gets a budget of one less than it took, as learnt limits go.
 	MaxRejectsPerSession int
 	// PipelineDepth is the number of transactions (RSET, MAIL, RCPT) sent
 	// per round trip to a server that offers PIPELINING (default 16; 1
