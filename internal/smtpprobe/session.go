@@ -355,27 +355,25 @@ func (s *session) transactions(rcpts []string, out []txReply) (int, error) {
 	if err := s.bw.Flush(); err != nil {
 		return 0, s.fail(err)
 	}
-	rejects, prev := s.rejects, time.Time{}
-	// slowed: the reply just read came long after the one before while the
-	// session had enough rejections to explain it.
-	slowed := func() error {
-		now := time.Now()
-		gap := now.Sub(prev)
-		first := prev.IsZero()
-		prev = now
-		if first || gap < slowReplyGap || rejects < minRejectsBeforeSlow {
-			return nil
-		}
-		s.broken = true
-		return &slowedError{rejects: rejects}
+	if n, err := s.readReplies(rset, out); err != nil {
+		return n, err
 	}
-	for i := range rcpts {
+	s.rtt = time.Since(t0)
+	return len(rcpts), nil
+}
+
+// readReplies reads the replies of a pipelined window ([RSET,] MAIL, RCPT
+// per transaction) into out and returns how many transactions got all of
+// theirs. It gives up at once when the server starts holding replies back.
+func (s *session) readReplies(rset []bool, out []txReply) (int, error) {
+	w := slowWatch{rejects: s.rejects}
+	for i := range out {
 		if rset[i] {
 			r, err := s.read()
 			if err != nil {
 				return i, err
 			}
-			if err := slowed(); err != nil {
+			if err := w.check(s); err != nil {
 				return i, err
 			}
 			if r.class() != 2 {
@@ -387,21 +385,39 @@ func (s *session) transactions(rcpts []string, out []txReply) (int, error) {
 		if out[i].mail, err = s.read(); err != nil {
 			return i, err
 		}
-		if err := slowed(); err != nil {
+		if err := w.check(s); err != nil {
 			return i, err
 		}
 		if out[i].rcpt, err = s.read(); err != nil {
 			return i, err
 		}
-		if err := slowed(); err != nil {
+		if err := w.check(s); err != nil {
 			return i, err
 		}
 		if out[i].mail.class() != 2 || out[i].rcpt.class() != 2 {
-			rejects++
+			w.rejects++
 		}
 	}
-	s.rtt = time.Since(t0)
-	return len(rcpts), nil
+	return len(out), nil
+}
+
+// slowWatch notices a server that starts holding its replies back: a
+// reply slowReplyGap after the one before, once the session has made
+// enough errors to explain it.
+type slowWatch struct {
+	rejects int // in the session so far
+	prev    time.Time
+}
+
+func (w *slowWatch) check(s *session) error {
+	now := time.Now()
+	gap, first := now.Sub(w.prev), w.prev.IsZero()
+	w.prev = now
+	if first || gap < slowReplyGap || w.rejects < minRejectsBeforeSlow {
+		return nil
+	}
+	s.broken = true
+	return &slowedError{rejects: w.rejects}
 }
 
 // transaction1 runs one transaction a command at a time (no PIPELINING):
