@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -15,25 +16,14 @@ import (
 // open at once, computed from the world's own timings. It ignores DNS,
 // CPU, per-host politeness and greylisting, so real engines sit above it.
 type sessionFloor struct {
-	groups, sessions int           // MX host groups with mailboxes to check; fewest sessions they allow
-	busy             time.Duration // summed session time at that minimum
-	floor            time.Duration // busy spread over conc slots (or the longest session)
-	perRow           time.Duration // the same bound for one session per row (AfterShip's way)
-	polite           time.Duration // the busiest host under our default per-host limits
-	politeHost       string        // which group that is
+	groups, sessions int              // MX host groups with mailboxes to check; fewest sessions they allow
+	busy             time.Duration    // summed session time at that minimum
+	floor            time.Duration    // busy spread over conc slots (or the longest session)
+	perRow           time.Duration    // the same bound for one session per row (AfterShip's way)
+	polite           time.Duration    // the busiest host under our default per-host limits
+	limits           smtpprobe.Config // those limits: smtpprobe's defaults, which the worker's flags take
+	politeHost       string           // which group that is
 }
-
-// Our engine's default per-host politeness and session length
-// (smtpprobe.Config): connections at once and new ones a second per MX host
-// address (the burst is the former), and RCPTs a session where the host sets
-// no lower limit.
-const (
-	ourConnsPerHost = 2
-	ourRatePerHost  = 5.0
-	ourRcptPerSess  = 100
-	// rejections a session to a Postfix host may get
-	ourRejectsPerSess = 9
-)
 
 // computeSessionFloor counts, per group of MX hosts (a provider's, or a
 // domain's own), the mailboxes the list asks about plus one catch-all probe
@@ -102,7 +92,7 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 		}
 		perRowBusy += d.GreetingDelay + 5*d.Latency
 	}
-	var f sessionFloor
+	f := sessionFloor{limits: smtpprobe.New(smtpprobe.Config{}).Config()}
 	var longest time.Duration
 	for key, g := range groups {
 		n := 1
@@ -114,7 +104,7 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 		f.sessions += n
 		f.busy += time.Duration(n) * one
 		longest = max(longest, one)
-		if p := politeFloor(g.d, g.rcpts, g.rejects, one); p > f.polite {
+		if p := politeFloor(f.limits, g.d, g.rcpts, g.rejects, one); p > f.polite {
 			f.polite, f.politeHost = p, key
 		}
 	}
@@ -125,25 +115,25 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 
 // politeFloor is the least time our engine at its default limits needs for
 // a group's rcpts: its sessions (of at most the host's RCPT limit, or our
-// own, and at a Postfix host at most ourRejectsPerSess rejections each)
+// own, and at a Postfix host at most MaxRejectsPerSession rejections each)
 // spread over its MX hosts of equal preference (else all on one), each host
-// opening its first ourConnsPerHost at once and the rest at ourRatePerHost
+// opening its first MaxConnsPerHost at once and the rest at RatePerHost
 // a second, the last taking one session's time.
-func politeFloor(d *mailworld.Domain, rcpts, rejects int, one time.Duration) time.Duration {
-	per := ourRcptPerSess
+func politeFloor(c smtpprobe.Config, d *mailworld.Domain, rcpts, rejects int, one time.Duration) time.Duration {
+	per := c.MaxRcptPerSession
 	if d.RcptLimit > 0 {
 		per = min(per, d.RcptLimit)
 	}
 	sessions := (rcpts + per - 1) / per
 	if d.SoftErrors > 0 {
-		sessions = max(sessions, (rejects+ourRejectsPerSess-1)/ourRejectsPerSess)
+		sessions = max(sessions, (rejects+c.MaxRejectsPerSession-1)/c.MaxRejectsPerSession)
 	}
 	hosts := 1
 	if d.EqualPrefs && d.MXHosts > 1 {
 		hosts = d.MXHosts
 	}
 	perHost := (sessions + hosts - 1) / hosts
-	wait := time.Duration(float64(max(0, perHost-ourConnsPerHost)) / ourRatePerHost * float64(time.Second))
+	wait := time.Duration(float64(max(0, perHost-c.MaxConnsPerHost)) / c.RatePerHost * float64(time.Second))
 	return wait + one
 }
 
@@ -158,5 +148,5 @@ func (f sessionFloor) print(w io.Writer, conc int) {
 		"one session per row: %.1f s\n",
 		conc, f.floor.Seconds(), f.sessions, f.groups, f.busy.Seconds(), f.perRow.Seconds())
 	fmt.Fprintf(w, "politeness floor of our engine at its default per-host limits (%d connections, %.0f new a second, %d RCPTs a session unless the host says fewer, %d rejections a session at Postfix hosts): %.2f s, at %s\n",
-		ourConnsPerHost, ourRatePerHost, ourRcptPerSess, ourRejectsPerSess, f.polite.Seconds(), f.politeHost)
+		f.limits.MaxConnsPerHost, f.limits.RatePerHost, f.limits.MaxRcptPerSession, f.limits.MaxRejectsPerSession, f.polite.Seconds(), f.politeHost)
 }

@@ -26,12 +26,6 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	replies := make([]txReply, len(items))
 	n, err := s.transactions(rcpts, replies)
 
-	for _, r := range replies[:n] {
-		if r.mail.class() != 2 || r.rcpt.class() != 2 {
-			s.rejects++
-		}
-	}
-
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
@@ -156,9 +150,13 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, r txReply) next {
 	return goOn
 }
 
-func (p *Prober) learnLimitLocked(q *hostQ, n int) {
-	if n >= 1 && (q.rcptCap == 0 || n < q.rcptCap) {
-		q.rcptCap = n
+func (p *Prober) learnLimitLocked(q *hostQ, n int) { lowerCap(&q.rcptCap, n) }
+
+// lowerCap sets a learnt per-session limit (0: none yet) to n when n is
+// positive and lower.
+func lowerCap(limit *int, n int) {
+	if n >= 1 && (*limit == 0 || n < *limit) {
+		*limit = n
 	}
 }
 
@@ -171,9 +169,7 @@ func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limit
 	case errors.As(err, &slow):
 		// The host holds replies back after this many errors a session:
 		// later sessions stop short of it; nothing here is the address's.
-		if c := max(1, slow.rejects-1); q.rejectCap == 0 || c < q.rejectCap {
-			q.rejectCap = c
-		}
+		lowerCap(&q.rejectCap, max(1, slow.rejects-1))
 		for i := len(lost) - 1; i >= 0; i-- {
 			lost[i].job.requeueLocked(lost[i], false, err)
 		}

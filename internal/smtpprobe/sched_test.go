@@ -287,16 +287,7 @@ func TestAllowAddr(t *testing.T) {
 // being held back: sessions end at the rejection budget and the next one
 // starts afresh. Without the budget the same list trips the server.
 func TestPostfixErrorBudget(t *testing.T) {
-	const rows = 80
-	boxes := map[string]mailworld.Behaviour{}
-	var addrs []string
-	for i := range rows {
-		local := fmt.Sprintf("user%d", i)
-		if i%2 == 0 {
-			boxes[local] = mailworld.Exists
-		}
-		addrs = append(addrs, local+"@pf.test")
-	}
+	boxes, addrs := halfMissing("pf.test", 80)
 	dom := mailworld.Domain{Name: "pf.test", Mailboxes: boxes, SoftErrors: 10, HardErrors: 20, ErrorSleep: 50 * time.Millisecond}
 
 	for _, tc := range []struct {
@@ -306,19 +297,7 @@ func TestPostfixErrorBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startWorld(t, mailworld.Options{}, dom)
 			p := e.prober(func(c *Config) { c.MaxRejectsPerSession = tc.budget; c.CommandTimeout = 10 * time.Second })
-			res := make([]Result, rows)
-			if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "pf.test", e.mx("pf.test"), addrs, res); err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range res {
-				want := Missing
-				if i%2 == 0 {
-					want = Deliverable
-				}
-				if r.Outcome != want {
-					t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
-				}
-			}
+			probeHalfMissing(t, e, p, "pf.test", addrs)
 			hs := hostStats(e, "mx1.pf.test")
 			if tc.budget < 0 {
 				if hs.Slowed == 0 {
@@ -341,22 +320,44 @@ func TestPostfixErrorBudget(t *testing.T) {
 // rejections the host showed. Every verdict is right and the server hangs
 // up on nobody.
 func TestLearnsErrorBudget(t *testing.T) {
-	const rows = 80
+	boxes, addrs := halfMissing("hidden.test", 80)
+	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "hidden.test", Mailboxes: boxes,
+		SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second, Banner: "ESMTP"})
+	p := e.prober(func(c *Config) { c.CommandTimeout = 30 * time.Second; c.MaxConnsPerHost = 1 })
+	start := time.Now()
+	probeHalfMissing(t, e, p, "hidden.test", addrs)
+	hs := hostStats(e, "mx1.hidden.test")
+	// One held-back reply (or a few, as the dropped session's last
+	// pipelined replies were already on their way) teaches the budget.
+	if hs.TooManyErrors != 0 || hs.Slowed > 3 {
+		t.Fatalf("host stats %+v: want no hang-up and at most a few held-back replies", hs)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v: later sessions were slowed too", d)
+	}
+}
+
+// halfMissing makes n addresses at domain, every other one an existing
+// mailbox (the even ones), and the mailboxes to declare.
+func halfMissing(domain string, n int) (map[string]mailworld.Behaviour, []string) {
 	boxes := map[string]mailworld.Behaviour{}
 	var addrs []string
-	for i := range rows {
+	for i := range n {
 		local := fmt.Sprintf("user%d", i)
 		if i%2 == 0 {
 			boxes[local] = mailworld.Exists
 		}
-		addrs = append(addrs, local+"@hidden.test")
+		addrs = append(addrs, local+"@"+domain)
 	}
-	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "hidden.test", Mailboxes: boxes,
-		SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second, Banner: "ESMTP"})
-	p := e.prober(func(c *Config) { c.CommandTimeout = 30 * time.Second; c.MaxConnsPerHost = 1 })
-	res := make([]Result, rows)
-	start := time.Now()
-	if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "hidden.test", e.mx("hidden.test"), addrs, res); err != nil {
+	return boxes, addrs
+}
+
+// probeHalfMissing probes halfMissing's addresses and requires every
+// verdict: deliverable, missing, deliverable...
+func probeHalfMissing(t *testing.T, e *env, p *Prober, domain string, addrs []string) {
+	t.Helper()
+	res := make([]Result, len(addrs))
+	if err := p.ProbeBatch(ctxTimeout(t, time.Minute), domain, e.mx(domain), addrs, res); err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range res {
@@ -367,14 +368,5 @@ func TestLearnsErrorBudget(t *testing.T) {
 		if r.Outcome != want {
 			t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
 		}
-	}
-	hs := hostStats(e, "mx1.hidden.test")
-	// One held-back reply (or a few, as the dropped session's last
-	// pipelined replies were already on their way) teaches the budget.
-	if hs.TooManyErrors != 0 || hs.Slowed > 3 {
-		t.Fatalf("host stats %+v: want no hang-up and at most a few held-back replies", hs)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("took %v: later sessions were slowed too", d)
 	}
 }

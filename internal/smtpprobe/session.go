@@ -366,7 +366,7 @@ func (s *session) transactions(rcpts []string, out []txReply) (int, error) {
 // per transaction) into out and returns how many transactions got all of
 // theirs. It gives up at once when the server starts holding replies back.
 func (s *session) readReplies(rset []bool, out []txReply) (int, error) {
-	w := slowWatch{rejects: s.rejects}
+	var w slowWatch
 	for i := range out {
 		if rset[i] {
 			r, err := s.read()
@@ -394,30 +394,33 @@ func (s *session) readReplies(rset []bool, out []txReply) (int, error) {
 		if err := w.check(s); err != nil {
 			return i, err
 		}
-		if out[i].mail.class() != 2 || out[i].rcpt.class() != 2 {
-			w.rejects++
-		}
+		s.countRejection(out[i])
 	}
 	return len(out), nil
+}
+
+// countRejection counts a transaction refused at MAIL or RCPT against the
+// session's rejection budget.
+func (s *session) countRejection(r txReply) {
+	if r.mail.class() != 2 || r.rcpt.class() != 2 {
+		s.rejects++
+	}
 }
 
 // slowWatch notices a server that starts holding its replies back: a
 // reply slowReplyGap after the one before, once the session has made
 // enough errors to explain it.
-type slowWatch struct {
-	rejects int // in the session so far
-	prev    time.Time
-}
+type slowWatch struct{ prev time.Time }
 
 func (w *slowWatch) check(s *session) error {
 	now := time.Now()
 	gap, first := now.Sub(w.prev), w.prev.IsZero()
 	w.prev = now
-	if first || gap < slowReplyGap || w.rejects < minRejectsBeforeSlow {
+	if first || gap < slowReplyGap || s.rejects < minRejectsBeforeSlow {
 		return nil
 	}
 	s.broken = true
-	return &slowedError{rejects: w.rejects}
+	return &slowedError{rejects: s.rejects}
 }
 
 // transaction1 runs one transaction a command at a time (no PIPELINING):
@@ -442,6 +445,7 @@ func (s *session) transaction1(rcpt string, out *txReply) error {
 	}
 	if out.mail.class() != 2 {
 		out.rcpt = reply{code: 503, last: "503 (not sent)"}
+		s.countRejection(*out)
 		return nil
 	}
 	s.rcpts++
@@ -450,6 +454,7 @@ func (s *session) transaction1(rcpt string, out *txReply) error {
 	if out.rcpt, err = s.exchange1("RCPT TO:<" + rcpt + ">"); err != nil {
 		return err
 	}
+	s.countRejection(*out)
 	s.rtt = time.Since(t0)
 	return nil
 }
