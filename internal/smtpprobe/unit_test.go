@@ -96,7 +96,9 @@ func TestClassifyRcpt(t *testing.T) {
 		{"451 Temporary local problem - please try later", kindTemporary, true},
 		{"421 4.7.0 mx Error: too many connections, try again later", kindTemporary, true},
 		{"450 4.1.1 Recipient address rejected: unverified address", kindTemporary, false},
-		{"452 4.5.3 Error: too many recipients", kindRetryNow, false},
+		{"452 4.5.3 Error: too many recipients", kindTooMany, false},
+		{"452 too many recipients", kindTooMany, false}, // Exim: no enhanced code
+		{"452 4.3.1 Insufficient system storage", kindTemporary, false},
 		{"452 4.2.2 Mailbox full", kindTemporary, false},
 		{"354 go ahead", kindUnknown, false},
 	} {

@@ -1,0 +1,235 @@
+package smtpprobe
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/mxdns"
+)
+
+// fakeAddrs are n addresses at fake.test, ok0@, no1@, ok2@...: the fake
+// server accepts the ok ones.
+func fakeAddrs(n int) []string {
+	var out []string
+	for i := range n {
+		if i%2 == 0 {
+			out = append(out, fmt.Sprintf("ok%d@fake.test", i))
+		} else {
+			out = append(out, fmt.Sprintf("no%d@fake.test", i))
+		}
+	}
+	return out
+}
+
+// requireFakeVerdicts probes addrs and requires every fake verdict from
+// host fake1.
+func requireFakeVerdicts(t *testing.T, p *Prober, mx []mxdns.MXHost, addrs []string, budget time.Duration) {
+	t.Helper()
+	res := make([]Result, len(addrs))
+	if err := p.ProbeBatch(ctxTimeout(t, budget), "fake.test", mx, addrs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		want := Deliverable
+		if strings.HasPrefix(addrs[i], "no") {
+			want = Missing
+		}
+		if r.Outcome != want || r.Host != "fake1" {
+			t.Fatalf("%s: %+v, want %v from fake1", addrs[i], r, want)
+		}
+	}
+}
+
+// A host asking to slow down, in each way RFC 5321 and real servers do it,
+// keeps its queue: every address gets its verdict from that host (no move
+// to the next MX, nothing settled), after a backoff, and the host's
+// sessions and connection rate are lowered.
+func TestRefusalsKeepTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    func(f *fakeSMTP)
+		refusals uint64
+	}{
+		{"421 greeting (anvil)", func(f *fakeSMTP) {
+			f.greet = func(n int) string {
+				if n <= 2 {
+					return "421 4.7.0 fake1 Error: too many connections from 127.0.0.1"
+				}
+				return "220 fake ESMTP"
+			}
+		}, 2},
+		{"450 greeting", func(f *fakeSMTP) {
+			f.greet = func(n int) string {
+				if n == 1 {
+					return "450 4.3.2 Service currently unavailable"
+				}
+				return "220 fake ESMTP"
+			}
+		}, 1},
+		{"421 to EHLO", func(f *fakeSMTP) {
+			f.ehloFn = func(n int) []string {
+				if n == 1 {
+					return []string{"421 4.3.2 Shutting down"}
+				}
+				return []string{"250-fake", "250-PIPELINING", "250 ENHANCEDSTATUSCODES"}
+			}
+		}, 1},
+		{"450 to MAIL (message rate)", func(f *fakeSMTP) {
+			f.mail = func(session, _ int) string {
+				if session == 1 {
+					return "450 4.7.1 Error: too much mail from 127.0.0.1"
+				}
+				return "250 2.1.0 Ok"
+			}
+		}, 1},
+		{"421 mid-transaction", func(f *fakeSMTP) {
+			f.rcpt = func(session, n int, rcpt string) string {
+				if session == 1 && n == 4 {
+					return "421 4.4.2 fake Error: timeout exceeded"
+				}
+				if strings.HasPrefix(rcpt, "ok") {
+					return "250 2.1.5 Ok"
+				}
+				return "550 5.1.1 unknown"
+			}
+		}, 1},
+		{"closed without a byte after a session", func(f *fakeSMTP) {
+			f.greet = func(n int) string {
+				if n == 2 || n == 3 {
+					return ""
+				}
+				return "220 fake ESMTP"
+			}
+			f.rcpt = func(session, n int, rcpt string) string {
+				if session == 1 && n > 5 {
+					return "452 4.5.3 too many recipients" // ends the first session early
+				}
+				if strings.HasPrefix(rcpt, "ok") {
+					return "250 2.1.5 Ok"
+				}
+				return "550 5.1.1 unknown"
+			}
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, tc.setup)
+			spare := newFake(t, nil)
+			p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 20 * time.Millisecond }, f, spare)
+			t0 := time.Now()
+			requireFakeVerdicts(t, p, mx, fakeAddrs(20), 10*time.Second)
+			st := p.Stats()
+			if st.Refusals != tc.refusals || st.Stalled != 0 || st.HostFailures != 0 || spare.nSessions() != 0 {
+				t.Fatalf("stats %+v, %d sessions at the next MX: want %d refusals, no stall, no failure, no fallback", st, spare.nSessions(), tc.refusals)
+			}
+			if took := time.Since(t0); took < 10*time.Millisecond {
+				t.Fatalf("took %v: no backoff", took)
+			}
+			hs := p.cfg.HostMemory.Load(mx[0].Addrs[0].String() + ":25")
+			if hs.Conns != 1 || hs.ConnRate <= 0 || hs.ConnRate > p.cfg.RatePerHost/2 || !hs.Answered {
+				t.Fatalf("learnt %+v: want one session at a time and at most half the rate", hs)
+			}
+			if p.penalties.len() != 0 {
+				t.Fatal("a busy host was penalised as dead")
+			}
+		})
+	}
+}
+
+// A host that keeps refusing past the caller's deadline: the addresses are
+// Unconfirmed (it answered), with the refusal as their reply, settled as
+// soon as the next try could not fit, before the deadline (ProbeBatch's
+// nil error says the context did not end first).
+func TestRefusalPastDeadline(t *testing.T) {
+	const refusal = "421 4.7.0 fake1 Error: too many connections from 127.0.0.1"
+	f := newFake(t, func(f *fakeSMTP) { f.greeting = refusal })
+	p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 200 * time.Millisecond }, f)
+	addrs := fakeAddrs(5)
+	res := make([]Result, len(addrs))
+	if err := p.ProbeBatch(ctxTimeout(t, 2*time.Second), "fake.test", mx, addrs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		var rf *refusalError
+		if r.Outcome != Unconfirmed || r.Reply != refusal || !errors.As(r.Err, &rf) {
+			t.Fatalf("%s: %+v", addrs[i], r)
+		}
+	}
+	if n := f.nSessions(); n < 2 {
+		t.Fatalf("%d connections: not retried within the deadline", n)
+	}
+}
+
+// Postfix's anvil on a host whose limit is met mid-list: a list needing
+// many sessions (the error budget ends each after 9 rejections) meets the
+// connection rate limit, the 421 greeting is waited out, and the host's
+// rate is lowered to what it accepted: every verdict right, no address
+// lost, few refusals.
+func TestAnvilMidList(t *testing.T) {
+	const window = time.Second
+	boxes, addrs := halfMissing("anvil.test", 60)
+	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "anvil.test", Mailboxes: boxes,
+		SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second, ConnRateLimit: 3, ConnRateWindow: window})
+	p := e.prober(func(c *Config) { c.RefusalBackoff = 100 * time.Millisecond; c.RefusalWindow = window })
+	probeHalfMissing(t, e, p, "anvil.test", addrs)
+	hs := hostStats(e, "mx1.anvil.test")
+	st := p.Stats()
+	// 31 rejections (30 missing, the catch-all probe) at 9 a session: at
+	// least 4 sessions, one over the limit of 3 in the first window.
+	if hs.Rejected == 0 || st.Refusals != uint64(hs.Rejected) || hs.Slowed != 0 || hs.TooManyErrors != 0 {
+		t.Fatalf("host %+v, prober %+v: want the limit met, each 421 a refusal, no reply held back", hs, st)
+	}
+	if hs.Rejected > 3 {
+		t.Fatalf("%d connections refused: the rate was not lowered", hs.Rejected)
+	}
+	learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0])
+	if learnt.ConnRate > 3 || learnt.Conns != 1 {
+		t.Fatalf("learnt %+v", learnt)
+	}
+}
+
+// A tarpit that never sends a byte is "no answer" (Timeout, code 5)
+// however the connection ends: hung up before the greeting timeout, at
+// it, or held past it.
+func TestTarpitHangup(t *testing.T) {
+	const greet = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		hangup time.Duration
+	}{
+		{"hangs up before", greet / 3},
+		{"hangs up at the timeout", greet},
+		{"hangs up after", 3 * greet},
+		{"holds on", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startWorld(t, mailworld.Options{IdleTimeout: 10 * time.Second},
+				mailworld.Domain{Name: "pit.test", Tarpit: true, TarpitHangup: tc.hangup, MXHosts: 2})
+			p := e.prober(func(c *Config) { c.GreetingTimeout = greet })
+			res := make([]Result, 3)
+			addrs := []string{"a@pit.test", "b@pit.test", "c@pit.test"}
+			if err := p.ProbeBatch(ctxTimeout(t, 5*time.Second), "pit.test", e.mx("pit.test"), addrs, res); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				if r.Outcome != Timeout || r.Outcome.Code() != 5 || !errors.Is(r.Err, ErrAllHostsFailed) {
+					t.Fatalf("%s: %+v, want Timeout (code 5)", addrs[i], r)
+				}
+			}
+			if st := p.Stats(); st.Stalled != 2 || st.Refusals != 0 {
+				t.Fatalf("stats %+v: want both hosts stalled, no refusal", st)
+			}
+			// Remembered: a later call skips both hosts at once.
+			t0 := time.Now()
+			if r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("pit.test"), "d@pit.test"); r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) {
+				t.Fatalf("later call: %+v", r)
+			}
+			if took := time.Since(t0); took > greet/2 {
+				t.Fatalf("later call took %v", took)
+			}
+		})
+	}
+}
