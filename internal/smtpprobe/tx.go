@@ -61,14 +61,8 @@ func (s *session) depth() int {
 	return 1
 }
 
-// plan lays items out in transactions: the open one's room first (unless
-// an item needs SMTPUTF8 that its MAIL did not carry), then new ones of at
-// most txCap RCPTs, each opened by [RSET,] MAIL. Every MAIL and RCPT may
-// be refused, so together they stay within the rejection budget; every
-// RSET is a non-mail command, within that budget. A transaction after a
-// 452 that ended the session's first one gets a single RCPT: it tells a
-// limit per transaction from one per session. Items that do not fit are
-// returned.
+// plan lays items out in transactions (see layout) and returns the items
+// that did not fit.
 func (s *session) plan(items []*item, txCap int) (segs []segment, rest []*item) {
 	utf8 := false
 	if s.smtputf8 {
@@ -79,33 +73,57 @@ func (s *session) plan(items []*item, txCap int) (segs []segment, rest []*item) 
 			}
 		}
 	}
+	i := 0
+	for _, sh := range s.layout(len(items), txCap, utf8) {
+		sh.items = items[i : i+sh.n]
+		i += sh.n
+		segs = append(segs, sh.segment)
+	}
+	return segs, items[i:]
+}
+
+// shape is a segment before its items are chosen: n RCPTs.
+type shape struct {
+	segment
+	n int
+}
+
+// layout lays n RCPTs out in transactions: the open one's room first
+// (unless they need SMTPUTF8 and its MAIL did not carry it), then new ones
+// of at most txCap RCPTs, each opened by [RSET,] MAIL. Every MAIL and RCPT
+// may be refused, so together they stay within the rejection budget;
+// every RSET is a non-mail command, within that budget. A transaction
+// after a 452 that ended the session's first one gets a single RCPT: it
+// tells a limit per transaction from one per session. It may place fewer
+// than n.
+func (s *session) layout(n, txCap int, utf8 bool) []shape {
+	var out []shape
 	rej, nonmail := s.rejectRoom(), s.nonmailRoom()
 	open := s.inTx
-	i := 0
+	placed := 0
 	if room := txCap - s.txRcpts; s.inTx && room > 0 && (!utf8 || s.txUTF8) {
-		k := min(room, len(items), rej)
-		if k > 0 {
-			segs = append(segs, segment{utf8: s.txUTF8, items: items[:k]})
-			i, rej = k, rej-k
+		if k := min(room, n, rej); k > 0 {
+			out = append(out, shape{segment{utf8: s.txUTF8}, k})
+			placed, rej = k, rej-k
 		}
 	}
-	for i < len(items) && rej >= 2 && (!open || nonmail > 0) {
-		k := min(txCap, len(items)-i, rej-1)
+	for placed < n && rej >= 2 && (!open || nonmail > 0) {
+		k := min(txCap, n-placed, rej-1)
 		if s.probeTx {
 			k = 1
 		}
-		segs = append(segs, segment{rset: open, mail: true, utf8: utf8, items: items[i : i+k]})
+		out = append(out, shape{segment{rset: open, mail: true, utf8: utf8}, k})
 		if open {
 			nonmail--
 		}
 		open = true
-		i += k
+		placed += k
 		rej -= k + 1
 		if s.probeTx {
 			break
 		}
 	}
-	return segs, items[i:]
+	return out
 }
 
 // capacity is the number of RCPTs the next window can carry at most.
@@ -114,14 +132,9 @@ func (s *session) capacity(txCap, sessionCap int) int {
 	if n <= 0 {
 		return 0
 	}
-	dummy := make([]*item, n)
-	for i := range dummy {
-		dummy[i] = &item{}
-	}
-	segs, _ := s.plan(dummy, txCap)
 	total := 0
-	for _, sg := range segs {
-		total += len(sg.items)
+	for _, sh := range s.layout(n, txCap, false) {
+		total += sh.n
 	}
 	return total
 }
