@@ -72,6 +72,7 @@ type windowReplies struct {
 	q    *hostQ
 	s    *session
 	txOK bool // the RCPTs that follow go to an accepted transaction
+	full bool // the transaction answered "too many recipients" already
 
 	back       []*item       // items to send again (front of the queue, in order)
 	refusal    *refusalError // the host asked to slow down
@@ -109,6 +110,7 @@ func (w *windowReplies) read(cmds []cmd, n int) bool {
 				return false
 			}
 		case cmdMAIL:
+			w.full = false
 			switch c.reply.class() {
 			case 2:
 				w.txOK = true
@@ -185,7 +187,12 @@ func (w *windowReplies) rcptReply(c *cmd) {
 // address is not to blame: it goes to the next transaction or session.
 func (w *windowReplies) tooMany(c *cmd) {
 	p, q, s, it := w.p, w.q, w.s, c.it
+	full := w.full
+	w.full = true
 	switch {
+	case full:
+		// The rest of a transaction that met a limit: nothing new.
+		w.back = append(w.back, it)
 	case c.txPos > 1:
 		p.learnLocked(q, HostState{RcptsPerTransaction: c.txPos - 1})
 		if s.answered == c.txPos-1 {

@@ -45,6 +45,9 @@ type hostQ struct {
 }
 
 const (
+	// secondSessionBacklog is the queue at a host that warrants another
+	// session beside a running one.
+	secondSessionBacklog = 64
 	// minSweep is the host-map size that triggers the first sweep of idle
 	// hosts (their queues and rate buckets).
 	minSweep = 4096
@@ -182,9 +185,10 @@ func (p *Prober) kick(q *hostQ) {
 		q.wake = make(chan struct{})
 	}
 	// Another session (within the per-host limit) only for a backlog of
-	// several windows: a session takes a window a round trip, and a new
-	// one costs a connect, a greeting and EHLO first.
-	if q.sessions >= p.maxConns(q) || (q.sessions > 0 && q.n < 4*p.cfg.PipelineDepth) {
+	// several round trips' work (sessions at a Postfix host carry a
+	// window or two before their rejection budget is spent): a new one
+	// costs a connect, a greeting and EHLO first.
+	if q.sessions >= p.maxConns(q) || (q.sessions > 0 && q.n < secondSessionBacklog) {
 		return
 	}
 	if time.Now().Before(q.backoffUntil) {

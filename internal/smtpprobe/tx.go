@@ -30,11 +30,12 @@ const (
 
 // cmd is one command of a window and, once read, its reply.
 type cmd struct {
-	kind  cmdKind
-	utf8  bool  // MAIL: with SMTPUTF8
-	it    *item // RCPT: the address asked about
-	txPos int   // RCPT: its number in its transaction; RSET: its number among the session's non-mail commands (1-based)
-	reply reply
+	kind    cmdKind
+	utf8    bool  // MAIL: with SMTPUTF8
+	it      *item // RCPT: the address asked about
+	txPos   int   // RCPT: its number in its transaction; RSET: its number among the session's non-mail commands (1-based)
+	reply   reply
+	counted bool // the reply counted as a rejection
 }
 
 // rejectRoom is the number of rejections the session may still get.
@@ -90,15 +91,20 @@ type shape struct {
 
 // layout lays n RCPTs out in transactions: the open one's room first
 // (unless they need SMTPUTF8 and its MAIL did not carry it), then new ones
-// of at most txCap RCPTs, each opened by [RSET,] MAIL. Every MAIL and RCPT
-// may be refused, so together they stay within the rejection budget;
-// every RSET is a non-mail command, within that budget. A transaction
-// after a 452 that ended the session's first one gets a single RCPT: it
-// tells a limit per transaction from one per session. It may place fewer
-// than n.
+// of at most txCap RCPTs, each opened by [RSET,] MAIL. Every RCPT may be
+// refused, so there are no more than the rejection budget allows; every
+// RSET is a non-mail command, within that budget. A MAIL is refused only
+// by a host that refuses the client (a rate limit, a full disk: the
+// session ends there), and then its pipelined RCPTs get 503, errors too:
+// so MAILs are at most the rejection budget as well, and a window can make
+// at most twice the budget of errors (18 at Postfix's default, short of
+// its smtpd_hard_error_limit of 20). A transaction after a 452 that ended
+// the session's first one gets a single RCPT: it tells a limit per
+// transaction from one per session. It may place fewer than n.
 func (s *session) layout(n, txCap int, utf8 bool) []shape {
 	var out []shape
 	rej, nonmail := s.rejectRoom(), s.nonmailRoom()
+	mails := rej
 	open := s.inTx
 	placed := 0
 	if room := txCap - s.txRcpts; s.inTx && room > 0 && (!utf8 || s.txUTF8) {
@@ -107,8 +113,8 @@ func (s *session) layout(n, txCap int, utf8 bool) []shape {
 			placed, rej = k, rej-k
 		}
 	}
-	for placed < n && rej >= 2 && (!open || nonmail > 0) {
-		k := min(txCap, n-placed, rej-1)
+	for placed < n && rej >= 1 && mails >= 1 && (!open || nonmail > 0) {
+		k := min(txCap, n-placed, rej)
 		if s.probeTx {
 			k = 1
 		}
@@ -118,7 +124,8 @@ func (s *session) layout(n, txCap int, utf8 bool) []shape {
 		}
 		open = true
 		placed += k
-		rej -= k + 1
+		rej -= k
+		mails--
 		if s.probeTx {
 			break
 		}
@@ -221,7 +228,10 @@ func (s *session) send(cmds []cmd) (int, error) {
 				return i, err
 			}
 			c.reply = r
-			if c.kind != cmdRSET && r.class() != 2 {
+			if c.counted = c.kind != cmdRSET && r.class() != 2 && !(c.kind == cmdRCPT && classifyRcpt(r) == kindTooMany); c.counted {
+				// An error of the session for Postfix. "452 4.5.3 too many
+				// recipients" is not, until smtpd_recipient_overshoot_limit
+				// (1000) of them (smtpd.c rcpt_cmd).
 				s.rejects++
 			}
 			if err := w.check(s, c); err != nil {
@@ -280,7 +290,7 @@ func (w *slowWatch) check(s *session, c *cmd) error {
 		}
 	}
 	before := s.rejects // rejections before this reply
-	if c.kind != cmdRSET && c.reply.class() != 2 {
+	if c.counted {
 		before--
 	}
 	if first || exempt || !s.pipelining || !s.rules.watchSlow || gap < slowReplyGap || before < minRejectsBeforeSlow {
