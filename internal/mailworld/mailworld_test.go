@@ -745,6 +745,44 @@ func TestGenerateWith(t *testing.T) {
 	if padded < 400 {
 		t.Errorf("%d padded rows", padded)
 	}
+	for _, d := range d1 {
+		if d.InFlowDelay != 0 || d.ConnRateLimit != 0 || d.NonmailLimit != 0 || d.TarpitHangup != 0 {
+			t.Fatalf("%s: pushback without Profile.Pushback", d.Name)
+		}
+	}
+
+	// With pushback: nothing else changes, and each kind is there.
+	p.Pushback = RealisticPushback()
+	d3, a3 := GenerateWith(3, 1000, 20_000, p)
+	if strings.Join(a1, ",") != strings.Join(a3, ",") {
+		t.Fatal("pushback changed the list")
+	}
+	pk := map[string]int{}
+	for i, d := range d3 {
+		base := d
+		base.InFlowDelay, base.ConnRateLimit, base.ConnRateWindow, base.NonmailLimit, base.TarpitHangup = 0, 0, 0, 0, 0
+		if fmt.Sprint(base) != fmt.Sprint(d1[i]) {
+			t.Fatalf("%s: pushback changed more than pushback", d.Name)
+		}
+		switch {
+		case d.InFlowDelay > 0:
+			pk["flow"]++
+		}
+		if d.ConnRateLimit > 0 {
+			pk["anvil"]++
+		}
+		if d.NonmailLimit > 0 {
+			pk["exim"]++
+		}
+		if d.Tarpit && d.TarpitHangup > 0 {
+			pk["hangup"]++
+		}
+	}
+	if pk["flow"] < 200 || pk["anvil"] < 50 || pk["exim"] < 50 || pk["hangup"] == 0 {
+		t.Fatalf("pushback kinds %v", pk)
+	}
+	t.Logf("pushback kinds %v", pk)
+	start(t, d3, Options{}) // a valid world: providers agree on their hosts
 	if tr, _ := w.RowTruth(" \u00a0" + "x@gmial.com\t"); tr != TruthTypo {
 		t.Errorf("padded typo: %s", tr)
 	}

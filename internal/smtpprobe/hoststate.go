@@ -32,6 +32,11 @@ type HostState struct {
 	// connection after an earlier session).
 	Conns    int
 	ConnRate float64
+	// ConnsPerWindow: the host refused a connection after accepting this
+	// many within Config.RefusalWindow, as Postfix's anvil does once a
+	// client exceeds smtpd_client_connection_rate_limit in its fixed
+	// windows: no more than this many a window from then on.
+	ConnsPerWindow int
 	// Answered: the host has sent an SMTP reply before. A host that has
 	// answered and then refuses or drops connections is busy, not dead.
 	Answered bool
@@ -51,6 +56,7 @@ func (s HostState) Merge(o HostState) HostState {
 	s.RejectsPerSession = low(s.RejectsPerSession, o.RejectsPerSession)
 	s.NonmailPerSession = low(s.NonmailPerSession, o.NonmailPerSession)
 	s.Conns = low(s.Conns, o.Conns)
+	s.ConnsPerWindow = low(s.ConnsPerWindow, o.ConnsPerWindow)
 	if s.ConnRate == 0 || (o.ConnRate != 0 && o.ConnRate < s.ConnRate) {
 		s.ConnRate = o.ConnRate
 	}

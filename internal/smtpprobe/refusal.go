@@ -18,13 +18,13 @@ import (
 
 // Postfix's anvil counts a client's connections in fixed windows of
 // anvil_rate_time_unit (default 60s: Config.RefusalWindow), starting again
-// at the first connection after a window ends (anvil.c). A host that
-// accepted n connections in the last window, then refused one, takes about
-// n a window; we keep to nine tenths of that, since a token bucket of burst
-// one may fit one more in a window than its rate says.
+// at the first connection after a window ends (anvil.c; its clock counts
+// whole seconds). A host that accepted n connections in the last window,
+// then refused one, takes n a window; the window that refused began at or
+// before the first of them, so it has ended windowMargin after that one's
+// window.
 const (
-	// refusalRateShare is that share.
-	refusalRateShare = 0.9
+	windowMargin = 2 * time.Second
 	// maxDials bounds the connection times a host keeps for that count.
 	maxDials = 256
 	// minConnRate is the lowest rate a host is lowered to: one new
@@ -58,39 +58,65 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 		p.hostFailedLocked(q, items, err)
 		return
 	}
-	if !dialled.Before(q.loweredAt) {
-		p.lowerLocked(q, now, atConnect)
-	}
 	if until := now.Add(p.backoff(q.refusals)); until.After(q.backoffUntil) {
 		q.backoffUntil = until
+	}
+	if !dialled.Before(q.loweredAt) {
+		p.lowerLocked(q, now, atConnect)
 	}
 	p.settleUnfitLocked(q)
 	p.requeueLocked(items, false, nil)
 	p.armBackoffLocked(q)
 }
 
-// lowerLocked lowers q's concurrent sessions to those still open besides
-// the refused one (at least one), and its rate to half; after a refused
-// connection, to the connections it accepted in the last minute if that is
-// less (and at least two: one says little): a host counting connections in
-// fixed windows (anvil) refuses the first one over its limit.
+// lowerLocked lowers q's limits. A host that refused a connection after
+// accepting n (at least two) in the last RefusalWindow counts them in
+// windows: it gets n a window, and nothing before the current one ends.
+// Otherwise its concurrent sessions go down to those still open besides
+// the refused one (at least one), and its rate is halved.
 func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 	q.loweredAt = now
 	conns := max(1, min(p.maxConns(q), q.sessions-1))
-	r := p.connRate(q) / 2
 	win := p.cfg.RefusalWindow
-	n := 0
+	n, oldest := 0, now
 	for _, t := range q.accepted {
 		if now.Sub(t) < win {
 			n++
+			if t.Before(oldest) {
+				oldest = t
+			}
 		}
 	}
 	if atConnect && n >= 2 {
-		if took := refusalRateShare * float64(n) / win.Seconds(); took < r {
-			r = took
+		p.learnLocked(q, HostState{ConnsPerWindow: n})
+		if end := oldest.Add(win + windowMargin); end.After(q.backoffUntil) {
+			q.backoffUntil = end
 		}
+		return
 	}
-	p.learnLocked(q, HostState{Conns: conns, ConnRate: max(r, minConnRate)})
+	p.learnLocked(q, HostState{Conns: conns, ConnRate: max(p.connRate(q)/2, minConnRate)})
+}
+
+// windowSlotLocked takes a connection slot in q's window when the host
+// counts connections in windows (HostState.ConnsPerWindow), and reports
+// whether there was one. Our window starts with our first connection after
+// the last ended (and so does the host's); without a slot, q waits for the
+// next window.
+func (p *Prober) windowSlotLocked(q *hostQ, now time.Time) bool {
+	limit := q.hs.ConnsPerWindow
+	if limit <= 0 {
+		return true
+	}
+	if q.winStart.IsZero() || !now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
+		q.winStart, q.winCount = now, 0
+	}
+	if q.winCount < limit {
+		q.winCount++
+		return true
+	}
+	q.backoffUntil = q.winStart.Add(p.cfg.RefusalWindow + windowMargin)
+	p.armBackoffLocked(q)
+	return false
 }
 
 // backoff is the wait after the n-th refusal in a row: RefusalBackoff

@@ -35,6 +35,10 @@ type hostQ struct {
 	timer        *time.Timer
 	loweredAt    time.Time
 	accepted     []time.Time // recent connections that got a greeting (within RefusalWindow)
+	// A host that counts connections in windows (HostState.ConnsPerWindow):
+	// our current window's start and connections.
+	winStart time.Time
+	winCount int
 
 	waiting bool // in Prober.waitq
 
@@ -298,6 +302,10 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		return false // the host asked to slow down: kick starts a session later
 	}
 	items := p.take(q, min(p.cfg.PipelineDepth, p.perSession(q)))
+	if len(items) > 0 && !p.windowSlotLocked(q, time.Now()) {
+		p.requeueLocked(items, false, nil) // to wait for the host's next window
+		items = nil
+	}
 	answered := q.hs.Answered
 	p.mu.Unlock()
 	if len(items) == 0 {
@@ -343,12 +351,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	p.mu.Lock()
 	p.noteAcceptedLocked(q, t0)
 	p.learnLocked(q, HostState{Answered: true})
-	if c := q.hs.RejectsPerSession; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
-		s.rejectCap = c
-	}
-	if c := q.hs.NonmailPerSession; c > 0 && c < s.nonmailCap {
-		s.nonmailCap = c
-	}
+	p.fitSessionLocked(q, s)
 	p.mu.Unlock()
 	for {
 		if !p.exchange(q, s, items) {
@@ -367,6 +370,25 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		if items = p.next(q, room); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}
+	}
+}
+
+// fitSessionLocked applies what q taught to its new session s: the
+// budgets it showed. At a Postfix host that counts connections in windows
+// (anvil), connections are scarcer than time: a session goes on into
+// Postfix's slow zone (a second before each reply from
+// smtpd_soft_error_limit, 10 errors, on) and stops short of
+// smtpd_hard_error_limit (20), twice the rejections a connection.
+func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
+	if s.rules.rejects && q.hs.ConnsPerWindow > 0 && q.hs.RejectsPerSession == 0 && p.cfg.MaxRejectsPerSession > 0 {
+		s.rejectCap = postfixSlowZoneRejects
+		s.rules.watchSlow = false
+	}
+	if c := q.hs.RejectsPerSession; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
+		s.rejectCap = c
+	}
+	if c := q.hs.NonmailPerSession; c > 0 && c < s.nonmailCap {
+		s.nonmailCap = c
 	}
 }
 

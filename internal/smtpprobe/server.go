@@ -56,6 +56,12 @@ const (
 	postfixNonmail = 90
 )
 
+// postfixSlowZoneRejects: the rejections a session to a Postfix host that
+// limits connections in windows may get, two short of its default
+// smtpd_hard_error_limit (20): the 20th error is answered, the next
+// command gets "421 4.7.0 Error: too many errors".
+const postfixSlowZoneRejects = 18
+
 // serverRules is what a session to a kind of server keeps to.
 type serverRules struct {
 	// rejects: a rejection budget applies (Config.MaxRejectsPerSession).
