@@ -115,6 +115,9 @@ func (p *Prober) windowSlotLocked(q *hostQ, now time.Time) bool {
 		return true
 	}
 	q.backoffUntil = q.winStart.Add(p.cfg.RefusalWindow + windowMargin)
+	if q.lastRefusal != nil {
+		p.settleUnfitLocked(q)
+	}
 	p.armBackoffLocked(q)
 	return false
 }

@@ -81,7 +81,7 @@ func (p *Prober) sweepLocked() {
 	now := time.Now()
 	for k, q := range p.hosts {
 		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && !now.Before(q.backoffUntil) &&
-			q.lim.TokensAt(now) >= float64(q.lim.Burst()) {
+			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) && q.lim.TokensAt(now) >= float64(q.lim.Burst()) {
 			delete(p.hosts, k)
 		}
 	}

@@ -56,6 +56,10 @@ const (
 	postfixNonmail = 90
 )
 
+// postfixSoftErrors is Postfix's default smtpd_soft_error_limit: from
+// this many errors on it sleeps before every reply.
+const postfixSoftErrors = 10
+
 // postfixSlowZoneRejects: the rejections a session to a Postfix host that
 // limits connections in windows may get, two short of its default
 // smtpd_hard_error_limit (20): the 20th error is answered, the next

@@ -356,7 +356,10 @@ func (s *session) hello() error {
 
 // end closes the session: QUIT unless it is broken.
 func (s *session) end() {
-	if s.broken {
+	if s.broken || (s.rules.rejects && s.rejects >= postfixSoftErrors) {
+		// A Postfix session in its slow zone (see fitSessionLocked) would
+		// sleep a second before answering QUIT, its process outliving our
+		// slot; on a closed connection it exits at once.
 		s.close()
 		return
 	}
