@@ -223,7 +223,7 @@ func TestHostPenaltyClearedOnSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.quit()
+	s.quit(quitTimeout)
 	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable {
 		t.Fatalf("got %+v", r)
 	}

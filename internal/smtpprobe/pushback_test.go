@@ -186,7 +186,7 @@ func TestAnvilMidList(t *testing.T) {
 	// 51 rejections (50 missing, the catch-all probe): 3 sessions of 9 in
 	// the first window and a refusal (or two: both sessions allowed at
 	// once may have been dialling), then sessions of up to 18: 2 more.
-	if hs.Rejected < 1 || hs.Rejected > 2 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.Slowed == 0 || hs.EHLO != 5 {
+	if hs.Rejected < 1 || hs.Rejected > 2 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.Slowed == 0 || hs.EHLO != 5 || hs.MaxConcurrent > 2 {
 		t.Fatalf("host %+v, prober %+v, learnt %+v: want the limit met once, waited out, then 2 sessions into the slow zone, none hung up on", hs, st, p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0]))
 	}
 	learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0])

@@ -1,6 +1,9 @@
 package smtpprobe
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // serverKind is the mail server software a greeting names, where knowing
 // it changes what a session may safely do. Each rule below says where the
@@ -57,8 +60,12 @@ const (
 )
 
 // postfixSoftErrors is Postfix's default smtpd_soft_error_limit: from
-// this many errors on it sleeps before every reply.
-const postfixSoftErrors = 10
+// this many errors on it sleeps smtpd_error_sleep_time (postfixErrorSleep)
+// before every reply.
+const (
+	postfixSoftErrors = 10
+	postfixErrorSleep = time.Second
+)
 
 // postfixSlowZoneRejects: the rejections a session to a Postfix host that
 // limits connections in windows may get, two short of its default

@@ -356,21 +356,25 @@ func (s *session) hello() error {
 
 // end closes the session: QUIT unless it is broken.
 func (s *session) end() {
-	if s.broken || (s.rules.rejects && s.rejects >= postfixSoftErrors) {
-		// A Postfix session in its slow zone (see fitSessionLocked) would
-		// sleep a second before answering QUIT, its process outliving our
-		// slot; on a closed connection it exits at once.
+	switch {
+	case s.broken:
 		s.close()
-		return
+	case s.rules.rejects && s.rejects >= postfixSoftErrors:
+		// A Postfix session in its slow zone (see fitSessionLocked)
+		// sleeps a second before answering QUIT (or noticing a closed
+		// connection): wait for it, so that its process is gone when the
+		// host's slot goes to the next session.
+		s.quit(postfixErrorSleep + quitTimeout)
+	default:
+		s.quit(quitTimeout)
 	}
-	s.quit()
 }
 
 // quit ends the session politely (QUIT, read 221, wait for the server to
-// close, all bounded), closes the connection.
-func (s *session) quit() {
+// close, all within wait), closes the connection.
+func (s *session) quit(wait time.Duration) {
 	s.budget = time.Time{}
-	if s.arm(min(s.p.cfg.CommandTimeout, quitTimeout)) == nil {
+	if s.arm(min(s.p.cfg.CommandTimeout, wait)) == nil {
 		s.bw.WriteString("QUIT\r\n")
 		if s.bw.Flush() == nil {
 			if _, err := readReply(s.br); err == nil {
