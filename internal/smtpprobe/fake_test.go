@@ -32,6 +32,7 @@ type fakeSMTP struct {
 	mu       sync.Mutex
 	sessions int
 	cmds     []string
+	wg       sync.WaitGroup
 }
 
 // newFake starts a fake server, configured by setup before it serves.
@@ -54,22 +55,47 @@ func newFake(t testing.TB, setup func(f *fakeSMTP)) *fakeSMTP {
 	if setup != nil {
 		setup(f)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			f.sessions++
-			n := f.sessions
-			f.mu.Unlock()
-			wg.Go(func() { f.serve(c, n) })
-		}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		f.ln.Close()
+		f.mu.Unlock()
+		f.wg.Wait()
 	})
+	f.wg.Go(func() { f.accept(ln) })
 	return f
+}
+
+func (f *fakeSMTP) accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.sessions++
+		n := f.sessions
+		f.mu.Unlock()
+		f.wg.Go(func() { f.serve(c, n) })
+	}
+}
+
+// closeFor stops listening (connections are refused) for d, then listens
+// on the same address again.
+func (f *fakeSMTP) closeFor(d time.Duration) {
+	f.mu.Lock()
+	addr := f.ln.Addr().String()
+	f.ln.Close()
+	f.mu.Unlock()
+	time.Sleep(d)
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		f.t.Errorf("listening again on %s: %v", addr, err)
+		return
+	}
+	f.mu.Lock()
+	f.ln = ln
+	f.mu.Unlock()
+	f.wg.Go(func() { f.accept(ln) })
 }
 
 func (f *fakeSMTP) serve(c net.Conn, session int) {

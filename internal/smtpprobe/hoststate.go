@@ -68,7 +68,10 @@ func (s HostState) Merge(o HostState) HostState {
 // state outlives a host's queue (swept when idle), and all calls of the
 // Prober share it. The default (Config.HostMemory nil) is in memory; a
 // store shared by several processes can take its place, as long as Learn
-// merges (HostState.Merge) rather than overwrites.
+// merges (HostState.Merge) rather than overwrites. The Prober calls both
+// methods under its scheduler lock, when a host queue is created and when
+// a lesson is learnt: a remote store must answer from a local copy and
+// send lessons on in the background.
 type HostMemory interface {
 	// Load returns what is known of addr (the zero HostState if nothing).
 	Load(addr string) HostState

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,6 +137,34 @@ func TestRefusalsKeepTheQueue(t *testing.T) {
 				t.Fatal("a busy host was penalised as dead")
 			}
 		})
+	}
+}
+
+// Connections refused after a session at the host are a busy host, not a
+// dead one: the queue waits (no penalty, no move to the next MX); refused
+// on first contact, the host is skipped as before (TestHostPenaltyPrimaryDown).
+func TestRefusedAfterSession(t *testing.T) {
+	var closing sync.Once
+	var f *fakeSMTP
+	f = newFake(t, func(f0 *fakeSMTP) {
+		f0.rcpt = func(session, n int, rcpt string) string {
+			if session == 1 && n > 5 {
+				// The first session meets a limit; the host then refuses
+				// connections for a while.
+				closing.Do(func() { go f.closeFor(300 * time.Millisecond) })
+				return "452 4.5.3 too many recipients"
+			}
+			if strings.HasPrefix(rcpt, "ok") {
+				return "250 2.1.5 Ok"
+			}
+			return "550 5.1.1 unknown"
+		}
+	})
+	spare := newFake(t, nil)
+	p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 50 * time.Millisecond }, f, spare)
+	requireFakeVerdicts(t, p, mx, fakeAddrs(20), 10*time.Second)
+	if st := p.Stats(); st.Refusals == 0 || st.Stalled != 0 || st.HostFailures != 0 || spare.nSessions() != 0 || p.penalties.len() != 0 {
+		t.Fatalf("stats %+v, %d sessions at the next MX, %d penalties: want refusals waited out", st, spare.nSessions(), p.penalties.len())
 	}
 }
 
