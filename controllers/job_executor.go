@@ -72,6 +72,9 @@ type JobConfig struct {
 // in the workers' namespace (JobConfig.Namespace).
 type JobExecutor struct {
 	Client client.Client
+	// Pods reads the pods of a failed Job, uncached (nil: not read, and a
+	// failure says only what the Job says).
+	Pods   client.Reader
 	Config JobConfig
 }
 
@@ -211,7 +214,17 @@ func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Exe
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
-	return jobExecution(job, list), nil
+	exec := jobExecution(job, list)
+	if exec.State == ExecFailed && e.Pods != nil && jobBelongsTo(job, list) {
+		why, err := oomKilledShards(ctx, e.Pods, job)
+		if err != nil {
+			return exec, err
+		}
+		if why != "" {
+			exec.Message += "; " + why
+		}
+	}
+	return exec, nil
 }
 
 // Release sets ttlSecondsAfterFinished, now that status holds the outcome.

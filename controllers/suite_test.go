@@ -240,8 +240,11 @@ func jobOptions(ns, workers string) operator.Options {
 		Image:                   workerImage,
 		ServiceAccountName:      workerSA,
 		TTLSecondsAfterFinished: jobTTLSeconds,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		// The memory limit a cluster would give them, which the test node
+		// enforces (see TestJobPathOOMKilledFailsList).
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(operator.DefaultWorkerMemory)}},
 		NodeSelector:      map[string]string{"node.emaildata.io/testnode": "true"},
 		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
 		PriorityClassName: workerPrio,

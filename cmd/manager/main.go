@@ -80,7 +80,7 @@ func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 	fs.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
 	fs.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")
 	fs.StringVar(&w.cpu, "worker-cpu", "500m", "CPU request of a worker pod")
-	fs.StringVar(&w.memory, "worker-memory", "256Mi", "memory request and limit of a worker pod")
+	fs.StringVar(&w.memory, "worker-memory", operator.DefaultWorkerMemory, "memory request and limit of a worker pod")
 	fs.StringVar(&w.cpuLimit, "worker-cpu-limit", "", "CPU limit of a worker pod (default: none)")
 	fs.StringVar(&w.nodeSelector, "worker-node-selector", "", "node selector of worker pods: key=value,...")
 	fs.StringVar(&w.tolerations, "worker-tolerations", "", "tolerations of worker pods: key=value:Effect, key:Effect, key or *, comma separated")

@@ -14,6 +14,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -100,8 +101,16 @@ var seq int
 func shellJob(t *testing.T, completions int32, script string) *batchv1.Job {
 	t.Helper()
 	seq++
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("shell-%d", seq)},
+	job := shellJobSpec(fmt.Sprintf("shell-%d", seq), completions, script)
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func shellJobSpec(name string, completions int32, script string) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: batchv1.JobSpec{
 			CompletionMode:       ptr.To(batchv1.IndexedCompletion),
 			Completions:          ptr.To(completions),
@@ -128,10 +137,6 @@ func shellJob(t *testing.T, completions int32, script string) *batchv1.Job {
 			}},
 		},
 	}
-	if err := k8s.Create(context.Background(), job); err != nil {
-		t.Fatal(err)
-	}
-	return job
 }
 
 func waitJob(t *testing.T, job *batchv1.Job, want batchv1.JobConditionType) *batchv1.Job {
@@ -317,4 +322,54 @@ func hasCondition(p corev1.Pod, c corev1.PodConditionType) bool {
 		}
 	}
 	return false
+}
+
+// limitedJob is shellJob with a memory limit on its container.
+func limitedJob(t *testing.T, limit, script string) *batchv1.Job {
+	t.Helper()
+	seq++
+	job := shellJobSpec(fmt.Sprintf("limited-%d", seq), 1, script)
+	job.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
+	}
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// A pod whose processes go over their memory limit is killed as the
+// kernel would, and reported OOMKilled with exit code 137, and the Job
+// controller treats it as a cluster's would: the index is retried within
+// backoffLimitPerIndex, then fails. The memory is taken by a child of the
+// shell (tail buffering /dev/zero, which has no newline), so only the sum
+// over the process tree is over the limit; ulimit -v stops tail at 1 GiB
+// should the node fail to kill it, so a broken node cannot exhaust the
+// machine's memory (tail then exits 1, not 137).
+func TestOverMemoryLimitIsOOMKilled(t *testing.T) {
+	job := limitedJob(t, "64Mi", `ulimit -v 1048576; tail /dev/zero; echo "tail exited $?"`)
+	job = waitJob(t, job, batchv1.JobFailed)
+	if got := ptr.Deref(job.Status.FailedIndexes, ""); got != "0" || job.Status.Failed != 2 {
+		t.Errorf("failedIndexes %q failed %d, want index 0 failed after a retry", got, job.Status.Failed)
+	}
+	pods := podsByIndex(t, job)["0"]
+	if len(pods) != 2 {
+		t.Fatalf("index 0 has %d pods, want 2 (a retry)", len(pods))
+	}
+	for _, p := range pods {
+		if term := terminated(p); p.Status.Phase != corev1.PodFailed || term == nil || term.ExitCode != 137 || term.Reason != "OOMKilled" {
+			t.Errorf("pod %s: phase %s terminated %+v, want Failed, OOMKilled, exit 137", p.Name, p.Status.Phase, term)
+		}
+	}
+}
+
+// A pod that stays under its limit is left alone.
+func TestUnderMemoryLimitCompletes(t *testing.T) {
+	job := limitedJob(t, "64Mi", `x=$(head -c 1000000 /dev/zero | tr '\0' a); sleep 0.5; echo ${#x}`)
+	job = waitJob(t, job, batchv1.JobComplete)
+	pods := podsByIndex(t, job)["0"]
+	if len(pods) != 1 || terminated(pods[0]) == nil || terminated(pods[0]).Reason != "Completed" {
+		t.Errorf("pods %d, want one Completed", len(pods))
+	}
 }

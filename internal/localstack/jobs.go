@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,13 +49,18 @@ func startJobs(ctx context.Context, env *envtest.Environment, c client.Client, o
 	if err != nil {
 		return nil, fmt.Errorf("start the job control plane: %w", err)
 	}
+	// The workers get the manager's default memory limit, which the test
+	// node enforces as a kubelet does (a worker over it ends OOMKilled).
+	res, err := operator.WorkerResources("100m", operator.DefaultWorkerMemory, "")
+	if err != nil {
+		return nil, err
+	}
 	mopts.Executor = operator.ExecutorJob
 	mopts.Job = controllers.JobConfig{
 		Namespace:          Namespace,
 		Image:              WorkerImage,
 		ServiceAccountName: WorkerServiceAccount,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		Resources:          res,
 	}
 	return plane, nil
 }

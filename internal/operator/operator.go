@@ -324,7 +324,7 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		if o.Job.Image == "" {
 			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Config: o.Job}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Config: o.Job}
 		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
 		return exec, loader, nil
 	case ExecutorLocal:

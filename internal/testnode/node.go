@@ -9,10 +9,15 @@
 // process (as an OOM kill or a node loss would) or evict a pod with the
 // DisruptionTarget condition (as node-pressure eviction does).
 //
+// Memory limits are enforced: a container whose processes go over their
+// memory limit is killed and reported OOMKilled (exit 137), as the kernel
+// and the kubelet do (by sampling /proc, see memory.go).
+//
 // What it does not do: containers share the host's filesystem and network
 // (volumes are not mounted, workingDir and terminationMessagePath are
-// ignored), resources are not enforced, and pods have one container and no
-// init containers (others are failed with a message saying so). Everything
+// ignored), CPU limits and requests are not enforced, and pods have one
+// container and no init containers (others are failed with a message
+// saying so). Everything
 // else (scheduling, the Job controller and its policies, garbage collection)
 // is the real Kubernetes code running against the same API server.
 package testnode
@@ -63,6 +68,10 @@ type Config struct {
 	MaxPods     int
 	// Log receives the node's own messages (default: discarded).
 	Log *slog.Logger
+	// MemoryInterval is how often the node samples the memory of
+	// containers with a memory limit, to kill those over it as OOMKilled
+	// (default DefaultMemoryInterval; see memory.go).
+	MemoryInterval time.Duration
 }
 
 // Node runs the pods bound to it. Start it with Run.
@@ -96,6 +105,9 @@ func New(cfg *rest.Config, c Config) (*Node, error) {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.MemoryInterval <= 0 {
+		c.MemoryInterval = DefaultMemoryInterval
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -137,6 +149,7 @@ func (n *Node) Run(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	go n.heartbeat(ctx)
+	go n.enforceMemory(ctx)
 
 	var wg sync.WaitGroup
 	for range 4 {

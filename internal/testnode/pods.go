@@ -252,7 +252,7 @@ func (n *Node) Kill(ctx context.Context, namespace, name string, oom bool) error
 	}
 	reason := "Error"
 	if oom {
-		reason = "OOMKilled"
+		reason = reasonOOMKilled
 	}
 	p.kill(reason)
 	return n.waitTerminal(ctx, namespace, name, p)

@@ -32,6 +32,9 @@ type processSpec struct {
 	logPath         string
 	// fallbackToLogs: a failed container's message is the tail of its log.
 	fallbackToLogs bool
+	// memLimit is the container's memory limit in bytes (0: none); see
+	// memory.go.
+	memLimit int64
 }
 
 // processSpec resolves the container's executable and environment. Its
@@ -68,6 +71,7 @@ func (n *Node) processSpec(ctx context.Context, pod *corev1.Pod) (processSpec, s
 		path: path, args: argv[1:], env: append(base, env...), dir: dir,
 		logPath:        filepath.Join(dir, c.Name+".log"),
 		fallbackToLogs: c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError,
+		memLimit:       memoryLimit(&c),
 	}, "", nil
 }
 
@@ -275,6 +279,9 @@ func startProcess(s processSpec) (*process, error) {
 		p.mu.Lock()
 		p.finished, p.ended = time.Now(), true
 		p.code = exitCode(cmd, err)
+		if p.reason == "" && p.evicted == "" && p.overLimitAtExit(cmd.ProcessState) {
+			p.reason, p.code = reasonOOMKilled, 128+int32(syscall.SIGKILL)
+		}
 		p.mu.Unlock()
 		close(p.done)
 	}()
