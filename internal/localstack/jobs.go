@@ -62,5 +62,10 @@ func startJobs(ctx context.Context, env *envtest.Environment, c client.Client, o
 		ServiceAccountName: WorkerServiceAccount,
 		Resources:          res,
 	}
+	if o.Store == StoreS3 {
+		// The workers get the store's credentials from the Secret, not
+		// from this process: the test node gives a pod only its own env.
+		mopts.Job.EnvFromSecret = StoreSecret
+	}
 	return plane, nil
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/s3server"
 	"github.com/emaildata/emaildata/internal/services"
 )
 
@@ -67,14 +68,20 @@ type Options struct {
 	Executor string
 	// WorkerDir holds the worker binary, for the job executor.
 	WorkerDir string
+	// Store is StoreFile (default) or StoreS3.
+	Store string
+	// S3Port is the S3 API's port for StoreS3 (0: a free one).
+	S3Port int
 }
 
 // Stack is a running local control plane with the manager.
 type Stack struct {
 	// Kubeconfig is the path of an admin kubeconfig for kubectl.
 	Kubeconfig string
-	// StoreDir is the directory behind the file:// store.
+	// StoreDir is the directory behind the file:// store ("" for s3).
 	StoreDir string
+	// S3Endpoint is the S3-compatible server of an s3 store.
+	S3Endpoint string
 	// BlobURL is the store's URL.
 	BlobURL string
 	// APIURL is the REST API's base URL.
@@ -96,6 +103,9 @@ type Stack struct {
 	apiDone chan error
 	done    chan error
 	people  people.Store
+
+	s3         *s3server.Server
+	s3Identity s3server.Identity
 }
 
 // Namespace the operator runs in.
@@ -120,6 +130,18 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	switch o.Store {
+	case "", StoreFile:
+	case StoreS3:
+		if err := s.startS3(ctx, o); err != nil {
+			return nil, err
+		}
+		if err := s.writeStoreSecret(ctx, c); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown store %q (want %s or %s)", o.Store, StoreFile, StoreS3)
 	}
 	if s.people, err = localPeople(ctx, filepath.Join(s.dir, "people.db")); err != nil {
 		return nil, err
@@ -155,6 +177,9 @@ func (s *Stack) abort() {
 	}
 	if s.people != nil {
 		_ = s.people.Close()
+	}
+	if s.s3 != nil {
+		_ = s.s3.Stop()
 	}
 	_ = s.env.Stop()
 	forgetControlPlane(s.dir)
@@ -388,6 +413,11 @@ func (s *Stack) Stop() error {
 	if s.Jobs != nil {
 		if err := s.Jobs.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("job plane: %w", err))
+		}
+	}
+	if s.s3 != nil {
+		if err := s.s3.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("S3-compatible server: %w", err))
 		}
 	}
 	if err := s.env.Stop(); err != nil {
