@@ -33,7 +33,8 @@ import (
 // more lenient than a kernel. RSS counts file-backed pages (the binary's
 // text), which a kernel could reclaim before killing, so the node is a
 // little stricter than a cgroup for a container near its limit.
-// Linux only (it needs /proc).
+// Linux only (it needs /proc). One sample of a Go worker costs about
+// 0.1 ms of CPU (BenchmarkTreeMemory), 0.1% of a core per pod at 100 ms.
 
 // DefaultMemoryInterval is how often the node samples memory by default.
 const DefaultMemoryInterval = 100 * time.Millisecond
