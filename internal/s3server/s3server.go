@@ -128,7 +128,8 @@ func (s *Server) run(bin, dir, config string) error {
 		return err
 	}
 	p := func(i int) string { return strconv.Itoa(s.ports[i]) }
-	args := []string{"mini", "-dir=" + filepath.Join(dir, "data"), "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+	// -logtostderr: into weed.log, not glog's files in /tmp.
+	args := []string{"-logtostderr", "mini", "-dir=" + filepath.Join(dir, "data"), "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		"-master.port=" + p(0), "-master.port.grpc=" + p(1), "-volume.port=" + p(2), "-volume.port.grpc=" + p(3),
 		"-filer.port=" + p(4), "-filer.port.grpc=" + p(5), "-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
 		"-s3.port=" + p(6), "-s3.port.grpc=" + p(7), "-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
@@ -398,6 +399,13 @@ func ForTest(t testing.TB, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Stop() })
+	t.Cleanup(func() {
+		_ = s.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(s.Log); err == nil {
+				t.Logf("last of %s:\n%s", s.Log, b[max(0, len(b)-4000):])
+			}
+		}
+	})
 	return s
 }

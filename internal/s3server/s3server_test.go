@@ -62,3 +62,32 @@ func TestBadBucketFailsFast(t *testing.T) {
 		t.Errorf("Start with bucket %q: %v, want InvalidBucketName", "b", err)
 	}
 }
+
+// A server started again on the same directory (as `make run` does, other
+// ports than the last time but the S3 one) still has its buckets and
+// objects.
+func TestRestartKeepsObjects(t *testing.T) {
+	admin := Identity{Name: "admin", AccessKey: "AKADMIN", SecretKey: "admin-secret"}
+	o := Options{Binary: BinaryForTest(t), Dir: t.TempDir(), Identities: []Identity{admin}, Buckets: []string{"store"}}
+	ctx := context.Background()
+	s, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client(admin).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("store"), Key: aws.String("lists/a/plan.json"), Body: strings.NewReader("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	out, err := s.Client(admin).GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("store"), Key: aws.String("lists/a/plan.json")})
+	if err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	out.Body.Close()
+}
