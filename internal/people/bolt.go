@@ -31,10 +31,10 @@ import (
 //
 // All are written in the same transaction. An address in alt that is also
 // a person's email is found as that person (people is read first); one
-// that two people list is found as the one written last. The postal bucket holds
-// only people with a last name that has letters and a valid zip, the
-// locality bucket those with a last name, a state and a city that have
-// letters. Each index bucket is built from the people bucket when a file
+// that two people list is found as the one written last. The postal
+// bucket holds only people with a last name that has letters and a valid
+// zip, the locality bucket those with a last name, a state and a city that
+// have letters. Each index bucket is built from the people bucket when a file
 // made before it is opened.
 var (
 	bucketPeople    = []byte("people")
