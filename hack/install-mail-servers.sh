@@ -41,20 +41,30 @@ have_postgrey() { [ -x /usr/sbin/postgrey ] && perl -MBerkeleyDB -MNet::Server -
 have_nsd() { [ -x /usr/sbin/nsd ] && /usr/sbin/nsd -v >/dev/null 2>&1; }
 have_exim() { getent passwd Debian-exim >/dev/null && [ -x "$exim" ] && "$exim" -bV -C /dev/null >/dev/null 2>&1; }
 
-missing=()
-have_postfix || missing+=(postfix)
-have_postgrey || missing+=(postgrey)
-have_nsd || missing+=(nsd)
-if [ ${#missing[@]} -eq 0 ] && have_exim; then
-  say "postfix $(/usr/sbin/postconf -dh mail_version), postgrey, nsd and exim ($exim) already installed"
-  echo "$exim"
-  exit 0
-fi
+check() {
+  missing=()
+  have_postfix || missing+=(postfix)
+  have_postgrey || missing+=(postgrey)
+  have_nsd || missing+=(nsd)
+  if [ ${#missing[@]} -eq 0 ] && have_exim; then
+    say "postfix $(/usr/sbin/postconf -dh mail_version), postgrey, nsd and exim ($exim) already installed"
+    echo "$exim"
+    exit 0
+  fi
+}
+check
 
 if [ "$(id -u)" != 0 ]; then
   say "missing: ${missing[*]:-} $(have_exim || echo exim4-daemon-light); run as root: sudo $0"
   exit 1
 fi
+
+# Test binaries of several packages may call this at once: one installs,
+# the others wait and find everything there.
+mkdir -p "$mail_dir"
+exec 9>"$mail_dir/.install.lock"
+flock 9
+check
 
 export DEBIAN_FRONTEND=noninteractive
 apt_get() { apt-get -q -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"; }
@@ -101,7 +111,7 @@ if ! have_exim; then
   install_policy
   apt_update
   tmp=$(mktemp -d)
-  chmod 755 "$tmp" # apt downloads as _apt
+  chown _apt "$tmp" 2>/dev/null || chmod 1777 "$tmp" # apt downloads as _apt
   say "apt-get download exim4-daemon-light; dpkg -x into $exim_root"
   (cd "$tmp" && apt-get -q download exim4-daemon-light >&2)
   deb=$(ls "$tmp"/exim4-daemon-light_*.deb)
