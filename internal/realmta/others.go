@@ -184,6 +184,10 @@ func (r *Running) startNSD() error {
   server-count: 1
   do-ip6: no
   hide-version: yes
+  # No response rate limiting: verifiers query it directly, as they would
+  # a recursive resolver, hundreds of times a second from one address.
+  rrl-ratelimit: 0
+  rrl-whitelist-ratelimit: 0
 remote-control:
   control-enable: no
 zone:

@@ -22,8 +22,9 @@ type Truth struct {
 }
 
 // Kind names a host's behaviour for reports: "postfix",
-// "postfix+postgrey", "postfix+anvil", "postfix+postscreen",
-// "postfix+rcpt-limit" (combinations joined by "+"), or "exim".
+// "postfix+postgrey", "postfix+anvil-rate", "postfix+anvil-conns",
+// "postfix+postscreen", "postfix+rcpt-limit" (combinations joined by "+"),
+// or "exim".
 func (h Host) Kind() string {
 	if h.Software == Exim {
 		return "exim"
@@ -32,8 +33,11 @@ func (h Host) Kind() string {
 	if h.Greylist {
 		k += "+postgrey"
 	}
-	if h.ConnRateLimit > 0 || h.ConnCountLimit > 0 {
-		k += "+anvil"
+	if h.ConnRateLimit > 0 {
+		k += "+anvil-rate"
+	}
+	if h.ConnCountLimit > 0 {
+		k += "+anvil-conns"
 	}
 	if h.Postscreen {
 		k += "+postscreen"
