@@ -59,6 +59,7 @@ func TestGenerateDeterministic(t *testing.T) {
 // (from NSD) and the RCPT reply (from Postfix or Exim) must be what Truth
 // says.
 func TestGeneratedTruthMatchesServers(t *testing.T) {
+	t.Parallel()
 	w, rows := Generate(3, 80, 600, GenOptions{AnvilRate: 100})
 	r := StartT(t, w, Options{PostscreenGreetWait: time.Second, GreylistDelay: time.Minute})
 	perHost := map[string][]string{}

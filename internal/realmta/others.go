@@ -151,7 +151,7 @@ func (r *Running) startPostgrey() error {
 	}
 	p, err := startProc("postgrey", filepath.Join(r.dir, "log", "postgrey.log"), r.bins.Postgrey,
 		"--inet="+r.greyAddr.String(), "--dbdir="+d, "--delay="+strconv.Itoa(max(1, int(r.opt.GreylistDelay/time.Second))),
-		"--auto-whitelist-clients=0", "--hostname=postgrey."+r.opt.Zone)
+		"--auto-whitelist-clients=0", "--hostname=postgrey."+r.opt.Zone, "--pidfile="+filepath.Join(d, "postgrey.pid"))
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,10 @@ func startProc(name, outFile string, argv ...string) (*proc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, so that terminate reaches its children; killed if
+	// this process dies first (Postfix's master, in its own session, is
+	// left to reapStale).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("realmta: start %s: %w", name, err)

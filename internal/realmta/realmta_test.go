@@ -57,6 +57,7 @@ const greetWait = 2 * time.Second
 // each listener behaves as its configuration says, with a plain SMTP
 // client.
 func TestRealMTAs(t *testing.T) {
+	t.Parallel()
 	r := StartT(t, kitWorld(), Options{GreylistDelay: 2 * time.Second, PostscreenGreetWait: greetWait})
 	addr := r.HostAddr
 

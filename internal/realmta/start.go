@@ -25,6 +25,7 @@ type Running struct {
 	hostAddr map[string]netip.Addr
 	hostIdx  map[string]int
 
+	owner       *os.File // owner.lock, held while this process lives
 	postfix     *proc
 	postfixConf string
 	procs       []*proc // NSD, postgrey, Exim
@@ -48,6 +49,7 @@ func Start(w World, opt Options) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
+	reapStale(bins)
 	var errs []error
 	for attempt := 0; attempt < 3; attempt++ {
 		r, err := start(w, opt, bins)
@@ -71,6 +73,9 @@ func start(w World, opt Options, bins Binaries) (_ *Running, err error) {
 		}
 	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
+	}
+	if r.owner, err = lockOwner(r.dir); err != nil {
+		return nil, fmt.Errorf("realmta: %s is in use: %w", r.dir, err)
 	}
 	// The daemons drop privileges and must reach their files below it.
 	if err := os.Chmod(r.dir, 0o755); err != nil {
@@ -247,8 +252,15 @@ func (r *Running) Close() error {
 				errs = append(errs, fmt.Errorf("realmta: %s (pid %d) did not stop", p.name, p.cmd.Process.Pid))
 			}
 		}
-		if !r.opt.KeepDir && len(errs) == 0 && r.dir != "" {
-			errs = append(errs, os.RemoveAll(r.dir))
+		if len(errs) == 0 && r.dir != "" {
+			if r.opt.KeepDir {
+				errs = append(errs, os.WriteFile(filepath.Join(r.dir, closedMark), nil, 0o644))
+			} else {
+				errs = append(errs, os.RemoveAll(r.dir))
+			}
+		}
+		if r.owner != nil {
+			r.owner.Close()
 		}
 		r.closeErr = errors.Join(errs...)
 	})
