@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // HostCounts is what one host's own log says it saw.
@@ -153,6 +154,32 @@ func (r *Running) Counts() (Counts, error) {
 		}
 	}
 	return c, nil
+}
+
+// SettledCounts waits (up to timeout) until the logs stop growing for a
+// moment, then returns Counts: postlogd writes Postfix's lines a little
+// after the sessions that caused them.
+func (r *Running) SettledCounts(timeout time.Duration) (Counts, error) {
+	size := func() int64 {
+		var n int64
+		for _, f := range []string{"postfix.log", "exim/mainlog", "postgrey.log"} {
+			if st, err := os.Stat(r.logPath(f)); err == nil {
+				n += st.Size()
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(timeout)
+	last := size()
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		if n := size(); n == last {
+			break
+		} else {
+			last = n
+		}
+	}
+	return r.Counts()
 }
 
 func postfixLine(hc *HostCounts, daemon, msg string) {

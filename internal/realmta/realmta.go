@@ -21,6 +21,19 @@
 // which fails under CI=true, and skips loudly elsewhere, when the software
 // cannot be had.
 //
+// An engine test looks like this:
+//
+//	r := realmta.StartT(t, world, realmta.Options{GreylistDelay: 3 * time.Second})
+//	// point the engine at r.DNSAddr() (--dns-server) and r.SMTPPort()
+//	// (--smtp-port), with 127.0.0.0/8 allowed; verify; then compare each
+//	// answer with r.Truth(address) and look at what the servers saw:
+//	c, _ := r.SettledCounts(5 * time.Second)
+//	// c.Hosts["mx.anvil.hosts.test"].AnvilRefused, c.Total.Sessions, ...
+//
+// Generate and StandardHosts give a ready world with one host of each
+// behaviour and a list with known truth (hack/compare -world real uses
+// them).
+//
 // All Postfix hosts are listeners of one Postfix instance (master.cf
 // entries "127.x.y.z:port inet ... smtpd -o ..."), so they share what a
 // Postfix instance shares: the queue, and with it in_flow_delay's token pool
