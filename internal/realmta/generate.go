@@ -119,7 +119,7 @@ func Generate(seed int64, n, rows int, o GenOptions) (World, []string) {
 			}
 			sort.Strings(d.Mailboxes)
 			rng.Shuffle(len(d.Mailboxes), func(i, j int) { d.Mailboxes[i], d.Mailboxes[j] = d.Mailboxes[j], d.Mailboxes[i] })
-			if k.host != "mx.exim" && rng.IntN(3) == 0 {
+			if k.host != "mx.exim" && !d.Policy && rng.IntN(3) == 0 {
 				d.Full, d.Mailboxes = d.Mailboxes[:1], d.Mailboxes[1:]
 			}
 		}

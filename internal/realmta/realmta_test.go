@@ -34,7 +34,7 @@ func kitWorld() World {
 		Domains: []Domain{
 			{Name: "plain.test", Host: "mx.plain.test", Mailboxes: []string{"alice", "bob"}, Full: []string{"carol"}},
 			{Name: "catchall.test", Host: "mx.plain.test", CatchAll: true},
-			{Name: "policy.test", Host: "mx.plain.test", Mailboxes: []string{"alice"}, Policy: true},
+			{Name: "policy.test", Host: "mx.plain.test", Mailboxes: []string{"alice"}, Full: []string{"bob"}, Policy: true},
 			{Name: "aonly.test", Shape: ShapeAOnly, Host: "mx.plain.test", Mailboxes: []string{"alice"}},
 			{Name: "grey.test", Host: "mx.grey.test", Mailboxes: []string{"alice", "bob"}},
 			{Name: "anvil.test", Host: "mx.anvil.test", Mailboxes: []string{"alice"}},
@@ -113,6 +113,7 @@ func TestRealMTAs(t *testing.T) {
 		c.expect("RCPT TO:<carol@plain.test>", "552 5.2.2")
 		c.expect("RCPT TO:<anything@catchall.test>", "250 2.1.5")
 		c.expect("RCPT TO:<alice@policy.test>", "550 5.7.1")
+		c.expect("RCPT TO:<bob@policy.test>", "552 5.2.2") // user@domain is looked up first
 		c.expect("RCPT TO:<alice@aonly.test>", "250 2.1.5")
 		c.expect("RCPT TO:<someone@outside.example>", "554 5.7.1") // relay refused
 		c.expect("DATA", "554")                                    // nothing is ever queued
@@ -387,7 +388,7 @@ func TestRealMTAs(t *testing.T) {
 			{"plain RCPTs", h["mx.plain.test"].RCPT, 9, true},
 			{"plain queue files", h["mx.plain.test"].QueueFiles, 90, true},
 			{"plain 550", h["mx.plain.test"].Rejects["550"], 2, false},
-			{"plain 552", h["mx.plain.test"].Rejects["552"], 1, false},
+			{"plain 552", h["mx.plain.test"].Rejects["552"], 2, false},
 			{"sessions", cs.Total.Sessions, 15, true},
 		}
 		for _, c := range checks {
@@ -408,6 +409,7 @@ func TestTruth(t *testing.T) {
 		{"carol@plain.test", mailworld.TruthFull, mailworld.TruthFull, "postfix"},
 		{"x@catchall.test", mailworld.TruthCatchAll, mailworld.TruthCatchAll, "postfix"},
 		{"alice@policy.test", mailworld.TruthPolicy, mailworld.TruthPolicy, "postfix"},
+		{"bob@policy.test", mailworld.TruthFull, mailworld.TruthFull, "postfix"},
 		{"alice@aonly.test", mailworld.TruthDeliverable, mailworld.TruthDeliverable, "postfix"},
 		{"alice@grey.test", mailworld.TruthGreylisted, mailworld.TruthDeliverable, "postfix+postgrey"},
 		{"nobody@grey.test", mailworld.TruthMissing, mailworld.TruthMissing, "postfix+postgrey"},

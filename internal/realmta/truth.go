@@ -86,13 +86,14 @@ func (w *World) Truth(address string) Truth {
 		}
 	}
 	t.Host, t.Kind = h.Name, h.Kind()
-	// The order of the host's checks: check_recipient_access (full
-	// mailboxes, policy domains), then the mailbox lookup, then postgrey.
+	// The order of the host's checks: check_recipient_access (which looks
+	// up user@domain before domain: a full mailbox, then a policy
+	// domain), then the mailbox lookup, then postgrey.
 	switch {
-	case d.Policy:
-		return set(mailworld.TruthPolicy)
 	case contains(d.Full, local):
 		return set(mailworld.TruthFull)
+	case d.Policy:
+		return set(mailworld.TruthPolicy)
 	case d.CatchAll:
 		set(mailworld.TruthCatchAll)
 	case contains(d.Mailboxes, local):
