@@ -46,7 +46,9 @@ package realmta
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -130,8 +132,11 @@ type Options struct {
 	// Port is the SMTP port of every host (0: one free on all of them).
 	// AfterShip's verifier dials 25 only.
 	Port int
-	// Net is the /16 the world's addresses come from (default
-	// 127.21.0.0/16): hosts at .1.1 up, DNS at .0.53, postgrey at .0.23.
+	// Net is the /16 the world's addresses come from: hosts at .1.1 up,
+	// DNS at .0.53, postgrey at .0.23. By default 127.B.0.0/16 with B
+	// varying per process and world (16 to 239), so that worlds of
+	// concurrent processes on one fixed port (25) stay apart; Start tries
+	// another B when a daemon cannot bind.
 	Net netip.Prefix
 	// Zone is the DNS zone every name lives in (default "test"): NSD is
 	// authoritative for it, and names absent from it are NXDOMAIN.
@@ -152,9 +157,17 @@ type Options struct {
 	KeepDir bool
 }
 
+var worldSeq atomic.Uint32
+
+// defaultNet is 127.B.0.0/16 for the next world of this process.
+func defaultNet() netip.Prefix {
+	b := 16 + (uint32(os.Getpid())*37+worldSeq.Add(1)*11)%224
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(b), 0, 0}), 16)
+}
+
 func (o *Options) defaults() error {
 	if !o.Net.IsValid() {
-		o.Net = netip.MustParsePrefix("127.21.0.0/16")
+		o.Net = defaultNet()
 	}
 	if o.Net.Bits() > 16 || !o.Net.Addr().Is4() || !o.Net.Addr().IsLoopback() {
 		return fmt.Errorf("realmta: Net %s: want a loopback IPv4 prefix of /16 or wider", o.Net)

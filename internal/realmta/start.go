@@ -39,6 +39,7 @@ type Running struct {
 // whatever it started is stopped. With Options.Port 0 it retries on other
 // ports when a daemon could not bind.
 func Start(w World, opt Options) (*Running, error) {
+	netGiven := opt.Net.IsValid()
 	if err := opt.defaults(); err != nil {
 		return nil, err
 	}
@@ -52,12 +53,17 @@ func Start(w World, opt Options) (*Running, error) {
 	reapStale(bins)
 	var errs []error
 	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 && !netGiven {
+			opt.Net = defaultNet()
+		}
 		r, err := start(w, opt, bins)
 		if err == nil {
 			return r, nil
 		}
 		errs = append(errs, err)
-		if opt.Port != 0 || !strings.Contains(err.Error(), "listen") {
+		// A daemon that could not bind: another port, or (with a fixed
+		// port) other addresses.
+		if !strings.Contains(err.Error(), "listen") || opt.Port != 0 && netGiven {
 			break
 		}
 	}
