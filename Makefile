@@ -77,8 +77,13 @@ run: envtest-assets ## Run a local control plane, the CRDs, the manager and the 
 	@if [[ " $(ARGS) " == *" --store=s3 "* || " $(ARGS) " == *" --store s3 "* ]]; then ./hack/s3-server.sh >/dev/null; fi
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)" --worker-dir bin $(ARGS)
 
+.PHONY: mail-servers
+mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bin/mail) for the real-MTA tests; needs root.
+	@# Outside CI a machine without them (or without root) skips those tests, saying so.
+	./hack/install-mail-servers.sh >/dev/null || [ "$$CI" != true ]
+
 .PHONY: test
-test: verify-generated vet envtest-assets s3-server ## Run all tests.
+test: verify-generated vet envtest-assets mail-servers s3-server ## Run all tests.
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" EMAILDATA_S3_SERVER="$$(./hack/s3-server.sh)" $(GO) test $(TESTFLAGS) -timeout 30m ./...
 
 .PHONY: bench
