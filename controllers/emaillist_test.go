@@ -69,11 +69,11 @@ func TestListReachesResults(t *testing.T) {
 			}
 
 			data := readResult(t, l)
-			want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid\n" +
-				"1,\"Doe, John\",john@example.com,valid,10,biz,false,,false,true\n" +
-				"2,Ann,ann@example,invalid,115,,false,,false,false\n" +
-				"3,Bob,,invalid,100,,false,,false,false\n" +
-				"4,\"multi\nline\",carol@example.org,valid,10,biz,false,,false,true\n"
+			want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history\n" +
+				"1,\"Doe, John\",john@example.com,valid,10,biz,false,,false,true,false\n" +
+				"2,Ann,ann@example,invalid,115,,false,,false,false,false\n" +
+				"3,Bob,,invalid,100,,false,,false,false,false\n" +
+				"4,\"multi\nline\",carol@example.org,valid,10,biz,false,,false,true,false\n"
 			if string(data) != want {
 				t.Errorf("result file:\n%s\nwant:\n%s", data, want)
 			}
