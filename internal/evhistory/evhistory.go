@@ -40,6 +40,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +63,8 @@ type Record struct {
 	Code      verify.Code
 	CheckedAt time.Time
 	TTL       time.Duration
+
+	mailbox string // hashed into Key once the secret is known
 }
 
 // Store is a backend: it returns unexpired entries only.
@@ -137,10 +140,16 @@ func (s Stats) Counters() map[string]float64 {
 
 // History implements verify.History on a Store.
 type History struct {
-	store  Store
-	secret []byte
-	ttls   TTLs
-	now    func() time.Time
+	store Store
+	ttls  TTLs
+	now   func() time.Time
+
+	// The secret, or (kept in the store) read on first use: a backend
+	// unreachable at start delays it without failing the process.
+	mu        sync.Mutex
+	secret    []byte
+	fromStore bool
+	warn      func(string)
 
 	hits, misses, errs, recorded atomic.Uint64
 }
@@ -155,6 +164,32 @@ func New(store Store, secret []byte, ttls TTLs) (*History, error) {
 	return &History{store: store, secret: secret, ttls: ttls, now: time.Now}, nil
 }
 
+// newFromStore returns a history whose secret is the store's own.
+func newFromStore(store Store, ttls TTLs, warn func(string)) *History {
+	return &History{store: store, ttls: ttls, now: time.Now, fromStore: true, warn: warn}
+}
+
+// key returns the secret, reading it from the store the first time.
+func (h *History) key(ctx context.Context) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.secret != nil {
+		return h.secret, nil
+	}
+	s, err := h.store.Secret(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the history's secret: %w", err)
+	}
+	if len(s) < 16 {
+		return nil, errors.New("the history's secret in the store is too short")
+	}
+	h.secret = s
+	if h.warn != nil {
+		h.warn("no " + SecretEnv + ": the verification history's hashes are keyed with a secret kept in the history's own store")
+	}
+	return s, nil
+}
+
 // Close closes the store.
 func (h *History) Close() error { return h.store.Close() }
 
@@ -166,9 +201,12 @@ func (h *History) Stats() Stats {
 	return Stats{Hits: h.hits.Load(), Misses: h.misses.Load(), Errors: h.errs.Load(), Recorded: h.recorded.Load()}
 }
 
-// KeyOf is the key of a mailbox (local@domain, the domain in ASCII).
-func (h *History) KeyOf(mailbox string) Key {
-	m := hmac.New(sha256.New, h.secret)
+// Counters implements verify.Reporter.
+func (h *History) Counters() map[string]float64 { return h.Stats().Counters() }
+
+// keyOf is the key of a mailbox (local@domain, the domain in ASCII).
+func keyOf(secret []byte, mailbox string) Key {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("ev1\x00"))
 	m.Write([]byte(strings.ToLower(strings.TrimSpace(mailbox))))
 	var k Key
@@ -180,11 +218,15 @@ func (h *History) KeyOf(mailbox string) Key {
 // ago (nil: any still kept). A failing backend is an error; the caller
 // probes, it never trusts what it could not read.
 func (h *History) Lookup(ctx context.Context, mailboxes []string, maxAge *time.Duration) ([]verify.PastVerdict, error) {
-	keys := make([]Key, len(mailboxes))
-	for i, m := range mailboxes {
-		keys[i] = h.KeyOf(m)
+	secret, err := h.key(ctx)
+	var entries []Entry
+	if err == nil {
+		keys := make([]Key, len(mailboxes))
+		for i, m := range mailboxes {
+			keys[i] = keyOf(secret, m)
+		}
+		entries, err = h.store.Get(ctx, keys)
 	}
-	entries, err := h.store.Get(ctx, keys)
 	if err != nil {
 		h.errs.Add(1)
 		h.misses.Add(uint64(len(mailboxes)))
@@ -218,12 +260,19 @@ func (h *History) Record(ctx context.Context, verdicts []verify.NewVerdict) erro
 		if at.IsZero() {
 			at = h.now()
 		}
-		recs = append(recs, Record{Key: h.KeyOf(v.Mailbox), Code: v.Code, CheckedAt: at, TTL: ttl})
+		recs = append(recs, Record{Code: v.Code, CheckedAt: at, TTL: ttl, mailbox: v.Mailbox})
 	}
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := h.store.Put(ctx, recs); err != nil {
+	secret, err := h.key(ctx)
+	if err == nil {
+		for i := range recs {
+			recs[i].Key = keyOf(secret, recs[i].mailbox)
+		}
+		err = h.store.Put(ctx, recs)
+	}
+	if err != nil {
 		h.errs.Add(1)
 		return fmt.Errorf("verification history: %w", err)
 	}

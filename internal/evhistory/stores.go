@@ -68,14 +68,11 @@ func Open(ctx context.Context, rawURL string, o Options) (*History, error) {
 		secret = []byte(os.Getenv(SecretEnv))
 	}
 	if len(secret) == 0 {
-		if secret, err = st.Secret(ctx); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("history secret: %w", err)
-		}
-		if o.Warn != nil {
-			o.Warn("no " + SecretEnv + ": the verification history's hashes are keyed with a secret kept in the history's own store")
-		}
-	} else if len(secret) < 16 {
+		h := newFromStore(st, o.TTLs, o.Warn)
+		_, _ = h.key(ctx) // now if the store answers; else on first use
+		return h, nil
+	}
+	if len(secret) < 16 {
 		st.Close()
 		return nil, fmt.Errorf("%s must have at least 16 bytes", SecretEnv)
 	}

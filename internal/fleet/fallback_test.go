@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,9 +155,9 @@ func TestFallbackAtStartDividesBudget(t *testing.T) {
 // once, the divided budget takes over one lease TTL later, and every
 // process goes back to shared leases at the resume time they agree on.
 func TestFallbackMidRunAndBack(t *testing.T) {
-	redisURL(t) // skips (or fails under CI) without Redis
+	u := redisURL(t) // skips (or fails under CI) without Redis; cleans the prefix
 	c := newCutter(t)
-	prefix := testPrefix()
+	prefix := u[strings.Index(u, "prefix=")+len("prefix="):]
 	o := fastOptions()
 	o.Share = Share{Seat: 0, Seats: 2, Turn: 300 * time.Millisecond, Skew: 20 * time.Millisecond}
 	f := ready(t, c.url(prefix), o)

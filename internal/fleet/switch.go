@@ -108,6 +108,9 @@ func (f *Fleet) Stats() Stats {
 	}
 }
 
+// Counters returns the counters for shard summaries and metrics.
+func (f *Fleet) Counters() map[string]float64 { return f.Stats().Counters() }
+
 func (f *Fleet) loop(ctx context.Context) {
 	defer close(f.done)
 	t := time.NewTicker(f.o.HealthInterval)

@@ -56,6 +56,14 @@ type Engine struct {
 	// (Options.MaxAge) without DNS or SMTP, and keeps the SMTP stage's
 	// verdicts.
 	History History
+	// Reporters are parts with work counters of their own (the history,
+	// the fleet backend), reported with the engine's.
+	Reporters []Reporter
+}
+
+// Reporter has cumulative work counters, named for reports and metrics.
+type Reporter interface {
+	Counters() map[string]float64
 }
 
 // Verify checks one address within ctx's deadline. When the deadline
