@@ -3,6 +3,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -146,6 +147,9 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 		}
 	}
 	if err := r.start(ctx, list); err != nil {
+		if waitingForBudget(err) {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	now := metav1.NewTime(clockNow(r.Clock))
@@ -160,12 +164,23 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 // say), the list says why while the controller retries with backoff.
 func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList) error {
 	err := r.Executor.Start(ctx, list, int(list.Status.Shards))
+	if waitingForBudget(err) {
+		setProgressing(list, ReasonWaitingForSMTPBudget, err.Error())
+		return err
+	}
 	if err != nil {
 		msg := fmt.Sprintf("the shards cannot start (retrying): %v", err)
 		setProgressing(list, ReasonStartFailed, msg)
 		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
 	}
 	return err
+}
+
+// waitingForBudget: the list waits for its part of the SMTP budget; no
+// error, no warning, a poll.
+func waitingForBudget(err error) bool {
+	var w *BudgetWaitError
+	return errors.As(err, &w)
 }
 
 func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -178,7 +193,7 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 	case ExecNotStarted:
 		// Lost (a restarted local executor, or a deleted Job): run again;
 		// shards rewrite the same objects, so this is safe.
-		if err := r.start(ctx, list); err != nil {
+		if err := r.start(ctx, list); err != nil && !waitingForBudget(err) {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil

@@ -240,6 +240,10 @@ const (
 	ConditionReady       = "Ready"
 	ConditionReconciling = "Reconciling"
 	ConditionStalled     = "Stalled"
+	// ConditionHostLimits says how an email_validation list's pods keep
+	// each mail host's politeness limits: shared through the fleet
+	// backend, or divided among the pods of the lists running.
+	ConditionHostLimits = "HostLimits"
 )
 
 // Progress counts rows.

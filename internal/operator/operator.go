@@ -291,6 +291,19 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 			return err
 		}
 	}
+	// Without a fleet backend holding them, pods divide each mail host's
+	// budget. Issue 22 phase 1: the SMTP engine does not take its limits
+	// from the backend yet, so budgets are divided with --fleet-url too;
+	// phase 2 sets Shared when o.Verify.Fleet.URL is set.
+	if o.Verify.SMTP && o.Verify.DNSServer != "off" {
+		o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost}
+		if o.Job.SMTPBudget.Rate <= 0 {
+			o.Job.SMTPBudget.Rate = 5
+		}
+	}
+	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
+		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
+	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(),
 		"--max-expanded-bytes="+strconv.FormatInt(o.Pipeline.Limits.MaxExpandedBytes, 10),
@@ -324,7 +337,7 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		if o.Job.Image == "" {
 			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Config: o.Job}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: o.Job}
 		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
 		return exec, loader, nil
 	case ExecutorLocal:
