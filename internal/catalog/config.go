@@ -106,7 +106,7 @@ func DefaultVerifyConfig() VerifyConfig {
 		MaxConnsPerHost: 2, RatePerHost: 5, MaxSessions: 1000, MaxRcptPerSession: 100, MaxRejectsPerSession: 9, PipelineDepth: 16,
 		ConnectTimeout: 10 * time.Second, GreetingTimeout: 30 * time.Second, CommandTimeout: 30 * time.Second,
 		HostPenaltyTTL: 30 * time.Minute, GreylistRetry: time.Minute, ProxyMaxConns: 100, RowsInFlight: 100_000,
-		Fleet: FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
+		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
 		HistoryURL: os.Getenv("HISTORY_URL"), HistoryTTLs: evhistory.DefaultTTLs(),
 	}
 }
