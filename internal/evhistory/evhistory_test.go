@@ -26,7 +26,7 @@ func randHex(n int) string {
 }
 
 // need fails under CI=true, else skips, when a service is missing.
-func need(t *testing.T, what string, err error) {
+func need(t testing.TB, what string, err error) {
 	t.Helper()
 	if err == nil {
 		return
@@ -41,10 +41,10 @@ func need(t *testing.T, what string, err error) {
 // (to check no address is stored in clear).
 type backend struct {
 	url  string
-	dump func(t *testing.T) []byte
+	dump func(t testing.TB) []byte
 }
 
-func redisBackend(t *testing.T) backend {
+func redisBackend(t testing.TB) backend {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -60,7 +60,7 @@ func redisBackend(t *testing.T) backend {
 		}
 		rdb.Close()
 	})
-	return backend{url: "redis://127.0.0.1:6379/0?prefix=" + prefix, dump: func(t *testing.T) []byte {
+	return backend{url: "redis://127.0.0.1:6379/0?prefix=" + prefix, dump: func(t testing.TB) []byte {
 		var b bytes.Buffer
 		for _, k := range keys() {
 			v, _ := rdb.Get(context.Background(), k).Bytes()
@@ -71,7 +71,7 @@ func redisBackend(t *testing.T) backend {
 	}}
 }
 
-func pgBackend(t *testing.T) backend {
+func pgBackend(t testing.TB) backend {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
 		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -92,7 +92,7 @@ func pgBackend(t *testing.T) backend {
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	return backend{url: url + sep + "table=" + table, dump: func(t *testing.T) []byte {
+	return backend{url: url + sep + "table=" + table, dump: func(t testing.TB) []byte {
 		var b bytes.Buffer
 		rows, err := pool.Query(context.Background(), `SELECT key, code::text, checked_at::text FROM `+table)
 		if err != nil {
@@ -112,9 +112,9 @@ func pgBackend(t *testing.T) backend {
 	}}
 }
 
-func boltBackend(t *testing.T) backend {
+func boltBackend(t testing.TB) backend {
 	path := filepath.Join(t.TempDir(), "history.db")
-	return backend{url: "bolt://" + path, dump: func(t *testing.T) []byte {
+	return backend{url: "bolt://" + path, dump: func(t testing.TB) []byte {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -123,8 +123,8 @@ func boltBackend(t *testing.T) backend {
 	}}
 }
 
-func backends(t *testing.T) map[string]func(*testing.T) backend {
-	return map[string]func(*testing.T) backend{"redis": redisBackend, "postgres": pgBackend, "bolt": boltBackend}
+func backends(t *testing.T) map[string]func(testing.TB) backend {
+	return map[string]func(testing.TB) backend{"redis": redisBackend, "postgres": pgBackend, "bolt": boltBackend}
 }
 
 func dur(d time.Duration) *time.Duration { return &d }
