@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -52,6 +53,10 @@ type EmailListReconciler struct {
 	KeepParts bool
 	// Clock tells the time; nil is the wall clock.
 	Clock clock.PassiveClock
+	// FleetHealth, when set, says whether the fleet backend answers (the
+	// manager's own view of it); running email_validation lists say so in
+	// their FleetBackend condition.
+	FleetHealth func() (up bool, detail string)
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
@@ -176,6 +181,28 @@ func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList
 	return err
 }
 
+// Reasons of the FleetBackend condition.
+const (
+	ReasonFleetReachable   = "Reachable"
+	ReasonFleetUnreachable = "Unreachable"
+)
+
+// noteFleet keeps a running email_validation list's FleetBackend
+// condition in step with the backend.
+func (r *EmailListReconciler) noteFleet(list *listsv1.EmailList) {
+	if r.FleetHealth == nil || list.Spec.Service != listsv1.ServiceEmailValidation {
+		return
+	}
+	up, detail := r.FleetHealth()
+	c := metav1.Condition{Type: listsv1.ConditionFleetBackend, Status: metav1.ConditionTrue, Reason: ReasonFleetReachable,
+		Message: "the fleet backend answers", ObservedGeneration: list.Generation}
+	if !up {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonFleetUnreachable
+		c.Message = "the fleet backend does not answer (" + detail + "): pods keep to their divided share of each mail host's budget, never more, and verify without the history until it answers; nothing is lost"
+	}
+	meta.SetStatusCondition(&list.Status.Conditions, c)
+}
+
 // waitingForBudget: the list waits for its part of the SMTP budget; no
 // error, no warning, a poll.
 func waitingForBudget(err error) bool {
@@ -207,6 +234,7 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 			return ctrl.Result{}, err
 		}
 		setProgress(list, done, list.Status.Records)
+		r.noteFleet(list)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecFailed:
 		return ctrl.Result{}, r.failFromShards(ctx, list, keys, exec.Message)

@@ -120,3 +120,26 @@ func TestBudgetDivideSums(t *testing.T) {
 		}
 	}
 }
+
+// A running email_validation list says when the fleet backend stops
+// answering, and when it answers again.
+func TestFleetBackendCondition(t *testing.T) {
+	up, detail := false, "unreachable"
+	r := &EmailListReconciler{FleetHealth: func() (bool, string) { return up, detail }}
+	l := budgetList("f", listsv1.ServiceEmailValidation)
+	r.noteFleet(l)
+	c := meta.FindStatusCondition(l.Status.Conditions, listsv1.ConditionFleetBackend)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonFleetUnreachable {
+		t.Fatalf("backend down: %+v", c)
+	}
+	up = true
+	r.noteFleet(l)
+	if c := meta.FindStatusCondition(l.Status.Conditions, listsv1.ConditionFleetBackend); c.Status != metav1.ConditionTrue {
+		t.Errorf("backend back: %+v", c)
+	}
+	other := budgetList("g", listsv1.ServiceEmailAppend)
+	r.noteFleet(other)
+	if len(other.Status.Conditions) != 0 {
+		t.Errorf("email_append list got %v", other.Status.Conditions)
+	}
+}

@@ -244,6 +244,9 @@ const (
 	// each mail host's politeness limits: shared through the fleet
 	// backend, or divided among the pods of the lists running.
 	ConditionHostLimits = "HostLimits"
+	// ConditionFleetBackend says whether the fleet backend (--fleet-url)
+	// answers while an email_validation list runs.
+	ConditionFleetBackend = "FleetBackend"
 )
 
 // Progress counts rows.

@@ -120,3 +120,22 @@ func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.
 	context.AfterFunc(ctx, func() { _ = h.Close() }) // a shared fleet client stays open
 	return h, nil
 }
+
+// FleetHealth returns whether e's fleet backend answers, and why not; nil
+// when e has none.
+func FleetHealth(e *verify.Engine) func() (up bool, detail string) {
+	if e == nil {
+		return nil
+	}
+	for _, r := range e.Reporters {
+		if f, ok := r.(*fleet.Fleet); ok {
+			return func() (bool, string) {
+				if f.Mode() == fleet.ModeFallback {
+					return false, "unreachable since the last health checks"
+				}
+				return true, ""
+			}
+		}
+	}
+	return nil
+}

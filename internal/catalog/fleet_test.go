@@ -87,6 +87,9 @@ func TestEngineWithBackendDown(t *testing.T) {
 	if got := EngineCounters(e)["fleet_fallbacks"]; got != 1 {
 		t.Errorf("fleet_fallbacks = %v, want 1", got)
 	}
+	if up, _ := FleetHealth(e)(); up {
+		t.Error("FleetHealth says up with the backend down")
+	}
 	if _, err := e.History.Lookup(ctx, []string{"a@example.test"}, nil); err == nil {
 		t.Error("a history lookup with the backend down did not fail (it must be skipped, not trusted)")
 	}

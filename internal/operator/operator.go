@@ -34,6 +34,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Executor kinds.
@@ -161,7 +162,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	store, ps, reg, err := openEngines(ctx, o)
+	store, ps, reg, engine, err := openEngines(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +198,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			APINamespace: o.APINamespace, Grants: o.StoreGrants,
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
 		},
-		KeepParts: o.KeepParts,
+		KeepParts:   o.KeepParts,
+		FleetHealth: catalog.FleetHealth(engine),
 	}
 	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
 		return nil, fmt.Errorf("set up emaillist controller: %w", err)
@@ -236,13 +238,14 @@ func newManager(cfg *rest.Config, o Options, scheme *runtime.Scheme) (ctrl.Manag
 }
 
 // openEngines opens the blob store, the people store where it is used
-// in-process, and the list service registry.
-func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store, *listservice.Registry, error) {
+// in-process, and the list service registry (with its verification engine,
+// nil for a given registry).
+func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store, *listservice.Registry, *verify.Engine, error) {
 	var err error
 	store := o.Store
 	if store == nil {
 		if store, err = blobstore.Open(ctx, o.BlobURL); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	// The people store is opened in-process only where it is used: by the
@@ -251,14 +254,15 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 	ps := o.People
 	if ps == nil && o.PeopleURL != "" && (o.Registry == nil || o.Executor == ExecutorLocal) {
 		if ps, err = people.Open(ctx, o.PeopleURL); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	reg := o.Registry
+	var engine *verify.Engine
 	if reg == nil {
-		engine, err := catalog.NewEngine(ctx, o.Verify)
+		engine, err = catalog.NewEngine(ctx, o.Verify)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		reg = catalog.RegistryFor(engine, o.Verify)
 		// On the Job path these services run in workers, which open
@@ -268,7 +272,7 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}
 	}
-	return store, ps, reg, nil
+	return store, ps, reg, engine, nil
 }
 
 // configureWorkers sets the Job workers' extra flags and, on the Job path,
