@@ -124,6 +124,18 @@ func openRedis(u *url.URL, shared *redis.Client) (Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("history url %s: %w", u.Redacted(), err)
 		}
+		// A history that does not answer within a second is skipped (the
+		// addresses are probed), unless the URL sets its own timeouts.
+		if !q.Has("dial_timeout") {
+			opt.DialTimeout = time.Second
+		}
+		if !q.Has("read_timeout") {
+			opt.ReadTimeout = time.Second
+		}
+		if !q.Has("write_timeout") {
+			opt.WriteTimeout = time.Second
+		}
+		opt.DialerRetries = 1
 		s.rdb, s.own = redis.NewClient(opt), true
 	}
 	return s, nil
