@@ -71,8 +71,13 @@ run: envtest-assets ## Run a local control plane, the CRDs, the manager and the 
 	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/worker
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)" --worker-dir bin $(ARGS)
 
+.PHONY: mail-servers
+mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bin/mail) for the real-MTA tests; needs root.
+	@# Outside CI a machine without them (or without root) skips those tests, saying so.
+	./hack/install-mail-servers.sh >/dev/null || [ "$$CI" != true ]
+
 .PHONY: test
-test: verify-generated vet envtest-assets ## Run all tests.
+test: verify-generated vet envtest-assets mail-servers ## Run all tests.
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) -timeout 30m ./...
 
 .PHONY: bench

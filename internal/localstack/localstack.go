@@ -435,7 +435,7 @@ func (s *Stack) openHistory(ctx context.Context, vc *catalog.VerifyConfig) error
 const (
 	localDemoPeople    = 20_000
 	localPeopleSeed    = 1
-	localPeopleVersion = "2" // 2: life stage, financial and rfm fields
+	localPeopleVersion = "3" // 2: life stage, financial and rfm fields; 3: other addresses
 )
 
 // localPeople opens the local reference store, loading synthetic people
