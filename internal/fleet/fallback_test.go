@@ -50,13 +50,14 @@ func TestTurnsDivideExactly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			k := Key{Egress: DefaultEgress, Host: "192.0.2.7:25"}
 			lim := Limits{Conns: tc.conns, Rate: tc.rate}
-			ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+			// Long enough for every seat to get turns on a loaded machine.
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 			defer cancel()
 			var rec recorder
 			var wg sync.WaitGroup
 			got := make([]int, tc.seats)
 			for s := range tc.seats {
-				tr := NewTurns(Share{Seat: s, Seats: tc.seats, Turn: 400 * time.Millisecond, Skew: 20 * time.Millisecond})
+				tr := NewTurns(Share{Seat: s, Seats: tc.seats, Turn: 500 * time.Millisecond, Skew: 20 * time.Millisecond})
 				for range 3 { // a seat's own sessions compete too
 					wg.Go(func() {
 						var mine recorder
