@@ -3,11 +3,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -51,6 +53,10 @@ type EmailListReconciler struct {
 	KeepParts bool
 	// Clock tells the time; nil is the wall clock.
 	Clock clock.PassiveClock
+	// FleetHealth, when set, says whether the fleet backend answers (the
+	// manager's own view of it); running email_validation lists say so in
+	// their FleetBackend condition.
+	FleetHealth func() (up bool, detail string)
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
@@ -146,6 +152,9 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 		}
 	}
 	if err := r.start(ctx, list); err != nil {
+		if waitingForBudget(err) {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	now := metav1.NewTime(clockNow(r.Clock))
@@ -160,12 +169,45 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 // say), the list says why while the controller retries with backoff.
 func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList) error {
 	err := r.Executor.Start(ctx, list, int(list.Status.Shards))
+	if waitingForBudget(err) {
+		setProgressing(list, ReasonWaitingForSMTPBudget, err.Error())
+		return err
+	}
 	if err != nil {
 		msg := fmt.Sprintf("the shards cannot start (retrying): %v", err)
 		setProgressing(list, ReasonStartFailed, msg)
 		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
 	}
 	return err
+}
+
+// Reasons of the FleetBackend condition.
+const (
+	ReasonFleetReachable   = "Reachable"
+	ReasonFleetUnreachable = "Unreachable"
+)
+
+// noteFleet keeps a running email_validation list's FleetBackend
+// condition in step with the backend.
+func (r *EmailListReconciler) noteFleet(list *listsv1.EmailList) {
+	if r.FleetHealth == nil || list.Spec.Service != listsv1.ServiceEmailValidation {
+		return
+	}
+	up, detail := r.FleetHealth()
+	c := metav1.Condition{Type: listsv1.ConditionFleetBackend, Status: metav1.ConditionTrue, Reason: ReasonFleetReachable,
+		Message: "the fleet backend answers", ObservedGeneration: list.Generation}
+	if !up {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonFleetUnreachable
+		c.Message = "the fleet backend does not answer (" + detail + "): pods keep to their divided share of each mail host's budget, never more, and verify without the history until it answers; nothing is lost"
+	}
+	meta.SetStatusCondition(&list.Status.Conditions, c)
+}
+
+// waitingForBudget: the list waits for its part of the SMTP budget; no
+// error, no warning, a poll.
+func waitingForBudget(err error) bool {
+	var w *BudgetWaitError
+	return errors.As(err, &w)
 }
 
 func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -178,7 +220,7 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 	case ExecNotStarted:
 		// Lost (a restarted local executor, or a deleted Job): run again;
 		// shards rewrite the same objects, so this is safe.
-		if err := r.start(ctx, list); err != nil {
+		if err := r.start(ctx, list); err != nil && !waitingForBudget(err) {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -192,6 +234,7 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 			return ctrl.Result{}, err
 		}
 		setProgress(list, done, list.Status.Records)
+		r.noteFleet(list)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecFailed:
 		return ctrl.Result{}, r.failFromShards(ctx, list, keys, exec.Message)

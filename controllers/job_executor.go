@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,16 +69,23 @@ type JobConfig struct {
 	PriorityClassName string
 	// ExtraArgs are passed to the worker after the shard arguments.
 	ExtraArgs []string
+	// SMTPBudget is each mail host's budget, which email_validation Jobs
+	// divide among their pods unless a fleet backend shares it.
+	SMTPBudget SMTPBudget
 }
 
 // JobExecutor runs each list as a batch/v1 Indexed Job, one index a shard,
 // in the workers' namespace (JobConfig.Namespace).
 type JobExecutor struct {
 	Client client.Client
-	// Pods reads the pods of a failed Job, uncached (nil: not read, and a
-	// failure says only what the Job says).
-	Pods   client.Reader
 	Config JobConfig
+	// Reader reads live, uncached (the API reader): Jobs, so that each start
+	// sees the budget the ones before it took (Client when nil), and the
+	// pods of a failed Job, to say why they died (nil: not read, and a
+	// failure says only what the Job says).
+	Reader client.Reader
+
+	budgetMu sync.Mutex
 }
 
 var _ Executor = (*JobExecutor)(nil)
@@ -98,7 +108,25 @@ func (e *JobExecutor) Start(ctx context.Context, list *listsv1.EmailList, shards
 	if err != nil {
 		return err
 	}
-	err = e.Client.Create(ctx, job)
+	if e.Config.SMTPBudget.divides(list) {
+		if existing, err := getJob(ctx, e.Client, job.Namespace, job.Name); err != nil || existing != nil {
+			return err // already started (with its part of the budget)
+		}
+		return e.startDivided(ctx, list, job)
+	}
+	if err := e.create(ctx, job); err != nil {
+		return err
+	}
+	if e.Config.SMTPBudget.Shared && list.Spec.Service == listsv1.ServiceEmailValidation {
+		meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionHostLimits, Status: metav1.ConditionTrue,
+			Reason: ReasonHostLimitsShared, ObservedGeneration: list.Generation,
+			Message: "each mail host's limits hold for the whole fleet (every pod of every list, every API replica), counted per egress, through the fleet backend"})
+	}
+	return nil
+}
+
+func (e *JobExecutor) create(ctx context.Context, job *batchv1.Job) error {
+	err := e.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -126,6 +154,9 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 	}
 	args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
 	args = append(args, e.Config.ExtraArgs...)
+	// The pods' seats when a fleet backend is unreachable: the completion
+	// index (--fleet-seat's default) among the list's shards.
+	args = append(args, "--fleet-seats="+strconv.Itoa(shards))
 	pod := workerPod(e.Config, args)
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -215,8 +246,8 @@ func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Exe
 		return Execution{State: ExecNotStarted}, err
 	}
 	exec := jobExecution(job, list)
-	if exec.State == ExecFailed && e.Pods != nil && jobBelongsTo(job, list) {
-		why, err := oomKilledShards(ctx, e.Pods, job)
+	if exec.State == ExecFailed && e.Reader != nil && jobBelongsTo(job, list) {
+		why, err := oomKilledShards(ctx, e.Reader, job)
 		if err != nil {
 			return exec, err
 		}

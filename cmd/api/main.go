@@ -71,6 +71,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	vc.Log = log
 	engine, err := catalog.NewEngine(ctx, vc)
 	if err != nil {
 		log.Error("verification engine", logging.KeyError, err.Error())

@@ -37,6 +37,7 @@ func main() {
 	}
 	ctrl.SetLogger(logging.Logr(slogger))
 	log := ctrl.Log.WithName("setup")
+	o.Verify.Log = slogger
 
 	var err error
 	if o.StoreGrants, err = blobstore.ParseGrants(*grants); err != nil {

@@ -24,13 +24,17 @@ const Name = services.EmailValidation
 // ev_duplicate marks an address (trimmed, lower-cased) that appeared
 // earlier in the list: earlier shards' rows are observed before a shard
 // starts (PriorObserver), so repeats across shards are flagged too.
-var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid"}
+// ev_from_history says the mailbox verdict came from the verification
+// history instead of a probe now. New columns go at the end, so the
+// positions clients read keep their meaning.
+var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid", "ev_from_history"}
 
-// Checker verifies one batch of addresses; results[i] is for addrs[i].
-type Checker func(ctx context.Context, addrs []string, results []verify.Result) error
+// Checker verifies one batch of addresses with o; results[i] is for
+// addrs[i].
+type Checker func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error
 
 // SyntaxOnly checks syntax and nothing else.
-func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result) error {
+func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result, _ verify.Options) error {
 	for i, a := range addrs {
 		results[i] = verify.CheckSyntax(a)
 	}
@@ -39,8 +43,8 @@ func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result) erro
 
 // EngineChecker verifies batches with the engine's batch mode.
 func EngineChecker(e *verify.Engine) Checker {
-	return func(ctx context.Context, addrs []string, results []verify.Result) error {
-		return e.VerifyBatch(ctx, addrs, results, verify.Options{SMTP: true})
+	return func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error {
+		return e.VerifyBatch(ctx, addrs, results, o)
 	}
 }
 
@@ -86,7 +90,8 @@ func (s *Service) Check(listservice.Input) error { return nil }
 
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{}, seen: map[uint64]struct{}{}}
+	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{}, seen: map[uint64]struct{}{},
+		opts: verify.Options{SMTP: true, MaxAge: in.MaxAge}}
 	if s.Counters != nil {
 		p.start = s.Counters()
 	}
@@ -101,6 +106,7 @@ type processor struct {
 	// address, with a false "duplicate" chance of about n²/2⁶⁵.
 	seen  map[uint64]struct{}
 	start map[string]float64 // engine counters when the shard began
+	opts  verify.Options     // the list's: SMTP on, its maximum age
 }
 
 // Counters implements listservice.CounterReporter: the engine's work
@@ -125,6 +131,7 @@ const (
 	colCorrection
 	colDuplicate
 	colValid
+	colFromHistory
 )
 
 // ProcessBatch verifies a batch; the pipeline runs several at once
@@ -135,7 +142,7 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		addrs[i] = r.Field(p.col)
 	}
 	res := make([]verify.Result, len(rows))
-	if err := p.svc.Checker(ctx, addrs, res); err != nil {
+	if err := p.svc.Checker(ctx, addrs, res, p.opts); err != nil {
 		return err
 	}
 	for i, r := range res {
@@ -157,6 +164,7 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		out[i][colRole] = role
 		out[i][colCorrection] = correction
 		out[i][colValid] = valid
+		out[i][colFromHistory] = strconv.FormatBool(r.FromHistory)
 	}
 	return nil
 }
@@ -171,6 +179,9 @@ func (p *processor) FinishBatch(rows []listservice.Row, out [][]string) {
 		out[i][colDuplicate] = dup
 		p.report.Add("status", out[i][colStatus], 1)
 		p.report.Add("status_code", out[i][colCode], 1)
+		if out[i][colFromHistory] == "true" {
+			p.report.Add("from_history", "true", 1)
+		}
 	}
 }
 

@@ -167,7 +167,7 @@ func TestMakeRunE2E(t *testing.T) {
 		t.Fatalf("result file not in the store: %v", err)
 	}
 	rows := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid") || len(rows) < 3 {
+	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history") || len(rows) < 3 {
 		t.Errorf("result file:\n%s", data)
 	}
 

@@ -30,6 +30,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/evhistory"
 	"github.com/emaildata/emaildata/internal/jobplane"
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listid"
@@ -103,6 +104,7 @@ type Stack struct {
 	apiDone chan error
 	done    chan error
 	people  people.Store
+	history *evhistory.History
 
 	s3         *s3server.Server
 	s3Identity s3server.Identity
@@ -146,6 +148,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if s.people, err = localPeople(ctx, filepath.Join(s.dir, "people.db")); err != nil {
 		return nil, err
 	}
+	if err := s.openHistory(ctx, &o.Verify); err != nil {
+		return nil, err
+	}
 	mctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	if err := s.startManager(ctx, mctx, cfg, c, o); err != nil {
@@ -177,6 +182,9 @@ func (s *Stack) abort() {
 	}
 	if s.people != nil {
 		_ = s.people.Close()
+	}
+	if s.history != nil {
+		_ = s.history.Close()
 	}
 	if s.s3 != nil {
 		_ = s.s3.Stop()
@@ -410,6 +418,9 @@ func (s *Stack) Stop() error {
 	if s.people != nil {
 		_ = s.people.Close()
 	}
+	if s.history != nil {
+		_ = s.history.Close()
+	}
 	if s.Jobs != nil {
 		if err := s.Jobs.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("job plane: %w", err))
@@ -425,6 +436,26 @@ func (s *Stack) Stop() error {
 	}
 	forgetControlPlane(s.dir)
 	return errors.Join(errs...)
+}
+
+// openHistory opens the verification history once for the manager's and
+// the API's engines (a bolt file has one opener): the one --history-url
+// names, else a bolt file in the state directory unless a --fleet-url
+// backend keeps it. Worker processes of --executor=job keep none.
+func (s *Stack) openHistory(ctx context.Context, vc *catalog.VerifyConfig) error {
+	url := vc.HistoryURL
+	switch {
+	case vc.History != nil || url == "off" || (url == "" && vc.Fleet.URL != ""):
+		return nil
+	case url == "":
+		url = "bolt://" + filepath.Join(s.dir, "history.db")
+	}
+	h, err := evhistory.Open(ctx, url, evhistory.Options{TTLs: vc.HistoryTTLs})
+	if err != nil {
+		return fmt.Errorf("verification history: %w", err)
+	}
+	s.history, vc.History = h, h
+	return nil
 }
 
 // The local stack loads localDemoPeople synthetic people from this seed.

@@ -34,6 +34,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Executor kinds.
@@ -161,7 +162,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	store, ps, reg, err := openEngines(ctx, o)
+	store, ps, reg, engine, err := openEngines(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +198,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			APINamespace: o.APINamespace, Grants: o.StoreGrants,
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
 		},
-		KeepParts: o.KeepParts,
+		KeepParts:   o.KeepParts,
+		FleetHealth: catalog.FleetHealth(engine),
 	}
 	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
 		return nil, fmt.Errorf("set up emaillist controller: %w", err)
@@ -236,13 +238,14 @@ func newManager(cfg *rest.Config, o Options, scheme *runtime.Scheme) (ctrl.Manag
 }
 
 // openEngines opens the blob store, the people store where it is used
-// in-process, and the list service registry.
-func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store, *listservice.Registry, error) {
+// in-process, and the list service registry (with its verification engine,
+// nil for a given registry).
+func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store, *listservice.Registry, *verify.Engine, error) {
 	var err error
 	store := o.Store
 	if store == nil {
 		if store, err = blobstore.Open(ctx, o.BlobURL); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	// The people store is opened in-process only where it is used: by the
@@ -251,14 +254,15 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 	ps := o.People
 	if ps == nil && o.PeopleURL != "" && (o.Registry == nil || o.Executor == ExecutorLocal) {
 		if ps, err = people.Open(ctx, o.PeopleURL); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	reg := o.Registry
+	var engine *verify.Engine
 	if reg == nil {
-		engine, err := catalog.NewEngine(ctx, o.Verify)
+		engine, err = catalog.NewEngine(ctx, o.Verify)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		reg = catalog.RegistryFor(engine, o.Verify)
 		// On the Job path these services run in workers, which open
@@ -268,7 +272,7 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}
 	}
-	return store, ps, reg, nil
+	return store, ps, reg, engine, nil
 }
 
 // configureWorkers sets the Job workers' extra flags and, on the Job path,
@@ -290,6 +294,19 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		})); err != nil {
 			return err
 		}
+	}
+	// Without a fleet backend holding them, pods divide each mail host's
+	// budget. Issue 22 phase 1: the SMTP engine does not take its limits
+	// from the backend yet, so budgets are divided with --fleet-url too;
+	// phase 2 sets Shared when o.Verify.Fleet.URL is set.
+	if o.Verify.SMTP && o.Verify.DNSServer != "off" {
+		o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost}
+		if o.Job.SMTPBudget.Rate <= 0 {
+			o.Job.SMTPBudget.Rate = 5
+		}
+	}
+	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
+		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(),
@@ -324,7 +341,7 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		if o.Job.Image == "" {
 			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Pods: mgr.GetAPIReader(), Config: o.Job}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: o.Job}
 		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
 		return exec, loader, nil
 	case ExecutorLocal:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
@@ -44,6 +45,8 @@ type Request struct {
 	Source  Source
 	Dialect listfile.Dialect
 	Service string
+	// MaxAge is passed to the service (listservice.Input.MaxAge).
+	MaxAge *time.Duration
 }
 
 // Prepare validates the list file, extracts a zip into a plain input object,
@@ -79,6 +82,7 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		EmailColumn: req.Dialect.EmailColumn,
 		SizeBytes:   size,
 		Columns:     svc.Columns(),
+		MaxAge:      req.MaxAge,
 	}
 
 	var scanned *listfile.Plan
