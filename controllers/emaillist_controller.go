@@ -45,7 +45,10 @@ type EmailListReconciler struct {
 	SourceGrace time.Duration
 	// PollInterval is how often progress is refreshed while processing.
 	PollInterval time.Duration
-	Callbacks    CallbackConfig
+	// PodStartGrace is how long a worker pod may be unable to start (see
+	// BlockedPod) before the list fails; DefaultPodStartGrace when zero.
+	PodStartGrace time.Duration
+	Callbacks     CallbackConfig
 	// Access says which sources a list may read.
 	Access SourceAccess
 	// KeepParts keeps the shards' intermediate objects after the merge
@@ -160,9 +163,34 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 	now := metav1.NewTime(clockNow(r.Clock))
 	list.Status.Phase = listsv1.PhaseProcessing
 	list.Status.StartedAt = &now
-	setProgressing(list, ReasonProcessing, fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards))
-	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+	setProgressing(list, ReasonProcessing, processingMessage(list))
+	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "%s", processingMessage(list))
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func processingMessage(list *listsv1.EmailList) string {
+	return fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+}
+
+// watchStart keeps the PodsBlocked condition (and Ready's reason) in step
+// with the run's pods, and fails the list once a pod has been unable to
+// start for PodStartGrace. It reports whether the list failed.
+func (r *EmailListReconciler) watchStart(list *listsv1.EmailList, b *BlockedPod) bool {
+	w := trackBlocked(&list.Status.Conditions, list.Generation, b, clockNow(r.Clock), podStartGrace(r.PodStartGrace))
+	switch {
+	case w.Expired:
+		r.fail(list, b.Reason, w.Message)
+		return true
+	case w.Cleared:
+		setProgressing(list, ReasonProcessing, processingMessage(list))
+		emit(r.Recorder, list, corev1.EventTypeNormal, "PodsStarted", "the worker pods started after all")
+	case b != nil:
+		setProgressing(list, b.Reason, w.Message)
+		if w.Warn {
+			emit(r.Recorder, list, corev1.EventTypeWarning, b.Reason, "%s", w.Message)
+		}
+	}
+	return false
 }
 
 // start starts the shards; when it cannot (a Job the API server refuses,
@@ -225,6 +253,9 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecRunning:
+		if r.watchStart(list, exec.Blocked) {
+			return ctrl.Result{}, nil
+		}
 		plan, err := pipeline.LoadPlan(ctx, r.Store, keys)
 		if err != nil {
 			return ctrl.Result{}, err

@@ -78,6 +78,9 @@ type JobConfig struct {
 // in the workers' namespace (JobConfig.Namespace).
 type JobExecutor struct {
 	Client client.Client
+	// Events, when set, reads events uncached: why the Job controller could
+	// create no pod (see blockedPod).
+	Events client.Reader
 	Config JobConfig
 	// Reader reads live, uncached (the API reader): Jobs, so that each start
 	// sees the budget the ones before it took (Client when nil), and the
@@ -239,13 +242,16 @@ func workerFailurePolicy(onBadInput batchv1.PodFailurePolicyAction) *batchv1.Pod
 	}}
 }
 
-// Observe reads the list's Job.
+// Observe reads the list's Job, and its pods while it runs.
 func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Execution, error) {
 	job, err := getJob(ctx, e.Client, e.Config.Namespace, JobName(list))
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
-	exec := jobExecution(job, list)
+	exec, err := observeJob(ctx, e.Client, e.Events, job, list)
+	if err != nil {
+		return exec, err
+	}
 	if exec.State == ExecFailed && e.Reader != nil && jobBelongsTo(job, list) {
 		why, err := oomKilledShards(ctx, e.Reader, job)
 		if err != nil {
@@ -258,11 +264,30 @@ func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Exe
 	return exec, nil
 }
 
-// Release sets ttlSecondsAfterFinished, now that status holds the outcome.
+// observeJob is a Job's execution, with the pod that cannot start while it
+// runs.
+func observeJob(ctx context.Context, pods, events client.Reader, job *batchv1.Job, owner metav1.Object) (Execution, error) {
+	ex := jobExecution(job, owner)
+	if ex.State != ExecRunning {
+		return ex, nil
+	}
+	var err error
+	ex.Blocked, err = blockedPod(ctx, pods, events, job)
+	return ex, err
+}
+
+// Release sets ttlSecondsAfterFinished, now that status holds the outcome;
+// the Job of a list that failed while it ran (its pods could not start) is
+// deleted.
 func (e *JobExecutor) Release(ctx context.Context, list *listsv1.EmailList) error {
 	job, err := getJob(ctx, e.Client, e.Config.Namespace, JobName(list))
 	if err != nil || job == nil {
 		return err
+	}
+	if list.Status.Phase == listsv1.PhaseFailed {
+		if err := stopBlockedJob(ctx, e.Client, job, list); err != nil {
+			return err
+		}
 	}
 	return setJobTTL(ctx, e.Client, job, list, e.Config.TTLSecondsAfterFinished)
 }

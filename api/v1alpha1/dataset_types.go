@@ -99,7 +99,8 @@ type DatasetStatus struct {
 	// ObservedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling and Stalled.
+	// Conditions: Ready, Reconciling and Stalled (kstatus), and PodsBlocked
+	// while a worker pod cannot start.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

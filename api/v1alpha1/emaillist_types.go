@@ -247,6 +247,12 @@ const (
 	// ConditionFleetBackend says whether the fleet backend (--fleet-url)
 	// answers while an email_validation list runs.
 	ConditionFleetBackend = "FleetBackend"
+	// ConditionPodsBlocked is True while a worker pod of the run cannot
+	// start (an image that cannot be pulled, a container that cannot be
+	// created, a pod no node can take); its reason is the kubelet's or the
+	// scheduler's. The run fails when it lasts the manager's
+	// --pod-start-grace. Absent otherwise.
+	ConditionPodsBlocked = "PodsBlocked"
 )
 
 // Progress counts rows.
@@ -381,7 +387,8 @@ type EmailListStatus struct {
 	// ObservedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling and Stalled.
+	// Conditions: Ready, Reconciling and Stalled (kstatus), and PodsBlocked
+	// while a worker pod cannot start.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

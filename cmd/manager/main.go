@@ -106,6 +106,7 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	fs.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
 	fs.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
 	fs.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
+	fs.DurationVar(&o.PodStartGrace, "pod-start-grace", 0, "how long a worker pod may be unable to start (image pull, missing binary, no node fits) before its list or Dataset fails (default 2m; raise it where nodes are added on demand)")
 	fs.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics address (0 disables)")
 	metricsSecure = fs.Bool("metrics-secure", true, "serve metrics over HTTPS behind TokenReview/SubjectAccessReview (false: plain HTTP, anyone)")

@@ -26,6 +26,8 @@ import (
 var (
 	k8s   client.Client
 	plane *jobplane.Plane
+	// lateImage is the directory of the image "late", empty at first.
+	lateImage string
 )
 
 // TestMain runs envtest plus the plane, with an image "shell" whose /sh is
@@ -62,10 +64,17 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// "late" gets its /sh only when a test puts it there.
+	lateImage = filepath.Join(dir, "images", "late")
+	if err := os.MkdirAll(lateImage, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	plane, err = jobplane.Start(context.Background(), jobplane.Options{
 		Env: env, AssetsDir: assets, Dir: filepath.Join(dir, "plane"),
-		Images: map[string]string{"shell": images},
-		Log:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Images:       map[string]string{"shell": images, "late": lateImage},
+		StartBackoff: time.Second,
+		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start job plane:", err)
@@ -100,15 +109,21 @@ var seq int
 // Jobs' failure policy: exit 42 fails the index, disruptions are ignored.
 func shellJob(t *testing.T, completions int32, script string) *batchv1.Job {
 	t.Helper()
+	return shellJobOf(t, "shell", completions, script)
+}
+
+// shellJobOf is shellJob with the container's image.
+func shellJobOf(t *testing.T, image string, completions int32, script string) *batchv1.Job {
+	t.Helper()
 	seq++
-	job := shellJobSpec(fmt.Sprintf("shell-%d", seq), completions, script)
+	job := shellJobSpec(fmt.Sprintf("shell-%d", seq), image, completions, script)
 	if err := k8s.Create(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
 	return job
 }
 
-func shellJobSpec(name string, completions int32, script string) *batchv1.Job {
+func shellJobSpec(name, image string, completions int32, script string) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: batchv1.JobSpec{
@@ -127,7 +142,7 @@ func shellJobSpec(name string, completions int32, script string) *batchv1.Job {
 				RestartPolicy:                 corev1.RestartPolicyNever,
 				TerminationGracePeriodSeconds: ptr.To(int64(2)),
 				Containers: []corev1.Container{{
-					Name: "main", Image: "shell", Command: []string{"/sh", "-c"}, Args: []string{script},
+					Name: "main", Image: image, Command: []string{"/sh", "-c"}, Args: []string{script},
 					Env: []corev1.EnvVar{
 						{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 						{Name: "GREETING", Value: "hello $(POD)"},
@@ -328,7 +343,7 @@ func hasCondition(p corev1.Pod, c corev1.PodConditionType) bool {
 func limitedJob(t *testing.T, limit, script string) *batchv1.Job {
 	t.Helper()
 	seq++
-	job := shellJobSpec(fmt.Sprintf("limited-%d", seq), 1, script)
+	job := shellJobSpec(fmt.Sprintf("limited-%d", seq), "shell", 1, script)
 	job.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
@@ -371,5 +386,68 @@ func TestUnderMemoryLimitCompletes(t *testing.T) {
 	pods := podsByIndex(t, job)["0"]
 	if len(pods) != 1 || terminated(pods[0]) == nil || terminated(pods[0]).Reason != "Completed" {
 		t.Errorf("pods %d, want one Completed", len(pods))
+	}
+}
+
+// waitWaiting waits for the job's first pod to wait with reason and a
+// message containing each of want, and returns that message.
+func waitWaiting(t *testing.T, job *batchv1.Job, reason string, want ...string) string {
+	t.Helper()
+	last := "no pod"
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		pods := podsByIndex(t, job)["0"]
+		if len(pods) == 0 || len(pods[0].Status.ContainerStatuses) != 1 {
+			continue
+		}
+		p := pods[0]
+		if p.Status.Phase != corev1.PodPending {
+			t.Fatalf("pod %s is %s, want Pending", p.Name, p.Status.Phase)
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		if w == nil {
+			continue
+		}
+		last = w.Reason + ": " + w.Message
+		if w.Reason != reason {
+			continue
+		}
+		for _, s := range want {
+			if !strings.Contains(w.Message, s) {
+				t.Fatalf("pod %s waits with %s, message %q lacks %q", p.Name, reason, w.Message, s)
+			}
+		}
+		return w.Message
+	}
+	t.Fatalf("job %s: its pod never waited with %s; last: %s", job.Name, reason, last)
+	return ""
+}
+
+// A container the node cannot start waits as under a kubelet, and is tried
+// again: an unknown image shows ErrImagePull, then ImagePullBackOff; a
+// missing binary shows CreateContainerError with the exec error, and starts
+// once the binary is there.
+func TestContainerCannotStart(t *testing.T) {
+	unknown := shellJobOf(t, "registry.example/nowhere:1", 1, "true")
+	waitWaiting(t, unknown, "ErrImagePull", `failed to pull image "registry.example/nowhere:1"`, "late, shell")
+	waitWaiting(t, unknown, "ImagePullBackOff", `Back-off pulling image "registry.example/nowhere:1": ErrImagePull: failed to pull`)
+	// Tried again (the backoff is 1s here): ErrImagePull comes back.
+	waitWaiting(t, unknown, "ErrImagePull")
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(unknown), unknown); err != nil {
+		t.Fatal(err)
+	}
+	if len(unknown.Status.Conditions) != 0 || unknown.Status.Failed != 0 {
+		t.Errorf("job of the unknown image: conditions %v failed %d; a pod that cannot start is no failure to the Job controller",
+			unknown.Status.Conditions, unknown.Status.Failed)
+	}
+
+	late := shellJobOf(t, "late", 1, "echo started")
+	waitWaiting(t, late, "CreateContainerError", `exec: "/sh": stat `+filepath.Join(lateImage, "sh")+": no such file or directory")
+	if err := os.Symlink("/bin/sh", filepath.Join(lateImage, "sh")); err != nil {
+		t.Fatal(err)
+	}
+	late = waitJob(t, late, batchv1.JobComplete)
+	pods := podsByIndex(t, late)["0"]
+	if len(pods) != 1 || pods[0].Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("pods of the late job: %v, want the one pod, Succeeded once its binary was there", pods)
 	}
 }

@@ -33,8 +33,13 @@ const (
 // startJobs starts the Job control plane and points the manager options at
 // it: Jobs run in the operator's namespace, as in a cluster.
 func startJobs(ctx context.Context, env *envtest.Environment, c client.Client, o Options, dir string, mopts *operator.Options) (*jobplane.Plane, error) {
-	if _, err := os.Stat(filepath.Join(o.WorkerDir, "worker")); err != nil {
-		return nil, fmt.Errorf("the job executor needs the worker binary in %q (make run builds it into bin/): %w", o.WorkerDir, err)
+	// make run passes "bin": relative to here, not to the pods' directories.
+	workerDir, err := filepath.Abs(o.WorkerDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(workerDir, "worker")); err != nil {
+		return nil, fmt.Errorf("the job executor needs the worker binary in %s (make run builds it into bin/): %w", workerDir, err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: WorkerServiceAccount},
 		AutomountServiceAccountToken: ptr.To(false)}
@@ -43,7 +48,7 @@ func startJobs(ctx context.Context, env *envtest.Environment, c client.Client, o
 	}
 	plane, err := jobplane.Start(ctx, jobplane.Options{
 		Env: env, AssetsDir: o.AssetsDir, Dir: filepath.Join(dir, "jobs"), NodeName: NodeName,
-		Images: map[string]string{WorkerImage: o.WorkerDir},
+		Images: map[string]string{WorkerImage: workerDir},
 		Log:    o.Log,
 	})
 	if err != nil {

@@ -67,7 +67,8 @@ type Options struct {
 	// kube-controller-manager and kube-scheduler (from AssetsDir) and a
 	// test node running pods as processes of WorkerDir/worker carry out.
 	Executor string
-	// WorkerDir holds the worker binary, for the job executor.
+	// WorkerDir holds the worker binary, for the job executor; a relative
+	// directory is resolved against the working directory when Start runs.
 	WorkerDir string
 	// Store is StoreFile (default) or StoreS3.
 	Store string

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -88,6 +89,11 @@ type Options struct {
 	PollInterval       time.Duration
 	MaxConcurrent      int
 
+	// PodStartGrace is how long a worker pod may be unable to start (an
+	// image that cannot be pulled, a missing binary, no node that fits)
+	// before its list or Dataset fails (default 2m).
+	PodStartGrace time.Duration
+
 	// WatchNamespaces limits the manager to these namespaces (all when empty).
 	WatchNamespaces []string
 
@@ -130,6 +136,9 @@ func (o *Options) Defaults() {
 	}
 	if o.SourceGrace == 0 {
 		o.SourceGrace = 2 * time.Minute
+	}
+	if o.PodStartGrace == 0 {
+		o.PodStartGrace = controllers.DefaultPodStartGrace
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = 5 * time.Second
@@ -190,10 +199,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 			Namespace: o.Namespace, Name: o.ListIDConfigMap},
-		Pipeline:     o.Pipeline,
-		SourceGrace:  o.SourceGrace,
-		PollInterval: o.PollInterval,
-		Callbacks:    controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
+		Pipeline:      o.Pipeline,
+		SourceGrace:   o.SourceGrace,
+		PodStartGrace: o.PodStartGrace,
+		PollInterval:  o.PollInterval,
+		Callbacks:     controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
 		Access: controllers.SourceAccess{
 			APINamespace: o.APINamespace, Grants: o.StoreGrants,
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
@@ -225,10 +235,11 @@ func newManager(cfg *rest.Config, o Options, scheme *runtime.Scheme) (ctrl.Manag
 		Cache: cache.Options{DefaultNamespaces: namespaces(o.WatchNamespaces), ByObject: map[client.Object]cache.ByObject{
 			// Only our worker Jobs, not every Job in the cluster: list Jobs
 			// in the workers' namespace, Dataset Jobs beside their Dataset.
-			&batchv1.Job{}: {
-				Label:      labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "worker"}),
-				Namespaces: jobNamespaces(o.WatchNamespaces, o.Job.Namespace),
-			},
+			&batchv1.Job{}: {Label: workerSelector, Namespaces: jobNamespaces(o.WatchNamespaces, o.Job.Namespace)},
+			// And only their pods (read to see one that cannot start), where
+			// Jobs run: the workers' namespace and, for Datasets, the
+			// operator's. The manager's Role allows no more.
+			&corev1.Pod{}: {Label: workerSelector, Namespaces: namespaces(uniq(o.Job.Namespace, o.Namespace))},
 		}},
 	})
 	if err != nil {
@@ -341,8 +352,8 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		if o.Job.Image == "" {
 			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: o.Job}
-		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetAPIReader(), Config: o.Job}
+		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
 		return exec, loader, nil
 	case ExecutorLocal:
 		exec := controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
@@ -356,15 +367,16 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 // setupOthers wires the Dataset and Purchase controllers and the probes.
 func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blobstore.Store, loader controllers.DatasetLoader) error {
 	datasets := &controllers.DatasetReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Scheme:       scheme,
-		Recorder:     mgr.GetEventRecorder("emaildata-manager"),
-		Store:        store,
-		Loader:       loader,
-		Namespace:    o.Namespace,
-		SourceGrace:  o.SourceGrace,
-		PollInterval: o.PollInterval,
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Scheme:        scheme,
+		Recorder:      mgr.GetEventRecorder("emaildata-manager"),
+		Store:         store,
+		Loader:        loader,
+		Namespace:     o.Namespace,
+		SourceGrace:   o.SourceGrace,
+		PodStartGrace: o.PodStartGrace,
+		PollInterval:  o.PollInterval,
 	}
 	if err := datasets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up dataset controller: %w", err)
@@ -377,6 +389,20 @@ func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blo
 		return err
 	}
 	return mgr.AddReadyzCheck("readyz", healthz.Ping)
+}
+
+// workerSelector selects the worker Jobs and their pods.
+var workerSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "worker"})
+
+// uniq drops empty and repeated names.
+func uniq(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // jobNamespaces are the watched namespaces plus the workers' (nil: all).
