@@ -39,26 +39,50 @@ func tenantLabel(tenant string) string {
 
 var errNotFound = errors.New("not found")
 
-// findList returns the caller's list with the path's list_id. A list of
-// another tenant is reported exactly like a missing one.
-func (s *Server) findList(w http.ResponseWriter, r *http.Request) (*listsv1.EmailList, bool) {
-	raw := r.PathValue("list_id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("list_id %q is not a positive integer", truncate(raw, 40)))
-		return nil, false
-	}
-	l, err := s.lookup(r.Context(), id, keyFrom(r.Context()).Tenant)
-	if errors.Is(err, errNotFound) {
-		// Plain text, as the published API answers (status and purchase).
-		writeText(w, http.StatusNotFound, fmt.Sprintf("List not found: %d", id))
-		return nil, false
-	}
-	if err != nil {
-		s.internalError(w, r, "look up list", err)
-		return nil, false
-	}
-	return l, true
+// listHandler serves a call on one list, which listCall has loaded and
+// checked: the caller's tenant's, of a service the caller's key is enabled for.
+type listHandler func(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList)
+
+// notFoundAnswer answers a list_id for which the caller has no list.
+type notFoundAnswer func(w http.ResponseWriter, r *http.Request, id int64)
+
+// listCall is how every /v5/list/{list_id} route reaches its list, so that
+// no list call can skip a check. In order: the key (the api_key header);
+// the list_id; the list, among the key's tenant's only (another tenant's
+// list is answered by notFound exactly like a missing one, so list IDs
+// reveal nothing across tenants); and the key enabled for the list's
+// service (else 403 naming the service, as a submission is answered: a key
+// of the tenant sees that the list exists, nothing more).
+func (s *Server) listCall(notFound notFoundAnswer, next listHandler) http.HandlerFunc {
+	return s.listKey(nil, func(w http.ResponseWriter, r *http.Request) {
+		raw := r.PathValue("list_id")
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id <= 0 {
+			writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("list_id %q is not a positive integer", truncate(raw, 40)))
+			return
+		}
+		k := keyFrom(r.Context())
+		l, err := s.lookup(r.Context(), id, k.Tenant)
+		if errors.Is(err, errNotFound) {
+			notFound(w, r, id)
+			return
+		}
+		if err != nil {
+			s.internalError(w, r, "look up list", err)
+			return
+		}
+		if svc := string(l.Spec.Service); !k.Enabled(svc) {
+			refuseHeaderJSON(w, r, refuseForbidden, svc, 0)
+			return
+		}
+		next(w, r, l)
+	})
+}
+
+// listNotFound is the status and purchase calls' answer: plain text, as the
+// published API answers.
+func listNotFound(w http.ResponseWriter, _ *http.Request, id int64) {
+	writeText(w, http.StatusNotFound, fmt.Sprintf("List not found: %d", id))
 }
 
 // lookup reads the informer cache. On a miss it asks the API server once,
@@ -119,11 +143,7 @@ type listStatusBody struct {
 	Reporting map[string]map[string]int64 `json:"reporting,omitempty"`
 }
 
-func (s *Server) listStatus(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.findList(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) listStatus(w http.ResponseWriter, _ *http.Request, l *listsv1.EmailList) {
 	writeJSON(w, http.StatusOK, statusBody(l))
 }
 
