@@ -1,6 +1,7 @@
 package restapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -95,7 +96,7 @@ func (s *Server) lookup(ctx context.Context, id int64, tenant string) (*listsv1.
 	if err := s.client.List(ctx, &lists, client.InNamespace(s.cfg.Namespace), client.MatchingFields{ListIDIndex: idStr}); err != nil {
 		return nil, err
 	}
-	if l := pick(&lists, want); l != nil {
+	if l := pick(&lists, want, id); l != nil {
 		return l, nil
 	}
 	if s.live == nil {
@@ -105,20 +106,33 @@ func (s *Server) lookup(ctx context.Context, id int64, tenant string) (*listsv1.
 		client.MatchingLabels{listsv1.ListIDLabel: idStr, TenantLabel: want}); err != nil {
 		return nil, err
 	}
-	if l := pick(&lists, want); l != nil {
+	if l := pick(&lists, want, id); l != nil {
 		return l, nil
 	}
 	return nil, errNotFound
 }
 
-func pick(lists *listsv1.EmailListList, tenant string) *listsv1.EmailList {
+// pick chooses among the tenant's lists labelled id: the one whose status
+// holds id, else one not yet given an ID. A list whose label the
+// controller refused (status holds another ID) is taken last: only an
+// operator can create one in the API's namespace.
+func pick(lists *listsv1.EmailListList, tenant string, id int64) *listsv1.EmailList {
+	var unassigned, refused *listsv1.EmailList
 	for i := range lists.Items {
 		l := &lists.Items[i]
-		if l.Labels[TenantLabel] == tenant && l.DeletionTimestamp.IsZero() {
+		if l.Labels[TenantLabel] != tenant || !l.DeletionTimestamp.IsZero() {
+			continue
+		}
+		switch l.Status.ListID {
+		case id:
 			return l
+		case 0:
+			unassigned = cmp.Or(unassigned, l)
+		default:
+			refused = cmp.Or(refused, l)
 		}
 	}
-	return nil
+	return cmp.Or(unassigned, refused)
 }
 
 // serviceStatus is one entry of a status response's services map.

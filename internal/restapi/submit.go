@@ -72,7 +72,9 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	id, err := s.ids.Next(r.Context())
+	// The ID is reserved for the list's name: the controller adopts the
+	// label below only for the list the reservation names (internal/listid).
+	id, err := s.ids.Reserve(r.Context(), listName)
 	if err != nil {
 		cleanup()
 		s.internalError(w, r, "allocate list id", err)
@@ -81,7 +83,7 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	list := &listsv1.EmailList{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.cfg.Namespace,
-			Name:      fmt.Sprintf("list-%d", id),
+			Name:      listName(id),
 			Labels: map[string]string{
 				listsv1.ListIDLabel:    strconv.FormatInt(id, 10),
 				TenantLabel:            tenantLabel(key.Tenant),
@@ -98,12 +100,18 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.client.Create(context.WithoutCancel(r.Context()), list); err != nil {
 		cleanup()
+		if rerr := s.ids.Release(context.WithoutCancel(r.Context()), id, list.Name, nil); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		s.internalError(w, r, "create list", err)
 		return
 	}
 	w.Header().Set("Location", fmt.Sprintf("/v5/list/%d", id))
 	writeJSON(w, http.StatusAccepted, submitAccepted{ListID: id, SizeBytes: size})
 }
+
+// listName names the EmailList of list ID id.
+func listName(id int64) string { return fmt.Sprintf("list-%d", id) }
 
 // uploadName names a list submitted without a name parameter: the uploaded
 // file's own name, else the default. It writes the error and returns "" when
