@@ -13,6 +13,8 @@ IMG ?= emaildata:dev
 # Go test flags; CI may add -v.
 TESTFLAGS ?=
 LOCAL_DIR ?= $(CURDIR)/.local
+# Where make run builds the worker and the local stack.
+RUN_BIN ?= $(CURDIR)/bin
 
 .PHONY: all
 all: build
@@ -68,8 +70,11 @@ envtest-assets: ## Fetch (released, checksummed) or else build kube-apiserver, e
 
 .PHONY: run
 run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods).
-	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/worker
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)" --worker-dir bin $(ARGS)
+	CGO_ENABLED=0 $(GO) build -o "$(RUN_BIN)/" ./cmd/worker
+	$(GO) build -o "$(RUN_BIN)/localstack" ./hack/localstack
+	@# Run the binary itself, not through go run, which exits 1 after Ctrl-C
+	@# whatever the program's status; make would report that as an error.
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" exec "$(RUN_BIN)/localstack" --dir "$(LOCAL_DIR)" --worker-dir "$(RUN_BIN)" $(ARGS)
 
 .PHONY: test
 test: verify-generated vet envtest-assets ## Run all tests.
