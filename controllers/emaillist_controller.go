@@ -53,6 +53,9 @@ type EmailListReconciler struct {
 	KeepParts bool
 	// Clock tells the time; nil is the wall clock.
 	Clock clock.PassiveClock
+
+	// releases batches the release of list ID reservations.
+	releases listid.Releaser
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
@@ -184,6 +187,21 @@ func (r *EmailListReconciler) reservedID(ctx context.Context, list *listsv1.Emai
 	return id, "", nil
 }
 
+// dropReservation releases, as the list goes, a reservation that still
+// names it (a release that failed, or has not been written yet), so that a
+// list made again under its name cannot adopt its ID.
+func (r *EmailListReconciler) dropReservation(ctx context.Context, list *listsv1.EmailList) error {
+	id := list.Status.ListID
+	if id == 0 || list.Namespace != r.Access.APINamespace || list.Labels[listsv1.ListIDLabel] != strconv.FormatInt(id, 10) {
+		return nil
+	}
+	res, ok, err := r.IDs.Reserved(ctx, id)
+	if err != nil || !ok || res.Name != list.Name {
+		return err
+	}
+	return r.IDs.Release(ctx, id, list.Name, nil)
+}
+
 // reservationGrace is how long a reservation waits for its list before a
 // later release drops it (the API stopped between reserving and creating).
 const reservationGrace = time.Hour
@@ -206,7 +224,7 @@ func (r *EmailListReconciler) releaseReservation(ctx context.Context, orig, list
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Access.APINamespace, Name: res.Name}, &l)
 		return apierrors.IsNotFound(err) || err == nil && l.Status.ListID != 0
 	}
-	if err := r.IDs.Release(ctx, list.Status.ListID, list.Name, stale); err != nil {
+	if err := r.releases.Release(ctx, r.IDs, list.Status.ListID, list.Name, stale); err != nil {
 		logf.FromContext(ctx).Error(err, "release list id reservation", "listID", list.Status.ListID)
 	}
 }

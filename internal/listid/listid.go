@@ -10,10 +10,12 @@ package listid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +100,11 @@ func (a *Allocator) Reserved(ctx context.Context, id int64) (r Reservation, ok b
 // reservation stale reports true for (reservations the controller found
 // no use for: a list the API never managed to create).
 func (a *Allocator) Release(ctx context.Context, id int64, name string, stale func(Reservation) bool) error {
+	return a.ReleaseAll(ctx, map[int64]string{id: name}, stale)
+}
+
+// ReleaseAll is Release for several reservations (ID: name), in one update.
+func (a *Allocator) ReleaseAll(ctx context.Context, names map[int64]string, stale func(Reservation) bool) error {
 	return a.update(ctx, func(cm *corev1.ConfigMap) (bool, error) {
 		changed := false
 		for k, v := range cm.Data {
@@ -106,13 +113,54 @@ func (a *Allocator) Release(ctx context.Context, id int64, name string, stale fu
 				continue
 			}
 			r, ok := parseReservation(rid, v)
-			if rid == id && r.Name == name || !ok || rid != id && stale != nil && stale(r) {
+			name, mine := names[rid]
+			if mine && r.Name == name || !ok || !mine && stale != nil && stale(r) {
 				delete(cm.Data, k)
 				changed = true
 			}
 		}
 		return changed, nil
 	})
+}
+
+// Releaser batches releases: while one caller writes, the reservations
+// others release wait and go in its next write, so a burst of adoptions
+// costs a few counter updates rather than one each (each also contends
+// with the API's allocations). The zero Releaser is ready.
+type Releaser struct {
+	mu       sync.Mutex
+	pending  map[int64]string
+	flushing bool
+}
+
+// Release queues id's reservation for name and, unless another call is
+// writing already, writes every queued release until none is left. An
+// error means the reservations of that write stay (as stale ones, dropped
+// by a later release).
+func (b *Releaser) Release(ctx context.Context, a *Allocator, id int64, name string, stale func(Reservation) bool) error {
+	b.mu.Lock()
+	if b.pending == nil {
+		b.pending = map[int64]string{}
+	}
+	b.pending[id] = name
+	if b.flushing {
+		b.mu.Unlock()
+		return nil
+	}
+	b.flushing = true
+	var errs []error
+	for len(b.pending) > 0 {
+		batch := b.pending
+		b.pending = map[int64]string{}
+		b.mu.Unlock()
+		if err := a.ReleaseAll(ctx, batch, stale); err != nil {
+			errs = append(errs, err)
+		}
+		b.mu.Lock()
+	}
+	b.flushing = false
+	b.mu.Unlock()
+	return errors.Join(errs...)
 }
 
 // Reservations lists the recorded reservations.
