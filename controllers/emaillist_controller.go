@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
@@ -60,6 +62,9 @@ type EmailListReconciler struct {
 	// manager's own view of it); running email_validation lists say so in
 	// their FleetBackend condition.
 	FleetHealth func() (up bool, detail string)
+
+	// releases batches the release of list ID reservations.
+	releases listid.Releaser
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
@@ -88,7 +93,8 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	orig := list.DeepCopy()
 	res, err := r.reconcileStatus(ctx, orig, &list)
 	return finishStatus(ctx, r.Client, orig, &list, emailListStatus, res, err,
-		func() { r.recordFinished(ctx, orig, &list) })
+		func() { r.recordFinished(ctx, orig, &list) },
+		func() { r.releaseReservation(ctx, orig, &list) })
 }
 
 func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -133,18 +139,103 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 	return r.reconcileCallback(ctx, orig, list)
 }
 
-// listID adopts the ID the REST API put in the label, or allocates one.
+// listID gives the list its ID: the one the REST API reserved for it and
+// put in its label, or a new one from the counter. A label is honoured only
+// on a list the API created (its namespace and its managed-by label) and
+// only while the counter holds a reservation of that ID for that very list
+// (internal/listid); any other label is ignored, with a Warning event, so
+// no namespace chooses its ID and no two lists share one.
 func (r *EmailListReconciler) listID(ctx context.Context, list *listsv1.EmailList) (int64, error) {
-	if v, ok := list.Labels[listsv1.ListIDLabel]; ok {
-		if id, err := strconv.ParseInt(v, 10, 64); err == nil && id > 0 {
-			return id, nil
+	v, labelled := list.Labels[listsv1.ListIDLabel]
+	why := ""
+	if labelled {
+		id, refused, err := r.reservedID(ctx, list, v)
+		if err != nil || refused == "" {
+			return id, err
 		}
+		// The cache may be behind a status this reconciler wrote (and a
+		// reservation it released since): ask the API server first.
+		var live listsv1.EmailList
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(list), &live); err == nil && live.Status.ListID != 0 {
+			return live.Status.ListID, nil
+		}
+		why = refused
 	}
 	id, err := r.IDs.Next(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("allocate list id: %w", err)
 	}
+	if why != "" {
+		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonListIDLabelIgnored, "label %s=%q ignored: %s; the operator assigned list ID %d",
+			listsv1.ListIDLabel, v, why, id)
+	}
 	return id, nil
+}
+
+// ReasonListIDLabelIgnored: the event of a list-id label the controller
+// did not honour.
+const ReasonListIDLabelIgnored = "ListIDLabelIgnored"
+
+// reservedID returns the labelled ID when the REST API reserved it for
+// this list; else why the label is not honoured.
+func (r *EmailListReconciler) reservedID(ctx context.Context, list *listsv1.EmailList, v string) (int64, string, error) {
+	if list.Namespace != r.Access.APINamespace || list.Labels[listsv1.LabelManagedBy] != listsv1.ManagedByAPI {
+		return 0, fmt.Sprintf("list IDs are assigned by the operator; the label is honoured only on lists the REST API creates in namespace %q", r.Access.APINamespace), nil
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, "not a list ID (a positive whole number)", nil
+	}
+	res, ok, err := r.IDs.Reserved(ctx, id)
+	if err != nil {
+		return 0, "", err
+	}
+	if !ok || res.Name != list.Name {
+		return 0, fmt.Sprintf("list ID %d was not handed out to this list by the REST API (it is taken, not handed out yet, or another list's)", id), nil
+	}
+	return id, "", nil
+}
+
+// dropReservation releases, as the list goes, a reservation that still
+// names it (a release that failed, or has not been written yet), so that a
+// list made again under its name cannot adopt its ID.
+func (r *EmailListReconciler) dropReservation(ctx context.Context, list *listsv1.EmailList) error {
+	id := list.Status.ListID
+	if id == 0 || list.Namespace != r.Access.APINamespace || list.Labels[listsv1.ListIDLabel] != strconv.FormatInt(id, 10) {
+		return nil
+	}
+	res, ok, err := r.IDs.Reserved(ctx, id)
+	if err != nil || !ok || res.Name != list.Name {
+		return err
+	}
+	return r.IDs.Release(ctx, id, list.Name, nil)
+}
+
+// reservationGrace is how long a reservation waits for its list before a
+// later release drops it (the API stopped between reserving and creating).
+const reservationGrace = time.Hour
+
+// releaseReservation drops the reservation of the ID the list adopted from
+// its label, once its status holding the ID is stored; stale reservations
+// go with it. A failure only leaves the reservation for a later release
+// to drop as stale: the list's ID is already stored.
+func (r *EmailListReconciler) releaseReservation(ctx context.Context, orig, list *listsv1.EmailList) {
+	if orig.Status.ListID != 0 || list.Status.ListID == 0 || list.Namespace != r.Access.APINamespace ||
+		list.Labels[listsv1.ListIDLabel] != strconv.FormatInt(list.Status.ListID, 10) {
+		return
+	}
+	now := clockNow(r.Clock)
+	stale := func(res listid.Reservation) bool {
+		if now.Sub(res.At) < reservationGrace {
+			return false
+		}
+		var l listsv1.EmailList
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Access.APINamespace, Name: res.Name}, &l)
+		return apierrors.IsNotFound(err) || err == nil && l.Status.ListID != 0
+	}
+	if err := r.releases.Release(ctx, r.IDs, list.Status.ListID, list.Name, stale); err != nil {
+		logf.FromContext(ctx).Error(err, "release list id reservation", "listID", list.Status.ListID)
+	}
 }
 
 func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
