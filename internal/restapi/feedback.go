@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -60,17 +58,18 @@ func badFeedback(w http.ResponseWriter, msg string) {
 // feedbackKey authenticates POST /feedback/v1: the key in the api_key
 // query parameter, enabled for fraud; every key problem is a 400.
 func (s *Server) feedbackKey(next http.HandlerFunc) http.HandlerFunc {
-	refuse := func(w http.ResponseWriter, _ *http.Request, why refusal, service string, retry time.Duration) {
+	refuse := func(w http.ResponseWriter, r *http.Request, why refusal, detail string, retry time.Duration) {
 		switch why {
+		case refuseMalformed:
+			badFeedback(w, "Malformed query string: "+detail+".")
 		case refuseMissing:
 			badFeedback(w, "Missing API key: pass it in the api_key query parameter.")
 		case refuseInvalid:
 			badFeedback(w, "Invalid API key.")
 		case refuseForbidden:
-			badFeedback(w, "This API key is not enabled for "+service+".")
-		case refuseLimited:
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
-			writeText(w, http.StatusTooManyRequests, "Too many requests for this API key.")
+			badFeedback(w, "This API key is not enabled for "+detail+".")
+		default: // a spent rate limit: 429, as on every text route
+			refuseText(w, r, why, detail, retry)
 		}
 	}
 	authorize := needs(services.Fraud, refuse)
