@@ -20,16 +20,25 @@ type Config struct {
 	ShardBytes int64
 	// MaxShards caps the shard count; shards grow beyond ShardBytes instead.
 	MaxShards int
+	// DedupMemory bounds the memory of the duplicate search at
+	// preparation (listservice.Deduper): past it, sorted runs spill to
+	// the store. About 24 bytes a row fit in memory without spilling.
+	DedupMemory int64
 }
 
 // DefaultConfig is used where nothing is configured.
 func DefaultConfig() Config {
 	return Config{
-		Limits:     listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
-		ShardBytes: 8 << 20,
-		MaxShards:  64,
+		Limits:      listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
+		ShardBytes:  8 << 20,
+		MaxShards:   64,
+		DedupMemory: DefaultDedupMemory,
 	}
 }
+
+// DefaultDedupMemory is Config.DedupMemory where none is set: lists up to
+// about 2.8 million rows are searched for duplicates without spilling.
+const DefaultDedupMemory = 64 << 20
 
 // Source is the submitted list file in the blob store.
 type Source struct {
@@ -102,6 +111,15 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 
 	if err := svc.Check(listservice.Input{Header: scanned.Header, EmailIndex: req.Dialect.EmailColumn.Index()}); err != nil {
 		return nil, BadInput(err)
+	}
+	if dd, ok := svc.(listservice.Deduper); ok {
+		mem := cfg.DedupMemory
+		if mem <= 0 {
+			mem = DefaultDedupMemory
+		}
+		if plan.Repeats, err = findRepeats(ctx, store, keys, plan, dd, cfg.Limits, mem); err != nil {
+			return nil, err
+		}
 	}
 	if err := store.WriteJSON(ctx, keys.Plan(), plan); err != nil {
 		return nil, err

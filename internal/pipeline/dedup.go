@@ -1,0 +1,288 @@
+package pipeline
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+
+	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+)
+
+// Duplicates are found once per list, at preparation, by sorting instead
+// of remembering: every row with a key (listservice.Deduper) becomes a
+// 128-bit fingerprint of its key plus its row number; sorted by
+// (fingerprint, row), the rows of one key sit together, the first is the
+// first occurrence and the others are repeats. The repeats' row numbers,
+// sorted again, are cut at shard boundaries into one small object per
+// shard, which the shard streams beside its rows. Both sorts spill sorted
+// runs to the store when they outgrow Config.DedupMemory, so the work is
+// linear in the list (plus a log factor for the merge) and the memory is
+// bounded by the setting, not by the list.
+//
+// Fingerprints are two 64-bit maphash values under random seeds drawn for
+// each preparation: two different keys get the same fingerprint with a
+// chance of about n²/2¹²⁹ (below 10⁻²⁰ at a billion rows), and the seeds
+// are unknown to whoever wrote the list, so no list can be built to collide.
+
+// fingerprint is a key's 128-bit digest and the row it came from.
+type fingerprint struct {
+	hi, lo uint64
+	row    int64
+}
+
+var fingerprintCodec = codec[fingerprint]{
+	size: 24,
+	put: func(b []byte, f fingerprint) {
+		binary.LittleEndian.PutUint64(b, f.hi)
+		binary.LittleEndian.PutUint64(b[8:], f.lo)
+		binary.LittleEndian.PutUint64(b[16:], uint64(f.row))
+	},
+	get: func(b []byte) fingerprint {
+		return fingerprint{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), int64(binary.LittleEndian.Uint64(b[16:]))}
+	},
+	cmp: func(a, b fingerprint) int {
+		if c := cmp.Compare(a.hi, b.hi); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.lo, b.lo); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.row, b.row)
+	},
+}
+
+var rowCodec = codec[int64]{
+	size: 8,
+	put:  func(b []byte, r int64) { binary.LittleEndian.PutUint64(b, uint64(r)) },
+	get:  func(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b)) },
+	cmp:  cmp.Compare[int64],
+}
+
+// findRepeats finds the rows of the prepared input that repeat an earlier
+// row's key, writes them per shard (keys.Repeats) and returns how many
+// each shard has. Half of memBytes goes to each sort.
+func findRepeats(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, dd listservice.Deduper, lim listfile.Limits, memBytes int64) ([]int64, error) {
+	fps := newExtSorter(ctx, store, keys.Spill("fp-"), fingerprintCodec, memBytes/2)
+	defer fps.cleanup()
+	if err := fingerprintRows(ctx, store, plan, dd, lim, fps.add); err != nil {
+		return nil, err
+	}
+	repeats := newExtSorter(ctx, store, keys.Spill("rep-"), rowCodec, memBytes/2)
+	defer repeats.cleanup()
+	var prev fingerprint
+	first := true
+	err := fps.each(func(f fingerprint) error {
+		if !first && f.hi == prev.hi && f.lo == prev.lo {
+			if err := repeats.add(f.row); err != nil {
+				return err
+			}
+		}
+		prev, first = f, false
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return writeRepeats(ctx, store, keys, plan, repeats)
+}
+
+// fingerprintRows reads the data rows once and hands add the fingerprint
+// of every row with a key.
+func fingerprintRows(ctx context.Context, store *blobstore.Store, plan *Plan, dd listservice.Deduper, lim listfile.Limits, add func(fingerprint) error) error {
+	start := plan.Shards[0].Start
+	in, err := store.NewRangeReader(ctx, plan.InputKey, start, -1, nil)
+	if err != nil {
+		return fmt.Errorf("open input: %w", err)
+	}
+	defer in.Close()
+	rd := listfile.NewRangeReader(bufio.NewReaderSize(in, 256<<10), plan.Dialect(), lim, start, plan.Shards[0].FirstLine)
+	col := plan.EmailColumn.Index()
+	seed1, seed2 := maphash.MakeSeed(), maphash.MakeSeed()
+	var row int64
+	for ; ; row++ {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return classify(fmt.Errorf("row %d: %w", row+1, err))
+		}
+		if row&0xffff == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		key := dd.DedupKey(string(rec.FieldBytes(col)))
+		if key == "" {
+			continue
+		}
+		if err := add(fingerprint{maphash.String(seed1, key), maphash.String(seed2, key), row}); err != nil {
+			return err
+		}
+	}
+	if row != plan.Records {
+		return fmt.Errorf("the input has %d rows but the plan counted %d; it changed while it was prepared", row, plan.Records)
+	}
+	return nil
+}
+
+// writeRepeats cuts the sorted repeat rows at shard boundaries: shard i's
+// object holds its repeats as uvarint gaps (from the shard's first row,
+// then from the previous repeat). Shards without repeats get no object.
+func writeRepeats(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, repeats *extSorter[int64]) ([]int64, error) {
+	counts := make([]int64, len(plan.Shards))
+	var w *repeatWriter
+	shard := 0
+	err := repeats.each(func(row int64) error {
+		for shard < len(plan.Shards) && row >= plan.Shards[shard].FirstRow+plan.Shards[shard].Rows {
+			shard++
+		}
+		if shard == len(plan.Shards) {
+			return fmt.Errorf("repeat row %d is beyond the plan's %d rows", row, plan.Records)
+		}
+		if w != nil && w.shard != shard {
+			if err := w.close(); err != nil {
+				return err
+			}
+			w = nil
+		}
+		if w == nil {
+			var err error
+			if w, err = newRepeatWriter(ctx, store, keys, shard, plan.Shards[shard].FirstRow); err != nil {
+				return err
+			}
+		}
+		counts[shard]++
+		return w.add(row)
+	})
+	if w != nil {
+		err = errors.Join(err, w.close())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
+
+type repeatWriter struct {
+	shard  int
+	prev   int64
+	cancel context.CancelFunc
+	w      io.WriteCloser
+	bw     *bufio.Writer
+	tmp    [binary.MaxVarintLen64]byte
+}
+
+func newRepeatWriter(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, shard int, firstRow int64) (*repeatWriter, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := store.NewWriter(wctx, keys.Repeats(shard), &blobWriterOptions)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("create %s: %w", keys.Repeats(shard), err)
+	}
+	return &repeatWriter{shard: shard, prev: firstRow, cancel: cancel, w: w, bw: bufio.NewWriterSize(w, 32<<10)}, nil
+}
+
+func (rw *repeatWriter) add(row int64) error {
+	n := binary.PutUvarint(rw.tmp[:], uint64(row-rw.prev))
+	rw.prev = row
+	_, err := rw.bw.Write(rw.tmp[:n])
+	return err
+}
+
+func (rw *repeatWriter) close() error {
+	defer rw.cancel()
+	if err := rw.bw.Flush(); err != nil {
+		rw.cancel()
+		_ = rw.w.Close()
+		return fmt.Errorf("write repeats of shard %d: %w", rw.shard, err)
+	}
+	if err := rw.w.Close(); err != nil {
+		return fmt.Errorf("write repeats of shard %d: %w", rw.shard, err)
+	}
+	return nil
+}
+
+// repeatCursor streams one shard's repeat rows, in order.
+type repeatCursor struct {
+	r     io.ReadCloser
+	br    *bufio.Reader
+	next  int64 // the next repeat row, or -1 when none is left
+	left  int64 // repeats not yet read from the object
+	total int64
+}
+
+// openRepeats opens shard index's repeats; count is what the plan says it has.
+func openRepeats(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, index int, shard listfile.Shard, count int64) (*repeatCursor, error) {
+	c := &repeatCursor{next: -1, left: count, total: count}
+	if count == 0 {
+		return c, nil
+	}
+	r, err := store.NewReader(ctx, keys.Repeats(index), nil)
+	if err != nil {
+		return nil, fmt.Errorf("open repeats of shard %d: %w", index, err)
+	}
+	c.r, c.br, c.next = r, bufio.NewReaderSize(r, 16<<10), shard.FirstRow
+	if err := c.advance(true); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// advance reads the next repeat row.
+func (c *repeatCursor) advance(first bool) error {
+	if c.left == 0 {
+		c.next = -1
+		return nil
+	}
+	gap, err := binary.ReadUvarint(c.br)
+	if err != nil {
+		return fmt.Errorf("read shard repeats: %d of %d read: %w", c.total-c.left, c.total, err)
+	}
+	if gap == 0 && !first {
+		return errors.New("read shard repeats: rows out of order")
+	}
+	c.next += int64(gap)
+	c.left--
+	return nil
+}
+
+// mark sets Repeat on the rows that repeat; rows come in order.
+func (c *repeatCursor) mark(rows []listservice.Row) error {
+	for i := range rows {
+		if rows[i].Number == c.next {
+			rows[i].Repeat = true
+			if err := c.advance(false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finish checks that every repeat matched a row, and that the object
+// held no more than the plan counted.
+func (c *repeatCursor) finish() error {
+	if c.next >= 0 {
+		return fmt.Errorf("the shard's repeats name row %d, which it never read; the input changed after it was prepared", c.next+1)
+	}
+	if c.br != nil {
+		if _, err := c.br.ReadByte(); err != io.EOF {
+			return fmt.Errorf("the shard's repeats hold more than the %d rows the plan counted, which it never read; prepare the list again", c.total)
+		}
+	}
+	return nil
+}
+
+func (c *repeatCursor) Close() error {
+	if c.r == nil {
+		return nil
+	}
+	return c.r.Close()
+}
