@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"slices"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
@@ -47,15 +48,17 @@ var fingerprintCodec = codec[fingerprint]{
 	get: func(b []byte) fingerprint {
 		return fingerprint{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), int64(binary.LittleEndian.Uint64(b[16:]))}
 	},
-	cmp: func(a, b fingerprint) int {
-		if c := cmp.Compare(a.hi, b.hi); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.lo, b.lo); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.row, b.row)
-	},
+	// Rows of one fingerprint come in any order (findRepeats keeps the
+	// smallest), so the sort needs no tie-break on the row.
+	cmp:  cmpFingerprint,
+	sort: sortFingerprints,
+}
+
+func cmpFingerprint(a, b fingerprint) int {
+	if c := cmp.Compare(a.hi, b.hi); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.lo, b.lo)
 }
 
 var rowCodec = codec[int64]{
@@ -63,6 +66,66 @@ var rowCodec = codec[int64]{
 	put:  func(b []byte, r int64) { binary.LittleEndian.PutUint64(b, uint64(r)) },
 	get:  func(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b)) },
 	cmp:  cmp.Compare[int64],
+	sort: slices.Sort[[]int64],
+}
+
+// sortFingerprints sorts by (hi, lo). The digests are uniformly random, so
+// in-place radix passes on the top bytes of hi (American flag sort, 256
+// buckets a pass, which keeps the write positions in cache) leave small
+// buckets that an insertion sort finishes: faster than a comparison sort
+// of the 24-byte values.
+func sortFingerprints(a []fingerprint) { radixSort(a, 56) }
+
+func radixSort(a []fingerprint, shift uint) {
+	if len(a) <= 32 {
+		insertionSort(a)
+		return
+	}
+	var next, end [256]int
+	for _, f := range a {
+		end[byte(f.hi>>shift)]++
+	}
+	sum := 0
+	for b, c := range end {
+		next[b] = sum
+		sum += c
+		end[b] = sum
+	}
+	for b := range next {
+		for next[b] < end[b] {
+			v := a[next[b]]
+			for d := byte(v.hi >> shift); int(d) != b; d = byte(v.hi >> shift) {
+				v, a[next[d]] = a[next[d]], v
+				next[d]++
+			}
+			a[next[b]] = v
+			next[b]++
+		}
+	}
+	start := 0
+	for _, e := range end {
+		if shift == 0 {
+			insertionSort(a[start:e])
+		} else {
+			radixSort(a[start:e], shift-8)
+		}
+		start = e
+	}
+}
+
+func insertionSort(a []fingerprint) {
+	if len(a) > 32 { // the last byte of hi: equal his, sort on lo
+		slices.SortFunc(a, cmpFingerprint)
+		return
+	}
+	for i := 1; i < len(a); i++ {
+		v := a[i]
+		j := i
+		for ; j > 0 && (a[j-1].hi > v.hi || a[j-1].hi == v.hi && a[j-1].lo > v.lo); j-- {
+			a[j] = a[j-1]
+		}
+		a[j] = v
+	}
 }
 
 // findRepeats finds the rows of the prepared input that repeat an earlier
@@ -76,16 +139,20 @@ func findRepeats(ctx context.Context, store *blobstore.Store, keys blobstore.Lis
 	}
 	repeats := newExtSorter(ctx, store, keys.Spill("rep-"), rowCodec, memBytes/2)
 	defer repeats.cleanup()
-	var prev fingerprint
+	// In each run of equal fingerprints the smallest row is the first
+	// occurrence and every other row a repeat.
+	var cur fingerprint // the group's fingerprint and smallest row so far
 	first := true
 	err := fps.each(func(f fingerprint) error {
-		if !first && f.hi == prev.hi && f.lo == prev.lo {
-			if err := repeats.add(f.row); err != nil {
-				return err
-			}
+		if first || f.hi != cur.hi || f.lo != cur.lo {
+			cur, first = f, false
+			return nil
 		}
-		prev, first = f, false
-		return nil
+		r := f.row
+		if r < cur.row {
+			r, cur.row = cur.row, r
+		}
+		return repeats.add(r)
 	})
 	if err != nil {
 		return nil, err

@@ -133,3 +133,50 @@ func TestRepeatsMismatch(t *testing.T) {
 		})
 	}
 }
+
+// The radix sort of fingerprints orders them as a comparison sort does,
+// with clustered and repeated digests too.
+func TestSortFingerprints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 100, 4095, 4096, 100_000} {
+		for _, clustered := range []bool{false, true} {
+			a := make([]fingerprint, n)
+			for i := range a {
+				a[i] = fingerprint{rng.Uint64(), rng.Uint64(), int64(i)}
+				if clustered { // few distinct top bits: big buckets
+					a[i].hi &= 0xff000000000000ff
+				}
+				if i > 0 && rng.IntN(4) == 0 {
+					a[i].hi, a[i].lo = a[rng.IntN(i)].hi, a[rng.IntN(i)].lo
+				}
+			}
+			want := slices.Clone(a)
+			slices.SortStableFunc(want, cmpFingerprint)
+			sortFingerprints(a)
+			if !slices.EqualFunc(a, want, func(x, y fingerprint) bool { return x.hi == y.hi && x.lo == y.lo }) {
+				t.Fatalf("n=%d clustered=%v: not sorted like a comparison sort", n, clustered)
+			}
+		}
+	}
+}
+
+func BenchmarkSortFingerprints(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	src := make([]fingerprint, (32<<20)/24)
+	for i := range src {
+		src[i] = fingerprint{rng.Uint64(), rng.Uint64(), int64(i)}
+	}
+	a := make([]fingerprint, len(src))
+	for _, bc := range []struct {
+		name string
+		sort func([]fingerprint)
+	}{{"radix", sortFingerprints}, {"pdqsort", func(a []fingerprint) { slices.SortFunc(a, cmpFingerprint) }}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				copy(a, src)
+				bc.sort(a)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(a)), "ns/value")
+		})
+	}
+}

@@ -23,6 +23,16 @@ type codec[T any] struct {
 	put  func([]byte, T)
 	get  func([]byte) T
 	cmp  func(a, b T) int
+	// sort sorts a buffer by cmp (slices.SortFunc when nil).
+	sort func([]T)
+}
+
+func (c codec[T]) sortBuf(buf []T) {
+	if c.sort != nil {
+		c.sort(buf)
+		return
+	}
+	slices.SortFunc(buf, c.cmp)
 }
 
 // extSorter sorts more values than fit in memory: it keeps up to max
@@ -60,7 +70,7 @@ func (s *extSorter[T]) add(v T) error {
 }
 
 func (s *extSorter[T]) spill() error {
-	slices.SortFunc(s.buf, s.c.cmp)
+	s.c.sortBuf(s.buf)
 	err := s.writeRun(func(put func(T) error) error {
 		for _, v := range s.buf {
 			if err := put(v); err != nil {
@@ -110,7 +120,7 @@ func (s *extSorter[T]) writeRun(fill func(put func(T) error) error) error {
 func (s *extSorter[T]) each(fn func(T) error) error {
 	defer s.cleanup()
 	if len(s.runs) == 0 {
-		slices.SortFunc(s.buf, s.c.cmp)
+		s.c.sortBuf(s.buf)
 		for _, v := range s.buf {
 			if err := fn(v); err != nil {
 				return err
