@@ -159,15 +159,26 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 
 // FinishBatch marks duplicates and counts, in row order.
 func (p *processor) FinishBatch(rows []listservice.Row, out [][]string) {
+	statuses, codes := p.counts("status"), p.counts("status_code")
 	for i, r := range rows {
 		dup := "false"
 		if r.Repeat {
 			dup = "true"
 		}
 		out[i][colDuplicate] = dup
-		p.report.Add("status", out[i][colStatus], 1)
-		p.report.Add("status_code", out[i][colCode], 1)
+		statuses[out[i][colStatus]]++
+		codes[out[i][colCode]]++
 	}
+}
+
+// counts is the reporting's buckets of field, made when missing.
+func (p *processor) counts(field string) map[string]int64 {
+	m := p.report[field]
+	if m == nil {
+		m = map[string]int64{}
+		p.report[field] = m
+	}
+	return m
 }
 
 // RowsInFlight lets the pipeline keep many batches in verification.

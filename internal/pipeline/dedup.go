@@ -128,27 +128,57 @@ func insertionSort(a []fingerprint) {
 	}
 }
 
-// findRepeats finds the rows of the prepared input that repeat an earlier
-// row's key, writes them per shard (keys.Repeats) and returns how many
-// each shard has. Half of memBytes goes to each sort.
-func findRepeats(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, dd listservice.Deduper, lim listfile.Limits, memBytes int64) ([]int64, error) {
-	fps := newExtSorter(ctx, store, keys.Spill("fp-"), fingerprintCodec, memBytes/2)
-	defer fps.cleanup()
-	if err := fingerprintRows(ctx, store, plan, dd, lim, fps.add); err != nil {
-		return nil, err
+// repeatFinder finds the rows that repeat an earlier row's key: row gets
+// every data row in order (from the scan of preparation, so the input is
+// read once), finish writes the repeats per shard (keys.Repeats) and
+// returns how many each shard has. Half of the memory goes to each sort.
+type repeatFinder struct {
+	ctx          context.Context
+	store        *blobstore.Store
+	keys         blobstore.ListKeys
+	dd           listservice.Deduper
+	col          int
+	mem          int64
+	seed1, seed2 maphash.Seed
+	fps          *extSorter[fingerprint]
+}
+
+func newRepeatFinder(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, dd listservice.Deduper, col int, mem int64) *repeatFinder {
+	return &repeatFinder{
+		ctx: ctx, store: store, keys: keys, dd: dd, col: col, mem: mem,
+		seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(),
+		fps: newExtSorter(ctx, store, keys.Spill("fp-"), fingerprintCodec, mem/2),
 	}
-	repeats := newExtSorter(ctx, store, keys.Spill("rep-"), rowCodec, memBytes/2)
+}
+
+// row takes data row n (0-based) of the list.
+func (f *repeatFinder) row(n int64, rec *listfile.Record) error {
+	if n&0xffff == 0 && f.ctx.Err() != nil {
+		return f.ctx.Err()
+	}
+	key := f.dd.DedupKey(string(rec.FieldBytes(f.col)))
+	if key == "" {
+		return nil
+	}
+	return f.fps.add(fingerprint{maphash.String(f.seed1, key), maphash.String(f.seed2, key), n})
+}
+
+// cleanup deletes whatever spilled, if finish did not run to its end.
+func (f *repeatFinder) cleanup() { f.fps.cleanup() }
+
+func (f *repeatFinder) finish(plan *Plan) ([]int64, error) {
+	repeats := newExtSorter(f.ctx, f.store, f.keys.Spill("rep-"), rowCodec, f.mem/2)
 	defer repeats.cleanup()
 	// In each run of equal fingerprints the smallest row is the first
 	// occurrence and every other row a repeat.
 	var cur fingerprint // the group's fingerprint and smallest row so far
 	first := true
-	err := fps.each(func(f fingerprint) error {
-		if first || f.hi != cur.hi || f.lo != cur.lo {
-			cur, first = f, false
+	err := f.fps.each(func(fp fingerprint) error {
+		if first || fp.hi != cur.hi || fp.lo != cur.lo {
+			cur, first = fp, false
 			return nil
 		}
-		r := f.row
+		r := fp.row
 		if r < cur.row {
 			r, cur.row = cur.row, r
 		}
@@ -157,45 +187,7 @@ func findRepeats(ctx context.Context, store *blobstore.Store, keys blobstore.Lis
 	if err != nil {
 		return nil, err
 	}
-	return writeRepeats(ctx, store, keys, plan, repeats)
-}
-
-// fingerprintRows reads the data rows once and hands add the fingerprint
-// of every row with a key.
-func fingerprintRows(ctx context.Context, store *blobstore.Store, plan *Plan, dd listservice.Deduper, lim listfile.Limits, add func(fingerprint) error) error {
-	start := plan.Shards[0].Start
-	in, err := store.NewRangeReader(ctx, plan.InputKey, start, -1, nil)
-	if err != nil {
-		return fmt.Errorf("open input: %w", err)
-	}
-	defer in.Close()
-	rd := listfile.NewRangeReader(bufio.NewReaderSize(in, 256<<10), plan.Dialect(), lim, start, plan.Shards[0].FirstLine)
-	col := plan.EmailColumn.Index()
-	seed1, seed2 := maphash.MakeSeed(), maphash.MakeSeed()
-	var row int64
-	for ; ; row++ {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return classify(fmt.Errorf("row %d: %w", row+1, err))
-		}
-		if row&0xffff == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		key := dd.DedupKey(string(rec.FieldBytes(col)))
-		if key == "" {
-			continue
-		}
-		if err := add(fingerprint{maphash.String(seed1, key), maphash.String(seed2, key), row}); err != nil {
-			return err
-		}
-	}
-	if row != plan.Records {
-		return fmt.Errorf("the input has %d rows but the plan counted %d; it changed while it was prepared", row, plan.Records)
-	}
-	return nil
+	return writeRepeats(f.ctx, f.store, f.keys, plan, repeats)
 }
 
 // writeRepeats cuts the sorted repeat rows at shard boundaries: shard i's

@@ -90,13 +90,25 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		Columns:     svc.Columns(),
 	}
 
+	// The duplicate search takes the rows from the scan: one read.
+	var each func(int64, *listfile.Record) error
+	var finder *repeatFinder
+	if dd, ok := svc.(listservice.Deduper); ok {
+		mem := cfg.DedupMemory
+		if mem <= 0 {
+			mem = DefaultDedupMemory
+		}
+		finder = newRepeatFinder(ctx, store, keys, dd, req.Dialect.EmailColumn.Index(), mem)
+		defer finder.cleanup()
+		each = finder.row
+	}
 	var scanned *listfile.Plan
 	if kind == listfile.KindZip {
 		plan.Zip = true
 		plan.InputKey = keys.Input()
-		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg)
+		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg, each)
 	} else {
-		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg)
+		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg, each)
 	}
 	if err != nil {
 		return nil, err
@@ -112,12 +124,8 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 	if err := svc.Check(listservice.Input{Header: scanned.Header, EmailIndex: req.Dialect.EmailColumn.Index()}); err != nil {
 		return nil, BadInput(err)
 	}
-	if dd, ok := svc.(listservice.Deduper); ok {
-		mem := cfg.DedupMemory
-		if mem <= 0 {
-			mem = DefaultDedupMemory
-		}
-		if plan.Repeats, err = findRepeats(ctx, store, keys, plan, dd, cfg.Limits, mem); err != nil {
+	if finder != nil {
+		if plan.Repeats, err = finder.finish(plan); err != nil {
 			return nil, err
 		}
 	}
@@ -127,18 +135,18 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 	return plan, nil
 }
 
-func scanObject(ctx context.Context, store *blobstore.Store, key string, d listfile.Dialect, cfg Config) (*listfile.Plan, error) {
+func scanObject(ctx context.Context, store *blobstore.Store, key string, d listfile.Dialect, cfg Config, each func(int64, *listfile.Record) error) (*listfile.Plan, error) {
 	r, err := store.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open list file: %w", err)
 	}
 	defer r.Close()
-	p, err := listfile.Scan(r, d, cfg.Limits, cfg.ShardBytes, cfg.MaxShards)
+	p, err := listfile.ScanEach(r, d, cfg.Limits, cfg.ShardBytes, cfg.MaxShards, each)
 	return p, classify(err)
 }
 
 // prepareZip extracts the zip's one file into dstKey while scanning it.
-func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey string, size int64, cfg Config) (*listfile.Plan, string, error) {
+func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey string, size int64, cfg Config, each func(int64, *listfile.Record) error) (*listfile.Plan, string, error) {
 	ra, _, err := store.NewReaderAt(ctx, req.Source.Key)
 	if err != nil {
 		return nil, "", err
@@ -155,7 +163,7 @@ func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey
 	if err != nil {
 		return nil, "", fmt.Errorf("create %s: %w", dstKey, err)
 	}
-	scanned, err := listfile.Scan(io.TeeReader(rc, w), req.Dialect, cfg.Limits, cfg.ShardBytes, cfg.MaxShards)
+	scanned, err := listfile.ScanEach(io.TeeReader(rc, w), req.Dialect, cfg.Limits, cfg.ShardBytes, cfg.MaxShards, each)
 	if err != nil {
 		cancel() // abandons the partial object
 		_ = w.Close()
