@@ -5,11 +5,17 @@
 //	go run ./hack/genlist -rows 8000000 -repeat 0.2 -out /tmp/list.csv
 //	go run ./hack/genlist -check -in /tmp/list.csv -result /tmp/result.csv
 //	go run ./hack/genlist -engine -in /tmp/list.csv
+//	go run ./hack/genlist -stages -in /tmp/list.csv
 //
 // -engine measures the verification engine alone, offline as `worker run
 // --dns-server off` builds it, over the list's addresses (read into memory
 // first): VerifyBatch on batches of 1,000 in one goroutine, timed in CPU
 // (user + system) of this process.
+//
+// -stages times the manager's two steps on -in through a file store in a
+// temporary directory: Prepare (scan, plan, duplicate search) and Merge
+// (the parts, already written by running every shard one after the other
+// with the syntax-only service, into one result object with its SHA-256).
 //
 // A list has a header (id,name,email). Row i's address is its own
 // (user<i>@ one of a few domains: valid, typo, disposable; every 13th is
@@ -28,14 +34,19 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/evlist"
 	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -46,19 +57,34 @@ func main() {
 	out := flag.String("out", "", "list file to write (default stdout)")
 	check := flag.Bool("check", false, "check -result's ev_duplicate column against a single-pass reference over -in")
 	engine := flag.Bool("engine", false, "measure the offline engine alone over -in's addresses")
-	in := flag.String("in", "", "input list (-check)")
+	stages := flag.Bool("stages", false, "time Prepare and Merge over -in")
+	in := flag.String("in", "", "input list (-check, -engine, -stages)")
 	result := flag.String("result", "", "result file (-check)")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of -engine or -stages here")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "genlist:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	var err error
 	switch {
 	case *check:
 		err = checkResult(*in, *result)
 	case *engine:
 		err = engineOnly(*in)
+	case *stages:
+		err = timeStages(*in)
 	default:
 		err = generate(*out, *rows, *repeat, *seed)
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "genlist:", err)
 		os.Exit(1)
 	}
@@ -239,4 +265,66 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func timeStages(inPath string) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp(filepath.Dir(inPath), "stages-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Link(inPath, filepath.Join(dir, "in.csv")); err != nil {
+		return err
+	}
+	store, err := blobstore.Open(ctx, "file://"+dir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	size, err := store.Size(ctx, "in.csv")
+	if err != nil {
+		return err
+	}
+	svc := evlist.New(evlist.SyntaxOnly)
+	reg := listservice.NewRegistry()
+	reg.Register(evlist.Name, svc)
+	keys := blobstore.ListKeys{UID: "stages"}
+	cfg := pipeline.DefaultConfig()
+	mb := float64(size) / 1e6
+	cpu0, t0 := cpuTime(), time.Now()
+	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
+		Source:  pipeline.Source{Key: "in.csv", Name: "in.csv"},
+		Dialect: listfile.Dialect{Delimiter: ',', Header: true, EmailColumn: 3},
+		Service: evlist.Name,
+	}, svc, cfg)
+	if err != nil {
+		return err
+	}
+	cpu, wall := cpuTime()-cpu0, time.Since(t0)
+	fmt.Printf("prepare: %.0f MB, %d rows, %d shards: CPU %.2f s (%.0f MB per CPU-second), wall %.2f s (%.0f MB/s)\n",
+		mb, plan.Records, len(plan.Shards), cpu.Seconds(), mb/cpu.Seconds(), wall.Seconds(), mb/wall.Seconds())
+	for i := range plan.Shards {
+		if _, err := pipeline.RunShard(ctx, store, keys, i, reg, cfg.Limits); err != nil {
+			return err
+		}
+	}
+	var parts int64
+	for i := range plan.Shards {
+		n, err := store.Size(ctx, keys.Part(i))
+		if err != nil {
+			return err
+		}
+		parts += n
+	}
+	mb = float64(parts) / 1e6
+	cpu0, t0 = cpuTime(), time.Now()
+	res, err := pipeline.Merge(ctx, store, keys, plan, "in-1-results.csv")
+	if err != nil {
+		return err
+	}
+	cpu, wall = cpuTime()-cpu0, time.Since(t0)
+	fmt.Printf("merge: %.0f MB of parts -> %d bytes: CPU %.2f s (%.0f MB per CPU-second), wall %.2f s (%.0f MB/s)\n",
+		mb, res.Bytes, cpu.Seconds(), mb/cpu.Seconds(), wall.Seconds(), mb/wall.Seconds())
+	return nil
 }
