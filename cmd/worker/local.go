@@ -187,7 +187,11 @@ func (r *localRun) openStore(ctx context.Context) (*blobstore.Store, func(), err
 		store.Close()
 		os.RemoveAll(dir)
 	}
-	if err := os.Link(r.in, filepath.Join(dir, "upload")); err != nil {
+	src := r.in
+	if p, err := filepath.EvalSymlinks(r.in); err == nil {
+		src = p // link(2) would link a symlink itself, relative target and all
+	}
+	if err := os.Link(src, filepath.Join(dir, "upload")); err != nil {
 		err = upload(ctx, store, r.in)
 		if err != nil {
 			cleanup()

@@ -184,3 +184,31 @@ func TestShardMemoryFlat(t *testing.T) {
 		t.Errorf("shard %d peaks at %.0f MiB, shard 0 at %.0f MiB: want under 128 MiB and within 16 MiB", last, rss[last], rss[0])
 	}
 }
+
+// worker run reads its input through a relative symlink, and from another
+// directory than its store's (a copy when it cannot hard-link).
+func TestRunLocalInputLinks(t *testing.T) {
+	dir := t.TempDir()
+	data := []byte("email\nann@example.com\nANN@example.com\n")
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "data"), "list.csv", data)
+	if err := os.Symlink("data/list.csv", filepath.Join(dir, "link.csv")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tmp := range []string{dir, "/dev/shm"} {
+		if _, err := os.Stat(tmp); err != nil {
+			continue
+		}
+		out := filepath.Join(dir, "out.csv")
+		var stderr strings.Builder
+		if code := run(context.Background(), []string{"run", "--in", filepath.Join(dir, "link.csv"), "--out", out, "--header", "--delimiter", "comma", "--dns-server", "off", "--tmp-dir", tmp}, &stderr); code != 0 {
+			t.Fatalf("tmp %s: exit %d: %s", tmp, code, stderr.String())
+		}
+		rows := readCSV(t, out)
+		if len(rows) != 3 || rows[2][6] != "true" || rows[1][6] != "false" {
+			t.Errorf("tmp %s: result %q", tmp, rows)
+		}
+	}
+}
