@@ -189,7 +189,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 			Namespace: o.Namespace, Name: o.ListIDConfigMap},
-		Pipeline:     o.Pipeline,
+		Pipeline:     o.Pipeline.SharedBy(o.MaxConcurrent),
 		SourceGrace:  o.SourceGrace,
 		PollInterval: o.PollInterval,
 		Callbacks:    controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},

@@ -180,3 +180,15 @@ func BenchmarkSortFingerprints(b *testing.B) {
 		})
 	}
 }
+
+func TestConfigSharedBy(t *testing.T) {
+	for _, tc := range []struct {
+		mem  int64
+		n    int
+		want int64
+	}{{0, 4, DefaultDedupMemory / 4}, {64 << 20, 1, 64 << 20}, {64 << 20, 0, 64 << 20}, {40 << 20, 4, 10 << 20}} {
+		if got := (Config{DedupMemory: tc.mem}).SharedBy(tc.n).DedupMemory; got != tc.want {
+			t.Errorf("DedupMemory %d shared by %d = %d, want %d", tc.mem, tc.n, got, tc.want)
+		}
+	}
+}

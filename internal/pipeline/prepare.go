@@ -36,6 +36,18 @@ func DefaultConfig() Config {
 	}
 }
 
+// SharedBy returns c for a process that prepares up to n lists at once:
+// they share DedupMemory, so the process's memory does not grow with them.
+func (c Config) SharedBy(n int) Config {
+	if n > 1 {
+		if c.DedupMemory <= 0 {
+			c.DedupMemory = DefaultDedupMemory
+		}
+		c.DedupMemory /= int64(n)
+	}
+	return c
+}
+
 // DefaultDedupMemory is Config.DedupMemory where none is set: lists up to
 // about 2.8 million rows are searched for duplicates without spilling.
 const DefaultDedupMemory = 64 << 20
