@@ -19,11 +19,12 @@ import (
 // Duplicates are found once per list, at preparation, by sorting instead
 // of remembering: every row with a key (listservice.Deduper) becomes a
 // 128-bit fingerprint of its key plus its row number; sorted by
-// (fingerprint, row), the rows of one key sit together, the first is the
-// first occurrence and the others are repeats. The repeats' row numbers,
+// fingerprint, the rows of one key sit together, the smallest is the first
+// occurrence and the others are repeats. The repeats' row numbers,
 // sorted again, are cut at shard boundaries into one small object per
 // shard, which the shard streams beside its rows. Both sorts spill sorted
-// runs to the store when they outgrow Config.DedupMemory, so the work is
+// runs to the store when they outgrow their half of Config.DedupMemory
+// (24 bytes a fingerprint, 8 a repeat), so the work is
 // linear in the list (plus a log factor for the merge) and the memory is
 // bounded by the setting, not by the list.
 //
@@ -48,8 +49,8 @@ var fingerprintCodec = codec[fingerprint]{
 	get: func(b []byte) fingerprint {
 		return fingerprint{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), int64(binary.LittleEndian.Uint64(b[16:]))}
 	},
-	// Rows of one fingerprint come in any order (findRepeats keeps the
-	// smallest), so the sort needs no tie-break on the row.
+	// Rows of one fingerprint come in any order (repeatFinder.finish keeps
+	// the smallest), so the sort needs no tie-break on the row.
 	cmp:  cmpFingerprint,
 	sort: sortFingerprints,
 }

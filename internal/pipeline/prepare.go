@@ -22,7 +22,7 @@ type Config struct {
 	MaxShards int
 	// DedupMemory bounds the memory of the duplicate search at
 	// preparation (listservice.Deduper): past it, sorted runs spill to
-	// the store. About 24 bytes a row fit in memory without spilling.
+	// the store. Half of it holds fingerprints, 24 bytes a row.
 	DedupMemory int64
 }
 
@@ -49,7 +49,8 @@ func (c Config) SharedBy(n int) Config {
 }
 
 // DefaultDedupMemory is Config.DedupMemory where none is set: lists up to
-// about 2.8 million rows are searched for duplicates without spilling.
+// about 1.4 million rows are searched for duplicates without spilling (a
+// quarter of that in a manager preparing four lists at once).
 const DefaultDedupMemory = 64 << 20
 
 // Source is the submitted list file in the blob store.
