@@ -3,11 +3,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -43,7 +45,10 @@ type EmailListReconciler struct {
 	SourceGrace time.Duration
 	// PollInterval is how often progress is refreshed while processing.
 	PollInterval time.Duration
-	Callbacks    CallbackConfig
+	// PodStartGrace is how long a worker pod may be unable to start (see
+	// BlockedPod) before the list fails; DefaultPodStartGrace when zero.
+	PodStartGrace time.Duration
+	Callbacks     CallbackConfig
 	// Access says which sources a list may read.
 	Access SourceAccess
 	// KeepParts keeps the shards' intermediate objects after the merge
@@ -51,6 +56,10 @@ type EmailListReconciler struct {
 	KeepParts bool
 	// Clock tells the time; nil is the wall clock.
 	Clock clock.PassiveClock
+	// FleetHealth, when set, says whether the fleet backend answers (the
+	// manager's own view of it); running email_validation lists say so in
+	// their FleetBackend condition.
+	FleetHealth func() (up bool, detail string)
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
@@ -146,26 +155,87 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 		}
 	}
 	if err := r.start(ctx, list); err != nil {
+		if waitingForBudget(err) {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	now := metav1.NewTime(clockNow(r.Clock))
 	list.Status.Phase = listsv1.PhaseProcessing
 	list.Status.StartedAt = &now
-	setProgressing(list, ReasonProcessing, fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards))
-	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+	setProgressing(list, ReasonProcessing, processingMessage(list))
+	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "%s", processingMessage(list))
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func processingMessage(list *listsv1.EmailList) string {
+	return fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+}
+
+// watchStart keeps the PodsBlocked condition (and Ready's reason) in step
+// with the run's pods, and fails the list once a pod has been unable to
+// start for PodStartGrace. It reports whether the list failed.
+func (r *EmailListReconciler) watchStart(list *listsv1.EmailList, b *BlockedPod) bool {
+	w := trackBlocked(&list.Status.Conditions, list.Generation, b, clockNow(r.Clock), podStartGrace(r.PodStartGrace))
+	switch {
+	case w.Expired:
+		r.fail(list, b.Reason, w.Message)
+		return true
+	case w.Cleared:
+		setProgressing(list, ReasonProcessing, processingMessage(list))
+		emit(r.Recorder, list, corev1.EventTypeNormal, "PodsStarted", "the worker pods started after all")
+	case b != nil:
+		setProgressing(list, b.Reason, w.Message)
+		if w.Warn {
+			emit(r.Recorder, list, corev1.EventTypeWarning, b.Reason, "%s", w.Message)
+		}
+	}
+	return false
 }
 
 // start starts the shards; when it cannot (a Job the API server refuses,
 // say), the list says why while the controller retries with backoff.
 func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList) error {
 	err := r.Executor.Start(ctx, list, int(list.Status.Shards))
+	if waitingForBudget(err) {
+		setProgressing(list, ReasonWaitingForSMTPBudget, err.Error())
+		return err
+	}
 	if err != nil {
 		msg := fmt.Sprintf("the shards cannot start (retrying): %v", err)
 		setProgressing(list, ReasonStartFailed, msg)
 		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
 	}
 	return err
+}
+
+// Reasons of the FleetBackend condition.
+const (
+	ReasonFleetReachable   = "Reachable"
+	ReasonFleetUnreachable = "Unreachable"
+)
+
+// noteFleet keeps a running email_validation list's FleetBackend
+// condition in step with the backend.
+func (r *EmailListReconciler) noteFleet(list *listsv1.EmailList) {
+	if r.FleetHealth == nil || list.Spec.Service != listsv1.ServiceEmailValidation {
+		return
+	}
+	up, detail := r.FleetHealth()
+	c := metav1.Condition{Type: listsv1.ConditionFleetBackend, Status: metav1.ConditionTrue, Reason: ReasonFleetReachable,
+		Message: "the fleet backend answers", ObservedGeneration: list.Generation}
+	if !up {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonFleetUnreachable
+		c.Message = "the fleet backend does not answer (" + detail + "): pods keep to their divided share of each mail host's budget, never more, and verify without the history until it answers; nothing is lost"
+	}
+	meta.SetStatusCondition(&list.Status.Conditions, c)
+}
+
+// waitingForBudget: the list waits for its part of the SMTP budget; no
+// error, no warning, a poll.
+func waitingForBudget(err error) bool {
+	var w *BudgetWaitError
+	return errors.As(err, &w)
 }
 
 func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -178,11 +248,14 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 	case ExecNotStarted:
 		// Lost (a restarted local executor, or a deleted Job): run again;
 		// shards rewrite the same objects, so this is safe.
-		if err := r.start(ctx, list); err != nil {
+		if err := r.start(ctx, list); err != nil && !waitingForBudget(err) {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecRunning:
+		if r.watchStart(list, exec.Blocked) {
+			return ctrl.Result{}, nil
+		}
 		plan, err := pipeline.LoadPlan(ctx, r.Store, keys)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -192,6 +265,7 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 			return ctrl.Result{}, err
 		}
 		setProgress(list, done, list.Status.Records)
+		r.noteFleet(list)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecFailed:
 		return ctrl.Result{}, r.failFromShards(ctx, list, keys, exec.Message)

@@ -313,6 +313,14 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 		fmt.Fprintf(w, "  dns:  %.0f lookups, %.0f cache hits, %.0f queries, %.0f timeouts\n",
 			c["dns_lookups"], c["dns_cache_hits"], c["dns_queries"], c["dns_timeouts"])
 	}
+	if _, ok := c["history_hits"]; ok {
+		fmt.Fprintf(w, "  history: %.0f verdicts reused, %.0f looked up and probed, %.0f kept, %.0f errors\n",
+			c["history_hits"], c["history_misses"], c["history_recorded"], c["history_errors"])
+	}
+	if _, ok := c["fleet_fallbacks"]; ok {
+		fmt.Fprintf(w, "  fleet: %.0f fallbacks to the divided budget (%.1f s), %.0f backend errors\n",
+			c["fleet_fallbacks"], c["fleet_fallback_seconds"], c["fleet_backend_errors"])
+	}
 	if _, ok := c["smtp_sessions"]; !ok {
 		return
 	}

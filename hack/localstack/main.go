@@ -1,5 +1,6 @@
 // Command localstack is `make run`: a local control plane, the CRDs and the
-// manager with a file:// store, running lists in-process (the default, the
+// manager with a file:// store (or, with --store=s3, an s3:// one on a local
+// S3-compatible server), running lists in-process (the default, the
 // quickest to start) or, with --executor=job, as Indexed Jobs carried out by
 // the real Job controller and scheduler and a local node that runs worker
 // pods as processes. Ctrl-C stops everything.
@@ -32,6 +33,8 @@ func main() {
 	apiMetrics := flag.String("api-metrics-bind-address", "127.0.0.1:8091", "REST API metrics address (0 disables)")
 	executor := flag.String("executor", operator.ExecutorLocal, "local (shards run in the manager) or job (Indexed Jobs, pods run as local processes)")
 	workerDir := flag.String("worker-dir", "bin", "directory of the worker binary, for --executor=job")
+	store := flag.String("store", localstack.StoreFile, "file (a directory under --dir) or s3 (a local S3-compatible server, SeaweedFS, its data under --dir; built by hack/s3-server.sh)")
+	s3Port := flag.Int("s3-port", 8333, "port of the local S3 API, for --store=s3 (0: any free port)")
 	vc := catalog.DefaultVerifyConfig()
 	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
 	vc.BindFlags(flag.CommandLine)
@@ -54,7 +57,7 @@ func main() {
 	s, err := localstack.Start(ctx, localstack.Options{
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
 		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
-		Executor: *executor, WorkerDir: *workerDir,
+		Executor: *executor, WorkerDir: *workerDir, Store: *store, S3Port: *s3Port,
 		Log: log,
 	})
 	if err != nil {
@@ -88,7 +91,7 @@ With the REST API:
   curl -s "$API/v5/list/LIST_ID" -H "api_key: $KEY" -H "accept: application/json"
   curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
 
-`, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s))
+`, s.Kubeconfig, storeMode(s), samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s))
 	printMetrics(s)
 	if s.Jobs != nil {
 		fmt.Printf(`Watch the Job path (in other terminals, with the KUBECONFIG above):
@@ -130,6 +133,13 @@ func printMetrics(s *localstack.Stack) {
 		fmt.Printf("  curl -s %s | grep ^emaildata_\n", s.APIMetricsURL)
 	}
 	fmt.Println()
+}
+
+func storeMode(s *localstack.Stack) string {
+	if s.S3Endpoint == "" {
+		return s.StoreDir
+	}
+	return fmt.Sprintf("%s\n               (SeaweedFS S3 API at %s; its key pair is in Secret %s/%s)", s.BlobURL, s.S3Endpoint, localstack.Namespace, localstack.StoreSecret)
 }
 
 func executorMode(s *localstack.Stack) string {

@@ -68,6 +68,9 @@ func EngineCounters(e *verify.Engine) map[string]float64 {
 	if p, ok := e.SMTP.(*smtpprobe.Prober); ok {
 		maps.Copy(out, p.Stats().Counters())
 	}
+	for _, r := range e.Reporters {
+		maps.Copy(out, r.Counters())
+	}
 	return out
 }
 

@@ -23,13 +23,17 @@ const Name = services.EmailValidation
 // ev_duplicate marks an address (trimmed, lower-cased) that appeared
 // earlier in the list, in any shard: the pipeline finds the repeats of the
 // whole list once, from DedupKey, and hands them over in Row.Repeat.
-var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid"}
+// ev_from_history says the mailbox verdict came from the verification
+// history instead of a probe now. New columns go at the end, so the
+// positions clients read keep their meaning.
+var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid", "ev_from_history"}
 
-// Checker verifies one batch of addresses; results[i] is for addrs[i].
-type Checker func(ctx context.Context, addrs []string, results []verify.Result) error
+// Checker verifies one batch of addresses with o; results[i] is for
+// addrs[i].
+type Checker func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error
 
 // SyntaxOnly checks syntax and nothing else.
-func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result) error {
+func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result, _ verify.Options) error {
 	for i, a := range addrs {
 		results[i] = verify.CheckSyntax(a)
 	}
@@ -38,8 +42,8 @@ func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result) erro
 
 // EngineChecker verifies batches with the engine's batch mode.
 func EngineChecker(e *verify.Engine) Checker {
-	return func(ctx context.Context, addrs []string, results []verify.Result) error {
-		return e.VerifyBatch(ctx, addrs, results, verify.Options{SMTP: true})
+	return func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error {
+		return e.VerifyBatch(ctx, addrs, results, o)
 	}
 }
 
@@ -85,7 +89,8 @@ func (s *Service) Check(listservice.Input) error { return nil }
 
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{}}
+	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{},
+		opts: verify.Options{SMTP: true, MaxAge: in.MaxAge}}
 	if s.Counters != nil {
 		p.start = s.Counters()
 	}
@@ -97,6 +102,7 @@ type processor struct {
 	col    int
 	report listservice.Reporting
 	start  map[string]float64 // engine counters when the shard began
+	opts   verify.Options     // the list's: SMTP on, its maximum age
 }
 
 // Counters implements listservice.CounterReporter: the engine's work
@@ -121,6 +127,7 @@ const (
 	colCorrection
 	colDuplicate
 	colValid
+	colFromHistory
 )
 
 // ProcessBatch verifies a batch; the pipeline runs several at once
@@ -131,7 +138,7 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		addrs[i] = r.Field(p.col)
 	}
 	res := make([]verify.Result, len(rows))
-	if err := p.svc.Checker(ctx, addrs, res); err != nil {
+	if err := p.svc.Checker(ctx, addrs, res, p.opts); err != nil {
 		return err
 	}
 	for i, r := range res {
@@ -153,6 +160,7 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		out[i][colRole] = role
 		out[i][colCorrection] = correction
 		out[i][colValid] = valid
+		out[i][colFromHistory] = strconv.FormatBool(r.FromHistory)
 	}
 	return nil
 }
@@ -168,6 +176,9 @@ func (p *processor) FinishBatch(rows []listservice.Row, out [][]string) {
 		out[i][colDuplicate] = dup
 		statuses[out[i][colStatus]]++
 		codes[out[i][colCode]]++
+		if out[i][colFromHistory] == "true" {
+			p.report.Add("from_history", "true", 1)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Row is one data row handed to a service. Its fields are copies, so a
@@ -37,6 +38,10 @@ type Input struct {
 	// EmailIndex is the 0-based index of the email column
 	// (listfile.Column.Index of the 1-based column users name).
 	EmailIndex int
+	// MaxAge is the oldest verdict from the verification history the list
+	// accepts instead of a new probe (nil: the service's default, any
+	// verdict still kept; 0: probe every address).
+	MaxAge *time.Duration
 }
 
 // Processor runs a service over the rows of one shard. Rows come in

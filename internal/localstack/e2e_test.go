@@ -167,7 +167,7 @@ func TestMakeRunE2E(t *testing.T) {
 		t.Fatalf("result file not in the store: %v", err)
 	}
 	rows := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid") || len(rows) < 3 {
+	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history") || len(rows) < 3 {
 		t.Errorf("result file:\n%s", data)
 	}
 
@@ -244,8 +244,11 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 	text := string(out)
 	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`,
 		`"age":"65+","gender":"Male"`, `"match_level":"Individual"`, `{"age":"65+","life_stage_group":"Retirees","rfm_last_order":"2024-10-21"}`,
-		`{"first":"Joseph","last":"Lee","street":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}`,
-		`{"email":"josephl@example.org","email_match_type":"Individual"}`} {
+		`{"postal_address":{"first_name":"Joseph","last_name":"Lee","address":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}}`,
+		`{"email_append":[{"email":"josephl@example.org","email_match_type":"Individual"}]}`,
+		`{"alternate_email":[{"email":"alee@example.org","email_match_type":"Household"},`,
+		`{"phone_verification":{"phone_number":"16502530000","line_type":"landline_or_mobile","status":"valid","country_code":"US","country_calling_code":1}}`,
+		`{"total_records":1,"skipped_records":0}`, `"code":"email_reported"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("README block output lacks %s:\n%s", want, text)
 		}

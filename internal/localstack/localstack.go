@@ -30,6 +30,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/evhistory"
 	"github.com/emaildata/emaildata/internal/jobplane"
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listid"
@@ -37,6 +38,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/s3server"
 	"github.com/emaildata/emaildata/internal/services"
 )
 
@@ -65,16 +67,23 @@ type Options struct {
 	// kube-controller-manager and kube-scheduler (from AssetsDir) and a
 	// test node running pods as processes of WorkerDir/worker carry out.
 	Executor string
-	// WorkerDir holds the worker binary, for the job executor.
+	// WorkerDir holds the worker binary, for the job executor; a relative
+	// directory is resolved against the working directory when Start runs.
 	WorkerDir string
+	// Store is StoreFile (default) or StoreS3.
+	Store string
+	// S3Port is the S3 API's port for StoreS3 (0: a free one).
+	S3Port int
 }
 
 // Stack is a running local control plane with the manager.
 type Stack struct {
 	// Kubeconfig is the path of an admin kubeconfig for kubectl.
 	Kubeconfig string
-	// StoreDir is the directory behind the file:// store.
+	// StoreDir is the directory behind the file:// store ("" for s3).
 	StoreDir string
+	// S3Endpoint is the S3-compatible server of an s3 store.
+	S3Endpoint string
 	// BlobURL is the store's URL.
 	BlobURL string
 	// APIURL is the REST API's base URL.
@@ -96,6 +105,10 @@ type Stack struct {
 	apiDone chan error
 	done    chan error
 	people  people.Store
+	history *evhistory.History
+
+	s3         *s3server.Server
+	s3Identity s3server.Identity
 }
 
 // Namespace the operator runs in.
@@ -121,7 +134,22 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
+	switch o.Store {
+	case "", StoreFile:
+	case StoreS3:
+		if err := s.startS3(ctx, o); err != nil {
+			return nil, err
+		}
+		if err := s.writeStoreSecret(ctx, c); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown store %q (want %s or %s)", o.Store, StoreFile, StoreS3)
+	}
 	if s.people, err = localPeople(ctx, filepath.Join(s.dir, "people.db")); err != nil {
+		return nil, err
+	}
+	if err := s.openHistory(ctx, &o.Verify); err != nil {
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(ctx)
@@ -155,6 +183,12 @@ func (s *Stack) abort() {
 	}
 	if s.people != nil {
 		_ = s.people.Close()
+	}
+	if s.history != nil {
+		_ = s.history.Close()
+	}
+	if s.s3 != nil {
+		_ = s.s3.Stop()
 	}
 	_ = s.env.Stop()
 	forgetControlPlane(s.dir)
@@ -385,9 +419,17 @@ func (s *Stack) Stop() error {
 	if s.people != nil {
 		_ = s.people.Close()
 	}
+	if s.history != nil {
+		_ = s.history.Close()
+	}
 	if s.Jobs != nil {
 		if err := s.Jobs.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("job plane: %w", err))
+		}
+	}
+	if s.s3 != nil {
+		if err := s.s3.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("S3-compatible server: %w", err))
 		}
 	}
 	if err := s.env.Stop(); err != nil {
@@ -397,6 +439,26 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
+// openHistory opens the verification history once for the manager's and
+// the API's engines (a bolt file has one opener): the one --history-url
+// names, else a bolt file in the state directory unless a --fleet-url
+// backend keeps it. Worker processes of --executor=job keep none.
+func (s *Stack) openHistory(ctx context.Context, vc *catalog.VerifyConfig) error {
+	url := vc.HistoryURL
+	switch {
+	case vc.History != nil || url == "off" || (url == "" && vc.Fleet.URL != ""):
+		return nil
+	case url == "":
+		url = "bolt://" + filepath.Join(s.dir, "history.db")
+	}
+	h, err := evhistory.Open(ctx, url, evhistory.Options{TTLs: vc.HistoryTTLs})
+	if err != nil {
+		return fmt.Errorf("verification history: %w", err)
+	}
+	s.history, vc.History = h, h
+	return nil
+}
+
 // The local stack loads localDemoPeople synthetic people from this seed.
 // localPeopleVersion changes when the generator draws new fields, so that
 // a store loaded by an earlier version is loaded again (Upsert replaces
@@ -404,7 +466,7 @@ func (s *Stack) Stop() error {
 const (
 	localDemoPeople    = 20_000
 	localPeopleSeed    = 1
-	localPeopleVersion = "2" // 2: life stage, financial and rfm fields
+	localPeopleVersion = "3" // 2: life stage, financial and rfm fields; 3: other addresses
 )
 
 // localPeople opens the local reference store, loading synthetic people

@@ -7,6 +7,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/listfile"
 )
@@ -41,6 +42,10 @@ type Plan struct {
 	OutputHeader []string `json:"outputHeader"`
 	// Columns are the service's appended columns.
 	Columns []string `json:"columns"`
+	// MaxAge is the list's maximum age of verdicts from the verification
+	// history (nanoseconds; absent: the service's default). A field added
+	// without a version change: older plans simply lack it.
+	MaxAge *time.Duration `json:"maxAge,omitempty"`
 
 	SizeBytes int64            `json:"sizeBytes"`
 	Records   int64            `json:"records"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
@@ -66,6 +67,8 @@ type Request struct {
 	Source  Source
 	Dialect listfile.Dialect
 	Service string
+	// MaxAge is passed to the service (listservice.Input.MaxAge).
+	MaxAge *time.Duration
 }
 
 // Prepare validates the list file, extracts a zip into a plain input object,
@@ -101,6 +104,7 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		EmailColumn: req.Dialect.EmailColumn,
 		SizeBytes:   size,
 		Columns:     svc.Columns(),
+		MaxAge:      req.MaxAge,
 	}
 
 	// The duplicate search takes the rows from the scan: one read.

@@ -65,7 +65,7 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err != nil {
 		return nil, err
 	}
-	proc, err := svc.NewProcessor(ctx, listservice.Input{Header: plan.InputHeader, EmailIndex: plan.EmailColumn.Index()})
+	proc, err := svc.NewProcessor(ctx, listservice.Input{Header: plan.InputHeader, EmailIndex: plan.EmailColumn.Index(), MaxAge: plan.MaxAge})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", plan.Service, err)
 	}

@@ -1,6 +1,7 @@
 // Package restapi serves the companion REST API: the /v5/list endpoints,
 // with API keys enabled per service and tenant isolation, and the
-// single-call endpoints (/v5/ev, /fr, /v5/ei/bulk, /v5/td, /v5/eppend).
+// single-call endpoints (/v5/ev, /fr, /v5/ei/bulk, /v5/td, /v5/eppend,
+// /ae, /pv, /feedback/v1).
 package restapi
 
 import (
@@ -52,6 +53,9 @@ type Config struct {
 	FraudSMTP   bool
 	// People serves POST /v5/ei/bulk; the route exists only when set.
 	People people.Store
+	// FeedbackMaxBytes bounds the file of POST /feedback/v1
+	// (DefaultFeedbackMaxBytes when 0).
+	FeedbackMaxBytes int64
 }
 
 // Server is the REST API.
@@ -128,6 +132,13 @@ func (s *Server) Handler() http.Handler {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
 		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))
 		route("GET /v5/eppend", s.textKey(services.EmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
+		route("GET /ae", s.textKey(services.EmailAppend, hasEmailIdentifier, parseQuery, s.alternateEmails))
+	}
+	// Phone verification needs no store; the phone status reference data
+	// of a people store adds to it.
+	route("GET /pv", s.textKey(services.Fraud, hasPhone, parseQuery, s.verifyPhone))
+	if s.cfg.Fraud != nil {
+		route("POST /feedback/v1", s.feedbackKey(s.fraudFeedback))
 	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(services.EmailValidation, s.verifyEmail))

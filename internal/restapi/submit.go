@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +35,7 @@ type listParams struct {
 	action      listsv1.Action
 	name        string
 	callbackURL string
+	maxAge      *time.Duration
 }
 
 // submitList streams the upload to the blob store, then creates the
@@ -89,6 +91,9 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 			Format:      listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: &p.header, Delimiter: p.delimiter},
 			CallbackURL: p.callbackURL,
 		},
+	}
+	if p.maxAge != nil {
+		list.Spec.Verification = &listsv1.VerificationSpec{MaxAge: &metav1.Duration{Duration: *p.maxAge}}
 	}
 	if err := s.client.Create(context.WithoutCancel(r.Context()), list); err != nil {
 		cleanup()
@@ -200,6 +205,16 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 			return bad(err.Error())
 		}
 		p.callbackURL = v
+	}
+	if v := q.Get("max_age"); v != "" {
+		if p.service != services.EmailValidation {
+			return bad("max_age applies to email_validation lists only")
+		}
+		d, err := parseMaxAge(v)
+		if err != nil {
+			return bad(strings.TrimSuffix(err.Error(), "."))
+		}
+		p.maxAge = &d
 	}
 	return p, 0, "", ""
 }
