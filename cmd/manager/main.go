@@ -98,6 +98,7 @@ func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, metricsSecure *bool) {
 	fs.Int64Var(&o.Pipeline.ShardBytes, "shard-bytes", o.Pipeline.ShardBytes, "target input bytes per shard")
 	fs.IntVar(&o.Pipeline.MaxShards, "max-shards", o.Pipeline.MaxShards, "most shards per list")
+	fs.Int64Var(&o.Pipeline.DedupMemory, "dedup-memory", o.Pipeline.DedupMemory, "memory of the duplicate search at preparation, in bytes, shared by the lists prepared at once (--max-concurrent-reconciles); past it sorted runs spill to the store")
 	fs.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
 	fs.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
 	fs.StringVar(&o.APINamespace, "api-namespace", "", "namespace where the REST API creates lists, the only one where source.uploadKey is honoured (default: --namespace)")

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/evlist"
+	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Args renders every flag but the manager's own, and a worker parsing
@@ -97,5 +100,37 @@ func TestServiceNames(t *testing.T) {
 		if _, err := reg.Lookup(name); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// Rows in flight are a process's, shared by the shards it runs, and an
+// offline engine (no DNS, so nothing waits) keeps few.
+func TestRowsInFlight(t *testing.T) {
+	c := DefaultVerifyConfig()
+	if got := c.SharedBy(4).RowsInFlight; got != c.RowsInFlight/4 {
+		t.Errorf("shared by 4: %d, want %d", got, c.RowsInFlight/4)
+	}
+	if got := c.SharedBy(1).RowsInFlight; got != c.RowsInFlight {
+		t.Errorf("shared by 1: %d", got)
+	}
+	inFlight := func(e *verify.Engine, c VerifyConfig) int {
+		svc, err := RegistryFor(e, c).Lookup(evlist.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc.(*evlist.Service).InFlight
+	}
+	if got := inFlight(OfflineEngine(), c); got != OfflineRowsInFlight {
+		t.Errorf("offline engine: %d rows in flight, want %d", got, OfflineRowsInFlight)
+	}
+	c.RowsInFlight = 500
+	if got := inFlight(OfflineEngine(), c); got != 500 {
+		t.Errorf("offline engine, 500 asked: %d", got)
+	}
+	c.RowsInFlight = 100_000
+	online := OfflineEngine()
+	online.DNS = mxdns.New(mxdns.Config{Server: "127.0.0.1:1"})
+	if got := inFlight(online, c); got != 100_000 {
+		t.Errorf("engine with DNS: %d rows in flight, want 100000", got)
 	}
 }

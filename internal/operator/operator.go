@@ -199,7 +199,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 			Namespace: o.Namespace, Name: o.ListIDConfigMap},
-		Pipeline:      o.Pipeline,
+		Pipeline:      o.Pipeline.SharedBy(o.MaxConcurrent),
 		SourceGrace:   o.SourceGrace,
 		PodStartGrace: o.PodStartGrace,
 		PollInterval:  o.PollInterval,
@@ -275,7 +275,11 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
-		reg = catalog.RegistryFor(engine, o.Verify)
+		vc := o.Verify
+		if o.Executor == ExecutorLocal { // shards run in this process
+			vc = vc.SharedBy(o.LocalConcurrency)
+		}
+		reg = catalog.RegistryFor(engine, vc)
 		// On the Job path these services run in workers, which open
 		// PeopleURL themselves: without one, lists asking for them fail at
 		// preparation ("not available") instead of in every shard.
