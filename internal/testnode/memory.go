@@ -28,7 +28,8 @@ import (
 // processes, so a peak between two samples counts as soon as the process is
 // next looked at. A process that went over its limit and ended before the
 // next sample is reported OOMKilled too, from its peak as wait4 reports it
-// (ru_maxrss): the kernel would have killed it then. What such a process
+// (ru_maxrss) where that figure is its own (see overLimitAtExit): the
+// kernel would have killed it then. What such a process
 // did after going over is not undone, which is the one way this node is
 // more lenient than a kernel. RSS counts file-backed pages (the binary's
 // text), which a kernel could reclaim before killing, so the node is a
@@ -181,11 +182,19 @@ const reasonOOMKilled = "OOMKilled"
 
 // overLimitAtExit reports whether an ended process's peak went over its
 // limit, so that it ends OOMKilled although no sample caught it.
+//
+// wait4's ru_maxrss is not the child's alone: Go starts children with
+// clone(CLONE_VM|CLONE_VFORK), and at exec Linux folds the peak of the
+// memory the child shared until then (the node's own) into it, so /bin/true
+// started from a 300 MiB test process reports 300 MiB. It is the child's
+// own peak only when above the node's peak at its start (spawnHWM); at or
+// below that it says nothing, and only the samples judge.
 func (p *process) overLimitAtExit(state *os.ProcessState) bool {
 	if p.memLimit <= 0 || state == nil {
 		return false
 	}
-	return peakRSS(state) > p.memLimit
+	peak := peakRSS(state)
+	return peak > p.spawnHWM && peak > p.memLimit
 }
 
 func quantity(b int64) string {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -150,6 +152,33 @@ func TestOverLimitAtExit(t *testing.T) {
 			t.Errorf("%s with limit %d MiB: exit %d reason %q, want %d %q", tc.mode, tc.limitMiB, code, reason, tc.wantCode, tc.wantReason)
 		}
 	}
+}
+
+// A small process started by a node that itself holds more than the
+// process's limit ends as it exited: the node's own peak, which wait4 folds
+// into the child's ru_maxrss, is not held against it.
+func TestBigNodeSmallProcess(t *testing.T) {
+	ballast := make([]byte, 128<<20)
+	for i := range ballast {
+		ballast[i] = 1 // resident, so the node's peak is above the limit
+	}
+	p, err := startProcess(helperSpec(t, "alloc:1:0", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, p, 20*time.Second)
+	if code, reason, _, _ := p.outcome(); code != 0 || reason != "Completed" {
+		t.Errorf("a 1 MiB process with a 32 MiB limit, from a node holding 128 MiB: exit %d reason %q, want 0 Completed", code, reason)
+	}
+	if p.cmd.ProcessState != nil && peakRSS(p.cmd.ProcessState) <= 32<<20 {
+		t.Logf("ru_maxrss %d: this kernel did not fold the node's peak in; the test shows nothing here", peakRSS(p.cmd.ProcessState))
+	}
+	runtime.KeepAlive(ballast)
+	// Give the memory back and reset this process's peak (clear_refs 5), so
+	// tests after this one (or a -count repeat) start from a small node.
+	ballast = nil
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 func TestMemoryLimit(t *testing.T) {

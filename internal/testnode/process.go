@@ -272,6 +272,9 @@ type process struct {
 	reason   string // set by kill: OOMKilled or Error
 	evicted  string // eviction message
 	ended    bool
+	// spawnHWM is the node process's own peak RSS just after this one
+	// started.
+	spawnHWM int64
 }
 
 func startProcess(s processSpec) (*process, error) {
@@ -288,6 +291,9 @@ func startProcess(s processSpec) (*process, error) {
 		return nil, err
 	}
 	p := &process{processSpec: s, cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), done: make(chan struct{})}
+	// Read after the exec: the node's own peak then bounds what wait4's
+	// ru_maxrss may have inherited from it (see overLimitAtExit).
+	_, p.spawnHWM, _ = readMemory(os.Getpid())
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
