@@ -1,7 +1,8 @@
 # emaildata: Kubernetes-native email data service.
 #
 #   make run    local control plane + CRDs + manager (+ REST API), file-backed store;
-#               ARGS=--executor=job runs lists as Jobs (real Job controller, pods as processes)
+#               ARGS=--executor=job runs lists as Jobs (real Job controller, pods as processes);
+#               ARGS=--store=s3 keeps the store on a local S3-compatible server (SeaweedFS)
 #   make test   generated files check, go vet, unit, envtest integration and e2e tests
 
 SHELL := /usr/bin/env bash -o pipefail
@@ -13,6 +14,8 @@ IMG ?= emaildata:dev
 # Go test flags; CI may add -v.
 TESTFLAGS ?=
 LOCAL_DIR ?= $(CURDIR)/.local
+# Where make run builds the worker and the local stack.
+RUN_BIN ?= $(CURDIR)/bin
 
 .PHONY: all
 all: build
@@ -64,16 +67,29 @@ build: ## Build the manager, api and worker binaries into bin/.
 envtest-assets: ## Fetch (released, checksummed) or else build kube-apiserver, etcd, kube-controller-manager and kube-scheduler (cached in bin/k8s).
 	./hack/envtest-assets.sh
 
+.PHONY: s3-server
+s3-server: ## Build the S3-compatible server (SeaweedFS) the tests and make run ARGS=--store=s3 use (cached in bin/s3).
+	./hack/s3-server.sh >/dev/null
+
 ##@ Run and test
 
 .PHONY: run
-run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods).
-	CGO_ENABLED=0 $(GO) build -o bin/ ./cmd/worker
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) run ./hack/localstack --dir "$(LOCAL_DIR)" --worker-dir bin $(ARGS)
+run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
+	CGO_ENABLED=0 $(GO) build -o "$(RUN_BIN)/" ./cmd/worker
+	$(GO) build -o "$(RUN_BIN)/localstack" ./hack/localstack
+	@if [[ " $(ARGS) " == *" --store=s3 "* || " $(ARGS) " == *" --store s3 "* ]]; then ./hack/s3-server.sh >/dev/null; fi
+	@# Run the binary itself, not through go run, which exits 1 after Ctrl-C
+	@# whatever the program's status; make would report that as an error.
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" exec "$(RUN_BIN)/localstack" --dir "$(LOCAL_DIR)" --worker-dir "$(RUN_BIN)" $(ARGS)
+
+.PHONY: mail-servers
+mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bin/mail) for the real-MTA tests; needs root.
+	@# Outside CI a machine without them (or without root) skips those tests, saying so.
+	./hack/install-mail-servers.sh >/dev/null || [ "$$CI" != true ]
 
 .PHONY: test
-test: verify-generated vet envtest-assets ## Run all tests.
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(GO) test $(TESTFLAGS) -timeout 30m ./...
+test: verify-generated vet envtest-assets mail-servers s3-server ## Run all tests.
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" EMAILDATA_S3_SERVER="$$(./hack/s3-server.sh)" $(GO) test $(TESTFLAGS) -timeout 30m ./...
 
 .PHONY: bench
 bench: ## Run the Go benchmarks.

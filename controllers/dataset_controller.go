@@ -54,6 +54,9 @@ type DatasetReconciler struct {
 	SourceGrace time.Duration
 	// PollInterval is how often a running import is looked at.
 	PollInterval time.Duration
+	// PodStartGrace is how long the import's pod may be unable to start
+	// before the Dataset fails; DefaultPodStartGrace when zero.
+	PodStartGrace time.Duration
 	// Clock tells the time; nil is the wall clock.
 	Clock clock.PassiveClock
 }
@@ -169,6 +172,10 @@ func (r *DatasetReconciler) reconcileLoading(ctx context.Context, ds *listsv1.Da
 		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecRunning:
+		r.watchStart(ds, exec.Blocked)
+		if ds.Status.Phase == listsv1.DatasetFailed {
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	sum, err := readSummary(ctx, r.Store, ds)
@@ -222,6 +229,26 @@ func (r *DatasetReconciler) finalize(ctx context.Context, ds *listsv1.Dataset) e
 		l.Forget(ds)
 	}
 	return client.IgnoreNotFound(removeFinalizer(ctx, r.Client, ds, DatasetFinalizer))
+}
+
+// watchStart is EmailListReconciler.watchStart for the import's pod: once
+// it has been unable to start for PodStartGrace, the Dataset fails.
+func (r *DatasetReconciler) watchStart(ds *listsv1.Dataset, b *BlockedPod) {
+	now := clockNow(r.Clock)
+	w := trackBlocked(&ds.Status.Conditions, ds.Generation, b, now, podStartGrace(r.PodStartGrace))
+	switch {
+	case w.Expired:
+		ds.Status.CompletedAt = &metav1.Time{Time: now}
+		r.fail(ds, b.Reason, w.Message)
+	case w.Cleared:
+		setDatasetProgressing(ds, ReasonLoading, "loading into the people store")
+		emit(r.Recorder, ds, corev1.EventTypeNormal, "PodsStarted", "the import pod started after all")
+	case b != nil:
+		setDatasetProgressing(ds, b.Reason, w.Message)
+		if w.Warn {
+			emit(r.Recorder, ds, corev1.EventTypeWarning, b.Reason, "%s", w.Message)
+		}
+	}
 }
 
 func (r *DatasetReconciler) fail(ds *listsv1.Dataset, reason, msg string) {

@@ -24,6 +24,8 @@ import (
 // batch/v1 Job of one pod. See DatasetSummary for the worker's contract.
 type DatasetJobLoader struct {
 	Client client.Client
+	// Events, when set, reads events uncached (see JobExecutor.Events).
+	Events client.Reader
 	Scheme *runtime.Scheme
 	// Config shapes the pod like the list Jobs; its ExtraArgs are not used.
 	Config JobConfig
@@ -94,20 +96,27 @@ func (l *DatasetJobLoader) buildJob(ds *listsv1.Dataset, key string) (*batchv1.J
 	return job, nil
 }
 
-// Observe reads the Dataset's Job.
+// Observe reads the Dataset's Job, and its pod while it runs.
 func (l *DatasetJobLoader) Observe(ctx context.Context, ds *listsv1.Dataset) (Execution, error) {
 	job, err := getJob(ctx, l.Client, ds.Namespace, DatasetJobName(ds))
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
-	return jobExecution(job, ds), nil
+	return observeJob(ctx, l.Client, l.Events, job, ds)
 }
 
-// Release sets ttlSecondsAfterFinished, now that status holds the outcome.
+// Release sets ttlSecondsAfterFinished, now that status holds the outcome;
+// the Job of a Dataset that failed while it ran (its pod could not start)
+// is deleted.
 func (l *DatasetJobLoader) Release(ctx context.Context, ds *listsv1.Dataset) error {
 	job, err := getJob(ctx, l.Client, ds.Namespace, DatasetJobName(ds))
 	if err != nil || job == nil {
 		return err
+	}
+	if ds.Status.Phase == listsv1.DatasetFailed {
+		if err := stopBlockedJob(ctx, l.Client, job, ds); err != nil {
+			return err
+		}
 	}
 	return setJobTTL(ctx, l.Client, job, ds, l.Config.TTLSecondsAfterFinished)
 }

@@ -3,17 +3,21 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
@@ -43,7 +47,10 @@ type EmailListReconciler struct {
 	SourceGrace time.Duration
 	// PollInterval is how often progress is refreshed while processing.
 	PollInterval time.Duration
-	Callbacks    CallbackConfig
+	// PodStartGrace is how long a worker pod may be unable to start (see
+	// BlockedPod) before the list fails; DefaultPodStartGrace when zero.
+	PodStartGrace time.Duration
+	Callbacks     CallbackConfig
 	// Access says which sources a list may read.
 	Access SourceAccess
 	// KeepParts keeps the shards' intermediate objects after the merge
@@ -51,6 +58,13 @@ type EmailListReconciler struct {
 	KeepParts bool
 	// Clock tells the time; nil is the wall clock.
 	Clock clock.PassiveClock
+	// FleetHealth, when set, says whether the fleet backend answers (the
+	// manager's own view of it); running email_validation lists say so in
+	// their FleetBackend condition.
+	FleetHealth func() (up bool, detail string)
+
+	// releases batches the release of list ID reservations.
+	releases listid.Releaser
 }
 
 // +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
@@ -79,7 +93,8 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	orig := list.DeepCopy()
 	res, err := r.reconcileStatus(ctx, orig, &list)
 	return finishStatus(ctx, r.Client, orig, &list, emailListStatus, res, err,
-		func() { r.recordFinished(ctx, orig, &list) })
+		func() { r.recordFinished(ctx, orig, &list) },
+		func() { r.releaseReservation(ctx, orig, &list) })
 }
 
 func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -124,18 +139,103 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 	return r.reconcileCallback(ctx, orig, list)
 }
 
-// listID adopts the ID the REST API put in the label, or allocates one.
+// listID gives the list its ID: the one the REST API reserved for it and
+// put in its label, or a new one from the counter. A label is honoured only
+// on a list the API created (its namespace and its managed-by label) and
+// only while the counter holds a reservation of that ID for that very list
+// (internal/listid); any other label is ignored, with a Warning event, so
+// no namespace chooses its ID and no two lists share one.
 func (r *EmailListReconciler) listID(ctx context.Context, list *listsv1.EmailList) (int64, error) {
-	if v, ok := list.Labels[listsv1.ListIDLabel]; ok {
-		if id, err := strconv.ParseInt(v, 10, 64); err == nil && id > 0 {
-			return id, nil
+	v, labelled := list.Labels[listsv1.ListIDLabel]
+	why := ""
+	if labelled {
+		id, refused, err := r.reservedID(ctx, list, v)
+		if err != nil || refused == "" {
+			return id, err
 		}
+		// The cache may be behind a status this reconciler wrote (and a
+		// reservation it released since): ask the API server first.
+		var live listsv1.EmailList
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(list), &live); err == nil && live.Status.ListID != 0 {
+			return live.Status.ListID, nil
+		}
+		why = refused
 	}
 	id, err := r.IDs.Next(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("allocate list id: %w", err)
 	}
+	if why != "" {
+		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonListIDLabelIgnored, "label %s=%q ignored: %s; the operator assigned list ID %d",
+			listsv1.ListIDLabel, v, why, id)
+	}
 	return id, nil
+}
+
+// ReasonListIDLabelIgnored: the event of a list-id label the controller
+// did not honour.
+const ReasonListIDLabelIgnored = "ListIDLabelIgnored"
+
+// reservedID returns the labelled ID when the REST API reserved it for
+// this list; else why the label is not honoured.
+func (r *EmailListReconciler) reservedID(ctx context.Context, list *listsv1.EmailList, v string) (int64, string, error) {
+	if list.Namespace != r.Access.APINamespace || list.Labels[listsv1.LabelManagedBy] != listsv1.ManagedByAPI {
+		return 0, fmt.Sprintf("list IDs are assigned by the operator; the label is honoured only on lists the REST API creates in namespace %q", r.Access.APINamespace), nil
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, "not a list ID (a positive whole number)", nil
+	}
+	res, ok, err := r.IDs.Reserved(ctx, id)
+	if err != nil {
+		return 0, "", err
+	}
+	if !ok || res.Name != list.Name {
+		return 0, fmt.Sprintf("list ID %d was not handed out to this list by the REST API (it is taken, not handed out yet, or another list's)", id), nil
+	}
+	return id, "", nil
+}
+
+// dropReservation releases, as the list goes, a reservation that still
+// names it (a release that failed, or has not been written yet), so that a
+// list made again under its name cannot adopt its ID.
+func (r *EmailListReconciler) dropReservation(ctx context.Context, list *listsv1.EmailList) error {
+	id := list.Status.ListID
+	if id == 0 || list.Namespace != r.Access.APINamespace || list.Labels[listsv1.ListIDLabel] != strconv.FormatInt(id, 10) {
+		return nil
+	}
+	res, ok, err := r.IDs.Reserved(ctx, id)
+	if err != nil || !ok || res.Name != list.Name {
+		return err
+	}
+	return r.IDs.Release(ctx, id, list.Name, nil)
+}
+
+// reservationGrace is how long a reservation waits for its list before a
+// later release drops it (the API stopped between reserving and creating).
+const reservationGrace = time.Hour
+
+// releaseReservation drops the reservation of the ID the list adopted from
+// its label, once its status holding the ID is stored; stale reservations
+// go with it. A failure only leaves the reservation for a later release
+// to drop as stale: the list's ID is already stored.
+func (r *EmailListReconciler) releaseReservation(ctx context.Context, orig, list *listsv1.EmailList) {
+	if orig.Status.ListID != 0 || list.Status.ListID == 0 || list.Namespace != r.Access.APINamespace ||
+		list.Labels[listsv1.ListIDLabel] != strconv.FormatInt(list.Status.ListID, 10) {
+		return
+	}
+	now := clockNow(r.Clock)
+	stale := func(res listid.Reservation) bool {
+		if now.Sub(res.At) < reservationGrace {
+			return false
+		}
+		var l listsv1.EmailList
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Access.APINamespace, Name: res.Name}, &l)
+		return apierrors.IsNotFound(err) || err == nil && l.Status.ListID != 0
+	}
+	if err := r.releases.Release(ctx, r.IDs, list.Status.ListID, list.Name, stale); err != nil {
+		logf.FromContext(ctx).Error(err, "release list id reservation", "listID", list.Status.ListID)
+	}
 }
 
 func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -146,26 +246,87 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 		}
 	}
 	if err := r.start(ctx, list); err != nil {
+		if waitingForBudget(err) {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	now := metav1.NewTime(clockNow(r.Clock))
 	list.Status.Phase = listsv1.PhaseProcessing
 	list.Status.StartedAt = &now
-	setProgressing(list, ReasonProcessing, fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards))
-	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+	setProgressing(list, ReasonProcessing, processingMessage(list))
+	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "%s", processingMessage(list))
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func processingMessage(list *listsv1.EmailList) string {
+	return fmt.Sprintf("processing %d rows in %d shards", list.Status.Records, list.Status.Shards)
+}
+
+// watchStart keeps the PodsBlocked condition (and Ready's reason) in step
+// with the run's pods, and fails the list once a pod has been unable to
+// start for PodStartGrace. It reports whether the list failed.
+func (r *EmailListReconciler) watchStart(list *listsv1.EmailList, b *BlockedPod) bool {
+	w := trackBlocked(&list.Status.Conditions, list.Generation, b, clockNow(r.Clock), podStartGrace(r.PodStartGrace))
+	switch {
+	case w.Expired:
+		r.fail(list, b.Reason, w.Message)
+		return true
+	case w.Cleared:
+		setProgressing(list, ReasonProcessing, processingMessage(list))
+		emit(r.Recorder, list, corev1.EventTypeNormal, "PodsStarted", "the worker pods started after all")
+	case b != nil:
+		setProgressing(list, b.Reason, w.Message)
+		if w.Warn {
+			emit(r.Recorder, list, corev1.EventTypeWarning, b.Reason, "%s", w.Message)
+		}
+	}
+	return false
 }
 
 // start starts the shards; when it cannot (a Job the API server refuses,
 // say), the list says why while the controller retries with backoff.
 func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList) error {
 	err := r.Executor.Start(ctx, list, int(list.Status.Shards))
+	if waitingForBudget(err) {
+		setProgressing(list, ReasonWaitingForSMTPBudget, err.Error())
+		return err
+	}
 	if err != nil {
 		msg := fmt.Sprintf("the shards cannot start (retrying): %v", err)
 		setProgressing(list, ReasonStartFailed, msg)
 		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
 	}
 	return err
+}
+
+// Reasons of the FleetBackend condition.
+const (
+	ReasonFleetReachable   = "Reachable"
+	ReasonFleetUnreachable = "Unreachable"
+)
+
+// noteFleet keeps a running email_validation list's FleetBackend
+// condition in step with the backend.
+func (r *EmailListReconciler) noteFleet(list *listsv1.EmailList) {
+	if r.FleetHealth == nil || list.Spec.Service != listsv1.ServiceEmailValidation {
+		return
+	}
+	up, detail := r.FleetHealth()
+	c := metav1.Condition{Type: listsv1.ConditionFleetBackend, Status: metav1.ConditionTrue, Reason: ReasonFleetReachable,
+		Message: "the fleet backend answers", ObservedGeneration: list.Generation}
+	if !up {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonFleetUnreachable
+		c.Message = "the fleet backend does not answer (" + detail + "): pods keep to their divided share of each mail host's budget, never more, and verify without the history until it answers; nothing is lost"
+	}
+	meta.SetStatusCondition(&list.Status.Conditions, c)
+}
+
+// waitingForBudget: the list waits for its part of the SMTP budget; no
+// error, no warning, a poll.
+func waitingForBudget(err error) bool {
+	var w *BudgetWaitError
+	return errors.As(err, &w)
 }
 
 func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *listsv1.EmailList) (ctrl.Result, error) {
@@ -178,11 +339,14 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 	case ExecNotStarted:
 		// Lost (a restarted local executor, or a deleted Job): run again;
 		// shards rewrite the same objects, so this is safe.
-		if err := r.start(ctx, list); err != nil {
+		if err := r.start(ctx, list); err != nil && !waitingForBudget(err) {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecRunning:
+		if r.watchStart(list, exec.Blocked) {
+			return ctrl.Result{}, nil
+		}
 		plan, err := pipeline.LoadPlan(ctx, r.Store, keys)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -192,6 +356,7 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 			return ctrl.Result{}, err
 		}
 		setProgress(list, done, list.Status.Records)
+		r.noteFleet(list)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecFailed:
 		return ctrl.Result{}, r.failFromShards(ctx, list, keys, exec.Message)

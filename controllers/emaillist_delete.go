@@ -48,6 +48,9 @@ func (r *EmailListReconciler) finalize(ctx context.Context, list *listsv1.EmailL
 		}
 	}
 	_ = r.Executor.Release(ctx, list)
+	if err := r.dropReservation(ctx, list); err != nil {
+		return ctrl.Result{}, fmt.Errorf("release list id reservation: %w", err)
+	}
 	return ctrl.Result{}, client.IgnoreNotFound(removeFinalizer(ctx, r.Client, list, Finalizer))
 }
 

@@ -23,6 +23,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
 const sampleCSV = "id,name,email\n" +
@@ -69,11 +70,11 @@ func TestListReachesResults(t *testing.T) {
 			}
 
 			data := readResult(t, l)
-			want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid\n" +
-				"1,\"Doe, John\",john@example.com,valid,10,biz,false,,false,true\n" +
-				"2,Ann,ann@example,invalid,115,,false,,false,false\n" +
-				"3,Bob,,invalid,100,,false,,false,false\n" +
-				"4,\"multi\nline\",carol@example.org,valid,10,biz,false,,false,true\n"
+			want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history\n" +
+				"1,\"Doe, John\",john@example.com,valid,10,biz,false,,false,true,false\n" +
+				"2,Ann,ann@example,invalid,115,,false,,false,false,false\n" +
+				"3,Bob,,invalid,100,,false,,false,false,false\n" +
+				"4,\"multi\nline\",carol@example.org,valid,10,biz,false,,false,true,false\n"
 			if string(data) != want {
 				t.Errorf("result file:\n%s\nwant:\n%s", data, want)
 			}
@@ -352,6 +353,8 @@ func TestCELRules(t *testing.T) {
 		{"two sources", newList(nsLocal, uniqueName("cel")).upload("k").configMap("a", "b").obj(), "exactly one of"},
 		{"bad extension", newList(nsLocal, uniqueName("cel")).upload("k").file("list.exe").obj(), "spec.format.name"},
 		{"bad callback", newList(nsLocal, uniqueName("cel")).upload("k").callback("ftp://x").obj(), "spec.callbackURL"},
+		{"negative max age", newList(nsLocal, uniqueName("cel")).upload("k").maxAge(-time.Hour).obj(), "maxAge must not be negative"},
+		{"max age on another service", newList(nsLocal, uniqueName("cel")).service(listsv1.ServiceEmailAppend).upload("k").maxAge(time.Hour).obj(), "verification applies to email_validation lists only"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,4 +379,34 @@ func TestCELRules(t *testing.T) {
 			t.Fatalf("update error %v, want immutability", err)
 		}
 	})
+}
+
+// The list's maximum age reaches its plan, so every shard (in a Job pod or
+// in-process) verifies with it.
+func TestListMaxAgeReachesPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		age  *time.Duration
+	}{{"probe everything", ptrTo(time.Duration(0))}, {"a week", ptrTo(168 * time.Hour)}, {"default", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := uniqueName("maxage")
+			createConfigMap(t, nsLocal, name, "list.csv", sampleCSV)
+			b := newList(nsLocal, name).configMap(name, "list.csv").header().column(3)
+			if tc.age != nil {
+				b = b.maxAge(*tc.age)
+			}
+			create(t, b.obj())
+			l := waitPhase(t, nsLocal, name, listsv1.PhaseResults)
+			plan, err := pipeline.LoadPlan(context.Background(), store, blobstore.ListKeys{UID: string(l.UID)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (plan.MaxAge == nil) != (tc.age == nil) || (tc.age != nil && *plan.MaxAge != *tc.age) {
+				t.Errorf("plan max age %v, want %v", plan.MaxAge, tc.age)
+			}
+			if !strings.HasSuffix(strings.SplitN(string(readResult(t, l)), "\n", 2)[0], ",ev_from_history") {
+				t.Error("no ev_from_history column")
+			}
+		})
+	}
 }

@@ -25,6 +25,9 @@ type Execution struct {
 	State ExecState
 	// Message explains a failure.
 	Message string
+	// Blocked is a pod of a running run that cannot start (nil when none,
+	// and always for in-process runs).
+	Blocked *BlockedPod
 }
 
 // Executor runs the shards of a prepared list. The Kubernetes Job executor

@@ -47,6 +47,10 @@ func (b *listBuilder) file(name string) *listBuilder          { b.l.Spec.Format.
 func (b *listBuilder) header() *listBuilder                   { b.l.Spec.Format.Header = ptrTo(true); return b }
 func (b *listBuilder) column(c int32) *listBuilder            { b.l.Spec.Format.EmailColumn = c; return b }
 func (b *listBuilder) callback(u string) *listBuilder         { b.l.Spec.CallbackURL = u; return b }
+func (b *listBuilder) maxAge(d time.Duration) *listBuilder {
+	b.l.Spec.Verification = &listsv1.VerificationSpec{MaxAge: &metav1.Duration{Duration: d}}
+	return b
+}
 func (b *listBuilder) configMap(name, key string) *listBuilder {
 	b.l.Spec.Source.ConfigMapKeyRef = &listsv1.ConfigMapKeySelector{Name: name, Key: key}
 	return b

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,8 +16,8 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/blobstore/s3test"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/s3server"
 )
 
 // snapshot keeps the bytes of store objects, to prove they are unchanged.
@@ -101,12 +102,18 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 // (team-b's own grant, team-b's own bucket) work.
 func TestCrossNamespaceMatrix(t *testing.T) {
 	ctx := context.Background()
-	s3 := s3test.New("AKIDTEAMA", "team-a-secret")
-	defer s3.Close()
-	s3.Put("team-a-bucket", "in/list.csv", []byte("a@example.com\n"))
-	s3b := s3test.New("AKIDTEAMB", "team-b-secret")
-	defer s3b.Close()
-	s3b.Put("team-b-bucket", "in/list.csv", []byte("email\nb@example.com\nc@example.org\n"))
+	// One real S3-compatible server; each team's key pair may use only its
+	// own bucket.
+	admin := s3server.Identity{Name: "admin", AccessKey: "AKADMIN", SecretKey: "admin-secret"}
+	s3 := s3server.ForTest(t, s3server.Options{Identities: []s3server.Identity{admin,
+		{Name: "team-a", AccessKey: "AKIDTEAMA", SecretKey: "team-a-secret", Buckets: []string{"team-a-bucket"}},
+		{Name: "team-b", AccessKey: "AKIDTEAMB", SecretKey: "team-b-secret", Buckets: []string{"team-b-bucket"}},
+	}, Buckets: []string{"team-a-bucket", "team-b-bucket"}})
+	for bucket, body := range map[string]string{"team-a-bucket": "a@example.com\n", "team-b-bucket": "email\nb@example.com\nc@example.org\n"} {
+		if _, err := s3.Client(admin).PutObject(ctx, &awss3.PutObjectInput{Bucket: &bucket, Key: ptrTo("in/list.csv"), Body: strings.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// The victims: an API tenant's list (upload and result), team-a's
 	// granted file, team-a's own bucket and Secret, a report list of team-a
@@ -162,9 +169,9 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 		{"blobURL climbing out of the grant", b("steal-climb").blobURL(mem(testGrants[nsTeamB] + "../team-a/" + strings.TrimPrefix(teamAFile, testGrants[nsTeamA]))), nsTeamB,
 			controllers.ReasonSourceNotAllowed, "relative path element"},
 		{"blobURL of the operator's published config", b("steal-config").blobURL(mem("config/verify-lists.json")), nsTeamB, controllers.ReasonSourceNotAllowed, "imports/team-b/"},
-		{"team-a's bucket with team-b's credentials", withSecret(b("steal-bucket"), "s3://team-a-bucket/in/list.csv?endpoint="+s3.URL, "team-b-s3"), nsTeamB,
+		{"team-a's bucket with team-b's credentials", withSecret(b("steal-bucket"), "s3://team-a-bucket/in/list.csv?endpoint="+s3.Endpoint, "team-b-s3"), nsTeamB,
 			controllers.ReasonSourceNotAllowed, "access denied"},
-		{"team-a's Secret by name", withSecret(b("steal-secret"), "s3://team-a-bucket/in/list.csv?endpoint="+s3.URL, "team-a-s3"), nsTeamB,
+		{"team-a's Secret by name", withSecret(b("steal-secret"), "s3://team-a-bucket/in/list.csv?endpoint="+s3.Endpoint, "team-a-s3"), nsTeamB,
 			controllers.ReasonSourceMissing, `Secret "team-a-s3" does not exist`},
 		{"a gs:// bucket with a Secret", withSecret(b("steal-gs"), "gs://team-a-bucket/in/list.csv", "team-b-s3"), nsTeamB,
 			controllers.ReasonSourceNotAllowed, "cannot be read with credentialsSecretRef; use s3://"},
@@ -231,21 +238,21 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 		}
 	})
 	t.Run("team-b reads its own bucket with its Secret", func(t *testing.T) {
-		l := withSecret(b("own-bucket"), "s3://team-b-bucket/in/list.csv?endpoint="+s3b.URL, "team-b-s3").header().obj()
+		l := withSecret(b("own-bucket"), "s3://team-b-bucket/in/list.csv?endpoint="+s3.Endpoint, "team-b-s3").header().obj()
 		create(t, l)
 		got := waitPhase(t, nsTeamB, l.Name, listsv1.PhaseResults)
 		if res := string(readResult(t, got)); !strings.Contains(res, "b@example.com") || !strings.Contains(res, "c@example.org") {
 			t.Errorf("result %q", res)
 		}
-		if s3b.Reads() == 0 {
-			t.Errorf("team-b's bucket was never read")
+		if n, err := s3.Reads("team-b-bucket"); err != nil || n == 0 {
+			t.Errorf("team-b's bucket was never read (%d reads, %v)", n, err)
 		}
 	})
 
 	t.Run("victims unchanged", func(t *testing.T) {
 		victims.check(t)
-		if n := s3.Reads(); n != 0 {
-			t.Errorf("team-a's bucket served %d reads", n)
+		if n, err := s3.Reads("team-a-bucket"); err != nil || n != 0 {
+			t.Errorf("team-a's bucket served %d reads (%v)", n, err)
 		}
 		if l := getList(t, nsLocal, apiList); l.Status.Result.SHA256 != victim.Status.Result.SHA256 {
 			t.Errorf("the API list's result changed")

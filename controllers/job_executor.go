@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,13 +69,26 @@ type JobConfig struct {
 	PriorityClassName string
 	// ExtraArgs are passed to the worker after the shard arguments.
 	ExtraArgs []string
+	// SMTPBudget is each mail host's budget, which email_validation Jobs
+	// divide among their pods unless a fleet backend shares it.
+	SMTPBudget SMTPBudget
 }
 
 // JobExecutor runs each list as a batch/v1 Indexed Job, one index a shard,
 // in the workers' namespace (JobConfig.Namespace).
 type JobExecutor struct {
 	Client client.Client
+	// Events, when set, reads events uncached: why the Job controller could
+	// create no pod (see blockedPod).
+	Events client.Reader
 	Config JobConfig
+	// Reader reads live, uncached (the API reader): Jobs, so that each start
+	// sees the budget the ones before it took (Client when nil), and the
+	// pods of a failed Job, to say why they died (nil: not read, and a
+	// failure says only what the Job says).
+	Reader client.Reader
+
+	budgetMu sync.Mutex
 }
 
 var _ Executor = (*JobExecutor)(nil)
@@ -95,7 +111,25 @@ func (e *JobExecutor) Start(ctx context.Context, list *listsv1.EmailList, shards
 	if err != nil {
 		return err
 	}
-	err = e.Client.Create(ctx, job)
+	if e.Config.SMTPBudget.divides(list) {
+		if existing, err := getJob(ctx, e.Client, job.Namespace, job.Name); err != nil || existing != nil {
+			return err // already started (with its part of the budget)
+		}
+		return e.startDivided(ctx, list, job)
+	}
+	if err := e.create(ctx, job); err != nil {
+		return err
+	}
+	if e.Config.SMTPBudget.Shared && list.Spec.Service == listsv1.ServiceEmailValidation {
+		meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionHostLimits, Status: metav1.ConditionTrue,
+			Reason: ReasonHostLimitsShared, ObservedGeneration: list.Generation,
+			Message: "each mail host's limits hold for the whole fleet (every pod of every list, every API replica), counted per egress, through the fleet backend"})
+	}
+	return nil
+}
+
+func (e *JobExecutor) create(ctx context.Context, job *batchv1.Job) error {
+	err := e.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -123,6 +157,9 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 	}
 	args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
 	args = append(args, e.Config.ExtraArgs...)
+	// The pods' seats when a fleet backend is unreachable: the completion
+	// index (--fleet-seat's default) among the list's shards.
+	args = append(args, "--fleet-seats="+strconv.Itoa(shards))
 	pod := workerPod(e.Config, args)
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -205,20 +242,52 @@ func workerFailurePolicy(onBadInput batchv1.PodFailurePolicyAction) *batchv1.Pod
 	}}
 }
 
-// Observe reads the list's Job.
+// Observe reads the list's Job, and its pods while it runs.
 func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Execution, error) {
 	job, err := getJob(ctx, e.Client, e.Config.Namespace, JobName(list))
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
-	return jobExecution(job, list), nil
+	exec, err := observeJob(ctx, e.Client, e.Events, job, list)
+	if err != nil {
+		return exec, err
+	}
+	if exec.State == ExecFailed && e.Reader != nil && jobBelongsTo(job, list) {
+		why, err := oomKilledShards(ctx, e.Reader, job)
+		if err != nil {
+			return exec, err
+		}
+		if why != "" {
+			exec.Message += "; " + why
+		}
+	}
+	return exec, nil
 }
 
-// Release sets ttlSecondsAfterFinished, now that status holds the outcome.
+// observeJob is a Job's execution, with the pod that cannot start while it
+// runs.
+func observeJob(ctx context.Context, pods, events client.Reader, job *batchv1.Job, owner metav1.Object) (Execution, error) {
+	ex := jobExecution(job, owner)
+	if ex.State != ExecRunning {
+		return ex, nil
+	}
+	var err error
+	ex.Blocked, err = blockedPod(ctx, pods, events, job)
+	return ex, err
+}
+
+// Release sets ttlSecondsAfterFinished, now that status holds the outcome;
+// the Job of a list that failed while it ran (its pods could not start) is
+// deleted.
 func (e *JobExecutor) Release(ctx context.Context, list *listsv1.EmailList) error {
 	job, err := getJob(ctx, e.Client, e.Config.Namespace, JobName(list))
 	if err != nil || job == nil {
 		return err
+	}
+	if list.Status.Phase == listsv1.PhaseFailed {
+		if err := stopBlockedJob(ctx, e.Client, job, list); err != nil {
+			return err
+		}
 	}
 	return setJobTTL(ctx, e.Client, job, list, e.Config.TTLSecondsAfterFinished)
 }

@@ -55,6 +55,13 @@ const (
 	jobTTLSeconds = 15
 )
 
+// emptyImage is an image the test node knows without a worker binary;
+// lateImage gets its binary only when a test puts it there.
+const (
+	emptyImage = "emaildata:empty"
+	lateImage  = "emaildata:late"
+)
+
 // Store prefixes the administrator granted the tenant namespaces.
 var testGrants = blobstore.Grants{nsTeamA: "imports/team-a/", nsTeamB: "imports/team-b/"}
 
@@ -78,6 +85,9 @@ var (
 	baseOptions operator.Options
 	// kubeconfig is an admin kubeconfig, for tests that run kubectl.
 	kubeconfig string
+	// workerBin is the worker binary; lateImageDir the directory of
+	// lateImage.
+	workerBin, lateImageDir string
 )
 
 // TestMain starts a real kube-apiserver and etcd (envtest), the real
@@ -114,6 +124,15 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build the worker: %v\n%s", err, out)
 		return 1
 	}
+	workerBin = filepath.Join(binDir, "worker")
+	emptyDir := filepath.Join(tmp, "images", "empty")
+	lateImageDir = filepath.Join(tmp, "images", "late")
+	for _, d := range []string{emptyDir, lateImageDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
@@ -129,7 +148,9 @@ func runSuite(m *testing.M) int {
 	defer cancel()
 	plane, err = jobplane.Start(ctx, jobplane.Options{
 		Env: env, AssetsDir: assets, Dir: filepath.Join(tmp, "plane"),
-		Images: map[string]string{workerImage: binDir},
+		Images: map[string]string{workerImage: binDir, emptyImage: emptyDir, lateImage: lateImageDir},
+		// A container that cannot start is tried again soon.
+		StartBackoff: time.Second,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start the job plane:", err)
@@ -240,8 +261,11 @@ func jobOptions(ns, workers string) operator.Options {
 		Image:                   workerImage,
 		ServiceAccountName:      workerSA,
 		TTLSecondsAfterFinished: jobTTLSeconds,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		// The memory limit a cluster would give them, which the test node
+		// enforces (see TestJobPathOOMKilledFailsList).
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(operator.DefaultWorkerMemory)}},
 		NodeSelector:      map[string]string{"node.emaildata.io/testnode": "true"},
 		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
 		PriorityClassName: workerPrio,

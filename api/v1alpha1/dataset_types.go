@@ -12,7 +12,10 @@ const MaxDatasetErrors = 20
 type DatasetSpec struct {
 	// Source says where the people file is: a CSV file with a header row
 	// whose column names are those of the reference people store (any
-	// subset that includes email, in any order).
+	// subset that includes email, in any order; alt_emails lists a
+	// person's other addresses separated by ';'). A file whose header has
+	// a phone column and no email column is phone status data instead
+	// (columns phone, country, status, prepaid, connected_score).
 	// +required
 	Source DatasetSource `json:"source"`
 
@@ -96,7 +99,8 @@ type DatasetStatus struct {
 	// ObservedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling and Stalled.
+	// Conditions: Ready, Reconciling and Stalled (kstatus), and PodsBlocked
+	// while a worker pod cannot start.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

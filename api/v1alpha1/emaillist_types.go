@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -59,6 +60,7 @@ func (d Delimiter) Byte() byte {
 // EmailListSpec is what the user asks for. It is immutable once created.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; create a new EmailList instead"
 // +kubebuilder:validation:XValidation:rule="!(has(self.action) && self.action == 'report' && self.service == 'email_validation')",message="email_validation always runs with action=process"
+// +kubebuilder:validation:XValidation:rule="!has(self.verification) || self.service == 'email_validation'",message="verification applies to email_validation lists only"
 type EmailListSpec struct {
 	// Service is the data service to run over the list.
 	// +required
@@ -81,6 +83,32 @@ type EmailListSpec struct {
 	// +kubebuilder:validation:Pattern=`^https?://`
 	// +optional
 	CallbackURL string `json:"callbackURL,omitempty"`
+
+	// Verification tunes the email_validation service.
+	// +optional
+	Verification *VerificationSpec `json:"verification,omitempty"`
+}
+
+// VerificationSpec tunes how a list's addresses are verified.
+type VerificationSpec struct {
+	// MaxAge is the oldest verdict from the verification history the list
+	// accepts instead of probing the mailbox again, e.g. "168h"; "0s"
+	// probes every address. Omitted: any verdict the history still keeps
+	// (its TTLs per outcome: weeks for deliverable and undeliverable,
+	// days for catch-all and unverified).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="maxAge must not be negative"
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// MaxAge returns the list's maximum age of history verdicts (nil: the
+// default).
+func (s *EmailListSpec) MaxAge() *time.Duration {
+	if s.Verification == nil || s.Verification.MaxAge == nil {
+		return nil
+	}
+	d := s.Verification.MaxAge.Duration
+	return &d
 }
 
 // EffectiveAction returns the action, defaulting to process.
@@ -212,6 +240,19 @@ const (
 	ConditionReady       = "Ready"
 	ConditionReconciling = "Reconciling"
 	ConditionStalled     = "Stalled"
+	// ConditionHostLimits says how an email_validation list's pods keep
+	// each mail host's politeness limits: shared through the fleet
+	// backend, or divided among the pods of the lists running.
+	ConditionHostLimits = "HostLimits"
+	// ConditionFleetBackend says whether the fleet backend (--fleet-url)
+	// answers while an email_validation list runs.
+	ConditionFleetBackend = "FleetBackend"
+	// ConditionPodsBlocked is True while a worker pod of the run cannot
+	// start (an image that cannot be pulled, a container that cannot be
+	// created, a pod no node can take); its reason is the kubelet's or the
+	// scheduler's. The run fails when it lasts the manager's
+	// --pod-start-grace. Absent otherwise.
+	ConditionPodsBlocked = "PodsBlocked"
 )
 
 // Progress counts rows.
@@ -346,7 +387,8 @@ type EmailListStatus struct {
 	// ObservedGeneration is the generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Reconciling and Stalled.
+	// Conditions: Ready, Reconciling and Stalled (kstatus), and PodsBlocked
+	// while a worker pod cannot start.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -10,7 +10,10 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByAPI is LabelManagedBy's value on lists the REST API created.
 	ManagedByAPI = "emaildata-api"
-	// ListIDLabel carries a list ID that the REST API allocated at submission;
-	// the controller adopts it instead of allocating one.
+	// ListIDLabel carries a list ID that the REST API allocated at submission.
+	// The controller adopts it only for a list the API created (its
+	// namespace, LabelManagedBy) whose ID the counter reserved for that
+	// list's name (internal/listid); anywhere else the label is ignored,
+	// with a Warning event, and status.listID is the operator's.
 	ListIDLabel = "lists.emaildata.io/list-id"
 )

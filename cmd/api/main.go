@@ -37,6 +37,7 @@ func main() {
 	flag.StringVar(&o.Namespace, "lists-namespace", "", "namespace of API-submitted lists (default: --namespace)")
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")
 	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest accepted list file")
+	flag.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", restapi.DefaultFeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
 	flag.Int64Var(&o.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
 	flag.Float64Var(&o.RateLimit, "rate-limit", 50, "requests per second per API key (a key's Secret may override)")
 	flag.IntVar(&o.Burst, "rate-burst", 100, "burst per API key")
@@ -70,6 +71,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	vc.Log = log
 	engine, err := catalog.NewEngine(ctx, vc)
 	if err != nil {
 		log.Error("verification engine", logging.KeyError, err.Error())

@@ -37,6 +37,7 @@ func main() {
 	}
 	ctrl.SetLogger(logging.Logr(slogger))
 	log := ctrl.Log.WithName("setup")
+	o.Verify.Log = slogger
 
 	var err error
 	if o.StoreGrants, err = blobstore.ParseGrants(*grants); err != nil {
@@ -80,7 +81,7 @@ func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 	fs.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
 	fs.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")
 	fs.StringVar(&w.cpu, "worker-cpu", "500m", "CPU request of a worker pod")
-	fs.StringVar(&w.memory, "worker-memory", "256Mi", "memory request and limit of a worker pod")
+	fs.StringVar(&w.memory, "worker-memory", operator.DefaultWorkerMemory, "memory request and limit of a worker pod")
 	fs.StringVar(&w.cpuLimit, "worker-cpu-limit", "", "CPU limit of a worker pod (default: none)")
 	fs.StringVar(&w.nodeSelector, "worker-node-selector", "", "node selector of worker pods: key=value,...")
 	fs.StringVar(&w.tolerations, "worker-tolerations", "", "tolerations of worker pods: key=value:Effect, key:Effect, key or *, comma separated")
@@ -97,6 +98,7 @@ func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, metricsSecure *bool) {
 	fs.Int64Var(&o.Pipeline.ShardBytes, "shard-bytes", o.Pipeline.ShardBytes, "target input bytes per shard")
 	fs.IntVar(&o.Pipeline.MaxShards, "max-shards", o.Pipeline.MaxShards, "most shards per list")
+	fs.Int64Var(&o.Pipeline.DedupMemory, "dedup-memory", o.Pipeline.DedupMemory, "memory of the duplicate search at preparation, in bytes, shared by the lists prepared at once (--max-concurrent-reconciles); past it sorted runs spill to the store")
 	fs.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
 	fs.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
 	fs.StringVar(&o.APINamespace, "api-namespace", "", "namespace where the REST API creates lists, the only one where source.uploadKey is honoured (default: --namespace)")
@@ -105,6 +107,7 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	fs.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
 	fs.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
 	fs.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
+	fs.DurationVar(&o.PodStartGrace, "pod-start-grace", 0, "how long a worker pod may be unable to start (image pull, missing binary, no node fits) before its list or Dataset fails (default 2m; raise it where nodes are added on demand)")
 	fs.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics address (0 disables)")
 	metricsSecure = fs.Bool("metrics-secure", true, "serve metrics over HTTPS behind TokenReview/SubjectAccessReview (false: plain HTTP, anyone)")

@@ -29,9 +29,9 @@ import (
 type localRun struct {
 	in, out, service, delim, peopleURL string
 	header, stats                      bool
-	cpuProfile                         string
+	cpuProfile, tmpDir                 string
 	emailCol, parallel                 int
-	shardBytes                         int64
+	shardBytes, dedupMemory            int64
 	progress                           time.Duration
 	lim                                *listfile.Limits
 	vc                                 catalog.VerifyConfig
@@ -56,6 +56,8 @@ func (r *localRun) flags(args []string) error {
 	fs.IntVar(&r.emailCol, "email-column", 1, "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
 	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
+	fs.Int64Var(&r.dedupMemory, "dedup-memory", pipeline.DefaultDedupMemory, "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")
+	fs.StringVar(&r.tmpDir, "tmp-dir", os.TempDir(), "where the run keeps its store (the input, shard parts, spilled runs) while it works")
 	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
 	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
 	fs.StringVar(&r.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
@@ -100,7 +102,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	r.vc.NotAllowed = func(ip string) {
 		fmt.Fprintf(stderr, "note: MX host address %s is not public: not probed (its mailboxes stay unconfirmed; --smtp-allow-cidrs opens ranges)\n", ip)
 	}
-	reg, engine, err := registryEngine(ctx, r.vc, r.peopleURL, nil)
+	reg, engine, err := registryEngine(ctx, r.vc.SharedBy(r.parallel), r.peopleURL, nil)
 	if err != nil {
 		return err
 	}
@@ -108,14 +110,11 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	store, err := blobstore.Open(ctx, "mem://")
+	store, cleanup, err := r.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	if err := upload(ctx, store, r.in); err != nil {
-		return err
-	}
+	defer cleanup()
 	t0, cpu0 := time.Now(), cpuTime()
 	keys := blobstore.ListKeys{UID: "local"}
 	cfg := pipeline.DefaultConfig()
@@ -123,6 +122,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	if r.shardBytes > 0 {
 		cfg.ShardBytes = r.shardBytes
 	}
+	cfg.DedupMemory = r.dedupMemory
 	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
 		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(r.in)},
 		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: listfile.Column(r.emailCol)},
@@ -167,6 +167,38 @@ func dnsName(s string) string {
 		return "system resolver " + mxdns.DefaultServer()
 	}
 	return s
+}
+
+// openStore opens a file store in a new directory under --tmp-dir, with
+// the input in it as "upload" (hard-linked when it can be, else copied):
+// the run's working data lives on disk, not in memory, whatever the
+// list's size. cleanup closes the store and removes the directory.
+func (r *localRun) openStore(ctx context.Context) (*blobstore.Store, func(), error) {
+	dir, err := os.MkdirTemp(r.tmpDir, "worker-run-")
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := blobstore.Open(ctx, "file://"+filepath.ToSlash(dir))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	cleanup := func() {
+		store.Close()
+		os.RemoveAll(dir)
+	}
+	src := r.in
+	if p, err := filepath.EvalSymlinks(r.in); err == nil {
+		src = p // link(2) would link a symlink itself, relative target and all
+	}
+	if err := os.Link(src, filepath.Join(dir, "upload")); err != nil {
+		err = upload(ctx, store, r.in)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+	}
+	return store, cleanup, nil
 }
 
 func upload(ctx context.Context, store *blobstore.Store, in string) error {
@@ -219,7 +251,12 @@ func (r *localRun) write(ctx context.Context, store *blobstore.Store, keys blobs
 		return nil, err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	res, err := pipeline.WriteResult(ctx, store, keys, plan, filepath.Base(r.out), bw, func(i int) error { return <-done[i] })
+	res, err := pipeline.WriteResult(ctx, store, keys, plan, filepath.Base(r.out), bw, func(i int) error {
+		if i > 0 { // part i-1 is in the result: free its disk space
+			_ = store.Delete(ctx, keys.Part(i-1))
+		}
+		return <-done[i]
+	})
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -275,6 +312,14 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 	if _, ok := c["dns_lookups"]; ok {
 		fmt.Fprintf(w, "  dns:  %.0f lookups, %.0f cache hits, %.0f queries, %.0f timeouts\n",
 			c["dns_lookups"], c["dns_cache_hits"], c["dns_queries"], c["dns_timeouts"])
+	}
+	if _, ok := c["history_hits"]; ok {
+		fmt.Fprintf(w, "  history: %.0f verdicts reused, %.0f looked up and probed, %.0f kept, %.0f errors\n",
+			c["history_hits"], c["history_misses"], c["history_recorded"], c["history_errors"])
+	}
+	if _, ok := c["fleet_fallbacks"]; ok {
+		fmt.Fprintf(w, "  fleet: %.0f fallbacks to the divided budget (%.1f s), %.0f backend errors\n",
+			c["fleet_fallbacks"], c["fleet_fallback_seconds"], c["fleet_backend_errors"])
 	}
 	if _, ok := c["smtp_sessions"]; !ok {
 		return

@@ -18,7 +18,7 @@ import (
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
-const evHeader = "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid"
+const evHeader = "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history"
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
@@ -59,38 +59,38 @@ func TestRunLocal(t *testing.T) {
 			data:  []byte("name,email\r\nAnn,ann@example.com\r\n\"Doe, Bob\",not-an-email\r\n"),
 			flags: []string{"--delimiter", "comma", "--header", "--email-column", "2"},
 			want: "name,email," + evHeader + "\r\n" +
-				"Ann,ann@example.com,valid,10,biz,false,,false,true\r\n" +
-				"\"Doe, Bob\",not-an-email,invalid,150,,false,,false,false\r\n",
+				"Ann,ann@example.com,valid,10,biz,false,,false,true,false\r\n" +
+				"\"Doe, Bob\",not-an-email,invalid,150,,false,,false,false,false\r\n",
 		},
 		{
 			name: "defaults: tab, no header, column 1", in: "list.txt", out: "result.txt",
 			data: []byte("ann@example.com\tAnn\n@example.com\n"),
 			want: "email\tcolumn_2\t" + strings.ReplaceAll(evHeader, ",", "\t") + "\n" +
-				"ann@example.com\tAnn\tvalid\t10\tbiz\tfalse\t\tfalse\ttrue\n" +
-				"@example.com\t\tinvalid\t140\t\tfalse\t\tfalse\tfalse\n",
+				"ann@example.com\tAnn\tvalid\t10\tbiz\tfalse\t\tfalse\ttrue\tfalse\n" +
+				"@example.com\t\tinvalid\t140\t\tfalse\t\tfalse\tfalse\tfalse\n",
 		},
 		{
 			name: "pipe", in: "list.csv", out: "result.csv",
 			data:  []byte("email|x\na@example.org|1\n"),
 			flags: []string{"--delimiter", "|", "--header"},
-			want:  "email|x|" + strings.ReplaceAll(evHeader, ",", "|") + "\na@example.org|1|valid|10|biz|false||false|true\n",
+			want:  "email|x|" + strings.ReplaceAll(evHeader, ",", "|") + "\na@example.org|1|valid|10|biz|false||false|true|false\n",
 		},
 		{
 			name: "zip in, zip out", in: "upload.zip", out: "upload-results.zip", entry: "upload-results.csv",
 			data:  zipOf(t, "list.csv", "email\na@example.org\nb@@example.org\n"),
 			flags: []string{"--delimiter", "comma", "--header"},
-			want:  "email," + evHeader + "\na@example.org,valid,10,biz,false,,false,true\nb@@example.org,invalid,155,,false,b@example.org,false,false\n",
+			want:  "email," + evHeader + "\na@example.org,valid,10,biz,false,,false,true,false\nb@@example.org,invalid,155,,false,b@example.org,false,false,false\n",
 		},
 		{
 			name: "corrections, roles and duplicates", in: "list.csv", out: "result.csv",
 			data:  []byte("email\ninfo@example.com\njohn@gmial.com\nx@mailinator.com\n\" INFO@Example.com\"\ninfo@example.com\n"),
 			flags: []string{"--delimiter", "comma", "--header"},
 			want: "email," + evHeader + "\n" +
-				"info@example.com,valid,10,biz,true,,false,true\n" +
-				"john@gmial.com,invalid,505,freeisp,false,john@gmail.com,false,false\n" +
-				"x@mailinator.com,trap,525,disposable,false,,false,false\n" +
-				"\" INFO@Example.com\",valid,10,biz,true,,true,true\n" +
-				"info@example.com,valid,10,biz,true,,true,true\n",
+				"info@example.com,valid,10,biz,true,,false,true,false\n" +
+				"john@gmial.com,invalid,505,freeisp,false,john@gmail.com,false,false,false\n" +
+				"x@mailinator.com,trap,525,disposable,false,,false,false,false\n" +
+				"\" INFO@Example.com\",valid,10,biz,true,,true,true,false\n" +
+				"info@example.com,valid,10,biz,true,,true,true,false\n",
 		},
 	}
 	for _, tt := range tests {
@@ -154,7 +154,7 @@ func TestRunLocalDuplicatesAcrossBatches(t *testing.T) {
 	const dupCol = 1 + 5 // after the email column: ev_status, ..., ev_duplicate
 	for i, line := range lines[1:] {
 		f := strings.Split(line, "\t")
-		if len(f) != 8 {
+		if len(f) != 9 {
 			t.Fatalf("row %d: %q", i+1, line)
 		}
 		want := "false"
@@ -290,9 +290,9 @@ func TestShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Offline (--dns-server off): syntax, corrections and lists.
-	if want := "Ann,ann@example.com,valid,10,biz,false,,false,true\n" +
-		"Bob,bob@example,invalid,115,,false,,false,false\n" +
-		"Ann,Ann@Example.com,valid,10,biz,false,,true,true\n"; string(part) != want {
+	if want := "Ann,ann@example.com,valid,10,biz,false,,false,true,false\n" +
+		"Bob,bob@example,invalid,115,,false,,false,false,false\n" +
+		"Ann,Ann@Example.com,valid,10,biz,false,,true,true,false\n"; string(part) != want {
 		t.Errorf("part %q, want %q", part, want)
 	}
 	sum := readSummary(t, url, uid, 0)

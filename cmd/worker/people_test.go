@@ -100,3 +100,37 @@ func TestPeopleImportBadRows(t *testing.T) {
 		t.Fatalf("continue mode: %s", out.String())
 	}
 }
+
+// TestPeopleImportPhoneStatus: the Dataset's worker loads a phone status
+// file (a phone column, no email column) into the same store; a bad row
+// stops it as bad input.
+func TestPeopleImportPhoneStatus(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "phones.csv")
+	if err := os.WriteFile(in, []byte("phone,status,prepaid,connected_score\n+1 650 253 0000,live,false,92\n020 7946 0958,disconnected,,\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := "bolt://" + filepath.Join(dir, "people.db")
+	var out bytes.Buffer
+	if err := runPeopleImport(ctx, []string{"--people-url", url, "--in", in, "--continue-on-error"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var sum people.ImportSummary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil || sum.Imported != 1 || sum.Failed != 1 || !strings.Contains(sum.Errors[0], "line 3: phone") {
+		t.Fatalf("summary %s (%v)", out.String(), err)
+	}
+	ps, err := people.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ps.(people.PhoneStore).LookupPhone(ctx, "+16502530000")
+	ps.Close()
+	if err != nil || got == nil || got.Status != people.PhoneLive || got.ConnectedScore == nil || *got.ConnectedScore != 92 {
+		t.Fatalf("imported: %+v, %v", got, err)
+	}
+	var stderr bytes.Buffer
+	if code := run(ctx, []string{"people-import", "--people-url", url, "--in", in}, &stderr); code != 42 {
+		t.Fatalf("stop mode: exit %d, want 42: %s", code, stderr.String())
+	}
+}

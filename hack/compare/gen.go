@@ -6,11 +6,14 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/realmta"
 )
 
 // gen says which world and list to generate; parent and world child build
 // the same one from it.
 type gen struct {
+	world       string // "synthetic" (internal/mailworld) or "real" (internal/realmta)
+	anvilRate   int    // real: mx.anvil's connections a minute
 	profile     string // "realistic" (mailworld.GenerateWith) or "classic" (mailworld.Generate)
 	seed        int64
 	domains     int
@@ -26,11 +29,13 @@ type gen struct {
 }
 
 func (g *gen) bind(fs *flag.FlagSet) {
+	fs.StringVar(&g.world, "world", "synthetic", "synthetic (our own servers, internal/mailworld) or real (Postfix, postgrey, Exim and NSD from Debian, internal/realmta; root)")
+	fs.IntVar(&g.anvilRate, "anvil-rate", 12, "real: connections a minute the anvil-limited Postfix host allows a client")
 	fs.StringVar(&g.profile, "profile", "realistic", "world: realistic (greylisting on a tenth of the domains, tarpits, latency, padded rows...) or classic")
 	fs.Int64Var(&g.seed, "seed", 1, "world and list seed")
 	fs.IntVar(&g.domains, "domains", 1000, "domains in the world")
 	fs.IntVar(&g.rows, "rows", 20000, "rows in the list")
-	fs.DurationVar(&g.greylist, "greylist", time.Minute, "realistic: how long greylisting domains answer 451 (0: no greylisting)")
+	fs.DurationVar(&g.greylist, "greylist", time.Minute, "realistic and real: how long greylisting domains answer 451/450 (0: no greylisting; real: postgrey's --delay, at least 1s)")
 	fs.BoolVar(&g.tarpits, "tarpits", true, "realistic: some hosts are tarpits")
 	fs.DurationVar(&g.latencyMax, "latency-max", 40*time.Millisecond, "realistic: SMTP round trips drawn from 5ms up to this (0: none)")
 	fs.DurationVar(&g.greetMax, "greeting-max", 250*time.Millisecond, "realistic: greetings drawn from 0 to this late (connect-time checks)")
@@ -41,11 +46,20 @@ func (g *gen) bind(fs *flag.FlagSet) {
 }
 
 func (g gen) args() []string {
-	return []string{"-profile", g.profile, "-seed", strconv.FormatInt(g.seed, 10),
+	return []string{"-world", g.world, "-anvil-rate", strconv.Itoa(g.anvilRate), "-profile", g.profile, "-seed", strconv.FormatInt(g.seed, 10),
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
 		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
 		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback)}
+}
+
+// real: the world is internal/realmta's.
+func (g gen) real() bool { return g.world == "real" }
+
+// generateReal is realmta's world and list (decorations, latency, tarpits
+// and the profile do not apply: the servers are what they are).
+func (g gen) generateReal() (realmta.World, []string) {
+	return realmta.Generate(g.seed, g.domains, g.rows, realmta.GenOptions{AnvilRate: g.anvilRate})
 }
 
 func (g gen) generate() ([]mailworld.Domain, []string) {

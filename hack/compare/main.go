@@ -6,6 +6,12 @@
 //
 //	cd hack/compare && go run . -domains 1000 -rows 20000 -concurrency 100
 //
+// With -world real the world is internal/realmta's instead: real Postfix,
+// postgrey, Exim and NSD from Debian (hack/install-mail-servers.sh), with
+// the servers' log counts in the report:
+//
+//	go run . -world real -domains 400 -rows 4000 -concurrency 100
+//
 // AfterShip dials port 25 (hard-coded), so the world's MX hosts listen on
 // port 25 of their 127.x.y.z addresses: run as root (or with
 // CAP_NET_BIND_SERVICE). Its DNS lookups go through net.DefaultResolver,
@@ -32,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 )
 
@@ -68,16 +75,22 @@ func main() {
 	http.DefaultTransport = denyTransport{}
 	http.DefaultClient = &http.Client{Transport: denyTransport{}}
 
-	doms, rows := g.generate()
+	var doms []mailworld.Domain
+	var rows []string
+	if g.real() {
+		_, rows = g.generateReal()
+	} else {
+		doms, rows = g.generate()
+	}
 	retry := *greyRetry
 	if retry == 0 {
 		retry = time.Minute
-		if g.profile == "realistic" && g.greylist > 0 {
+		if (g.profile == "realistic" || g.real()) && g.greylist > 0 {
 			retry = g.greylist
 		}
 	}
 	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs)}
-	var truth, under []string
+	var truth, under, shapes []string
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {
 		tool = strings.TrimSpace(tool)
@@ -92,7 +105,7 @@ func main() {
 			log.Printf("warning: world SMTP port %d; AfterShip only dials 25", w.hello.Port)
 		}
 		if truth == nil {
-			truth, under = w.hello.Truth, w.hello.Underlying
+			truth, under, shapes = w.hello.Truth, w.hello.Underlying, w.hello.Shape
 		} else if strings.Join(truth, ",") != strings.Join(w.hello.Truth, ",") {
 			log.Fatal("the worlds of two runs differ")
 		}
@@ -142,14 +155,24 @@ func main() {
 		log.Printf("warning: %d HTTP attempts were blocked", n)
 	}
 
-	fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
-		g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.pushback, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-	computeSessionFloor(doms, rows, *concurrency).print(os.Stdout, *concurrency)
+	if g.real() {
+		fmt.Printf("\nworld: real (Postfix, postgrey, Exim, NSD; internal/realmta), seed %d, %d domains, %d rows, postgrey delay %v, anvil rate limit %d/min; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
+			g.seed, g.domains, len(rows), g.greylist, g.anvilRate, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	} else {
+		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
+			g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.pushback, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+		computeSessionFloor(doms, rows, *concurrency).print(os.Stdout, *concurrency)
+	}
 	if len(runs) == 0 {
 		return
 	}
 	printReport(os.Stdout, runs, rows, truth, under, retry)
-	printErrors(os.Stdout, runs, rows, truth, under, doms)
+	shapeOf := syntheticShapes(doms)
+	if g.real() {
+		shapeOf = func(i int, _ string) string { return shapes[i] }
+		printByShape(os.Stdout, runs, truth, under, shapes)
+	}
+	printErrors(os.Stdout, runs, rows, truth, under, shapeOf)
 
 	if *outCSV != "" {
 		f, err := os.Create(*outCSV)

@@ -230,6 +230,10 @@ func printReport(w io.Writer, runs []*runResult, rows, truth, under []string, fl
 		fmt.Fprintln(w)
 	}
 
+	if runs[0].world.Real != nil {
+		printRealLoad(w, runs)
+		return
+	}
 	fmt.Fprintf(w, "\n### Load on the mail world\n\n| verifier | SMTP connections | peak concurrent (world) | max concurrent on one host | 421 too many conns | EHLO | MAIL | RCPT | RSET | DATA | DNS queries | replies held back (Postfix errors) | 421 too many errors | flow delays | non-mail drops | %s |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n", "notes")
 	for _, r := range runs {
 		s := r.world.Stats
@@ -311,13 +315,50 @@ func shape(d mailworld.Domain) string {
 	return strings.Join(f, ", ")
 }
 
-// printErrors lists, per verifier, the exact-scoring errors grouped by the
-// domain's shape, truth and answer.
-func printErrors(w io.Writer, runs []*runResult, addrs, truth, under []string, doms []mailworld.Domain) {
+// syntheticShapes names a row's domain shape in the synthetic world.
+func syntheticShapes(doms []mailworld.Domain) func(i int, dom string) string {
 	byName := map[string]mailworld.Domain{}
 	for _, d := range doms {
 		byName[d.Name] = d
 	}
+	return func(_ int, dom string) string { return shape(byName[dom]) }
+}
+
+// printByShape is exact accuracy per shape (the real world: the serving
+// host's kind, or the domain's DNS shape).
+func printByShape(w io.Writer, runs []*runResult, truth, under, shapes []string) {
+	var keys []string
+	n := map[string]int{}
+	for _, s := range shapes {
+		if n[s] == 0 {
+			keys = append(keys, s)
+		}
+		n[s]++
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(w, "\n### Exact accuracy per host kind / DNS shape\n\n| host kind or shape | rows |")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %s |", r.name)
+	}
+	fmt.Fprintf(w, "\n| --- | ---: |%s\n", strings.Repeat(" ---: |", len(runs)))
+	for _, k := range keys {
+		fmt.Fprintf(w, "| %s | %d |", k, n[k])
+		for _, r := range runs {
+			ok := 0
+			for i, s := range shapes {
+				if s == k && exactOK(truth[i], under[i], r.pred[i]) {
+					ok++
+				}
+			}
+			fmt.Fprintf(w, " %s |", pct(ok, n[k]))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// printErrors lists, per verifier, the exact-scoring errors grouped by the
+// domain's shape, truth and answer.
+func printErrors(w io.Writer, runs []*runResult, addrs, truth, under []string, shapeOf func(i int, dom string) string) {
 	fmt.Fprintf(w, "\n### Errors by domain shape (exact scoring)\n")
 	for _, r := range runs {
 		cnt := map[string]int{}
@@ -328,7 +369,7 @@ func printErrors(w io.Writer, runs []*runResult, addrs, truth, under []string, d
 			}
 			total++
 			dom := strings.ToLower(strings.TrimFunc(a[strings.LastIndexByte(a, '@')+1:], unicode.IsSpace))
-			key := fmt.Sprintf("%s | %s | `%s`", shape(byName[dom]), expected(truth[i], under[i]), r.raw[i])
+			key := fmt.Sprintf("%s | %s | `%s`", shapeOf(i, dom), expected(truth[i], under[i]), r.raw[i])
 			cnt[key]++
 		}
 		fmt.Fprintf(w, "\n%s: %d errors\n\n", r.name, total)
@@ -347,6 +388,53 @@ func printErrors(w io.Writer, runs []*runResult, addrs, truth, under []string, d
 		sort.Slice(l, func(i, j int) bool { return l[i].v > l[j].v || l[i].v == l[j].v && l[i].k < l[j].k })
 		for _, e := range l {
 			fmt.Fprintf(w, "| %s | %d |\n", e.k, e.v)
+		}
+	}
+}
+
+// printRealLoad is the real world's view of each run, from the servers'
+// own logs: sessions and RCPTs per verifier, and what the servers did
+// about them, in total and per host.
+func printRealLoad(w io.Writer, runs []*runResult) {
+	fmt.Fprintf(w, "\n### Load on the real servers (their logs)\n\n"+
+		"| verifier | sessions | RCPTs (accepted) | MAIL | RSET | queue files (flow-control tokens) | anvil 421 (rate / conns) | too many errors | greylisted (postgrey greylist / pass) | postscreen new / old / pregreet | Exim too many nonmail | Exim refused | world CPU | notes |\n"+
+		"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, r := range runs {
+		c := r.world.Real
+		t := c.Total
+		note := r.note
+		if strings.Contains(note, "\n") {
+			note = "see below"
+		}
+		fmt.Fprintf(w, "| %s | %d | %d (%d) | %d | %d | %d | %d (%d / %d) | %d | %d (%d / %d) | %d / %d / %d | %d | %d | %.2f s | %s |\n",
+			r.name, t.Sessions, t.RCPT, t.RCPTAccepted, t.MAIL, t.RSET, t.QueueFiles, t.AnvilRefused, t.AnvilRate, t.AnvilCount,
+			t.TooManyErrors, t.Greylisted, c.PostgreyGreylist, c.PostgreyPass, t.PostscreenPassNew, t.PostscreenPassOld, t.Pregreet,
+			t.TooManyNonmail, t.EximRefused, r.world.CPUSecs, note)
+	}
+	fmt.Fprintf(w, "\nPer host: sessions / RCPTs / anvil 421 / too many errors / Exim too many nonmail\n\n| host | kind |")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %s |", r.name)
+	}
+	fmt.Fprintf(w, "\n| --- | --- |%s\n", strings.Repeat(" --- |", len(runs)))
+	var hosts []string
+	for h := range runs[0].world.Real.Hosts {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		fmt.Fprintf(w, "| %s | %s |", h, runs[0].world.Real.Hosts[h].Kind)
+		for _, r := range runs {
+			if hc := r.world.Real.Hosts[h]; hc != nil {
+				fmt.Fprintf(w, " %d / %d / %d / %d / %d |", hc.Sessions, hc.RCPT, hc.AnvilRefused, hc.TooManyErrors, hc.TooManyNonmail)
+			} else {
+				fmt.Fprintf(w, " – |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range runs {
+		if strings.Contains(r.note, "\n") {
+			fmt.Fprintf(w, "\n%s said on stderr:\n\n```\n%s```\n", r.name, r.note)
 		}
 	}
 }

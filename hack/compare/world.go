@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/realmta"
 )
 
 // The mail world runs in a child process (this binary with -world-child) so
@@ -27,19 +29,25 @@ import (
 type worldHello struct {
 	DNS        string   `json:"dns"`
 	Port       int      `json:"port"`
-	Truth      []string `json:"truth"`      // GroundTruth per address
-	Underlying []string `json:"underlying"` // UnderlyingTruth per address
+	Truth      []string `json:"truth"`           // GroundTruth per address
+	Underlying []string `json:"underlying"`      // UnderlyingTruth per address
+	Shape      []string `json:"shape,omitempty"` // real world: the serving host's kind, or the DNS shape, per address
 	Err        string   `json:"err,omitempty"`
 }
 
 // worldReport is the child's answer to "stats".
 type worldReport struct {
 	Stats   mailworld.WorldStats `json:"stats"`
-	CPUSecs float64              `json:"cpu_secs"` // user+system since the last "stats"
+	Real    *realmta.Counts      `json:"real,omitempty"` // real world: the servers' log counts
+	CPUSecs float64              `json:"cpu_secs"`       // user+system since the last "stats"
 }
 
 // runWorldChild serves the generated world until stdin closes.
 func runWorldChild(g gen, port int) {
+	if g.real() {
+		runRealWorldChild(g, port)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	doms, addrs := g.generate()
@@ -63,6 +71,52 @@ func runWorldChild(g gen, port int) {
 		if sc.Text() == "stats" {
 			now := cpuSecs()
 			_ = out.Encode(worldReport{Stats: w.Stats(), CPUSecs: now - last})
+			last = now
+		}
+	}
+}
+
+// runRealWorldChild serves realmta's world (real Postfix, postgrey, Exim
+// and NSD, their CPU read from /proc) until stdin closes, then stops the
+// daemons.
+func runRealWorldChild(g gen, port int) {
+	out := json.NewEncoder(os.Stdout)
+	w, addrs := g.generateReal()
+	delay := g.greylist
+	if delay <= 0 {
+		delay = time.Second
+	}
+	r, err := realmta.Start(w, realmta.Options{Port: port, GreylistDelay: delay})
+	if err != nil {
+		_ = out.Encode(worldHello{Err: err.Error()})
+		os.Exit(1)
+	}
+	defer r.Close()
+	h := worldHello{DNS: r.DNSAddr(), Port: r.SMTPPort()}
+	for _, a := range addrs {
+		t := r.Truth(a)
+		shape := t.Kind
+		switch {
+		case t.Host == "":
+			shape = string(t.Shape)
+		case t.Shape == realmta.ShapeAOnly:
+			shape += " (A only)"
+		}
+		h.Truth, h.Underlying, h.Shape = append(h.Truth, t.Verdict), append(h.Underlying, t.Underlying), append(h.Shape, shape)
+	}
+	if err := out.Encode(h); err != nil {
+		return
+	}
+	last := r.CPU()
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if sc.Text() == "stats" {
+			c, err := r.Counts()
+			if err != nil {
+				log.Printf("real world: %v", err)
+			}
+			now := r.CPU()
+			_ = out.Encode(worldReport{Real: &c, CPUSecs: (now - last).Seconds()})
 			last = now
 		}
 	}
@@ -130,7 +184,7 @@ func (p *worldProc) stop() {
 	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second): // a real world stops its daemons first
 		_ = p.cmd.Process.Kill() // our own child, by its pid
 		<-done
 	}

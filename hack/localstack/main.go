@@ -1,11 +1,13 @@
 // Command localstack is `make run`: a local control plane, the CRDs and the
-// manager with a file:// store, running lists in-process (the default, the
+// manager with a file:// store (or, with --store=s3, an s3:// one on a local
+// S3-compatible server), running lists in-process (the default, the
 // quickest to start) or, with --executor=job, as Indexed Jobs carried out by
 // the real Job controller and scheduler and a local node that runs worker
 // pods as processes. Ctrl-C stops everything.
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -32,6 +34,10 @@ func main() {
 	apiMetrics := flag.String("api-metrics-bind-address", "127.0.0.1:8091", "REST API metrics address (0 disables)")
 	executor := flag.String("executor", operator.ExecutorLocal, "local (shards run in the manager) or job (Indexed Jobs, pods run as local processes)")
 	workerDir := flag.String("worker-dir", "bin", "directory of the worker binary, for --executor=job")
+	store := flag.String("store", localstack.StoreFile, "file (a directory under --dir) or s3 (a local S3-compatible server, SeaweedFS, its data under --dir; built by hack/s3-server.sh)")
+	s3Port := flag.Int("s3-port", 8333, "port of the local S3 API, for --store=s3 (0: any free port)")
+	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
+		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
 	vc := catalog.DefaultVerifyConfig()
 	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
 	vc.BindFlags(flag.CommandLine)
@@ -54,8 +60,9 @@ func main() {
 	s, err := localstack.Start(ctx, localstack.Options{
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
 		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
-		Executor: *executor, WorkerDir: *workerDir,
-		Log: log,
+		Executor: *executor, WorkerDir: *workerDir, Store: *store, S3Port: *s3Port,
+		CallbackAllowCIDRs: cmp.Or(*callbacks, "none"),
+		Log:                log,
 	})
 	if err != nil {
 		if ctx.Err() != nil { // Ctrl-C while starting: what started is stopped
@@ -73,6 +80,8 @@ emaildata local stack is running (Ctrl-C stops it).
   blob store:  %[2]s
   REST API:    %[4]s   (OpenAPI document: %[4]s/openapi.json)
   API key:     %[5]s   (enabled for every service)
+  Validation key: %[8]s   (email_validation alone: lists submitted without service=)
+  callbacks:   may reach %[9]s   (--callback-allow-cidrs; a cluster refuses loopback and private addresses unless allowed)
   verification: %[6]s
   executor:    %[7]s
 
@@ -88,7 +97,8 @@ With the REST API:
   curl -s "$API/v5/list/LIST_ID" -H "api_key: $KEY" -H "accept: application/json"
   curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
 
-`, s.Kubeconfig, s.StoreDir, samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s))
+`, s.Kubeconfig, storeMode(s), samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s), s.ValidationKey,
+		cmp.Or(s.CallbackAllowCIDRs, "public addresses only"))
 	printMetrics(s)
 	if s.Jobs != nil {
 		fmt.Printf(`Watch the Job path (in other terminals, with the KUBECONFIG above):
@@ -105,13 +115,28 @@ With the REST API:
 	case err := <-s.Done():
 		fmt.Fprintln(os.Stderr, "manager stopped:", err)
 	}
-	stop() // a second Ctrl-C quits at once; the next run stops the leftovers
+	quitOnSecondInterrupt() // before stop: no moment without a handler
+	stop()
 	fmt.Println("stopping... (Ctrl-C again quits at once; the next make run cleans up)")
 	if err := s.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop:", err)
 		os.Exit(1)
 	}
 	fmt.Println("stopped.")
+}
+
+// quitOnSecondInterrupt makes a second Ctrl-C (or SIGTERM) quit at once,
+// with status 0 all the same: the user asked for it, and the next run stops
+// the control plane left behind. Dying of the signal instead would have
+// make report the run as failed ("make: *** [run] Interrupt").
+func quitOnSecondInterrupt() {
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-again
+		fmt.Println("quitting without waiting; the next make run stops what is left")
+		os.Exit(0)
+	}()
 }
 
 // printMetrics says where the manager's and the API's metrics are.
@@ -130,6 +155,13 @@ func printMetrics(s *localstack.Stack) {
 		fmt.Printf("  curl -s %s | grep ^emaildata_\n", s.APIMetricsURL)
 	}
 	fmt.Println()
+}
+
+func storeMode(s *localstack.Stack) string {
+	if s.S3Endpoint == "" {
+		return s.StoreDir
+	}
+	return fmt.Sprintf("%s\n               (SeaweedFS S3 API at %s; its key pair is in Secret %s/%s)", s.BlobURL, s.S3Endpoint, localstack.Namespace, localstack.StoreSecret)
 }
 
 func executorMode(s *localstack.Stack) string {

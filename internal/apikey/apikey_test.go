@@ -1,7 +1,9 @@
 package apikey_test
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -278,54 +280,149 @@ func TestSameNameOtherNamespace(t *testing.T) {
 	}
 }
 
-// TestDuplicateKey: two Secrets holding the same key. The first keeps it,
-// the second is refused, and neither deleting nor updating the refused
-// Secret takes the key away from its owner.
+// TestDuplicateKey: two Secrets holding the same key string. If they
+// disagree on what the key means (another tenant, other services, another
+// rate limit), the key is refused for both, whichever came first, with an
+// error naming both Secrets and never the key; it works again once they
+// agree or one of them goes. If they agree, the key works, as one key.
 func TestDuplicateKey(t *testing.T) {
+	a := map[string]string{"key": key1, "services": "fraud", "tenant": "acme"}
+	with := func(k, v string) map[string]string {
+		m := maps.Clone(a)
+		m[k] = v
+		return m
+	}
 	tests := []struct {
-		name string
-		then func(s *apikey.Store) error
+		name   string
+		b      map[string]string
+		differ string // "" when the two agree
 	}{
-		{name: "duplicate deleted", then: func(s *apikey.Store) error { s.Delete(ns, "b"); return nil }},
-		{name: "duplicate changes its key", then: func(s *apikey.Store) error {
-			return s.Upsert(secret("b", map[string]string{"key": key2, "services": "fraud", "tenant": "globex"}))
-		}},
-		{name: "duplicate turns invalid", then: func(s *apikey.Store) error {
-			_ = s.Upsert(secret("b", map[string]string{"key": key1, "services": "nope", "tenant": "globex"}))
-			return nil
-		}},
+		{"another tenant", with("tenant", "globex"), "tenant"},
+		{"another tenant by default (the Secret's name)", map[string]string{"key": key1, "services": "fraud"}, "tenant"},
+		{"other services", with("services", "fraud,demographics"), "services"},
+		{"another rate limit", with("rateLimit", "5"), "rateLimit"},
+		{"a copy", maps.Clone(a), ""},
+		{"a copy with services in another order", with("services", " fraud ,"), ""},
 	}
 	for _, tt := range tests {
+		for _, order := range []string{"a first", "b first"} {
+			t.Run(tt.name+"/"+order, func(t *testing.T) {
+				s := apikey.NewStore()
+				first, second := secretA(a), secretB(tt.b)
+				if order == "b first" {
+					first, second = second, first
+				}
+				if err := s.Upsert(first()); err != nil {
+					t.Fatal(err)
+				}
+				err := s.Upsert(second())
+				k, ok := s.Lookup(key1)
+				if tt.differ == "" {
+					if err != nil || !ok || k.Tenant != "acme" || k.Secret != "a" {
+						t.Fatalf("agreeing copies: error %v, key %+v %v; want the key of acme, spoken for by a", err, k, ok)
+					}
+					if s.Len() != 1 || len(s.Clashes()) != 0 {
+						t.Errorf("Len %d, clashes %v; want one key, no clash", s.Len(), s.Clashes())
+					}
+					s.Delete(ns, "a")
+					if k, ok := s.Lookup(key1); !ok || k.Secret != "b" {
+						t.Errorf("after deleting a: %+v %v; want b's key", k, ok)
+					}
+					return
+				}
+				var clash *apikey.ClashError
+				if !errors.As(err, &clash) {
+					t.Fatalf("Upsert of the second Secret: %v, want a *ClashError", err)
+				}
+				msg := err.Error()
+				if !strings.Contains(msg, ns+"/a") || !strings.Contains(msg, ns+"/b") || !strings.Contains(msg, tt.differ) {
+					t.Errorf("error %q should name both Secrets and what differs (%s)", msg, tt.differ)
+				}
+				if strings.Contains(msg, key1) {
+					t.Errorf("error %q reveals the key", msg)
+				}
+				if ok || k != nil || s.Len() != 0 {
+					t.Fatalf("clashing key resolves: %+v %v (Len %d); want it refused for both", k, ok, s.Len())
+				}
+				cl := s.Clashes()
+				if len(cl) != 1 || !reflect.DeepEqual(cl[0].Secrets, []string{ns + "/a", ns + "/b"}) || !reflect.DeepEqual(cl[0].Differ, []string{tt.differ}) {
+					t.Errorf("Clashes() = %+v", cl)
+				}
+				// Still refused after a resync of either Secret.
+				if err := s.Upsert(first()); err == nil {
+					t.Error("resync of a clashing Secret: no error")
+				}
+				if _, ok := s.Lookup(key1); ok {
+					t.Error("a resync made the clashing key usable")
+				}
+				// The Secrets agree again: the key works.
+				if err := s.Upsert(secretB(a)()); err != nil {
+					t.Fatalf("b agrees again: %v", err)
+				}
+				if k, ok := s.Lookup(key1); !ok || k.Tenant != "acme" || len(s.Clashes()) != 0 {
+					t.Errorf("after b agrees: %+v %v, clashes %v", k, ok, s.Clashes())
+				}
+			})
+		}
+	}
+}
+
+// TestDuplicateKeyResolved: a clash ends when all but one holder go,
+// change their key or turn invalid; the remaining Secret's key works.
+func TestDuplicateKeyResolved(t *testing.T) {
+	a := map[string]string{"key": key1, "services": "fraud", "tenant": "acme"}
+	b := map[string]string{"key": key1, "services": "fraud", "tenant": "globex"}
+	for _, tt := range []struct {
+		name string
+		then func(s *apikey.Store)
+		want string // tenant whose key key1 is afterwards
+	}{
+		{"b deleted", func(s *apikey.Store) { s.Delete(ns, "b") }, "acme"},
+		{"a deleted", func(s *apikey.Store) { s.Delete(ns, "a") }, "globex"},
+		{"b changes its key", func(s *apikey.Store) {
+			_ = s.Upsert(secret("b", map[string]string{"key": key2, "services": "fraud", "tenant": "globex"}))
+		}, "acme"},
+		{"b turns invalid", func(s *apikey.Store) {
+			_ = s.Upsert(secret("b", map[string]string{"key": key1, "services": "nope", "tenant": "globex"}))
+		}, "acme"},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := apikey.NewStore()
-			if err := s.Upsert(secret("a", map[string]string{"key": key1, "services": "fraud", "tenant": "acme"})); err != nil {
-				t.Fatal(err)
+			_ = s.Upsert(secret("a", a))
+			if err := s.Upsert(secret("b", b)); err == nil {
+				t.Fatal("no clash")
 			}
-			err := s.Upsert(secret("b", map[string]string{"key": key1, "services": "fraud", "tenant": "globex"}))
-			if err == nil || !strings.Contains(err.Error(), ns+"/a") {
-				t.Errorf("duplicate key: error %v, want one naming the owner %s/a", err, ns)
+			tt.then(s)
+			if k, ok := s.Lookup(key1); !ok || k.Tenant != tt.want {
+				t.Errorf("after %s: %+v %v; want the key of %s", tt.name, k, ok, tt.want)
 			}
-			if err != nil && strings.Contains(err.Error(), key1) {
-				t.Errorf("error %q reveals the key", err)
-			}
-			if k, ok := s.Lookup(key1); !ok || k.Tenant != "acme" {
-				t.Fatalf("after the duplicate: %+v, %v; want tenant acme", k, ok)
-			}
-			if err := tt.then(s); err != nil {
-				t.Fatal(err)
-			}
-			if k, ok := s.Lookup(key1); !ok || k.Tenant != "acme" {
-				t.Errorf("owner's key: %+v, %v; want tenant acme", k, ok)
-			}
-			// Updating the owner itself (same key) keeps working.
-			if err := s.Upsert(secret("a", map[string]string{"key": key1, "services": "fraud", "tenant": "acme", "rateLimit": "3"})); err != nil {
-				t.Fatal(err)
-			}
-			if k, ok := s.Lookup(key1); !ok || k.RateLimit != 3 {
-				t.Errorf("owner update: %+v, %v", k, ok)
+			if len(s.Clashes()) != 0 {
+				t.Errorf("clashes remain: %v", s.Clashes())
 			}
 		})
 	}
+	// Three holders, two agreeing: refused until the third goes.
+	s := apikey.NewStore()
+	_ = s.Upsert(secret("a", a))
+	_ = s.Upsert(secret("a2", a))
+	if err := s.Upsert(secret("b", b)); err == nil {
+		t.Fatal("no clash with three holders")
+	}
+	if _, ok := s.Lookup(key1); ok {
+		t.Fatal("clashing key resolves")
+	}
+	s.Delete(ns, "b")
+	if k, ok := s.Lookup(key1); !ok || k.Tenant != "acme" || k.Secret != "a" {
+		t.Errorf("after the third went: %+v %v", k, ok)
+	}
+}
+
+func secretA(data map[string]string) func() (apikey.Source, map[string][]byte) {
+	return func() (apikey.Source, map[string][]byte) { return secret("a", data) }
+}
+
+func secretB(data map[string]string) func() (apikey.Source, map[string][]byte) {
+	return func() (apikey.Source, map[string][]byte) { return secret("b", data) }
 }
 
 func TestEnabledListServices(t *testing.T) {

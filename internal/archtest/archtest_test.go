@@ -20,7 +20,8 @@ const module = "github.com/emaildata/emaildata"
 var engines = []string{
 	"internal/verify", "internal/listfile", "internal/smtpprobe", "internal/mxdns",
 	"internal/people", "internal/fraud", "internal/pipeline", "internal/blobstore",
-	"internal/apikey", "internal/services", "internal/listservice",
+	"internal/apikey", "internal/services", "internal/listservice", "internal/phone",
+	"internal/fleet", "internal/evhistory",
 }
 
 // rule: no package in from (module-relative) may depend, directly or not,

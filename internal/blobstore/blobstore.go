@@ -112,6 +112,21 @@ func ValidKey(key string) error {
 	return nil
 }
 
+// MinPartSize is the smallest part S3 and S3-compatible servers accept in a
+// multipart upload (all parts but the last). gocloud's s3 writer uploads
+// parts of the writer's BufferSize once an object passes the AWS SDK's
+// multipart threshold (16 MiB), so a smaller BufferSize makes every large
+// upload fail with EntityTooSmall.
+const MinPartSize = 5 << 20
+
+// WriterOptions are the options for writing a large object in a stream
+// (a shard's part, a result): parts of MinPartSize, two uploading at once,
+// which bounds a writer's memory on S3 to the SDK's first 16 MiB read plus
+// two parts.
+func WriterOptions(contentType string) blob.WriterOptions {
+	return blob.WriterOptions{ContentType: contentType, BufferSize: MinPartSize, MaxConcurrency: 2}
+}
+
 // Size returns an object's size, or ErrNotFound.
 func (s *Store) Size(ctx context.Context, key string) (int64, error) {
 	a, err := s.Attributes(ctx, key)

@@ -1,56 +1,11 @@
 package blobstore_test
 
 import (
-	"context"
-	"net/http"
 	"strings"
 	"testing"
 
-	"gocloud.dev/gcerrors"
-
 	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/blobstore/s3test"
 )
-
-// TestOpenExternal reads an object from a real (loopback) S3 server with
-// the Secret's credentials, which the server checks by signature.
-func TestOpenExternal(t *testing.T) {
-	srv := s3test.New("AKIDTEAMB", "team-b-secret")
-	defer srv.Close()
-	srv.Put("team-b", "in/list.csv", []byte("a@example.com\n"))
-	ctx := context.Background()
-
-	ext, err := blobstore.ParseExternalURL("s3://team-b/in/list.csv?region=eu-west-1&endpoint=" + srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := blobstore.Credentials{AccessKeyID: "AKIDTEAMB", SecretAccessKey: "team-b-secret"}
-	b, err := blobstore.OpenExternal(ctx, ext, good, http.DefaultClient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	data, err := b.ReadAll(ctx, ext.Key)
-	if err != nil || string(data) != "a@example.com\n" {
-		t.Fatalf("read %q, %v", data, err)
-	}
-	if _, err := b.ReadAll(ctx, "in/missing.csv"); gcerrors.Code(err) != gcerrors.NotFound {
-		t.Errorf("missing object: %v, want NotFound", err)
-	}
-
-	wrong := blobstore.Credentials{AccessKeyID: "AKIDTEAMB", SecretAccessKey: "guess"}
-	b2, err := blobstore.OpenExternal(ctx, ext, wrong, http.DefaultClient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Close()
-	if _, err := b2.ReadAll(ctx, ext.Key); !blobstore.IsAccessDenied(err) {
-		t.Errorf("wrong secret: %v, want access denied", err)
-	}
-	if n := srv.Reads(); n != 1 {
-		t.Errorf("server served %d reads, want 1 (the good one)", n)
-	}
-}
 
 func TestParseExternalURL(t *testing.T) {
 	cases := []struct{ url, want string }{

@@ -36,6 +36,14 @@ func (k ListKeys) Summary(i int) string {
 	return fmt.Sprintf("%sparts/%05d.summary.json", k.Prefix(), i)
 }
 
+// Repeats lists the rows of shard i that repeat an earlier row of the
+// list (written at preparation; see pipeline's dedup).
+func (k ListKeys) Repeats(i int) string { return fmt.Sprintf("%sparts/%05d.repeats", k.Prefix(), i) }
+
+// Spill is a temporary sorted run of preparation's duplicate search,
+// deleted before preparation ends.
+func (k ListKeys) Spill(name string) string { return k.Prefix() + "spill/" + name }
+
 // Progress is shard i's running row count, rewritten as it goes.
 func (k ListKeys) Progress(i int) string {
 	return fmt.Sprintf("%sparts/%05d.progress.json", k.Prefix(), i)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/emaillists"
+	"github.com/emaildata/emaildata/internal/evhistory"
+	"github.com/emaildata/emaildata/internal/fleet"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/proxypool"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
@@ -65,8 +70,9 @@ type VerifyConfig struct {
 	// open through each.
 	Proxies       StringList
 	ProxyMaxConns int
-	// RowsInFlight is the number of rows a list shard keeps in
-	// verification at once.
+	// RowsInFlight is the number of rows a process keeps in verification
+	// at once (shared by the shards it runs, see SharedBy): every wait of
+	// the rows in flight overlaps. Each costs about 0.7 KB of memory.
 	RowsInFlight int
 	// ListsDir holds operator list extensions (a mounted ConfigMap). It is
 	// the manager's own and not passed to workers.
@@ -79,6 +85,22 @@ type VerifyConfig struct {
 	// NotAllowed, when set, hears of each MX host address the SSRF guard
 	// refused (once per address).
 	NotAllowed func(ip string) `json:"-"`
+
+	// Fleet: the shared backend and this process's place in it (see
+	// FleetConfig).
+	Fleet FleetConfig
+	// HistoryURL names the verification history: "" the fleet backend
+	// when FleetURL is set (else none), "off" none, or redis://,
+	// postgres://, bolt:///path.db.
+	HistoryURL string
+	// HistoryTTLs say how long each kind of verdict is reused.
+	HistoryTTLs evhistory.TTLs
+	// History, when set, is used instead of opening HistoryURL (one bolt
+	// file shared by the engines of one process).
+	History *evhistory.History `json:"-"`
+	// Log hears of the fleet's switches and weaker settings (default: the
+	// process's slog default).
+	Log *slog.Logger `json:"-"`
 }
 
 // DefaultVerifyConfig is production's starting point for lists: patient
@@ -92,6 +114,8 @@ func DefaultVerifyConfig() VerifyConfig {
 		MaxRcptPerTransaction: 100, MaxRcptPerSession: 1000, MaxRejectsPerSession: 9, PipelineDepth: 50, RefusalBackoff: 2 * time.Second,
 		ConnectTimeout: 10 * time.Second, GreetingTimeout: 30 * time.Second, CommandTimeout: 30 * time.Second,
 		HostPenaltyTTL: 30 * time.Minute, GreylistRetry: time.Minute, ProxyMaxConns: 100, RowsInFlight: 100_000,
+		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
+		HistoryURL: os.Getenv("HISTORY_URL"), HistoryTTLs: evhistory.DefaultTTLs(),
 	}
 }
 
@@ -105,8 +129,14 @@ func DefaultAPIVerifyConfig() VerifyConfig {
 	return c
 }
 
-// managerOnly flags are not passed on to workers (see Args).
-var managerOnly = map[string]bool{"lists-dir": true}
+// managerOnly flags are not passed on to workers (see Args); the fleet
+// seats are the Job's own (JobConfig adds them per list).
+var managerOnly = map[string]bool{"lists-dir": true, "fleet-seat": true, "fleet-seats": true}
+
+// secretURLFlags are not passed on to workers when their URL holds a
+// password: Job specs are readable by more people than Secrets. Workers
+// then read FLEET_URL and HISTORY_URL from --worker-env-secret.
+var secretURLFlags = map[string]bool{"fleet-url": true, "history-url": true}
 
 // BindFlags registers the flags on fs.
 func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
@@ -133,10 +163,13 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.GreylistRetry, "smtp-greylist-retry", c.GreylistRetry, "delay before retrying a greylisted address")
 	fs.Var(&c.Proxies, "smtp-proxy", "SOCKS5 proxy for SMTP, socks5://[user:pass@]host:port (repeat or comma-separate for a pool)")
 	fs.IntVar(&c.ProxyMaxConns, "smtp-proxy-max-conns", c.ProxyMaxConns, "connections open through one SOCKS5 proxy")
-	fs.IntVar(&c.RowsInFlight, "rows-in-flight", c.RowsInFlight, "rows of a list shard in verification at once")
+	fs.IntVar(&c.RowsInFlight, "rows-in-flight", c.RowsInFlight, "rows in verification at once in this process, shared by its shards (about 0.7 KB of memory each; offline verification keeps at most 8000)")
 	fs.StringVar(&c.ListsDir, "lists-dir", c.ListsDir, "directory of list extensions (disposable.txt, free.txt, role.txt, ...)")
 	fs.StringVar(&c.ListsBlobKey, "lists-blob-key", c.ListsBlobKey, "blob key of list extensions published by the manager (workers)")
 	fs.StringVar(&c.ExtraTLDs, "extra-tlds", c.ExtraTLDs, "top-level domains accepted besides ICANN's, comma separated")
+	c.Fleet.BindFlags(fs)
+	fs.StringVar(&c.HistoryURL, "history-url", c.HistoryURL, `verification history: redis://host:port/db, postgres://..., bolt:///path.db, or "off" (default: $HISTORY_URL, else the --fleet-url backend, else none); keys are keyed with $HISTORY_KEY`)
+	c.HistoryTTLs.BindFlags(fs)
 }
 
 // Args renders the config as flags, for worker Jobs: every flag BindFlags
@@ -146,11 +179,32 @@ func (c VerifyConfig) Args() []string {
 	c.BindFlags(fs)
 	var args []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if !managerOnly[f.Name] {
+		if !managerOnly[f.Name] && !(secretURLFlags[f.Name] && hasPassword(f.Value.String())) {
 			args = append(args, "--"+f.Name+"="+f.Value.String())
 		}
 	})
 	return args
+}
+
+// OmittedArgs names the flags Args leaves out because their URL holds a
+// password (for the manager to say so).
+func (c VerifyConfig) OmittedArgs() []string {
+	var out []string
+	for _, f := range []struct{ name, v string }{{"fleet-url", c.Fleet.URL}, {"history-url", c.HistoryURL}} {
+		if hasPassword(f.v) {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+func hasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return strings.Contains(raw, "@") // unparseable: err on the safe side
+	}
+	_, ok := u.User.Password()
+	return ok
 }
 
 // StringList is a flag that may be repeated or comma separated.
@@ -177,6 +231,9 @@ func (l *StringList) Set(s string) error {
 // keeps the lists reloaded until ctx ends.
 func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
 	e := &verify.Engine{Typos: typo.Default(), ExtraTLDs: map[string]bool{}, DomainWorkers: c.DNSWorkers}
+	if err := openShared(ctx, e, c); err != nil {
+		return nil, err
+	}
 	base := emaillists.Default()
 	e.Lists = func() *emaillists.Lists { return base }
 	if c.ListsDir != "" {

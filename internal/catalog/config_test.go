@@ -9,6 +9,9 @@ import (
 	"time"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/evlist"
+	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Args renders every flag but the manager's own, and a worker parsing
@@ -19,9 +22,11 @@ func TestArgsRoundTrip(t *testing.T) {
 	c.GreetingTimeout, c.PipelineDepth, c.RowsInFlight = 45*time.Second, 4, 50_000
 	c.Proxies = StringList{"socks5://u:p@10.1.0.1:1080", "socks5://10.1.0.2:1080"}
 	c.ListsDir, c.ListsBlobKey, c.ExtraTLDs = "/etc/emaildata/lists", "system/lists.json", "test"
+	c.Fleet.URL, c.HistoryURL, c.Fleet.Seat, c.Fleet.Seats = "redis://10.0.0.5:6379/2", "postgres://history@10.0.0.6/ev", 3, 8
+	c.HistoryTTLs.CatchAll = 12 * time.Hour
 	args := c.Args()
 	for _, a := range args {
-		if strings.HasPrefix(a, "--lists-dir") {
+		if strings.HasPrefix(a, "--lists-dir") || strings.HasPrefix(a, "--fleet-seat") {
 			t.Fatalf("manager-only flag passed on: %s", a)
 		}
 	}
@@ -32,13 +37,33 @@ func TestArgsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.ListsDir = ""
+	c.Fleet.Seat, c.Fleet.Seats = got.Fleet.Seat, got.Fleet.Seats // the Job's own
 	if !reflect.DeepEqual(got, c) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, c)
 	}
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if len(args) != len(names)-1 {
+	if len(args) != len(names)-len(managerOnly) {
 		t.Fatalf("%d args for %d flags", len(args), len(names))
+	}
+}
+
+// URLs with passwords never go into Job args: workers read them from
+// their environment (--worker-env-secret).
+func TestArgsOmitPasswords(t *testing.T) {
+	c := DefaultVerifyConfig()
+	c.Fleet.URL, c.HistoryURL = "redis://:s3cret@10.0.0.5:6379/2", "postgres://u:pw@10.0.0.6/ev"
+	for _, a := range c.Args() {
+		if strings.Contains(a, "s3cret") || strings.Contains(a, "pw@") {
+			t.Errorf("a password in the args: %s", a)
+		}
+	}
+	if got := c.OmittedArgs(); !slices.Equal(got, []string{"fleet-url", "history-url"}) {
+		t.Errorf("OmittedArgs = %v", got)
+	}
+	c.Fleet.URL = "redis://10.0.0.5:6379/2"
+	if !slices.Contains(c.Args(), "--fleet-url=redis://10.0.0.5:6379/2") {
+		t.Error("a URL without a password left out")
 	}
 }
 
@@ -75,5 +100,37 @@ func TestServiceNames(t *testing.T) {
 		if _, err := reg.Lookup(name); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// Rows in flight are a process's, shared by the shards it runs, and an
+// offline engine (no DNS, so nothing waits) keeps few.
+func TestRowsInFlight(t *testing.T) {
+	c := DefaultVerifyConfig()
+	if got := c.SharedBy(4).RowsInFlight; got != c.RowsInFlight/4 {
+		t.Errorf("shared by 4: %d, want %d", got, c.RowsInFlight/4)
+	}
+	if got := c.SharedBy(1).RowsInFlight; got != c.RowsInFlight {
+		t.Errorf("shared by 1: %d", got)
+	}
+	inFlight := func(e *verify.Engine, c VerifyConfig) int {
+		svc, err := RegistryFor(e, c).Lookup(evlist.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc.(*evlist.Service).InFlight
+	}
+	if got := inFlight(OfflineEngine(), c); got != OfflineRowsInFlight {
+		t.Errorf("offline engine: %d rows in flight, want %d", got, OfflineRowsInFlight)
+	}
+	c.RowsInFlight = 500
+	if got := inFlight(OfflineEngine(), c); got != 500 {
+		t.Errorf("offline engine, 500 asked: %d", got)
+	}
+	c.RowsInFlight = 100_000
+	online := OfflineEngine()
+	online.DNS = mxdns.New(mxdns.Config{Server: "127.0.0.1:1"})
+	if got := inFlight(online, c); got != 100_000 {
+		t.Errorf("engine with DNS: %d rows in flight, want 100000", got)
 	}
 }

@@ -7,7 +7,6 @@ package evlist
 
 import (
 	"context"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -22,15 +21,19 @@ const Name = services.EmailValidation
 
 // Columns appended to every row, after the input's own columns.
 // ev_duplicate marks an address (trimmed, lower-cased) that appeared
-// earlier in the list: earlier shards' rows are observed before a shard
-// starts (PriorObserver), so repeats across shards are flagged too.
-var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid"}
+// earlier in the list, in any shard: the pipeline finds the repeats of the
+// whole list once, from DedupKey, and hands them over in Row.Repeat.
+// ev_from_history says the mailbox verdict came from the verification
+// history instead of a probe now. New columns go at the end, so the
+// positions clients read keep their meaning.
+var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid", "ev_from_history"}
 
-// Checker verifies one batch of addresses; results[i] is for addrs[i].
-type Checker func(ctx context.Context, addrs []string, results []verify.Result) error
+// Checker verifies one batch of addresses with o; results[i] is for
+// addrs[i].
+type Checker func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error
 
 // SyntaxOnly checks syntax and nothing else.
-func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result) error {
+func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result, _ verify.Options) error {
 	for i, a := range addrs {
 		results[i] = verify.CheckSyntax(a)
 	}
@@ -39,8 +42,8 @@ func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result) erro
 
 // EngineChecker verifies batches with the engine's batch mode.
 func EngineChecker(e *verify.Engine) Checker {
-	return func(ctx context.Context, addrs []string, results []verify.Result) error {
-		return e.VerifyBatch(ctx, addrs, results, verify.Options{SMTP: true})
+	return func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error {
+		return e.VerifyBatch(ctx, addrs, results, o)
 	}
 }
 
@@ -86,7 +89,8 @@ func (s *Service) Check(listservice.Input) error { return nil }
 
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
-	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{}, seen: map[uint64]struct{}{}}
+	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{},
+		opts: verify.Options{SMTP: true, MaxAge: in.MaxAge}}
 	if s.Counters != nil {
 		p.start = s.Counters()
 	}
@@ -97,10 +101,8 @@ type processor struct {
 	svc    *Service
 	col    int
 	report listservice.Reporting
-	// seen holds 64-bit FNV-1a digests of normalised addresses: 8 bytes an
-	// address, with a false "duplicate" chance of about n²/2⁶⁵.
-	seen  map[uint64]struct{}
-	start map[string]float64 // engine counters when the shard began
+	start  map[string]float64 // engine counters when the shard began
+	opts   verify.Options     // the list's: SMTP on, its maximum age
 }
 
 // Counters implements listservice.CounterReporter: the engine's work
@@ -125,6 +127,7 @@ const (
 	colCorrection
 	colDuplicate
 	colValid
+	colFromHistory
 )
 
 // ProcessBatch verifies a batch; the pipeline runs several at once
@@ -135,7 +138,7 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		addrs[i] = r.Field(p.col)
 	}
 	res := make([]verify.Result, len(rows))
-	if err := p.svc.Checker(ctx, addrs, res); err != nil {
+	if err := p.svc.Checker(ctx, addrs, res, p.opts); err != nil {
 		return err
 	}
 	for i, r := range res {
@@ -157,21 +160,36 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		out[i][colRole] = role
 		out[i][colCorrection] = correction
 		out[i][colValid] = valid
+		out[i][colFromHistory] = strconv.FormatBool(r.FromHistory)
 	}
 	return nil
 }
 
 // FinishBatch marks duplicates and counts, in row order.
 func (p *processor) FinishBatch(rows []listservice.Row, out [][]string) {
+	statuses, codes := p.counts("status"), p.counts("status_code")
 	for i, r := range rows {
 		dup := "false"
-		if p.remember(r.Field(p.col)) {
+		if r.Repeat {
 			dup = "true"
 		}
 		out[i][colDuplicate] = dup
-		p.report.Add("status", out[i][colStatus], 1)
-		p.report.Add("status_code", out[i][colCode], 1)
+		statuses[out[i][colStatus]]++
+		codes[out[i][colCode]]++
+		if out[i][colFromHistory] == "true" {
+			p.report.Add("from_history", "true", 1)
+		}
 	}
+}
+
+// counts is the reporting's buckets of field, made when missing.
+func (p *processor) counts(field string) map[string]int64 {
+	m := p.report[field]
+	if m == nil {
+		m = map[string]int64{}
+		p.report[field] = m
+	}
+	return m
 }
 
 // RowsInFlight lets the pipeline keep many batches in verification.
@@ -179,27 +197,11 @@ func (p *processor) RowsInFlight() int { return p.svc.inFlight() }
 
 func (p *processor) Reporting() listservice.Reporting { return p.report }
 
-// remember records addr and reports whether it was seen before.
-func (p *processor) remember(addr string) bool {
-	norm := strings.ToLower(verify.TrimPadding(addr))
-	if norm == "" {
-		return false
-	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(norm))
-	d := h.Sum64()
-	if _, ok := p.seen[d]; ok {
-		return true
-	}
-	p.seen[d] = struct{}{}
-	return false
-}
-
-// ObservePrior records the addresses of rows before this shard.
-func (p *processor) ObservePrior(fields []string) {
-	if p.col < len(fields) {
-		p.remember(fields[p.col])
-	}
+// DedupKey implements listservice.Deduper: addresses repeat when they are
+// equal once padding is trimmed and letters lower-cased; an empty one
+// never repeats.
+func (s *Service) DedupKey(addr string) string {
+	return strings.ToLower(verify.TrimPadding(addr))
 }
 
 // BatchSize is the rows verified together: enough to group a batch's

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/listservice"
@@ -14,9 +15,25 @@ import (
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
-// processBatch runs a batch as the pipeline does: ProcessBatch, then
-// FinishBatch in row order.
+// seenKeys plays the pipeline's duplicate search for processBatch: the
+// keys each processor's rows had so far.
+var seenKeys = map[listservice.Processor]map[string]bool{}
+
+// processBatch runs a batch as the pipeline does: Row.Repeat set from the
+// service's DedupKey (exactly, in a map), ProcessBatch, then FinishBatch
+// in row order.
 func processBatch(ctx context.Context, p listservice.Processor, rows []listservice.Row, out [][]string) error {
+	proc := p.(*processor)
+	seen := seenKeys[p]
+	if seen == nil {
+		seen = map[string]bool{}
+		seenKeys[p] = seen
+	}
+	for i := range rows {
+		k := proc.svc.DedupKey(rows[i].Field(proc.col))
+		rows[i].Repeat = k != "" && seen[k]
+		seen[k] = true
+	}
 	if err := p.ProcessBatch(ctx, rows, out); err != nil {
 		return err
 	}
@@ -45,7 +62,7 @@ func newOut(n int) [][]string {
 
 func TestColumns(t *testing.T) {
 	s := New(SyntaxOnly)
-	want := []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid"}
+	want := []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid", "ev_from_history"}
 	got := s.Columns()
 	if !slices.Equal(got, want) {
 		t.Fatalf("Columns() = %q, want %q", got, want)
@@ -65,23 +82,23 @@ func TestColumns(t *testing.T) {
 func TestSyntaxOnlyRows(t *testing.T) {
 	tests := []struct {
 		addr string
-		want []string // ev_status, ev_status_code, ev_domain_type, ev_role_account, ev_correction, ev_duplicate, ev_valid
+		want []string // ev_status, ev_status_code, ev_domain_type, ev_role_account, ev_correction, ev_duplicate, ev_valid, ev_from_history
 	}{
-		{"john@example.com", []string{"valid", "10", "", "false", "", "false", "true"}},
-		{"John.Doe@EXAMPLE.COM", []string{"valid", "10", "", "false", "", "false", "true"}},
-		{"user@bücher.de", []string{"valid", "10", "", "false", "", "false", "true"}},
-		{"info@example.com", []string{"valid", "10", "", "false", "", "false", "true"}}, // role accounts come with the list stage
-		{"", []string{"invalid", "100", "", "false", "", "false", "false"}},
-		{"john.example.com", []string{"invalid", "150", "", "false", "", "false", "false"}},
-		{"a@b@example.com", []string{"invalid", "155", "", "false", "", "false", "false"}}, // corrections come with the engine
-		{"@example.com", []string{"invalid", "140", "", "false", "", "false", "false"}},
-		{"john@", []string{"invalid", "145", "", "false", "", "false", "false"}},
-		{"john@example.invalidtld", []string{"invalid", "200", "", "false", "", "false", "false"}},
+		{"john@example.com", []string{"valid", "10", "", "false", "", "false", "true", "false"}},
+		{"John.Doe@EXAMPLE.COM", []string{"valid", "10", "", "false", "", "false", "true", "false"}},
+		{"user@bücher.de", []string{"valid", "10", "", "false", "", "false", "true", "false"}},
+		{"info@example.com", []string{"valid", "10", "", "false", "", "false", "true", "false"}}, // role accounts come with the list stage
+		{"", []string{"invalid", "100", "", "false", "", "false", "false", "false"}},
+		{"john.example.com", []string{"invalid", "150", "", "false", "", "false", "false", "false"}},
+		{"a@b@example.com", []string{"invalid", "155", "", "false", "", "false", "false", "false"}}, // corrections come with the engine
+		{"@example.com", []string{"invalid", "140", "", "false", "", "false", "false", "false"}},
+		{"john@", []string{"invalid", "145", "", "false", "", "false", "false", "false"}},
+		{"john@example.invalidtld", []string{"invalid", "200", "", "false", "", "false", "false", "false"}},
 		// The first row's address, padded: the trimmed address's verdict,
 		// and a duplicate.
-		{" john@example.com ", []string{"valid", "10", "", "false", "", "true", "true"}},
-		{"jo hn@example.com", []string{"invalid", "215", "", "false", "", "false", "false"}},
-		{"\xff@example.com", []string{"invalid", "110", "", "false", "", "false", "false"}},
+		{" john@example.com ", []string{"valid", "10", "", "false", "", "true", "true", "false"}},
+		{"jo hn@example.com", []string{"invalid", "215", "", "false", "", "false", "false", "false"}},
+		{"\xff@example.com", []string{"invalid", "110", "", "false", "", "false", "false", "false"}},
 	}
 	ctx := context.Background()
 	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{Header: []string{"name", "email"}, EmailIndex: 1})
@@ -132,10 +149,10 @@ func TestReportingAcrossBatchesAndShortRows(t *testing.T) {
 		}
 		all = append(all, out...)
 	}
-	if got := all[3]; !slices.Equal(got, []string{"invalid", "100", "", "false", "", "false", "false"}) {
+	if got := all[3]; !slices.Equal(got, []string{"invalid", "100", "", "false", "", "false", "false", "false"}) {
 		t.Errorf("short row: %q", got)
 	}
-	if got := all[4]; !slices.Equal(got, []string{"valid", "10", "", "false", "", "false", "true"}) {
+	if got := all[4]; !slices.Equal(got, []string{"valid", "10", "", "false", "", "false", "true", "false"}) {
 		t.Errorf("row after a smaller batch: %q", got)
 	}
 	want := listservice.Reporting{
@@ -155,7 +172,7 @@ func TestReportingAcrossBatchesAndShortRows(t *testing.T) {
 
 func TestCustomChecker(t *testing.T) {
 	ctx := context.Background()
-	check := func(_ context.Context, addrs []string, res []verify.Result) error {
+	check := func(_ context.Context, addrs []string, res []verify.Result, _ verify.Options) error {
 		for i, a := range addrs {
 			r := verify.Result{Address: a}
 			switch {
@@ -196,11 +213,11 @@ func TestCustomChecker(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := [][]string{
-		{"safetosend", "50", "biz", "true", "", "false", "true"},
-		{"trap", "525", "disposable", "false", "", "false", "false"},
-		{"valid", "45", "freeisp", "false", "", "false", "true"},
-		{"invalid", "505", "freeisp", "false", "z@gmail.com", "false", "false"},
-		{"unknown", "5", "", "false", "", "false", "false"},
+		{"safetosend", "50", "biz", "true", "", "false", "true", "false"},
+		{"trap", "525", "disposable", "false", "", "false", "false", "false"},
+		{"valid", "45", "freeisp", "false", "", "false", "true", "false"},
+		{"invalid", "505", "freeisp", "false", "z@gmail.com", "false", "false", "false"},
+		{"unknown", "5", "", "false", "", "false", "false", "false"},
 	}
 	for i := range want {
 		if !slices.Equal(out[i], want[i]) {
@@ -219,7 +236,7 @@ func TestCustomChecker(t *testing.T) {
 func TestCheckerError(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("dns down")
-	p, _ := New(func(context.Context, []string, []verify.Result) error { return boom }).NewProcessor(ctx, listservice.Input{})
+	p, _ := New(func(context.Context, []string, []verify.Result, verify.Options) error { return boom }).NewProcessor(ctx, listservice.Input{})
 	out := newOut(1)
 	if err := processBatch(ctx, p, rowsOf(0, "a@example.com"), out); !errors.Is(err, boom) {
 		t.Errorf("ProcessBatch = %v, want %v", err, boom)
@@ -233,7 +250,7 @@ func TestCheckerError(t *testing.T) {
 // the next one, even when a checker only sets what it found.
 func TestResultsZeroedBetweenBatches(t *testing.T) {
 	ctx := context.Background()
-	check := func(_ context.Context, addrs []string, res []verify.Result) error {
+	check := func(_ context.Context, addrs []string, res []verify.Result, _ verify.Options) error {
 		for i, a := range addrs {
 			res[i].Address = a
 			if strings.HasPrefix(a, "info@") {
@@ -259,8 +276,8 @@ func TestResultsZeroedBetweenBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := [][]string{
-		{"valid", "10", "", "false", "", "false", "true"},
-		{"safetosend", "50", "biz", "true", "", "false", "true"},
+		{"valid", "10", "", "false", "", "false", "true", "false"},
+		{"safetosend", "50", "biz", "true", "", "false", "true", "false"},
 	}
 	for i := range want {
 		if !slices.Equal(out[i], want[i]) {
@@ -269,12 +286,15 @@ func TestResultsZeroedBetweenBatches(t *testing.T) {
 	}
 }
 
-// ev_duplicate flags an address seen earlier by the same processor, in this
-// batch or an earlier one, compared trimmed and lower-cased; its first
-// occurrence and empty addresses are never duplicates.
+// ev_duplicate flags an address seen earlier in the list, compared
+// trimmed and lower-cased (DedupKey); its first occurrence and empty
+// addresses are never duplicates. The pipeline finds the repeats from
+// DedupKey and hands them over in Row.Repeat (processBatch plays the
+// pipeline's part).
 func TestDuplicate(t *testing.T) {
 	ctx := context.Background()
-	p, err := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailIndex: 0})
+	svc := New(SyntaxOnly)
+	p, err := svc.NewProcessor(ctx, listservice.Input{EmailIndex: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,17 +307,18 @@ func TestDuplicate(t *testing.T) {
 			[]string{"false", "false", "false", "true"},
 		},
 		{
-			[]string{" ANN@Example.com\t", "ann@example.com", "", "carol@example.com", "bob@example.com", "ann@example.org"},
-			[]string{"true", "true", "false", "false", "true", "false"},
+			[]string{" ANN@Example.com\t", "ann@example.com", "", "carol@example.com", "bob@example.com", "ann@example.org", "\u00a0\ufeffcarol@EXAMPLE.com\u200b"},
+			[]string{"true", "true", "false", "false", "true", "false", "true"},
 		},
 		{
-			[]string{"Carol@example.com ", "dave@example.com"},
-			[]string{"true", "false"},
+			[]string{"Carol@example.com ", "dave@example.com", "  \t"},
+			[]string{"true", "false", "false"},
 		},
 	}
 	for bi, b := range batches {
+		rows := rowsOf(0, b.addrs...)
 		out := newOut(len(b.addrs))
-		if err := processBatch(ctx, p, rowsOf(0, b.addrs...), out); err != nil {
+		if err := processBatch(ctx, p, rows, out); err != nil {
 			t.Fatal(err)
 		}
 		for i, a := range b.addrs {
@@ -317,18 +338,13 @@ func TestDuplicate(t *testing.T) {
 		}
 	}
 	// Rows are counted in the reporting whether or not they repeat.
-	if got := p.Reporting()["status"]; got["valid"]+got["invalid"] != 12 {
-		t.Errorf("Reporting() status = %v, want 12 rows", got)
+	if got := p.Reporting()["status"]; got["valid"]+got["invalid"] != 14 {
+		t.Errorf("Reporting() status = %v, want 14 rows", got)
 	}
-
-	// Each processor has its own memory of addresses.
-	p2, _ := New(SyntaxOnly).NewProcessor(ctx, listservice.Input{EmailIndex: 0})
-	out := newOut(1)
-	if err := processBatch(ctx, p2, rowsOf(0, "ann@example.com"), out); err != nil {
-		t.Fatal(err)
-	}
-	if out[0][5] != "false" {
-		t.Errorf("new processor: ev_duplicate %q, want false", out[0][5])
+	for in, want := range map[string]string{"": "", " \t ": "", "A@B.C": "a@b.c", "\ufeffÄ@b.c ": "ä@b.c"} {
+		if got := svc.DedupKey(in); got != want {
+			t.Errorf("DedupKey(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -345,17 +361,17 @@ func TestEngineChecker(t *testing.T) {
 		addr string
 		want []string
 	}{
-		{"ann@example.com", []string{"valid", "10", "biz", "false", "", "false", "true"}},
-		{"info@example.com", []string{"valid", "10", "biz", "true", "", "false", "true"}},
-		{"john@gmail.com", []string{"valid", "10", "freeisp", "false", "", "false", "true"}},
-		{"x@mailinator.com", []string{"trap", "525", "disposable", "false", "", "false", "false"}},
-		{"abuse@example.com", []string{"invalid", "500", "biz", "true", "", "false", "false"}},
+		{"ann@example.com", []string{"valid", "10", "biz", "false", "", "false", "true", "false"}},
+		{"info@example.com", []string{"valid", "10", "biz", "true", "", "false", "true", "false"}},
+		{"john@gmail.com", []string{"valid", "10", "freeisp", "false", "", "false", "true", "false"}},
+		{"x@mailinator.com", []string{"trap", "525", "disposable", "false", "", "false", "false", "false"}},
+		{"abuse@example.com", []string{"invalid", "500", "biz", "true", "", "false", "false", "false"}},
 		// Corrections: a syntax error with a fix, and a provider's typo,
 		// which is invalid even though its syntax is fine.
-		{"b@@example.org", []string{"invalid", "155", "", "false", "b@example.org", "false", "false"}},
-		{"john@gmial.com", []string{"invalid", "505", "freeisp", "false", "john@gmail.com", "false", "false"}},
-		{"john@gmail.con", []string{"invalid", "200", "", "false", "john@gmail.com", "false", "false"}},
-		{" John@Gmail.com ", []string{"valid", "10", "freeisp", "false", "", "true", "true"}},
+		{"b@@example.org", []string{"invalid", "155", "", "false", "b@example.org", "false", "false", "false"}},
+		{"john@gmial.com", []string{"invalid", "505", "freeisp", "false", "john@gmail.com", "false", "false", "false"}},
+		{"john@gmail.con", []string{"invalid", "200", "", "false", "john@gmail.com", "false", "false", "false"}},
+		{" John@Gmail.com ", []string{"valid", "10", "freeisp", "false", "", "true", "true", "false"}},
 	}
 	addrs := make([]string, len(tests))
 	for i, tt := range tests {
@@ -368,6 +384,43 @@ func TestEngineChecker(t *testing.T) {
 	for i, tt := range tests {
 		if !slices.Equal(out[i], tt.want) {
 			t.Errorf("%q: got %q, want %q", tt.addr, out[i], tt.want)
+		}
+	}
+}
+
+// The list's maximum age reaches the checker with SMTP on, and verdicts
+// from the history are marked in their column and counted.
+func TestMaxAgeAndFromHistory(t *testing.T) {
+	ctx := context.Background()
+	week := 7 * 24 * time.Hour
+	var got []verify.Options
+	check := func(_ context.Context, addrs []string, res []verify.Result, o verify.Options) error {
+		got = append(got, o)
+		for i, a := range addrs {
+			res[i] = verify.Result{Address: a}
+			res[i].SetCode(verify.CodeDeliverable)
+			res[i].FromHistory = strings.HasPrefix(a, "old")
+		}
+		return nil
+	}
+	for _, maxAge := range []*time.Duration{nil, &week} {
+		got = nil
+		p, err := New(check).NewProcessor(ctx, listservice.Input{EmailIndex: 0, MaxAge: maxAge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := newOut(3)
+		if err := processBatch(ctx, p, rowsOf(0, "old1@example.com", "new@example.com", "old2@example.com"), out); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !got[0].SMTP || got[0].MaxAge != maxAge {
+			t.Errorf("checker options %+v, want SMTP and max age %v", got, maxAge)
+		}
+		if col := len(columns) - 1; out[0][col] != "true" || out[1][col] != "false" || out[2][col] != "true" {
+			t.Errorf("ev_from_history: %q %q %q", out[0][col], out[1][col], out[2][col])
+		}
+		if n := p.Reporting()["from_history"]["true"]; n != 2 {
+			t.Errorf("reporting from_history = %v, want 2", p.Reporting())
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"math/bits"
 	"sort"
 	"strings"
@@ -57,6 +58,9 @@ type Stats struct {
 	// PhoneDistinctEmails counts distinct other Emails with Phone in the
 	// window.
 	PhoneDistinctEmails int
+	// EmailReports, IPReports and PhoneReports count the fraud reports
+	// (Report) naming Email, IP and Phone, ever.
+	EmailReports, IPReports, PhoneReports int
 }
 
 // History stores queries and answers velocity questions about them. The
@@ -65,6 +69,9 @@ type Stats struct {
 type History interface {
 	Record(ctx context.Context, ev Event) error
 	Stats(ctx context.Context, k Keys, now time.Time, window time.Duration) (Stats, error)
+	// Report stores fraud reports (feedback); they are kept apart from
+	// queries: never evicted by them, never pruned with them.
+	Report(ctx context.Context, reports []Report) error
 }
 
 // digest returns the keyed digest of a normalised value.
@@ -193,6 +200,7 @@ func (a *assessor) historySignals() (newDomain bool) {
 		if v.PhoneDistinctEmails > 0 && k.Phone != "" && st.PhoneDistinctEmails >= v.PhoneDistinctEmails {
 			a.add(ReasonPhoneVelocity)
 		}
+		a.reportSignals(st, k)
 		switch {
 		case v.TumblingHigh > 0 && st.TumblingVariants >= v.TumblingHigh:
 			tumbling = 3
@@ -221,6 +229,11 @@ type MemoryHistory struct {
 	maxKeys   int
 	maxPerKey int
 	m         map[memKeyID]*memKey
+	// reports counts the reports per identifier (kinds 'e', 'i', 'p'),
+	// apart from m so that query traffic never evicts them; at most
+	// maxKeys identifiers, beyond which new ones are dropped (Report
+	// fails).
+	reports map[memKeyID]int
 }
 
 type memKeyID struct {
@@ -245,7 +258,39 @@ func NewMemoryHistory(maxKeys, maxPerKey int) *MemoryHistory {
 	if maxPerKey <= 0 {
 		maxPerKey = 256
 	}
-	return &MemoryHistory{maxKeys: maxKeys, maxPerKey: maxPerKey, m: map[memKeyID]*memKey{}}
+	return &MemoryHistory{maxKeys: maxKeys, maxPerKey: maxPerKey, m: map[memKeyID]*memKey{}, reports: map[memKeyID]int{}}
+}
+
+// ErrReportsFull is returned by MemoryHistory.Report when it holds as many
+// reported identifiers as it may.
+var ErrReportsFull = errors.New("fraud: in-memory history holds no more reported identifiers")
+
+// Report implements History. Reports are all counted or none (when they
+// would exceed the bound).
+func (h *MemoryHistory) Report(_ context.Context, reports []Report) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []memKeyID
+	for _, r := range reports {
+		for _, id := range []memKeyID{{'e', r.Email}, {'i', r.IP}, {'p', r.Phone}} {
+			if id.key != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	fresh := map[memKeyID]bool{}
+	for _, id := range ids {
+		if h.reports[id] == 0 {
+			fresh[id] = true
+		}
+	}
+	if len(h.reports)+len(fresh) > h.maxKeys {
+		return ErrReportsFull
+	}
+	for _, id := range ids {
+		h.reports[id]++
+	}
+	return nil
 }
 
 // Len returns the number of identifiers held.
@@ -359,7 +404,15 @@ func (h *MemoryHistory) Stats(_ context.Context, k Keys, now time.Time, window t
 	if p := h.get('p', k.Phone); p != nil {
 		s.PhoneCount, s.PhoneDistinctEmails = p.count(since, now), p.distinct(k.Email, since, now)
 	}
+	s.EmailReports, s.IPReports, s.PhoneReports = h.reported('e', k.Email), h.reported('i', k.IP), h.reported('p', k.Phone)
 	return s, nil
+}
+
+func (h *MemoryHistory) reported(kind byte, key string) int {
+	if key == "" {
+		return 0
+	}
+	return h.reports[memKeyID{kind, key}]
 }
 
 func (h *MemoryHistory) get(kind byte, key string) *memKey {

@@ -22,7 +22,7 @@ type PgDB interface {
 // PostgresOptions configure a PostgresHistory.
 type PostgresOptions struct {
 	// Table is the events table ("fraud_events" by default); first-seen
-	// dates live in Table+"_first_seen". Lower-case letters, digits and
+	// dates live in Table+"_first_seen", fraud reports in Table+"_reports". Lower-case letters, digits and
 	// underscores only.
 	Table string
 	// Cap bounds every window count (512 by default, where the 0-10 scales
@@ -37,12 +37,12 @@ type PostgresOptions struct {
 // sightings keep the earliest). Events older than the longest window in use
 // can be removed with Prune; first-seen rows are kept.
 type PostgresHistory struct {
-	db            PgDB
-	table         string // unquoted name, validated
-	events, first string // quoted identifiers
-	cap           int
-	statsSQL      string
-	recordSQL     string
+	db                     PgDB
+	table                  string // unquoted name, validated
+	events, first, reports string // quoted identifiers
+	cap                    int
+	statsSQL               string
+	recordSQL              string
 }
 
 var pgIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,45}$`)
@@ -60,13 +60,14 @@ func NewPostgresHistory(db PgDB, o PostgresOptions) (*PostgresHistory, error) {
 		o.Cap = 512
 	}
 	h := &PostgresHistory{
-		db:     db,
-		table:  o.Table,
-		events: pgx.Identifier{o.Table}.Sanitize(),
-		first:  pgx.Identifier{o.Table + "_first_seen"}.Sanitize(),
-		cap:    o.Cap,
+		db:      db,
+		table:   o.Table,
+		events:  pgx.Identifier{o.Table}.Sanitize(),
+		first:   pgx.Identifier{o.Table + "_first_seen"}.Sanitize(),
+		reports: pgx.Identifier{o.Table + "_reports"}.Sanitize(),
+		cap:     o.Cap,
 	}
-	r := strings.NewReplacer("{E}", h.events, "{F}", h.first)
+	r := strings.NewReplacer("{E}", h.events, "{F}", h.first, "{R}", h.reports)
 	h.statsSQL = r.Replace(pgStatsSQL)
 	h.recordSQL = r.Replace(pgRecordSQL)
 	return h, nil
@@ -78,7 +79,7 @@ func (h *PostgresHistory) Migrate(ctx context.Context) error {
 	f := fnv.New64a()
 	f.Write([]byte("emaildata/fraud/" + h.table))
 	lock := int64(f.Sum64() >> 1)
-	r := strings.NewReplacer("{E}", h.events, "{F}", h.first, "{T}", h.table, "{LOCK}", fmt.Sprint(lock))
+	r := strings.NewReplacer("{E}", h.events, "{F}", h.first, "{R}", h.reports, "{T}", h.table, "{LOCK}", fmt.Sprint(lock))
 	// One Exec without arguments runs as one implicit transaction, so the
 	// transaction-scoped advisory lock covers every statement.
 	_, err := h.db.Exec(ctx, r.Replace(pgSchemaSQL))
@@ -113,6 +114,17 @@ CREATE TABLE IF NOT EXISTS {F} (
 	total      bigint NOT NULL,
 	PRIMARY KEY (kind, key)
 );
+CREATE TABLE IF NOT EXISTS {R} (
+	id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	at         timestamptz NOT NULL,
+	fraud_type text NOT NULL,
+	email      text NOT NULL,
+	ip         text NOT NULL DEFAULT '',
+	phone      text NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS {T}_reports_email ON {R} (email);
+CREATE INDEX IF NOT EXISTS {T}_reports_ip ON {R} (ip) WHERE ip <> '';
+CREATE INDEX IF NOT EXISTS {T}_reports_phone ON {R} (phone) WHERE phone <> '';
 `
 
 // pgStatsSQL answers Stats in one round trip. $1 email, $2 domain,
@@ -126,7 +138,10 @@ SELECT
 	(SELECT count(*) FROM (SELECT DISTINCT email FROM {E} WHERE ip = $4 AND ip <> '' AND email <> $1 AND at >= $6 AND at <= $7 LIMIT $8) x),
 	(SELECT count(*) FROM (SELECT 1 FROM {E} WHERE phone = $5 AND phone <> '' AND at >= $6 AND at <= $7 LIMIT $8) x),
 	(SELECT count(*) FROM (SELECT DISTINCT email FROM {E} WHERE phone = $5 AND phone <> '' AND email <> $1 AND at >= $6 AND at <= $7 LIMIT $8) x),
-	e.first_seen, coalesce(e.total, 0), d.first_seen, coalesce(d.total, 0)
+	e.first_seen, coalesce(e.total, 0), d.first_seen, coalesce(d.total, 0),
+	(SELECT count(*) FROM (SELECT 1 FROM {R} WHERE email = $1 LIMIT $8) x),
+	(SELECT count(*) FROM (SELECT 1 FROM {R} WHERE ip = $4 AND $4 <> '' LIMIT $8) x),
+	(SELECT count(*) FROM (SELECT 1 FROM {R} WHERE phone = $5 AND $5 <> '' LIMIT $8) x)
 FROM (SELECT 1) one
 LEFT JOIN {F} e ON e.kind = 'e' AND e.key = $1
 LEFT JOIN {F} d ON d.kind = 'd' AND d.key = $2 AND $2 <> ''
@@ -155,6 +170,24 @@ func (h *PostgresHistory) Record(ctx context.Context, ev Event) error {
 	return nil
 }
 
+// Report implements History: one statement for all reports.
+func (h *PostgresHistory) Report(ctx context.Context, reports []Report) error {
+	if len(reports) == 0 {
+		return nil
+	}
+	at := make([]time.Time, len(reports))
+	typ, email, ip, phone := make([]string, len(reports)), make([]string, len(reports)), make([]string, len(reports)), make([]string, len(reports))
+	for i, r := range reports {
+		at[i], typ[i], email[i], ip[i], phone[i] = r.At, r.Type, r.Email, r.IP, r.Phone
+	}
+	_, err := h.db.Exec(ctx, "INSERT INTO "+h.reports+" (at, fraud_type, email, ip, phone)"+
+		" SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[])", at, typ, email, ip, phone)
+	if err != nil {
+		return fmt.Errorf("fraud: record reports: %w", err)
+	}
+	return nil
+}
+
 // Stats implements History.
 func (h *PostgresHistory) Stats(ctx context.Context, k Keys, now time.Time, window time.Duration) (Stats, error) {
 	var (
@@ -168,7 +201,8 @@ func (h *PostgresHistory) Stats(ctx context.Context, k Keys, now time.Time, wind
 		phoneN, phD int
 	)
 	err := h.db.QueryRow(ctx, h.statsSQL, k.Email, k.Domain, k.Tumbling, k.IP, k.Phone, now.Add(-window), now, h.cap).
-		Scan(&emailN, &domainN, &tumbling, &ipN, &ipD, &phoneN, &phD, &eFirst, &s.EmailTotal, &dFirst, &s.DomainTotal)
+		Scan(&emailN, &domainN, &tumbling, &ipN, &ipD, &phoneN, &phD, &eFirst, &s.EmailTotal, &dFirst, &s.DomainTotal,
+			&s.EmailReports, &s.IPReports, &s.PhoneReports)
 	if err != nil {
 		return Stats{}, fmt.Errorf("fraud: history stats: %w", err)
 	}
@@ -184,7 +218,7 @@ func (h *PostgresHistory) Stats(ctx context.Context, k Keys, now time.Time, wind
 }
 
 // Prune deletes events before t in batches and returns how many were
-// deleted. First-seen rows are kept.
+// deleted. First-seen rows and reports are kept.
 func (h *PostgresHistory) Prune(ctx context.Context, before time.Time) (int64, error) {
 	q := "DELETE FROM " + h.events + " WHERE id IN (SELECT id FROM " + h.events + " WHERE at < $1 LIMIT 10000)"
 	var total int64

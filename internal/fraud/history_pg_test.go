@@ -55,7 +55,7 @@ func pgHistory(t *testing.T, pool *pgxpool.Pool) (*PostgresHistory, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, err := pool.Exec(context.Background(), fmt.Sprintf("DROP TABLE IF EXISTS %s, %s_first_seen", table, table))
+		_, err := pool.Exec(context.Background(), fmt.Sprintf("DROP TABLE IF EXISTS %s, %s_first_seen, %s_reports", table, table, table))
 		if err != nil {
 			t.Errorf("drop: %v", err)
 		}
@@ -186,7 +186,7 @@ func BenchmarkPostgresHistory(b *testing.B) {
 	if err := h.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	defer pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s_first_seen", table, table))
+	defer pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s_first_seen, %s_reports", table, table, table))
 	now := t0
 	b.ReportAllocs()
 	i := 0

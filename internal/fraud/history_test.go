@@ -70,6 +70,30 @@ func historyContract(t *testing.T, h History) {
 	if !st.EmailFirstSeen.Equal(now.Add(-72*time.Hour)) || !st.DomainFirstSeen.Equal(now.Add(-72*time.Hour)) || st.EmailTotal != 3 {
 		t.Errorf("after late event: %+v", st)
 	}
+
+	// Reports are counted per identifier, ever, apart from queries.
+	if err := h.Report(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	reports := []Report{
+		{Keys{Email: "A", IP: "I"}, "chargeback", now.Add(-400 * 24 * time.Hour)},
+		{Keys{Email: "A"}, "bot", now},
+		{Keys{Email: "R", Phone: "P"}, "other", now},
+	}
+	if err := h.Report(ctx, reports); err != nil {
+		t.Fatal(err)
+	}
+	st, err = h.Stats(ctx, k, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EmailReports != 2 || st.IPReports != 1 || st.PhoneReports != 1 {
+		t.Errorf("reports: %+v", st)
+	}
+	st, _ = h.Stats(ctx, Keys{Email: "R"}, now, time.Hour)
+	if st.EmailReports != 1 || st.IPReports != 0 || st.PhoneReports != 0 || st.EmailTotal != 0 {
+		t.Errorf("a reported address never queried: %+v", st)
+	}
 }
 
 func sameStats(a, b Stats) bool {
@@ -120,6 +144,7 @@ func (e *errHistory) Record(context.Context, Event) error { e.records++; return 
 func (e *errHistory) Stats(context.Context, Keys, time.Time, time.Duration) (Stats, error) {
 	return Stats{}, errors.New("down")
 }
+func (e *errHistory) Report(context.Context, []Report) error { return errors.New("down") }
 
 func TestScorerHistory(t *testing.T) {
 	ctx := context.Background()

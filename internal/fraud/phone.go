@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/emaildata/emaildata/internal/phone"
 )
 
 // Phone statuses reported in risk.phone.status.
@@ -12,22 +14,6 @@ const (
 	PhoneInvalid   = "invalid"
 	PhoneMalformed = "malformed"
 )
-
-// lineTypes maps libphonenumber number types to risk.phone.line_type.
-var lineTypes = map[phonenumbers.PhoneNumberType]string{
-	phonenumbers.FIXED_LINE:           "landline",
-	phonenumbers.MOBILE:               "mobile",
-	phonenumbers.FIXED_LINE_OR_MOBILE: "landline_or_mobile",
-	phonenumbers.TOLL_FREE:            "toll_free",
-	phonenumbers.PREMIUM_RATE:         "premium_rate",
-	phonenumbers.SHARED_COST:          "shared_cost",
-	phonenumbers.VOIP:                 "voip",
-	phonenumbers.PERSONAL_NUMBER:      "personal",
-	phonenumbers.PAGER:                "pager",
-	phonenumbers.UAN:                  "uan",
-	phonenumbers.VOICEMAIL:            "voicemail",
-	phonenumbers.UNKNOWN:              "unknown",
-}
 
 // phoneSignals evaluates the phone input: parseable, valid, line type,
 // country (against the given country, or the IP country when none is
@@ -62,7 +48,7 @@ func (a *assessor) phoneSignals(raw string) {
 	info.Status = PhoneValid
 	info.Country = phonenumbers.GetRegionCodeForNumber(num)
 	typ := phonenumbers.GetNumberType(num)
-	info.LineType = lineTypes[typ]
+	info.LineType = phone.LineType(typ)
 	switch typ {
 	case phonenumbers.VOIP:
 		a.add(ReasonPhoneVOIP)

@@ -313,3 +313,36 @@ func normZip(s string) string {
 	}
 	return z
 }
+
+// US postal address problems USPostal reports.
+const (
+	USPostalState    = "state"     // not a US state, by USPS code or name
+	USPostalZip      = "zip"       // not 5 digits (optionally and 4), or an unassigned prefix
+	USPostalZipState = "zip_state" // the ZIP's prefix is not one of the state's
+)
+
+// USPostal checks a US state (a USPS code or a name) and ZIP code, each
+// only when given, with the tables GET /fr uses. It returns the state's
+// USPS code (or "") and "" when they can be a US address, else the
+// problem (USPostalState, USPostalZip or USPostalZipState).
+func USPostal(state, zip string) (code, problem string) {
+	ok := false
+	if strings.TrimSpace(state) != "" {
+		if code, ok = normState(state); !ok {
+			return "", USPostalState
+		}
+	}
+	if z := strings.TrimSpace(zip); z != "" {
+		if !validZip("US", z) {
+			return code, USPostalZip
+		}
+		states, assigned := usZipStates(z)
+		switch {
+		case !assigned:
+			return code, USPostalZip
+		case ok && !contains(states, code):
+			return code, USPostalZipState
+		}
+	}
+	return code, ""
+}

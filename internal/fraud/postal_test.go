@@ -171,3 +171,22 @@ func TestNormalizers(t *testing.T) {
 		t.Error("normZip")
 	}
 }
+
+func TestUSPostal(t *testing.T) {
+	for _, tc := range []struct{ state, zip, code, problem string }{
+		{"PA", "15231", "PA", ""},
+		{" pennsylvania ", "15231-0000", "PA", ""},
+		{"", "152310000", "", ""},
+		{"", "", "", ""},
+		{"ZZ", "15231", "", USPostalState},
+		{"PA", "1523", "PA", USPostalZip},
+		{"PA", "ABCDE", "PA", USPostalZip},
+		{"", "00000", "", USPostalZip}, // unassigned prefix
+		{"CA", "15231", "CA", USPostalZipState},
+	} {
+		code, problem := USPostal(tc.state, tc.zip)
+		if code != tc.code || problem != tc.problem {
+			t.Errorf("USPostal(%q, %q) = %q, %q; want %q, %q", tc.state, tc.zip, code, problem, tc.code, tc.problem)
+		}
+	}
+}

@@ -33,6 +33,11 @@ const (
 	ReasonIPVelocity       = "ip_velocity"
 	ReasonPhoneVelocity    = "phone_velocity"
 
+	// Feedback (POST /feedback/v1).
+	ReasonEmailReported = "email_reported"
+	ReasonIPReported    = "ip_reported"
+	ReasonPhoneReported = "phone_reported"
+
 	// IP address.
 	ReasonIPInvalid         = "ip_invalid"
 	ReasonIPPrivate         = "ip_private"
@@ -106,6 +111,10 @@ var reasonDescriptions = map[string]string{
 	ReasonDomainNew:        "email domain has not been seen before",
 	ReasonIPVelocity:       "many different email addresses came from this IP address recently",
 	ReasonPhoneVelocity:    "many different email addresses used this phone number recently",
+
+	ReasonEmailReported: "email address was reported as fraud (feedback)",
+	ReasonIPReported:    "IP address was reported in a fraud case (feedback)",
+	ReasonPhoneReported: "phone number was reported in a fraud case (feedback)",
 
 	ReasonIPInvalid:         "ip is not a valid IP address",
 	ReasonIPPrivate:         "IP address is private, reserved or not routable",

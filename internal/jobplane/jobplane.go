@@ -44,8 +44,12 @@ type Options struct {
 	AssetsDir string
 	// Dir holds the components' kubeconfigs and logs, and the node's pods.
 	Dir string
-	// Images maps image names to directories of binaries (see testnode).
+	// Images maps image names to directories of binaries (see testnode);
+	// relative directories are resolved against the working directory.
 	Images map[string]string
+	// StartBackoff is the test node's first wait before it tries again a
+	// container that could not start (default: the kubelet's 10s).
+	StartBackoff time.Duration
 	// NodeName names the test node (default "testnode").
 	NodeName string
 	// NodeCPU and NodeMemory are the node's capacity (default: this
@@ -122,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Plane, error) {
 
 	node, err := testnode.New(o.Env.Config, testnode.Config{
 		Name: o.NodeName, Images: o.Images, Dir: filepath.Join(dir, "pods"),
-		CPU: o.NodeCPU, Memory: o.NodeMemory, Log: o.Log,
+		CPU: o.NodeCPU, Memory: o.NodeMemory, StartBackoff: o.StartBackoff, Log: o.Log,
 	})
 	if err != nil {
 		return nil, err

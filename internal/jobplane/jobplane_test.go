@@ -14,6 +14,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,8 @@ import (
 var (
 	k8s   client.Client
 	plane *jobplane.Plane
+	// lateImage is the directory of the image "late", empty at first.
+	lateImage string
 )
 
 // TestMain runs envtest plus the plane, with an image "shell" whose /sh is
@@ -61,10 +64,17 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// "late" gets its /sh only when a test puts it there.
+	lateImage = filepath.Join(dir, "images", "late")
+	if err := os.MkdirAll(lateImage, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	plane, err = jobplane.Start(context.Background(), jobplane.Options{
 		Env: env, AssetsDir: assets, Dir: filepath.Join(dir, "plane"),
-		Images: map[string]string{"shell": images},
-		Log:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Images:       map[string]string{"shell": images, "late": lateImage},
+		StartBackoff: time.Second,
+		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start job plane:", err)
@@ -99,9 +109,23 @@ var seq int
 // Jobs' failure policy: exit 42 fails the index, disruptions are ignored.
 func shellJob(t *testing.T, completions int32, script string) *batchv1.Job {
 	t.Helper()
+	return shellJobOf(t, "shell", completions, script)
+}
+
+// shellJobOf is shellJob with the container's image.
+func shellJobOf(t *testing.T, image string, completions int32, script string) *batchv1.Job {
+	t.Helper()
 	seq++
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("shell-%d", seq)},
+	job := shellJobSpec(fmt.Sprintf("shell-%d", seq), image, completions, script)
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+func shellJobSpec(name, image string, completions int32, script string) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: batchv1.JobSpec{
 			CompletionMode:       ptr.To(batchv1.IndexedCompletion),
 			Completions:          ptr.To(completions),
@@ -118,7 +142,7 @@ func shellJob(t *testing.T, completions int32, script string) *batchv1.Job {
 				RestartPolicy:                 corev1.RestartPolicyNever,
 				TerminationGracePeriodSeconds: ptr.To(int64(2)),
 				Containers: []corev1.Container{{
-					Name: "main", Image: "shell", Command: []string{"/sh", "-c"}, Args: []string{script},
+					Name: "main", Image: image, Command: []string{"/sh", "-c"}, Args: []string{script},
 					Env: []corev1.EnvVar{
 						{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 						{Name: "GREETING", Value: "hello $(POD)"},
@@ -128,10 +152,6 @@ func shellJob(t *testing.T, completions int32, script string) *batchv1.Job {
 			}},
 		},
 	}
-	if err := k8s.Create(context.Background(), job); err != nil {
-		t.Fatal(err)
-	}
-	return job
 }
 
 func waitJob(t *testing.T, job *batchv1.Job, want batchv1.JobConditionType) *batchv1.Job {
@@ -317,4 +337,117 @@ func hasCondition(p corev1.Pod, c corev1.PodConditionType) bool {
 		}
 	}
 	return false
+}
+
+// limitedJob is shellJob with a memory limit on its container.
+func limitedJob(t *testing.T, limit, script string) *batchv1.Job {
+	t.Helper()
+	seq++
+	job := shellJobSpec(fmt.Sprintf("limited-%d", seq), "shell", 1, script)
+	job.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
+	}
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// A pod whose processes go over their memory limit is killed as the
+// kernel would, and reported OOMKilled with exit code 137, and the Job
+// controller treats it as a cluster's would: the index is retried within
+// backoffLimitPerIndex, then fails. The memory is taken by a child of the
+// shell (tail buffering /dev/zero, which has no newline), so only the sum
+// over the process tree is over the limit; ulimit -v stops tail at 1 GiB
+// should the node fail to kill it, so a broken node cannot exhaust the
+// machine's memory (tail then exits 1, not 137).
+func TestOverMemoryLimitIsOOMKilled(t *testing.T) {
+	job := limitedJob(t, "64Mi", `ulimit -v 1048576; tail /dev/zero; echo "tail exited $?"`)
+	job = waitJob(t, job, batchv1.JobFailed)
+	if got := ptr.Deref(job.Status.FailedIndexes, ""); got != "0" || job.Status.Failed != 2 {
+		t.Errorf("failedIndexes %q failed %d, want index 0 failed after a retry", got, job.Status.Failed)
+	}
+	pods := podsByIndex(t, job)["0"]
+	if len(pods) != 2 {
+		t.Fatalf("index 0 has %d pods, want 2 (a retry)", len(pods))
+	}
+	for _, p := range pods {
+		if term := terminated(p); p.Status.Phase != corev1.PodFailed || term == nil || term.ExitCode != 137 || term.Reason != "OOMKilled" {
+			t.Errorf("pod %s: phase %s terminated %+v, want Failed, OOMKilled, exit 137", p.Name, p.Status.Phase, term)
+		}
+	}
+}
+
+// A pod that stays under its limit is left alone.
+func TestUnderMemoryLimitCompletes(t *testing.T) {
+	job := limitedJob(t, "64Mi", `x=$(head -c 1000000 /dev/zero | tr '\0' a); sleep 0.5; echo ${#x}`)
+	job = waitJob(t, job, batchv1.JobComplete)
+	pods := podsByIndex(t, job)["0"]
+	if len(pods) != 1 || terminated(pods[0]) == nil || terminated(pods[0]).Reason != "Completed" {
+		t.Errorf("pods %d, want one Completed", len(pods))
+	}
+}
+
+// waitWaiting waits for the job's first pod to wait with reason and a
+// message containing each of want, and returns that message.
+func waitWaiting(t *testing.T, job *batchv1.Job, reason string, want ...string) string {
+	t.Helper()
+	last := "no pod"
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		pods := podsByIndex(t, job)["0"]
+		if len(pods) == 0 || len(pods[0].Status.ContainerStatuses) != 1 {
+			continue
+		}
+		p := pods[0]
+		if p.Status.Phase != corev1.PodPending {
+			t.Fatalf("pod %s is %s, want Pending", p.Name, p.Status.Phase)
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		if w == nil {
+			continue
+		}
+		last = w.Reason + ": " + w.Message
+		if w.Reason != reason {
+			continue
+		}
+		for _, s := range want {
+			if !strings.Contains(w.Message, s) {
+				t.Fatalf("pod %s waits with %s, message %q lacks %q", p.Name, reason, w.Message, s)
+			}
+		}
+		return w.Message
+	}
+	t.Fatalf("job %s: its pod never waited with %s; last: %s", job.Name, reason, last)
+	return ""
+}
+
+// A container the node cannot start waits as under a kubelet, and is tried
+// again: an unknown image shows ErrImagePull, then ImagePullBackOff; a
+// missing binary shows CreateContainerError with the exec error, and starts
+// once the binary is there.
+func TestContainerCannotStart(t *testing.T) {
+	unknown := shellJobOf(t, "registry.example/nowhere:1", 1, "true")
+	waitWaiting(t, unknown, "ErrImagePull", `failed to pull image "registry.example/nowhere:1"`, "late, shell")
+	waitWaiting(t, unknown, "ImagePullBackOff", `Back-off pulling image "registry.example/nowhere:1": ErrImagePull: failed to pull`)
+	// Tried again (the backoff is 1s here): ErrImagePull comes back.
+	waitWaiting(t, unknown, "ErrImagePull")
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(unknown), unknown); err != nil {
+		t.Fatal(err)
+	}
+	if len(unknown.Status.Conditions) != 0 || unknown.Status.Failed != 0 {
+		t.Errorf("job of the unknown image: conditions %v failed %d; a pod that cannot start is no failure to the Job controller",
+			unknown.Status.Conditions, unknown.Status.Failed)
+	}
+
+	late := shellJobOf(t, "late", 1, "echo started")
+	waitWaiting(t, late, "CreateContainerError", `exec: "/sh": stat `+filepath.Join(lateImage, "sh")+": no such file or directory")
+	if err := os.Symlink("/bin/sh", filepath.Join(lateImage, "sh")); err != nil {
+		t.Fatal(err)
+	}
+	late = waitJob(t, late, batchv1.JobComplete)
+	pods := podsByIndex(t, late)["0"]
+	if len(pods) != 1 || pods[0].Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("pods of the late job: %v, want the one pod, Succeeded once its binary was there", pods)
+	}
 }

@@ -54,6 +54,14 @@ type candidate struct {
 // Errors about the content are *InputError (see the Err* sentinels); other
 // errors come from reading r.
 func Scan(r io.Reader, d Dialect, lim Limits, shardBytes int64, maxShards int) (*Plan, error) {
+	return ScanEach(r, d, lim, shardBytes, maxShards, nil)
+}
+
+// ScanEach is Scan that also hands each data record, with its 0-based row
+// number, to each (when not nil), so that a caller can work on the rows in
+// the same pass. The record is valid only during the call; an error from
+// each stops the scan and is returned as is.
+func ScanEach(r io.Reader, d Dialect, lim Limits, shardBytes int64, maxShards int, each func(row int64, rec *Record) error) (*Plan, error) {
 	d, err := d.Validated() // once: the reader below trusts it
 	if err != nil {
 		return nil, err
@@ -101,7 +109,7 @@ func Scan(r io.Reader, d Dialect, lim Limits, shardBytes int64, maxShards int) (
 			if err := checkBareCR(rec); err != nil {
 				return nil, err
 			}
-			rd.countOnly = true
+			rd.countOnly = each == nil // each may read fields
 			if d.Header {
 				p.Header = rec.Fields()
 				continue
@@ -116,6 +124,11 @@ func Scan(r io.Reader, d Dialect, lim Limits, shardBytes int64, maxShards int) (
 				cands, gran = thin(cands, gran, maxCands)
 			}
 			next = cands[len(cands)-1].off + gran
+		}
+		if each != nil {
+			if err := each(p.Records, rec); err != nil {
+				return nil, err
+			}
 		}
 		p.Records++
 	}

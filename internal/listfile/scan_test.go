@@ -340,3 +340,53 @@ func TestPipelineRealistic(t *testing.T) {
 		t.Fatalf("extra output: %v", err)
 	}
 }
+
+// ScanEach hands over every data record, numbered from 0, with the same
+// fields a Reader gives, header or not, quoted or not; its plan is Scan's;
+// an error from each stops the scan.
+func TestScanEach(t *testing.T) {
+	data := "\ufeffid,email,note\r\n1,a@x.com,plain\r\n\r\n2,\"b@x.com\",\"multi\r\nline, with comma\"\r\n3,\"c \"\"q\"\"\",x\r\n4\r\n"
+	for _, header := range []bool{true, false} {
+		d := Dialect{Delimiter: ',', Header: header, EmailColumn: 2}
+		var got []string
+		p, err := ScanEach(strings.NewReader(data), d, Limits{}, 0, 4, func(row int64, rec *Record) error {
+			got = append(got, fmt.Sprintf("%d:%q", row, rec.FieldBytes(1)))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		rd := NewReader(strings.NewReader(data), d, Limits{})
+		for row := int64(0); ; {
+			rec, err := rd.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if header && rec.Line == 1 {
+				continue
+			}
+			want = append(want, fmt.Sprintf("%d:%q", row, rec.FieldBytes(1)))
+			row++
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("header=%v: each got %v, want %v", header, got, want)
+		}
+		plain, err := Scan(strings.NewReader(data), d, Limits{}, 0, 4)
+		if err != nil || !reflect.DeepEqual(p, plain) {
+			t.Errorf("header=%v: ScanEach plan %+v, Scan plan %+v (%v)", header, p, plain, err)
+		}
+	}
+	stop := errors.New("stop")
+	if _, err := ScanEach(strings.NewReader(data), Dialect{Delimiter: ',', EmailColumn: 1}, Limits{}, 0, 4, func(row int64, _ *Record) error {
+		if row == 2 {
+			return stop
+		}
+		return nil
+	}); err != stop {
+		t.Errorf("err %v, want each's error", err)
+	}
+}

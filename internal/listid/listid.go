@@ -3,13 +3,20 @@
 // The counter lives in one ConfigMap. Every allocation is a read followed by
 // an update carrying the read's resourceVersion, so the API server rejects
 // a concurrent writer with a conflict and that writer tries again: API
-// replicas and the controller never hand out the same number.
+// replicas and the controller never hand out the same number. IDs the REST
+// API hands out are reserved for the list they are for (see Reserve), so the
+// controller can tell them from labels anyone else writes.
 package listid
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,48 +49,212 @@ type Allocator struct {
 
 // Next returns a new list ID.
 func (a *Allocator) Next(ctx context.Context) (int64, error) {
-	key := client.ObjectKey{Namespace: a.Namespace, Name: a.Name}
+	return a.allocate(ctx, nil)
+}
+
+// Reservations. The REST API creates each list with its ID in a label
+// (the client is told the ID before the controller sees the list); the
+// controller must honour that label for the API's lists and for nothing
+// else. So the API allocates with Reserve, which records, in the same
+// update as the counter, which list the ID is for: data key reserved.<id>
+// holds "<list name> <time>". The controller adopts a labelled ID only
+// while a reservation names that list, and releases the reservation once
+// the list's status holds the ID: an ID is adopted once, by the list it
+// was handed out for, and a label naming any other ID (taken, ahead of
+// the counter, someone else's) finds no reservation.
+const reservedPrefix = "reserved."
+
+// Reservation is an ID handed out for a list that was to be created.
+type Reservation struct {
+	ID   int64
+	Name string    // the list's name, in the API's namespace
+	At   time.Time // when it was handed out
+}
+
+// Reserve allocates an ID for the list the caller will create under the
+// name name(id), and records the reservation.
+func (a *Allocator) Reserve(ctx context.Context, name func(id int64) string) (int64, error) {
+	return a.allocate(ctx, func(id int64) (string, string) {
+		return reservedPrefix + strconv.FormatInt(id, 10), name(id) + " " + time.Now().UTC().Format(time.RFC3339)
+	})
+}
+
+// Reserved returns the reservation of id, ok false when there is none.
+func (a *Allocator) Reserved(ctx context.Context, id int64) (r Reservation, ok bool, err error) {
+	var cm corev1.ConfigMap
+	if err := a.Reader.Get(ctx, a.key(), &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return r, false, nil
+		}
+		return r, false, fmt.Errorf("read list id counter %s: %w", a.key(), err)
+	}
+	v, ok := cm.Data[reservedPrefix+strconv.FormatInt(id, 10)]
+	if !ok {
+		return r, false, nil
+	}
+	r, ok = parseReservation(id, v)
+	return r, ok, nil
+}
+
+// Release drops id's reservation if it is still name's, and with it every
+// reservation stale reports true for (reservations the controller found
+// no use for: a list the API never managed to create).
+func (a *Allocator) Release(ctx context.Context, id int64, name string, stale func(Reservation) bool) error {
+	return a.ReleaseAll(ctx, map[int64]string{id: name}, stale)
+}
+
+// ReleaseAll is Release for several reservations (ID: name), in one update.
+func (a *Allocator) ReleaseAll(ctx context.Context, names map[int64]string, stale func(Reservation) bool) error {
+	return a.update(ctx, func(cm *corev1.ConfigMap) (bool, error) {
+		changed := false
+		for k, v := range cm.Data {
+			rid, err := strconv.ParseInt(strings.TrimPrefix(k, reservedPrefix), 10, 64)
+			if !strings.HasPrefix(k, reservedPrefix) || err != nil {
+				continue
+			}
+			r, ok := parseReservation(rid, v)
+			name, mine := names[rid]
+			if mine && r.Name == name || !ok || !mine && stale != nil && stale(r) {
+				delete(cm.Data, k)
+				changed = true
+			}
+		}
+		return changed, nil
+	})
+}
+
+// Releaser batches releases: while one caller writes, the reservations
+// others release wait and go in its next write, so a burst of adoptions
+// costs a few counter updates rather than one each (each also contends
+// with the API's allocations). The zero Releaser is ready.
+type Releaser struct {
+	mu       sync.Mutex
+	pending  map[int64]string
+	flushing bool
+}
+
+// Release queues id's reservation for name and, unless another call is
+// writing already, writes every queued release until none is left. An
+// error means the reservations of that write stay (as stale ones, dropped
+// by a later release).
+func (b *Releaser) Release(ctx context.Context, a *Allocator, id int64, name string, stale func(Reservation) bool) error {
+	b.mu.Lock()
+	if b.pending == nil {
+		b.pending = map[int64]string{}
+	}
+	b.pending[id] = name
+	if b.flushing {
+		b.mu.Unlock()
+		return nil
+	}
+	b.flushing = true
+	var errs []error
+	for len(b.pending) > 0 {
+		batch := b.pending
+		b.pending = map[int64]string{}
+		b.mu.Unlock()
+		if err := a.ReleaseAll(ctx, batch, stale); err != nil {
+			errs = append(errs, err)
+		}
+		b.mu.Lock()
+	}
+	b.flushing = false
+	b.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Reservations lists the recorded reservations.
+func (a *Allocator) Reservations(ctx context.Context) ([]Reservation, error) {
+	var cm corev1.ConfigMap
+	if err := a.Reader.Get(ctx, a.key(), &cm); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	var out []Reservation
+	for k, v := range cm.Data {
+		if id, err := strconv.ParseInt(strings.TrimPrefix(k, reservedPrefix), 10, 64); err == nil && strings.HasPrefix(k, reservedPrefix) {
+			if r, ok := parseReservation(id, v); ok {
+				out = append(out, r)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func parseReservation(id int64, v string) (Reservation, bool) {
+	name, at, ok := strings.Cut(v, " ")
+	t, err := time.Parse(time.RFC3339, at)
+	if !ok || err != nil || name == "" {
+		return Reservation{ID: id}, false
+	}
+	return Reservation{ID: id, Name: name, At: t}, true
+}
+
+func (a *Allocator) key() client.ObjectKey {
+	return client.ObjectKey{Namespace: a.Namespace, Name: a.Name}
+}
+
+// allocate increments the counter and, with record, writes the data key
+// and value record returns for the new ID in the same update.
+func (a *Allocator) allocate(ctx context.Context, record func(id int64) (string, string)) (int64, error) {
+	var id int64
+	err := a.update(ctx, func(cm *corev1.ConfigMap) (bool, error) {
+		last := int64(0)
+		if v, ok := cm.Data[dataKey]; ok || cm.ResourceVersion != "" {
+			var err error
+			if last, err = strconv.ParseInt(v, 10, 64); err != nil || last < 0 {
+				return false, fmt.Errorf("list id counter %s holds %q, not a number", a.key(), v)
+			}
+		}
+		id = last + 1
+		cm.Data[dataKey] = strconv.FormatInt(id, 10)
+		if record != nil {
+			k, v := record(id)
+			cm.Data[k] = v
+		}
+		return true, nil
+	})
+	return id, err
+}
+
+// update applies change to the counter ConfigMap (created when missing)
+// and writes it with the read's resourceVersion, so a concurrent writer's
+// update conflicts and is tried again on a fresh read.
+func (a *Allocator) update(ctx context.Context, change func(cm *corev1.ConfigMap) (bool, error)) error {
+	key := a.key()
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		var cm corev1.ConfigMap
 		err := a.Reader.Get(ctx, key, &cm)
-		if apierrors.IsNotFound(err) {
-			cm = corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{
-					Namespace: a.Namespace, Name: a.Name,
-					Labels: map[string]string{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "list-id-counter"},
-				},
-				Data: map[string]string{dataKey: "1"},
-			}
-			err = a.Writer.Create(ctx, &cm)
-			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
-			if err != nil {
-				return 0, fmt.Errorf("create list id counter %s: %w", key, err)
-			}
-			return 1, nil
+		missing := apierrors.IsNotFound(err)
+		if err != nil && !missing {
+			return fmt.Errorf("read list id counter %s: %w", key, err)
 		}
-		if err != nil {
-			return 0, fmt.Errorf("read list id counter %s: %w", key, err)
+		if missing {
+			cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				Namespace: a.Namespace, Name: a.Name,
+				Labels: map[string]string{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "list-id-counter"},
+			}}
 		}
-		last, err := strconv.ParseInt(cm.Data[dataKey], 10, 64)
-		if err != nil || last < 0 {
-			return 0, fmt.Errorf("list id counter %s holds %q, not a number", key, cm.Data[dataKey])
-		}
-		next := last + 1
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[dataKey] = strconv.FormatInt(next, 10)
-		// Update sends resourceVersion, so a concurrent allocation conflicts.
-		err = a.Writer.Update(ctx, &cm)
-		if apierrors.IsConflict(err) {
+		changed, err := change(&cm)
+		if err != nil || !changed {
+			return err
+		}
+		if missing {
+			err = a.Writer.Create(ctx, &cm)
+		} else {
+			// Update sends resourceVersion, so a concurrent allocation conflicts.
+			err = a.Writer.Update(ctx, &cm)
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("update list id counter %s: %w", key, err)
+			return fmt.Errorf("update list id counter %s: %w", key, err)
 		}
-		return next, nil
+		return nil
 	}
-	return 0, fmt.Errorf("list id counter %s: gave up after %d conflicting attempts", key, maxAttempts)
+	return fmt.Errorf("list id counter %s: gave up after %d conflicting attempts", key, maxAttempts)
 }

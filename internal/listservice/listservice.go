@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Row is one data row handed to a service. Its fields are copies, so a
@@ -16,6 +17,10 @@ type Row struct {
 	Number int64
 	// Fields are the row's unquoted values.
 	Fields []string
+	// Repeat says the row's duplicate key (see Deduper) appeared in an
+	// earlier row of the whole list, in this shard or any before it. It is
+	// set only for services that implement Deduper.
+	Repeat bool
 }
 
 // Field returns field i (0-based), or "" for a short row.
@@ -33,6 +38,10 @@ type Input struct {
 	// EmailIndex is the 0-based index of the email column
 	// (listfile.Column.Index of the 1-based column users name).
 	EmailIndex int
+	// MaxAge is the oldest verdict from the verification history the list
+	// accepts instead of a new probe (nil: the service's default, any
+	// verdict still kept; 0: probe every address).
+	MaxAge *time.Duration
 }
 
 // Processor runs a service over the rows of one shard. Rows come in
@@ -66,12 +75,16 @@ type Streamer interface {
 	FinishBatch(rows []Row, out [][]string)
 }
 
-// PriorObserver is implemented by processors that must know the rows
-// before their shard, such as duplicate detection ("appeared earlier in the
-// list"). The pipeline hands them every earlier row's fields, in order,
-// before the shard's first batch.
-type PriorObserver interface {
-	ObservePrior(fields []string)
+// Deduper is implemented by services that flag rows repeating an earlier
+// row of the list. The pipeline finds the repeats once for the whole list,
+// when it prepares the list (in time linear in the list and memory bounded
+// by pipeline.Config.DedupMemory), and hands each row's answer to the
+// processor in Row.Repeat, so a shard never needs the rows before it.
+type Deduper interface {
+	// DedupKey returns the normalised form of a row's email column value
+	// under which repeats are compared, or "" for a value that never
+	// repeats (an empty address). It must be a pure function.
+	DedupKey(email string) string
 }
 
 // CounterReporter is implemented by processors with work counters (DNS

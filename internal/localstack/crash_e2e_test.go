@@ -19,6 +19,7 @@ type stack struct {
 	logs   *syncWriter
 	banner chan string // the kubeconfig line, once the stack is up
 	exited chan error
+	stdout *syncWriter
 }
 
 func buildLocalstack(t *testing.T) (bin, root string) {
@@ -48,7 +49,8 @@ func startStack(t *testing.T, bin, root, dir string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{cmd: cmd, logs: &syncWriter{b: &strings.Builder{}}, banner: make(chan string, 1), exited: make(chan error, 1)}
+	s := &stack{cmd: cmd, logs: &syncWriter{b: &strings.Builder{}}, banner: make(chan string, 1), exited: make(chan error, 1),
+		stdout: &syncWriter{b: &strings.Builder{}}}
 	cmd.Stderr = s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -56,6 +58,7 @@ func startStack(t *testing.T, bin, root, dir string) *stack {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			_, _ = s.stdout.Write([]byte(sc.Text() + "\n"))
 			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "kubeconfig:" {
 				s.banner <- f[1]
 			}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +76,7 @@ func TestMakeRunE2E(t *testing.T) {
 	}()
 
 	// The banner prints the kubeconfig and the apply line.
-	var kubeconfig, applyLine, apiURL, apiKey string
+	var kubeconfig, applyLine, apiURL, apiKey, validationKey, callbacks string
 	var mm metricsBanner
 	deadline := time.After(90 * time.Second)
 	for applyLine == "" || !mm.complete() {
@@ -91,6 +93,10 @@ func TestMakeRunE2E(t *testing.T) {
 				apiURL = f[2]
 			case len(f) >= 3 && f[0] == "API" && f[1] == "key:":
 				apiKey = f[2]
+			case len(f) >= 3 && f[0] == "Validation" && f[1] == "key:":
+				validationKey = f[2]
+			case len(f) >= 3 && f[0] == "callbacks:":
+				callbacks = strings.Join(f[1:], " ")
 			}
 			mm.parse(f)
 			if strings.Contains(l, "kubectl apply -f") {
@@ -167,7 +173,7 @@ func TestMakeRunE2E(t *testing.T) {
 		t.Fatalf("result file not in the store: %v", err)
 	}
 	rows := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid") || len(rows) < 3 {
+	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history") || len(rows) < 3 {
 		t.Errorf("result file:\n%s", data)
 	}
 
@@ -180,6 +186,7 @@ func TestMakeRunE2E(t *testing.T) {
 	runREADMEBlock(t, root, apiURL, apiKey)
 	runDemographicsList(t, apiURL, apiKey)
 	runSDKCalls(t, apiURL, apiKey)
+	runLocalKeysAndCallbacks(t, apiURL, apiKey, validationKey, callbacks)
 	// The lists and calls above moved the manager's and the API's metrics.
 	checkMetrics(t, mm, apiURL, apiKey)
 
@@ -244,8 +251,11 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 	text := string(out)
 	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`,
 		`"age":"65+","gender":"Male"`, `"match_level":"Individual"`, `{"age":"65+","life_stage_group":"Retirees","rfm_last_order":"2024-10-21"}`,
-		`{"first":"Joseph","last":"Lee","street":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}`,
-		`{"email":"josephl@example.org","email_match_type":"Individual"}`} {
+		`{"postal_address":{"first_name":"Joseph","last_name":"Lee","address":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}}`,
+		`{"email_append":[{"email":"josephl@example.org","email_match_type":"Individual"}]}`,
+		`{"alternate_email":[{"email":"alee@example.org","email_match_type":"Household"},`,
+		`{"phone_verification":{"phone_number":"16502530000","line_type":"landline_or_mobile","status":"valid","country_code":"US","country_calling_code":1}}`,
+		`{"total_records":1,"skipped_records":0}`, `"code":"email_reported"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("README block output lacks %s:\n%s", want, text)
 		}
@@ -343,5 +353,56 @@ func runDemographicsList(t *testing.T, apiURL, apiKey string) {
 	}
 	if got := strings.Count(body, "\n"); got != 32 {
 		t.Errorf("%d lines, want header + 31 rows", got)
+	}
+}
+
+// runLocalKeysAndCallbacks: the banner's validation key submits a list
+// without service= (the all-services key must name one), and a callback
+// reaches a receiver on this machine, as the banner says it may.
+func runLocalKeysAndCallbacks(t *testing.T, apiURL, apiKey, validationKey, callbacks string) {
+	t.Helper()
+	if validationKey == "" || validationKey == apiKey {
+		t.Fatalf("banner validation key %q (all-services key %q)", validationKey, apiKey)
+	}
+	if !strings.Contains(callbacks, "127.0.0.0/8") {
+		t.Errorf("banner callbacks line %q does not say loopback is allowed", callbacks)
+	}
+	got := make(chan map[string]any, 4)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		got <- m
+	}))
+	defer recv.Close()
+	submit := func(key, query string) (int, string) {
+		req, _ := http.NewRequest("POST", apiURL+"/v5/list?"+query, strings.NewReader("a@example.com\nb@example.org\n"))
+		req.Header.Set("api_key", key)
+		req.Header.Set("Content-Type", "text/csv")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := submit(apiKey, "name=x.txt"); code != http.StatusBadRequest || !strings.Contains(body, "several list services") {
+		t.Errorf("all-services key without service=: %d %s", code, body)
+	}
+	code, body := submit(validationKey, "name=cb.txt&callback_url="+url.QueryEscape(recv.URL+"/done"))
+	if code != http.StatusAccepted {
+		t.Fatalf("validation key without service=, with a loopback callback: %d %s", code, body)
+	}
+	var sub struct {
+		ListID float64 `json:"list_id"`
+	}
+	_ = json.Unmarshal([]byte(body), &sub)
+	select {
+	case m := <-got:
+		if m["list_id"] != sub.ListID || m["status"] != "Results" {
+			t.Errorf("callback %v, want list %v in Results", m, sub.ListID)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("no callback to the loopback receiver within 60s")
 	}
 }

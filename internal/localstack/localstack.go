@@ -30,6 +30,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/evhistory"
 	"github.com/emaildata/emaildata/internal/jobplane"
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/listid"
@@ -37,6 +38,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/s3server"
 	"github.com/emaildata/emaildata/internal/services"
 )
 
@@ -65,22 +67,56 @@ type Options struct {
 	// kube-controller-manager and kube-scheduler (from AssetsDir) and a
 	// test node running pods as processes of WorkerDir/worker carry out.
 	Executor string
-	// WorkerDir holds the worker binary, for the job executor.
+	// WorkerDir holds the worker binary, for the job executor; a relative
+	// directory is resolved against the working directory when Start runs.
 	WorkerDir string
+	// Store is StoreFile (default) or StoreS3.
+	Store string
+	// S3Port is the S3 API's port for StoreS3 (0: a free one).
+	S3Port int
+	// CallbackAllowCIDRs are the private ranges callbacks may reach, for the
+	// API's check of callback_url and the manager's delivery alike; empty
+	// is DefaultCallbackAllowCIDRs (loopback, so a receiver on this machine
+	// works), "none" allows no private range, as a cluster's default.
+	CallbackAllowCIDRs string
+}
+
+// DefaultCallbackAllowCIDRs lets the local stack's callbacks reach
+// loopback receivers. A cluster's manager and API refuse loopback, link-
+// local and private addresses unless their --callback-allow-cidrs opens them.
+const DefaultCallbackAllowCIDRs = "127.0.0.0/8,::1/128"
+
+// callbackCIDRs is o's callback allow list in the form of the manager's flag.
+func (o Options) callbackCIDRs() string {
+	switch o.CallbackAllowCIDRs {
+	case "":
+		return DefaultCallbackAllowCIDRs
+	case "none":
+		return ""
+	}
+	return o.CallbackAllowCIDRs
 }
 
 // Stack is a running local control plane with the manager.
 type Stack struct {
 	// Kubeconfig is the path of an admin kubeconfig for kubectl.
 	Kubeconfig string
-	// StoreDir is the directory behind the file:// store.
+	// StoreDir is the directory behind the file:// store ("" for s3).
 	StoreDir string
+	// S3Endpoint is the S3-compatible server of an s3 store.
+	S3Endpoint string
 	// BlobURL is the store's URL.
 	BlobURL string
 	// APIURL is the REST API's base URL.
 	APIURL string
 	// APIKey is a local key enabled for every service.
 	APIKey string
+	// ValidationKey is a local key enabled for email_validation alone: a
+	// client that sends no service= with its lists (as the public
+	// service's documentation shows them) needs a key with one list service.
+	ValidationKey string
+	// CallbackAllowCIDRs are the private ranges callbacks may reach.
+	CallbackAllowCIDRs string
 	// MetricsURL is the manager's metrics (HTTPS, self-signed, behind
 	// authn/authz; empty when disabled); MetricsTokenFile holds a bearer
 	// token that may read it. APIMetricsURL is the API's (plain HTTP).
@@ -96,6 +132,10 @@ type Stack struct {
 	apiDone chan error
 	done    chan error
 	people  people.Store
+	history *evhistory.History
+
+	s3         *s3server.Server
+	s3Identity s3server.Identity
 }
 
 // Namespace the operator runs in.
@@ -121,15 +161,35 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
+	switch o.Store {
+	case "", StoreFile:
+	case StoreS3:
+		if err := s.startS3(ctx, o); err != nil {
+			return nil, err
+		}
+		if err := s.writeStoreSecret(ctx, c); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown store %q (want %s or %s)", o.Store, StoreFile, StoreS3)
+	}
 	if s.people, err = localPeople(ctx, filepath.Join(s.dir, "people.db")); err != nil {
+		return nil, err
+	}
+	if err := s.openHistory(ctx, &o.Verify); err != nil {
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
+	s.CallbackAllowCIDRs = o.callbackCIDRs()
 	if err := s.startManager(ctx, mctx, cfg, c, o); err != nil {
 		return nil, err
 	}
-	if s.APIKey, err = ensureLocalKey(ctx, c, filepath.Join(s.dir, "api-key")); err != nil {
+	if s.APIKey, err = ensureLocalKey(ctx, c, filepath.Join(s.dir, "api-key"), "local-api-key", services.Known); err != nil {
+		return nil, err
+	}
+	if s.ValidationKey, err = ensureLocalKey(ctx, c, filepath.Join(s.dir, "api-key-validation"), "local-validation-key",
+		[]string{services.EmailValidation}); err != nil {
 		return nil, err
 	}
 	if o.MetricsAddr != "" && o.MetricsAddr != "0" {
@@ -155,6 +215,12 @@ func (s *Stack) abort() {
 	}
 	if s.people != nil {
 		_ = s.people.Close()
+	}
+	if s.history != nil {
+		_ = s.history.Close()
+	}
+	if s.s3 != nil {
+		_ = s.s3.Stop()
 	}
 	_ = s.env.Stop()
 	forgetControlPlane(s.dir)
@@ -217,22 +283,7 @@ func (s *Stack) adminClient(cfg *rest.Config) (client.Client, error) {
 // startManager starts the Job control plane (job executor only: it lives
 // as long as ctx) and the manager, until mctx ends.
 func (s *Stack) startManager(ctx, mctx context.Context, cfg *rest.Config, c client.Client, o Options) error {
-	mopts := operator.Options{
-		People:       s.people,
-		PostalFinder: peoplelist.NewPostalIndex(slices.Values(people.GenerateSlice(localPeopleSeed, localDemoPeople))),
-		Namespace:    Namespace,
-		BlobURL:      s.BlobURL,
-		Executor:     operator.ExecutorLocal,
-		// What an administrator might grant: lists in default may read
-		// imports/default/ of the store through source.blobURL.
-		StoreGrants: blobstore.Grants{"default": "imports/default/"},
-		Verify:      o.Verify,
-		MetricsAddr: o.MetricsAddr,
-		ProbeAddr:   o.ProbeAddr,
-		// Locally, a list waits a little for a ConfigMap applied after it.
-		SourceGrace:  30 * time.Second,
-		PollInterval: time.Second,
-	}
+	mopts := s.managerOptions(o)
 	if o.Executor == operator.ExecutorJob {
 		var err error
 		if s.Jobs, err = startJobs(ctx, s.env, c, o, s.dir, &mopts); err != nil {
@@ -252,6 +303,29 @@ func (s *Stack) startManager(ctx, mctx context.Context, cfg *rest.Config, c clie
 	return nil
 }
 
+// managerOptions configure the local manager (the local executor; the job
+// executor's settings are added by startJobs).
+func (s *Stack) managerOptions(o Options) operator.Options {
+	return operator.Options{
+		People:       s.people,
+		PostalFinder: peoplelist.NewPostalIndex(slices.Values(people.GenerateSlice(localPeopleSeed, localDemoPeople))),
+		Namespace:    Namespace,
+		BlobURL:      s.BlobURL,
+		Executor:     operator.ExecutorLocal,
+		// What an administrator might grant: lists in default may read
+		// imports/default/ of the store through source.blobURL.
+		StoreGrants: blobstore.Grants{"default": "imports/default/"},
+		Verify:      o.Verify,
+		MetricsAddr: o.MetricsAddr,
+		ProbeAddr:   o.ProbeAddr,
+		// Locally, a list waits a little for a ConfigMap applied after it.
+		SourceGrace:  30 * time.Second,
+		PollInterval: time.Second,
+		// Callbacks to a receiver on this machine are delivered.
+		CallbackAllowCIDRs: s.CallbackAllowCIDRs,
+	}
+}
+
 // startAPI starts the REST API until mctx ends and waits until it serves.
 func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) error {
 	ln, err := net.Listen("tcp", o.APIListen)
@@ -259,7 +333,10 @@ func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) erro
 		return fmt.Errorf("REST API: %w", err)
 	}
 	s.APIURL = "http://" + ln.Addr().String()
-	policy, _ := callback.ParsePolicy("127.0.0.0/8,::1/128")
+	policy, err := callback.ParsePolicy(s.CallbackAllowCIDRs)
+	if err != nil {
+		return fmt.Errorf("callback allow list: %w", err)
+	}
 	engine, err := catalog.NewEngine(mctx, o.Verify)
 	if err != nil {
 		return err
@@ -331,9 +408,10 @@ func (o Options) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
 }
 
-// ensureLocalKey creates (once) an API key enabled for every service, and
-// keeps it in keyFile so it stays the same between runs.
-func ensureLocalKey(ctx context.Context, c client.Client, keyFile string) (string, error) {
+// ensureLocalKey creates (once) the API key Secret secretName of tenant
+// local, enabled for svcs, and keeps the key in keyFile so it stays the
+// same between runs.
+func ensureLocalKey(ctx context.Context, c client.Client, keyFile, secretName string, svcs []string) (string, error) {
 	key := ""
 	if b, err := os.ReadFile(keyFile); err == nil {
 		key = strings.TrimSpace(string(b))
@@ -348,18 +426,18 @@ func ensureLocalKey(ctx context.Context, c client.Client, keyFile string) (strin
 			return "", err
 		}
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "local-api-key"}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: secretName}}
 	_, err := controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
 		sec.Labels = map[string]string{apikey.Label: "true"}
 		sec.Data = map[string][]byte{
 			"key":      []byte(key),
-			"services": []byte(strings.Join(services.Known, ",")),
+			"services": []byte(strings.Join(svcs, ",")),
 			"tenant":   []byte("local"),
 		}
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("create local API key: %w", err)
+		return "", fmt.Errorf("create local API key %s: %w", secretName, err)
 	}
 	return key, nil
 }
@@ -385,9 +463,17 @@ func (s *Stack) Stop() error {
 	if s.people != nil {
 		_ = s.people.Close()
 	}
+	if s.history != nil {
+		_ = s.history.Close()
+	}
 	if s.Jobs != nil {
 		if err := s.Jobs.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("job plane: %w", err))
+		}
+	}
+	if s.s3 != nil {
+		if err := s.s3.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("S3-compatible server: %w", err))
 		}
 	}
 	if err := s.env.Stop(); err != nil {
@@ -397,6 +483,26 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
+// openHistory opens the verification history once for the manager's and
+// the API's engines (a bolt file has one opener): the one --history-url
+// names, else a bolt file in the state directory unless a --fleet-url
+// backend keeps it. Worker processes of --executor=job keep none.
+func (s *Stack) openHistory(ctx context.Context, vc *catalog.VerifyConfig) error {
+	url := vc.HistoryURL
+	switch {
+	case vc.History != nil || url == "off" || (url == "" && vc.Fleet.URL != ""):
+		return nil
+	case url == "":
+		url = "bolt://" + filepath.Join(s.dir, "history.db")
+	}
+	h, err := evhistory.Open(ctx, url, evhistory.Options{TTLs: vc.HistoryTTLs})
+	if err != nil {
+		return fmt.Errorf("verification history: %w", err)
+	}
+	s.history, vc.History = h, h
+	return nil
+}
+
 // The local stack loads localDemoPeople synthetic people from this seed.
 // localPeopleVersion changes when the generator draws new fields, so that
 // a store loaded by an earlier version is loaded again (Upsert replaces
@@ -404,7 +510,7 @@ func (s *Stack) Stop() error {
 const (
 	localDemoPeople    = 20_000
 	localPeopleSeed    = 1
-	localPeopleVersion = "2" // 2: life stage, financial and rfm fields
+	localPeopleVersion = "3" // 2: life stage, financial and rfm fields; 3: other addresses
 )
 
 // localPeople opens the local reference store, loading synthetic people

@@ -128,6 +128,17 @@ var engineCounters = []engineCounter{
 	{"smtp_stalled_seconds", "Time spent on SMTP connects and greetings that timed out."},
 	{"smtp_deferred_seconds", "Time addresses waited out greylisting delays."},
 	{"smtp_queued_seconds", "Time addresses waited for an SMTP session slot or rate token."},
+	{"history_hits", "Mailbox verdicts answered from the verification history (fresh enough for the caller)."},
+	{"history_misses", "Mailbox lookups the verification history could not answer (none kept, too old for the caller, or the history unreachable): probed."},
+	{"history_errors", "Verification history calls that failed (the addresses were probed; nothing stale was trusted)."},
+	{"history_recorded", "Mailbox verdicts kept in the verification history."},
+	{"fleet_lease_waits", "Connection slot requests that found every slot of the host taken fleet-wide and waited."},
+	{"fleet_lease_wait_seconds", "Time connection slot requests waited for a slot."},
+	{"fleet_rate_waits", "New connections that waited for the host's fleet-wide rate."},
+	{"fleet_leases_lost", "Connection slots lost before release (expired, backend restarted or unreachable, budget switched)."},
+	{"fleet_fallbacks", "Switches to the divided budget because the fleet backend was unreachable."},
+	{"fleet_fallback_seconds", "Time spent on the divided budget with the fleet backend unreachable (growing: in fallback now)."},
+	{"fleet_backend_errors", "Fleet backend calls and health checks that failed."},
 }
 
 // EngineCounterName is the family name of an engine counter key.

@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/emaildata/emaildata/internal/durhist"
+	"github.com/emaildata/emaildata/internal/evhistory"
+	"github.com/emaildata/emaildata/internal/fleet"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 )
@@ -105,6 +107,8 @@ func TestNamesMatchRegistries(t *testing.T) {
 func TestEngineKeys(t *testing.T) {
 	keys := slices.Collect(maps.Keys(mxdns.Stats{}.Counters()))
 	keys = append(keys, slices.Collect(maps.Keys(smtpprobe.Stats{}.Counters()))...)
+	keys = append(keys, slices.Collect(maps.Keys(evhistory.Stats{}.Counters()))...)
+	keys = append(keys, slices.Collect(maps.Keys(fleet.Stats{}.Counters()))...)
 	slices.Sort(keys)
 	exported := EngineCounterKeys()
 	slices.Sort(exported)

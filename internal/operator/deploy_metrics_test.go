@@ -154,7 +154,7 @@ func TestNetworkPolicies(t *testing.T) {
 	}{
 		{"manager-ingress", mgr.Spec.Template.Labels, []int32{containerPort(&mgr, "metrics")}, nil},
 		{"api-ingress", api.Spec.Template.Labels, []int32{containerPort(&api, "http"), containerPort(&api, "metrics")}, nil},
-		{"worker-egress", worker, nil, []int32{53, 53, 25, 443, 5432}},
+		{"worker-egress", worker, nil, []int32{53, 53, 25, 443, 5432, 6379}},
 	}
 	for _, tc := range cases {
 		var p networkingv1.NetworkPolicy

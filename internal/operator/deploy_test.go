@@ -29,6 +29,7 @@ func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
 	var args []string
 	var sa *corev1.ServiceAccount
 	var role *rbacv1.Role
+	var cluster *rbacv1.ClusterRole
 	var binding *rbacv1.RoleBinding
 	for _, doc := range bytes.Split(out, []byte("\n---\n")) {
 		var meta struct {
@@ -48,6 +49,9 @@ func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
 		case meta.Kind == "ServiceAccount" && meta.Metadata.Name == "emaildata-worker":
 			sa = &corev1.ServiceAccount{}
 			_ = yaml.Unmarshal(doc, sa)
+		case meta.Kind == "ClusterRole" && meta.Metadata.Name == "emaildata-manager-role":
+			cluster = &rbacv1.ClusterRole{}
+			_ = yaml.Unmarshal(doc, cluster)
 		case meta.Kind == "Role" && meta.Metadata.Name == "emaildata-manager-role":
 			role = &rbacv1.Role{}
 			_ = yaml.Unmarshal(doc, role)
@@ -69,6 +73,17 @@ func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
 	}
 	if role == nil || role.Namespace != "emaildata-system" || !grants(role.Rules, "jobs", "delete") || !grants(role.Rules, "jobs", "create") {
 		t.Errorf("manager Role %+v, want create and delete on jobs in emaildata-system", role)
+	}
+	// Pods (to see one that cannot start) and the Job controller's events
+	// (why it created none) are read there, and only there.
+	if role == nil || !grants(role.Rules, "pods", "watch") || !grants(role.Rules, "events", "list") {
+		t.Errorf("manager Role %+v, want watch on pods and list on events in emaildata-system", role)
+	}
+	switch {
+	case cluster == nil:
+		t.Error("no manager ClusterRole rendered")
+	case grants(cluster.Rules, "pods", "list") || grants(cluster.Rules, "events", "list"):
+		t.Errorf("manager ClusterRole grants reading pods or events in every namespace: %+v", cluster.Rules)
 	}
 	if binding == nil || binding.Namespace != "emaildata-system" || binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != "emaildata-manager-role" ||
 		len(binding.Subjects) != 1 || binding.Subjects[0].Name != "emaildata-controller-manager" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -34,6 +35,7 @@ import (
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Executor kinds.
@@ -87,6 +89,11 @@ type Options struct {
 	PollInterval       time.Duration
 	MaxConcurrent      int
 
+	// PodStartGrace is how long a worker pod may be unable to start (an
+	// image that cannot be pulled, a missing binary, no node that fits)
+	// before its list or Dataset fails (default 2m).
+	PodStartGrace time.Duration
+
 	// WatchNamespaces limits the manager to these namespaces (all when empty).
 	WatchNamespaces []string
 
@@ -130,6 +137,9 @@ func (o *Options) Defaults() {
 	if o.SourceGrace == 0 {
 		o.SourceGrace = 2 * time.Minute
 	}
+	if o.PodStartGrace == 0 {
+		o.PodStartGrace = controllers.DefaultPodStartGrace
+	}
 	if o.PollInterval == 0 {
 		o.PollInterval = 5 * time.Second
 	}
@@ -161,7 +171,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	store, ps, reg, err := openEngines(ctx, o)
+	store, ps, reg, engine, err := openEngines(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -189,15 +199,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 			Namespace: o.Namespace, Name: o.ListIDConfigMap},
-		Pipeline:     o.Pipeline,
-		SourceGrace:  o.SourceGrace,
-		PollInterval: o.PollInterval,
-		Callbacks:    controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
+		Pipeline:      o.Pipeline.SharedBy(o.MaxConcurrent),
+		SourceGrace:   o.SourceGrace,
+		PodStartGrace: o.PodStartGrace,
+		PollInterval:  o.PollInterval,
+		Callbacks:     controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
 		Access: controllers.SourceAccess{
 			APINamespace: o.APINamespace, Grants: o.StoreGrants,
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
 		},
-		KeepParts: o.KeepParts,
+		KeepParts:   o.KeepParts,
+		FleetHealth: catalog.FleetHealth(engine),
 	}
 	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
 		return nil, fmt.Errorf("set up emaillist controller: %w", err)
@@ -223,10 +235,11 @@ func newManager(cfg *rest.Config, o Options, scheme *runtime.Scheme) (ctrl.Manag
 		Cache: cache.Options{DefaultNamespaces: namespaces(o.WatchNamespaces), ByObject: map[client.Object]cache.ByObject{
 			// Only our worker Jobs, not every Job in the cluster: list Jobs
 			// in the workers' namespace, Dataset Jobs beside their Dataset.
-			&batchv1.Job{}: {
-				Label:      labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "worker"}),
-				Namespaces: jobNamespaces(o.WatchNamespaces, o.Job.Namespace),
-			},
+			&batchv1.Job{}: {Label: workerSelector, Namespaces: jobNamespaces(o.WatchNamespaces, o.Job.Namespace)},
+			// And only their pods (read to see one that cannot start), where
+			// Jobs run: the workers' namespace and, for Datasets, the
+			// operator's. The manager's Role allows no more.
+			&corev1.Pod{}: {Label: workerSelector, Namespaces: namespaces(uniq(o.Job.Namespace, o.Namespace))},
 		}},
 	})
 	if err != nil {
@@ -236,13 +249,14 @@ func newManager(cfg *rest.Config, o Options, scheme *runtime.Scheme) (ctrl.Manag
 }
 
 // openEngines opens the blob store, the people store where it is used
-// in-process, and the list service registry.
-func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store, *listservice.Registry, error) {
+// in-process, and the list service registry (with its verification engine,
+// nil for a given registry).
+func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store, *listservice.Registry, *verify.Engine, error) {
 	var err error
 	store := o.Store
 	if store == nil {
 		if store, err = blobstore.Open(ctx, o.BlobURL); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	// The people store is opened in-process only where it is used: by the
@@ -251,16 +265,21 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 	ps := o.People
 	if ps == nil && o.PeopleURL != "" && (o.Registry == nil || o.Executor == ExecutorLocal) {
 		if ps, err = people.Open(ctx, o.PeopleURL); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	reg := o.Registry
+	var engine *verify.Engine
 	if reg == nil {
-		engine, err := catalog.NewEngine(ctx, o.Verify)
+		engine, err = catalog.NewEngine(ctx, o.Verify)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		reg = catalog.RegistryFor(engine, o.Verify)
+		vc := o.Verify
+		if o.Executor == ExecutorLocal { // shards run in this process
+			vc = vc.SharedBy(o.LocalConcurrency)
+		}
+		reg = catalog.RegistryFor(engine, vc)
 		// On the Job path these services run in workers, which open
 		// PeopleURL themselves: without one, lists asking for them fail at
 		// preparation ("not available") instead of in every shard.
@@ -268,7 +287,7 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 			catalog.RegisterPeople(reg, ps, o.PostalFinder)
 		}
 	}
-	return store, ps, reg, nil
+	return store, ps, reg, engine, nil
 }
 
 // configureWorkers sets the Job workers' extra flags and, on the Job path,
@@ -290,6 +309,19 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		})); err != nil {
 			return err
 		}
+	}
+	// Without a fleet backend holding them, pods divide each mail host's
+	// budget. Issue 22 phase 1: the SMTP engine does not take its limits
+	// from the backend yet, so budgets are divided with --fleet-url too;
+	// phase 2 sets Shared when o.Verify.Fleet.URL is set.
+	if o.Verify.SMTP && o.Verify.DNSServer != "off" {
+		o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost}
+		if o.Job.SMTPBudget.Rate <= 0 {
+			o.Job.SMTPBudget.Rate = 5
+		}
+	}
+	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
+		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(),
@@ -324,8 +356,8 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		if o.Job.Image == "" {
 			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Config: o.Job}
-		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetAPIReader(), Config: o.Job}
+		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
 		return exec, loader, nil
 	case ExecutorLocal:
 		exec := controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
@@ -339,15 +371,16 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 // setupOthers wires the Dataset and Purchase controllers and the probes.
 func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blobstore.Store, loader controllers.DatasetLoader) error {
 	datasets := &controllers.DatasetReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Scheme:       scheme,
-		Recorder:     mgr.GetEventRecorder("emaildata-manager"),
-		Store:        store,
-		Loader:       loader,
-		Namespace:    o.Namespace,
-		SourceGrace:  o.SourceGrace,
-		PollInterval: o.PollInterval,
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Scheme:        scheme,
+		Recorder:      mgr.GetEventRecorder("emaildata-manager"),
+		Store:         store,
+		Loader:        loader,
+		Namespace:     o.Namespace,
+		SourceGrace:   o.SourceGrace,
+		PodStartGrace: o.PodStartGrace,
+		PollInterval:  o.PollInterval,
 	}
 	if err := datasets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up dataset controller: %w", err)
@@ -360,6 +393,20 @@ func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blo
 		return err
 	}
 	return mgr.AddReadyzCheck("readyz", healthz.Ping)
+}
+
+// workerSelector selects the worker Jobs and their pods.
+var workerSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "worker"})
+
+// uniq drops empty and repeated names.
+func uniq(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // jobNamespaces are the watched namespaces plus the workers' (nil: all).

@@ -73,6 +73,10 @@ func checkLabel(k, v string) error {
 	return nil
 }
 
+// DefaultWorkerMemory is a worker pod's memory request and limit unless
+// --worker-memory says otherwise; the local stack's test node enforces it.
+const DefaultWorkerMemory = "256Mi"
+
 // WorkerResources are the worker container's resources: cpu and memory
 // requested, memory also the limit (a worker's memory is flat), and cpu
 // limited only when cpuLimit is set.

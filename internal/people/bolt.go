@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Embedded (bbolt) layout, one file, six buckets:
+// Embedded (bbolt) layout, one file, nine buckets (and phones, phones.go):
 //
 //	people     normalised email                 -> record (codec.go)
 //	md5        16-byte MD5 of the email          -> email
@@ -25,11 +25,16 @@ import (
 //	household  household id, 0x00, email         -> empty
 //	postal     NormalizeName(last), 0x00, NormalizeZip(zip), 0x00, email -> empty
 //	locality   NormalizeName(last), 0x00, state, 0x00, NormalizeName(city), 0x00, email -> empty
+//	alt        another address of a person       -> the person's email
+//	altmd5     16-byte MD5 of that address       -> the person's email
+//	altsha1    20-byte SHA-1 of that address     -> the person's email
 //
-// All six are written in the same transaction. The postal bucket holds
-// only people with a last name that has letters and a valid zip, the
-// locality bucket those with a last name, a state and a city that have
-// letters. Each index bucket is built from the people bucket when a file
+// All are written in the same transaction. An address in alt that is also
+// a person's email is found as that person (people is read first); one
+// that two people list is found as the one written last. The postal
+// bucket holds only people with a last name that has letters and a valid
+// zip, the locality bucket those with a last name, a state and a city that
+// have letters. Each index bucket is built from the people bucket when a file
 // made before it is opened.
 var (
 	bucketPeople    = []byte("people")
@@ -38,7 +43,12 @@ var (
 	bucketHousehold = []byte("household")
 	bucketPostal    = []byte("postal")
 	bucketLocality  = []byte("locality")
-	boltBuckets     = [][]byte{bucketPeople, bucketMD5, bucketSHA1, bucketHousehold}
+	bucketAlt       = []byte("alt")
+	bucketAltMD5    = []byte("altmd5")
+	bucketAltSHA1   = []byte("altsha1")
+	// boltBuckets are created when missing. A file made before the alt
+	// buckets existed has no person with other addresses: empty is right.
+	boltBuckets = [][]byte{bucketPeople, bucketMD5, bucketSHA1, bucketHousehold, bucketAlt, bucketAltMD5, bucketAltSHA1, bucketPhones}
 )
 
 // boltIndexes are the buckets derived from the people bucket alone, built
@@ -255,8 +265,9 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 	if err != nil || len(recs) == 0 {
 		return err
 	}
+	claims := altClaims(recs) // before sorting: the last claim in input order wins
 	slices.SortFunc(recs, func(a, b Record) int { return cmpString(a.Email, b.Email) })
-	e := encodeBatch(recs)
+	e := encodeBatch(recs, claims)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if err := e.dropStale(tx, recs); err != nil {
 			return err
@@ -269,12 +280,13 @@ func (s *boltStore) Upsert(ctx context.Context, recs []Record) error {
 // localityOf are each record's new index keys (nil: none).
 type boltBatch struct {
 	people, md5s, sha1s, hh, postal, locality []kv
+	alt, altMD5, altSHA1                      []kv
 	postalOf, localityOf                      [][]byte
 }
 
 // encodeBatch encodes outside the transaction. bbolt needs keys and values
 // to stay valid until commit: they live in one arena per call.
-func encodeBatch(recs []Record) *boltBatch {
+func encodeBatch(recs []Record, claims []altClaim) *boltBatch {
 	n := len(recs)
 	size := 0
 	for i := range recs {
@@ -310,7 +322,70 @@ func encodeBatch(recs []Record) *boltBatch {
 			e.locality = append(e.locality, kv{k, []byte{}})
 		}
 	}
+	for _, c := range claims {
+		owner := []byte(c.owner)
+		m, h := md5.Sum([]byte(c.email)), sha1.Sum([]byte(c.email))
+		e.alt = append(e.alt, kv{[]byte(c.email), owner})
+		e.altMD5 = append(e.altMD5, kv{m[:], owner})
+		e.altSHA1 = append(e.altSHA1, kv{h[:], owner})
+	}
 	return e
+}
+
+// altClaim is one other address of a person: email belongs to owner.
+type altClaim struct{ email, owner string }
+
+// altClaims lists the other addresses of recs, each once: an address two
+// records list goes to the later one.
+func altClaims(recs []Record) []altClaim {
+	var out []altClaim
+	at := map[string]int{}
+	for i := range recs {
+		for _, a := range recs[i].AltEmails {
+			if j, ok := at[a]; ok {
+				out[j].owner = recs[i].Email
+				continue
+			}
+			at[a] = len(out)
+			out = append(out, altClaim{a, recs[i].Email})
+		}
+	}
+	return out
+}
+
+// dropAlts deletes the alt index entries of addresses that point at
+// owner, except those in keep.
+func dropAlts(tx *bolt.Tx, owner string, alts, keep []string) error {
+	ab := tx.Bucket(bucketAlt)
+	for _, a := range alts {
+		if slices.Contains(keep, a) || string(ab.Get([]byte(a))) != owner {
+			continue
+		}
+		m, h := md5.Sum([]byte(a)), sha1.Sum([]byte(a))
+		if err := ab.Delete([]byte(a)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketAltMD5).Delete(m[:]); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketAltSHA1).Delete(h[:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storedAlts returns the other addresses of an encoded record (nil for a
+// value older than version 3 or a corrupt one).
+func storedAlts(email string, v []byte) []string {
+	if len(v) == 0 || v[0] != codecVersion {
+		return nil
+	}
+	var r Record
+	if decodeRecord(email, v, &r) != nil {
+		return nil
+	}
+	return r.AltEmails
 }
 
 // dropStale deletes the household, postal and locality index entries of
@@ -340,6 +415,9 @@ func (e *boltBatch) dropStale(tx *bolt.Tx, recs []Record) error {
 				return err
 			}
 		}
+		if err := dropAlts(tx, recs[i].Email, storedAlts(recs[i].Email, old), recs[i].AltEmails); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -352,6 +430,7 @@ func (e *boltBatch) put(tx *bolt.Tx) error {
 	}{
 		{bucketPeople, e.people}, {bucketMD5, e.md5s}, {bucketSHA1, e.sha1s},
 		{bucketHousehold, e.hh}, {bucketPostal, e.postal}, {bucketLocality, e.locality},
+		{bucketAlt, e.alt}, {bucketAltMD5, e.altMD5}, {bucketAltSHA1, e.altSHA1},
 	} {
 		if err := putSorted(tx.Bucket(b.name), b.kvs); err != nil {
 			return err
@@ -400,6 +479,9 @@ func (s *boltStore) Delete(ctx context.Context, emails []string) error {
 					return err
 				}
 			}
+			if err := dropAlts(tx, e, storedAlts(e, old), nil); err != nil {
+				return err
+			}
 			m, h := md5.Sum([]byte(e)), sha1.Sum([]byte(e))
 			if err := tx.Bucket(bucketMD5).Delete(m[:]); err != nil {
 				return err
@@ -421,6 +503,7 @@ func (s *boltStore) Delete(ctx context.Context, emails []string) error {
 type boltView struct {
 	tx                    *bolt.Tx
 	people, md5, sha1, hh *bolt.Bucket
+	alt, altMD5, altSHA1  *bolt.Bucket
 }
 
 func newBoltView(tx *bolt.Tx) *boltView {
@@ -434,19 +517,34 @@ func (v *boltView) bucket(b **bolt.Bucket, name []byte) *bolt.Bucket {
 	return *b
 }
 
-// lookup returns the email and encoded record of k, or nils.
+// lookup returns the email and encoded record of k, or nils: the person
+// whose email k is, else the person who has k as another address.
 func (v *boltView) lookup(k Key) (email, rec []byte) {
 	raw, ok := k.raw()
 	if !ok {
 		return nil, nil
 	}
+	var alt []byte
 	switch k.Kind {
 	case KeyEmail:
 		email = raw
+		if rec = v.people.Get(email); rec != nil {
+			return email, rec
+		}
+		alt = v.bucket(&v.alt, bucketAlt).Get(raw)
 	case KeyMD5:
 		email = v.bucket(&v.md5, bucketMD5).Get(raw)
+		if email == nil {
+			alt = v.bucket(&v.altMD5, bucketAltMD5).Get(raw)
+		}
 	case KeySHA1:
 		email = v.bucket(&v.sha1, bucketSHA1).Get(raw)
+		if email == nil {
+			alt = v.bucket(&v.altSHA1, bucketAltSHA1).Get(raw)
+		}
+	}
+	if email == nil || k.Kind == KeyEmail {
+		email = alt
 	}
 	if email == nil {
 		return nil, nil

@@ -5,22 +5,25 @@ import (
 	"errors"
 )
 
-// Embedded value format (the key holds the email). Version 2, written:
+// Embedded value format (the key holds the email). Version 3, written:
 //
-//	byte     version (2)
+//	byte     version (3)
 //	8 ×      uvarint length + bytes: first, middle, last, street, city, state, zip, household_id
 //	byte     n, the number of demographic codes that follow
 //	n bytes  codes in demoFields order: 0 = empty, else bucket index + 1
 //	uvarint  interests bit set
 //	byte     m, the number of rfm fields that follow
 //	m ×      uvarint length + bytes, in rfmFields order
+//	uvarint  k, the number of other addresses (AltEmails) that follow
+//	k ×      uvarint length + bytes
 //
-// Version 1 (still read) has the same text fields, then exactly 11
+// Version 2 (still read) ends after the rfm fields. Version 1 (still read) has the same text fields, then exactly 11
 // demographic codes and the interests, and nothing after. Fields missing
 // from a stored value (fewer codes or rfm fields than this program knows)
 // decode as unknown; more than it knows are corrupt.
 const (
-	codecVersion   = 2
+	codecVersion   = 3
+	codecV2        = 2
 	codecV1        = 1
 	codecV1DemoLen = 11
 )
@@ -51,13 +54,18 @@ func appendRecord(b []byte, r *Record) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
+	b = binary.AppendUvarint(b, uint64(len(r.AltEmails)))
+	for _, e := range r.AltEmails {
+		b = binary.AppendUvarint(b, uint64(len(e)))
+		b = append(b, e...)
+	}
 	return b
 }
 
 // decodeRecord decodes v, stored under email, into r. The text fields
 // share one string copied from v.
 func decodeRecord(email string, v []byte, r *Record) error {
-	if len(v) == 0 || v[0] != codecVersion && v[0] != codecV1 {
+	if len(v) == 0 || v[0] != codecVersion && v[0] != codecV2 && v[0] != codecV1 {
 		return errCorrupt
 	}
 	version := v[0]
@@ -80,7 +88,7 @@ func decodeRecord(email string, v []byte, r *Record) error {
 	}
 	p = p[off:]
 	nDemo := codecV1DemoLen
-	if version == codecVersion {
+	if version != codecV1 {
 		if len(p) == 0 {
 			return errCorrupt
 		}
@@ -111,28 +119,61 @@ func decodeRecord(email string, v []byte, r *Record) error {
 		}
 		return nil
 	}
-	return decodeRFM(p, r)
+	p, err := decodeRFM(p, r)
+	switch {
+	case err != nil:
+		return err
+	case version == codecV2:
+		if len(p) != 0 {
+			return errCorrupt
+		}
+		return nil
+	}
+	return decodeAltEmails(p, r)
 }
 
-// decodeRFM decodes the rfm part of a version 2 value, which must end it.
-func decodeRFM(p []byte, r *Record) error {
-	if len(p) == 0 || int(p[0]) > len(rfmFields) {
+// decodeAltEmails decodes the other addresses of a version 3 value, which
+// must end it.
+func decodeAltEmails(p []byte, r *Record) error {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > MaxAltEmails {
 		return errCorrupt
 	}
-	n := int(p[0])
-	p = p[1:]
-	for i := range n {
+	p = p[k:]
+	if n > 0 {
+		r.AltEmails = make([]string, n)
+	}
+	for i := range r.AltEmails {
 		l, k := binary.Uvarint(p)
 		if k <= 0 || uint64(len(p)-k) < l {
 			return errCorrupt
 		}
-		if l > 0 {
-			*rfmFields[i].get(r) = string(p[k : k+int(l)])
-		}
+		r.AltEmails[i] = string(p[k : k+int(l)])
 		p = p[k+int(l):]
 	}
 	if len(p) != 0 {
 		return errCorrupt
 	}
 	return nil
+}
+
+// decodeRFM decodes the rfm part of a version 2 or 3 value and returns
+// what follows it.
+func decodeRFM(p []byte, r *Record) ([]byte, error) {
+	if len(p) == 0 || int(p[0]) > len(rfmFields) {
+		return nil, errCorrupt
+	}
+	n := int(p[0])
+	p = p[1:]
+	for i := range n {
+		l, k := binary.Uvarint(p)
+		if k <= 0 || uint64(len(p)-k) < l {
+			return nil, errCorrupt
+		}
+		if l > 0 {
+			*rfmFields[i].get(r) = string(p[k : k+int(l)])
+		}
+		p = p[k+int(l):]
+	}
+	return p, nil
 }

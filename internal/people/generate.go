@@ -18,7 +18,9 @@ import (
 // short by n), which share a household id ("HH" and 9 digits), street,
 // city, state and zip, and mostly a last name. Names come from small
 // built-in lists, emails are unique within the run and use reserved example
-// domains (example.com/.net/.org) or the .test top-level domain, states and
+// domains (example.com/.net/.org) or the .test top-level domain; about one
+// person in four has one or two other addresses (AltEmails, at work.test,
+// office.test or alumni.test, domains no primary address uses); states and
 // cities come with a zip prefix of that city, and demographics are drawn
 // from plausible, correlated distributions with some fields left unknown.
 // All of it is made up.
@@ -55,12 +57,13 @@ func WriteCSV(w io.Writer, recs iter.Seq[Record]) error {
 	if err := cw.Write(Columns()); err != nil {
 		return err
 	}
-	row := make([]string, len(allFields)+1)
+	row := make([]string, len(allFields)+2)
 	for r := range recs {
 		for i := range allFields {
 			row[i] = *allFields[i].get(&r)
 		}
 		row[len(allFields)] = r.Interests.String()
+		row[len(allFields)+1] = strings.Join(r.AltEmails, ";")
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -132,16 +135,22 @@ type generator struct {
 	// x draws the fields added later (life stage, financial, rfm) from a
 	// stream of its own, so that adding them left every earlier field of a
 	// seed's people unchanged.
-	x    *rand.Rand
-	hh   int
-	used map[string]uint32 // email -> last counter used for it as a base
+	x *rand.Rand
+	// a draws the other addresses (AltEmails), on a stream of its own for
+	// the same reason.
+	a       *rand.Rand
+	hh      int
+	used    map[string]uint32 // email -> last counter used for it as a base
+	altUsed map[string]bool
 }
 
 func newGenerator(seed uint64) *generator {
 	return &generator{
-		r:    rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
-		x:    rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d)),
-		used: make(map[string]uint32),
+		r:       rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		x:       rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d)),
+		a:       rand.New(rand.NewPCG(seed, 0x2545f4914f6cdd1d)),
+		used:    make(map[string]uint32),
+		altUsed: make(map[string]bool),
 	}
 }
 
@@ -232,6 +241,7 @@ func (g *generator) household() []Record {
 			p.Last = lastNames[wLast.pick(r)]
 		}
 		p.Email = g.email(p.First, p.Last)
+		p.AltEmails = g.altEmails(p.First, p.Last)
 		out = append(out, p)
 	}
 	return out
@@ -360,6 +370,35 @@ func (g *generator) person(p *Record, male bool, age int, married bool) {
 	for k := r.IntN(6); k > 0; k-- {
 		p.Interests |= 1 << wInterest.pick(r)
 	}
+}
+
+// altDomains are the domains of other addresses; no primary address uses
+// them, so the two kinds never collide.
+var altDomains = []string{"work.test", "office.test", "alumni.test"}
+
+// altEmails draws a person's other addresses: none for about three in
+// four, else one (or, rarely, two), unique within the run.
+func (g *generator) altEmails(first, last string) []string {
+	n := 0
+	switch x := g.a.Float64(); {
+	case x < 0.06:
+		n = 2
+	case x < 0.25:
+		n = 1
+	}
+	var out []string
+	f, l := strings.ToLower(first), strings.ToLower(last)
+	for range n {
+		local := []string{f + "." + l, f[:1] + l, f + "_" + l, l + "." + f}[g.a.IntN(4)]
+		domain := altDomains[g.a.IntN(len(altDomains))]
+		e := local + "@" + domain
+		for k := 2; g.altUsed[e]; k++ {
+			e = local + strconv.Itoa(k) + "@" + domain
+		}
+		g.altUsed[e] = true
+		out = append(out, e)
+	}
+	return out
 }
 
 // email makes an address unique within the run from the person's name.

@@ -186,3 +186,32 @@ func TestGenerateRealistic(t *testing.T) {
 		t.Errorf("home ownership %.2f", f)
 	}
 }
+
+// TestGenerateAltEmails: about one person in four has other addresses,
+// valid, unique across the run and never another person's email.
+func TestGenerateAltEmails(t *testing.T) {
+	recs := GenerateSlice(1, 20000)
+	primary := map[string]bool{}
+	for _, r := range recs {
+		primary[r.Email] = true
+	}
+	seen := map[string]bool{}
+	with, two := 0, 0
+	for i, r := range recs {
+		if len(r.AltEmails) > 0 {
+			with++
+		}
+		if len(r.AltEmails) == 2 {
+			two++
+		}
+		for _, a := range r.AltEmails {
+			if !ValidEmail(a) || primary[a] || seen[a] || !slices.Contains(altDomains, a[strings.IndexByte(a, '@')+1:]) {
+				t.Fatalf("record %d: other address %q is invalid, repeated or not on an alt domain", i, a)
+			}
+			seen[a] = true
+		}
+	}
+	if with < 4000 || with > 6000 || two < 800 || two > 1600 {
+		t.Errorf("%d of %d people have other addresses, %d two of them", with, len(recs), two)
+	}
+}

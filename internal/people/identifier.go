@@ -40,3 +40,8 @@ func (in *Input) Check() error {
 	}
 	return nil
 }
+
+// Keys returns the lookup keys of in's email identifiers (email, or a
+// digest given in it, md5_email, sha1_email), each once; nil when none is
+// usable.
+func (in *Input) Keys() []Key { return inputKeys(in) }

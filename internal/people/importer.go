@@ -54,7 +54,12 @@ var ErrTooManyErrors = errors.New("people: import: too many malformed rows")
 // Import reads a delimited file with a header row, whose column names are
 // those of Columns (any subset that includes "email", in any order, matched
 // case-insensitively), and upserts its rows into s in batches, streaming.
-// The interests column holds names separated by ';' or '|'.
+// The interests column holds names separated by ';' or '|', alt_emails the
+// person's other addresses separated by ';'.
+//
+// A file whose header has no email column but a phone column is a phone
+// status file instead (columns of PhoneColumns, rows checked by
+// ParsePhoneStatus), upserted into s's PhoneStore the same way.
 //
 // A malformed row (wrong number of fields, broken quoting, invalid email or
 // field value) either stops the import, after the rows before it have been
@@ -82,7 +87,10 @@ func Import(ctx context.Context, s Store, r io.Reader, opt ImportOptions) (Impor
 	if err != nil {
 		return res, fmt.Errorf("people: import: header: %w", err)
 	}
-	cols, interests, err := importColumns(header)
+	if isPhoneHeader(header) {
+		return importPhones(ctx, s, cr, header, opt)
+	}
+	cols, err := importColumns(header)
 	if err != nil {
 		return res, err
 	}
@@ -96,7 +104,7 @@ func Import(ctx context.Context, s Store, r io.Reader, opt ImportOptions) (Impor
 	var readErr error
 	go func() {
 		defer close(full)
-		rd := importReader{cr: cr, header: header, cols: cols, interests: interests, opt: opt, res: &res}
+		rd := importReader{cr: cr, header: header, cols: cols, opt: opt, res: &res}
 		readErr = rd.run(ctx, full, free)
 	}()
 	var writeErr error
@@ -129,12 +137,11 @@ func Import(ctx context.Context, s Store, r io.Reader, opt ImportOptions) (Impor
 const DefaultImportBatch = 50_000
 
 type importReader struct {
-	cr        *csv.Reader
-	header    []string
-	cols      []*field
-	interests int
-	opt       ImportOptions
-	res       *ImportResult // Rows, Failed and Errors; Imported is the writer's
+	cr     *csv.Reader
+	header []string
+	cols   importCols
+	opt    ImportOptions
+	res    *ImportResult // Rows, Failed and Errors; Imported is the writer's
 }
 
 // run reads rows into batches and sends them to full; it returns the error
@@ -236,16 +243,19 @@ func (rd *importReader) readRow() (row []string, line int, bad *RowError, err er
 // fill sets rec from row, then normalizes and validates it; it returns the
 // first invalid field.
 func (rd *importReader) fill(rec *Record, row []string) *FieldError {
-	for i, f := range rd.cols {
+	for i, f := range rd.cols.fields {
 		if f != nil {
 			*f.get(rec) = row[i]
 		}
 	}
-	if rd.interests >= 0 {
+	if rd.cols.interests >= 0 {
 		var err error
-		if rec.Interests, err = ParseInterests(row[rd.interests]); err != nil {
+		if rec.Interests, err = ParseInterests(row[rd.cols.interests]); err != nil {
 			return err.(*FieldError)
 		}
+	}
+	if rd.cols.altEmails >= 0 {
+		rec.AltEmails = ParseAltEmails(row[rd.cols.altEmails])
 	}
 	rec.Normalize()
 	if err := rec.Validate(); err != nil {
@@ -254,33 +264,47 @@ func (rd *importReader) fill(rec *Record, row []string) *FieldError {
 	return nil
 }
 
-// importColumns maps header cells to fields (nil for the interests column)
-// and returns the interests column index or -1. Its errors name columns by
-// position only: a file without a header would otherwise put personal
-// data in them.
-func importColumns(header []string) ([]*field, int, error) {
-	cols := make([]*field, len(header))
-	interests := -1
+// importCols maps the columns of a people file: fields[i] is column i's
+// field (nil for interests and alt_emails, whose indexes are kept, -1 when
+// absent).
+type importCols struct {
+	fields               []*field
+	interests, altEmails int
+}
+
+// importColumns maps header cells to fields. Its errors name columns by
+// position only: a file without a header would otherwise put personal data
+// in them.
+func importColumns(header []string) (importCols, error) {
+	c := importCols{fields: make([]*field, len(header)), interests: -1, altEmails: -1}
 	seen := map[string]bool{}
 	for i, h := range header {
-		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
+		h = headerName(h)
 		if seen[h] {
-			return nil, 0, fmt.Errorf("people: import: header: column %d repeats an earlier column", i+1)
+			return c, fmt.Errorf("people: import: header: column %d repeats an earlier column", i+1)
 		}
 		seen[h] = true
-		if h == ColInterests {
-			interests = i
+		switch h {
+		case ColInterests:
+			c.interests = i
+			continue
+		case ColAltEmails:
+			c.altEmails = i
 			continue
 		}
 		f := fieldByName[h]
 		if f == nil {
-			return nil, 0, fmt.Errorf("people: import: header: column %d is not a known column (want names from %s)",
+			return c, fmt.Errorf("people: import: header: column %d is not a known column (want names from %s)",
 				i+1, strings.Join(Columns(), ","))
 		}
-		cols[i] = f
+		c.fields[i] = f
 	}
 	if !seen[ColEmail] {
-		return nil, 0, fmt.Errorf("people: import: header: no %q column", ColEmail)
+		return c, fmt.Errorf("people: import: header: no %q column (or, for a phone status file, no %q column)", ColEmail, ColPhone)
 	}
-	return cols, interests, nil
+	return c, nil
+}
+
+func headerName(h string) string {
+	return strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
 }

@@ -276,7 +276,7 @@ func TestPostgresPostalMigration(t *testing.T) {
 	schema := pgx.Identifier{mustQuery(t, u, "schema")}.Sanitize()
 	c := requirePostgres(t)
 	defer c.Close(ctx)
-	for _, q := range append(dropMigration3(schema),
+	for _, q := range append(append(dropMigration4(schema), dropMigration3(schema)...),
 		"DROP INDEX "+schema+".people_last_name_norm_zip5_idx",
 		"ALTER TABLE "+schema+".people DROP COLUMN last_name_norm, DROP COLUMN zip5",
 		"UPDATE "+schema+".people_schema_version SET version = 1",
@@ -293,6 +293,54 @@ func TestPostgresPostalMigration(t *testing.T) {
 	var v int
 	if err := c.QueryRow(ctx, "SELECT version FROM "+schema+".people_schema_version").Scan(&v); err != nil || v != len(pgMigrations) {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, len(pgMigrations))
+	}
+}
+
+// dropMigration4 returns the statements that undo migration 4.
+func dropMigration4(schema string) []string {
+	return []string{
+		"DROP TABLE " + schema + ".people_alt_emails",
+		"DROP TABLE " + schema + ".people_phone_status",
+		"ALTER TABLE " + schema + ".people DROP COLUMN alt_emails",
+	}
+}
+
+// TestPostgresMigration4 migrates a version-3 schema with rows: they read
+// back without other addresses, and take them on upsert.
+func TestPostgresMigration4(t *testing.T) {
+	ctx := context.Background()
+	u := pgTestURL(t)
+	s, err := Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := person("a@example.com", "A", "Lee", "H1")
+	if err := s.Upsert(ctx, []Record{old}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	schema := pgx.Identifier{mustQuery(t, u, "schema")}.Sanitize()
+	c := requirePostgres(t)
+	defer c.Close(ctx)
+	for _, q := range append(dropMigration4(schema), "UPDATE "+schema+".people_schema_version SET version = 3") {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s = openURL(t, u)
+	if r, err := s.Get(ctx, EmailKey("a@example.com")); err != nil || !reflect.DeepEqual(*r, old) {
+		t.Fatalf("migrated record = %+v, %v", r, err)
+	}
+	withAlt := old
+	withAlt.AltEmails = []string{"a.lee@work.test"}
+	if err := s.Upsert(ctx, []Record{withAlt}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, SHA1Key(EmailSHA1("A.Lee@work.test"))); err != nil || !reflect.DeepEqual(*r, withAlt) {
+		t.Fatalf("by the other address after migration: %+v, %v", r, err)
+	}
+	if err := s.(PhoneStore).UpsertPhones(ctx, []PhoneStatus{{Phone: "+14155552671", Status: PhoneLive}}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -323,7 +371,7 @@ func TestPostgresMigration3(t *testing.T) {
 	schema := pgx.Identifier{mustQuery(t, u, "schema")}.Sanitize()
 	c := requirePostgres(t)
 	defer c.Close(ctx)
-	for _, q := range append(dropMigration3(schema), "UPDATE "+schema+".people_schema_version SET version = 2") {
+	for _, q := range append(append(dropMigration4(schema), dropMigration3(schema)...), "UPDATE "+schema+".people_schema_version SET version = 2") {
 		if _, err := c.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

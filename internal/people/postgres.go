@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/sha1"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/url"
@@ -21,7 +22,17 @@ import (
 //	  PRIMARY KEY (email)
 //	  INDEX (email_md5), INDEX (email_sha1), INDEX (household_id),
 //	  INDEX (last_name_norm, zip5), INDEX (last_name_norm, state, city_norm)
+//	people_alt_emails       a person's other addresses (email primary key,
+//	                        email_md5, email_sha1, owner -> people.email
+//	                        ON DELETE CASCADE), indexed on the digests and owner
+//	people_phone_status     phone status reference data (phone E.164
+//	                        primary key, status, prepaid, connected_score)
 //	people_schema_version   the migration version (one row)
+//
+// people.alt_emails repeats the other addresses (text[]) so that a record
+// reads in one row; people_alt_emails indexes them for lookups. An address
+// two people list points at the one written last; one that is also a
+// person's email finds that person.
 //
 // email_md5 and email_sha1 are the raw 16- and 20-byte digests of the
 // normalised email; demographic fields are their bucket text (empty when
@@ -37,6 +48,7 @@ var pgColumns = []string{
 	"presence_of_children", "education", "occupation", "interests",
 	"life_stage_segment", "life_stage_group", "financial_segment", "financial_group",
 	"rfm_offline_avg_days", "rfm_online_avg_days", "rfm_avg_dollars", "rfm_last_order",
+	"alt_emails",
 }
 
 // pgDerivedColumns are written after pgColumns but never read back.
@@ -96,6 +108,25 @@ var pgMigrations = [][]string{
 	ADD COLUMN rfm_last_order       text NOT NULL DEFAULT '',
 	ADD COLUMN city_norm            text NOT NULL DEFAULT ''`,
 		`CREATE INDEX people_last_name_norm_state_city_norm_idx ON %[1]s.people (last_name_norm, state, city_norm)`,
+	},
+	{
+		// Existing people have no other addresses: the defaults are right.
+		`ALTER TABLE %[1]s.people ADD COLUMN alt_emails text[] NOT NULL DEFAULT '{}'`,
+		`CREATE TABLE %[1]s.people_alt_emails (
+	email      text PRIMARY KEY,
+	email_md5  bytea NOT NULL,
+	email_sha1 bytea NOT NULL,
+	owner      text NOT NULL REFERENCES %[1]s.people (email) ON DELETE CASCADE
+)`,
+		`CREATE INDEX people_alt_emails_md5_idx ON %[1]s.people_alt_emails (email_md5)`,
+		`CREATE INDEX people_alt_emails_sha1_idx ON %[1]s.people_alt_emails (email_sha1)`,
+		`CREATE INDEX people_alt_emails_owner_idx ON %[1]s.people_alt_emails (owner)`,
+		`CREATE TABLE %[1]s.people_phone_status (
+	phone           text PRIMARY KEY,
+	status          text NOT NULL DEFAULT '',
+	prepaid         boolean,
+	connected_score smallint CHECK (connected_score BETWEEN 0 AND 100)
+)`,
 	},
 }
 
@@ -167,6 +198,8 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 type pgStore struct {
 	pool    *pgxpool.Pool
 	table   string // quoted schema.people
+	alt     string // quoted schema.people_alt_emails
+	phones  string // quoted schema.people_phone_status
 	selCol  string // select list
 	pSelCol string // select list qualified by "p."
 	upsert  string // INSERT ... ON CONFLICT for one row ($1..$N, N = len(pgWriteColumns))
@@ -199,14 +232,14 @@ func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
 		return nil, fmt.Errorf("people: postgres: %w", err)
 	}
 	qs := pgx.Identifier{schema}.Sanitize()
-	s := &pgStore{pool: pool, table: qs + ".people"}
+	s := &pgStore{pool: pool, table: qs + ".people", alt: qs + ".people_alt_emails", phones: qs + ".people_phone_status"}
 	if err := migratePostgres(ctx, pool, schema, qs); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	s.selCol = strings.Join(pgColumns, ", ")
+	s.selCol = pgSelectList("")
 	writeCol := strings.Join(pgWriteColumns, ", ")
-	s.pSelCol = "p." + strings.Join(pgColumns, ", p.")
+	s.pSelCol = pgSelectList("p.")
 	var ph, set, old, neu []string
 	for i, c := range pgWriteColumns {
 		ph = append(ph, fmt.Sprintf("$%d", i+1))
@@ -221,6 +254,20 @@ func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
 	s.upsert = fmt.Sprintf("INSERT INTO %s AS p (%s) VALUES (%s)", s.table, writeCol, strings.Join(ph, ", ")) + onConflict
 	s.merge = fmt.Sprintf("INSERT INTO %s AS p (%s) SELECT %s FROM people_stage", s.table, writeCol, writeCol) + onConflict
 	return s, nil
+}
+
+// pgSelectList is pgColumns as a select list, each qualified by prefix.
+// alt_emails comes as NULL when empty (most people): pgx decodes a NULL
+// far faster than an empty text[], which cost about 1 µs a row.
+func pgSelectList(prefix string) string {
+	cols := make([]string, len(pgColumns))
+	for i, c := range pgColumns {
+		cols[i] = prefix + c
+		if c == "alt_emails" {
+			cols[i] = "nullif(" + prefix + c + ", '{}')"
+		}
+	}
+	return strings.Join(cols, ", ")
 }
 
 func migratePostgres(ctx context.Context, pool *pgxpool.Pool, schema, qs string) error {
@@ -282,6 +329,10 @@ func pgRow(r *Record) []any {
 	if in == nil {
 		in = []string{}
 	}
+	alts := r.AltEmails
+	if alts == nil {
+		alts = []string{}
+	}
 	return []any{
 		r.Email, m[:], h[:], r.HouseholdID,
 		r.First, r.Middle, r.Last, r.Street, r.City, r.State, r.Zip,
@@ -290,6 +341,7 @@ func pgRow(r *Record) []any {
 		r.PresenceOfChildren, r.Education, r.Occupation, in,
 		r.LifeStageSegment, r.LifeStageGroup, r.FinancialSegment, r.FinancialGroup,
 		r.RFMOfflineAvgDays, r.RFMOnlineAvgDays, r.RFMAvgDollars, r.RFMLastOrder,
+		alts,
 		NormalizeName(r.Last), NormalizeZip(r.Zip), NormalizeName(r.City),
 	}
 }
@@ -305,7 +357,10 @@ func (s *pgStore) Upsert(ctx context.Context, recs []Record) error {
 			for i := range recs {
 				b.Queue(s.upsert, pgRow(&recs[i])...)
 			}
-			return tx.SendBatch(ctx, b).Close()
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			return s.upsertAlts(ctx, tx, recs)
 		}
 		if _, err := tx.Exec(ctx, "CREATE TEMP TABLE people_stage (LIKE "+s.table+" INCLUDING DEFAULTS) ON COMMIT DROP"); err != nil {
 			return err
@@ -315,13 +370,41 @@ func (s *pgStore) Upsert(ctx context.Context, recs []Record) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.merge)
-		return err
+		if _, err = tx.Exec(ctx, s.merge); err != nil {
+			return err
+		}
+		return s.upsertAlts(ctx, tx, recs)
 	})
 	if err != nil {
 		return fmt.Errorf("people: postgres upsert: %w", err)
 	}
 	return nil
+}
+
+// upsertAlts replaces the other addresses of recs in people_alt_emails:
+// those recs no longer list are removed (when they still point at them),
+// the listed ones point at their owner.
+func (s *pgStore) upsertAlts(ctx context.Context, tx pgx.Tx, recs []Record) error {
+	owners := make([]string, len(recs))
+	for i := range recs {
+		owners[i] = recs[i].Email
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM "+s.alt+" WHERE owner = ANY($1)", owners); err != nil {
+		return err
+	}
+	claims := altClaims(recs)
+	if len(claims) == 0 {
+		return nil
+	}
+	emails, md5s, sha1s, by := make([]string, len(claims)), make([][]byte, len(claims)), make([][]byte, len(claims)), make([]string, len(claims))
+	for i, c := range claims {
+		m, h := md5.Sum([]byte(c.email)), sha1.Sum([]byte(c.email))
+		emails[i], md5s[i], sha1s[i], by[i] = c.email, m[:], h[:], c.owner
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO "+s.alt+" (email, email_md5, email_sha1, owner)"+
+		" SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[])"+
+		" ON CONFLICT (email) DO UPDATE SET owner = EXCLUDED.owner", emails, md5s, sha1s, by)
+	return err
 }
 
 func (s *pgStore) Delete(ctx context.Context, emails []string) error {
@@ -335,18 +418,22 @@ func (s *pgStore) Delete(ctx context.Context, emails []string) error {
 	return nil
 }
 
-// scan reads one row of selCol into r and returns its digests.
-func scanPerson(rows pgx.Rows, r *Record) (m, h []byte, err error) {
+// scanPerson reads one row of selCol (then extra) into r and returns its
+// digests.
+func scanPerson(rows pgx.Rows, r *Record, extra ...any) (m, h []byte, err error) {
 	var in []string
-	err = rows.Scan(&r.Email, &m, &h, &r.HouseholdID,
+	dest := []any{&r.Email, &m, &h, &r.HouseholdID,
 		&r.First, &r.Middle, &r.Last, &r.Street, &r.City, &r.State, &r.Zip,
 		&r.Age, &r.Gender, &r.HouseholdIncome, &r.NetWorth, &r.HomeMarketValue,
 		&r.HomeOwnerStatus, &r.LengthOfResidence, &r.MaritalStatus,
 		&r.PresenceOfChildren, &r.Education, &r.Occupation, &in,
 		&r.LifeStageSegment, &r.LifeStageGroup, &r.FinancialSegment, &r.FinancialGroup,
-		&r.RFMOfflineAvgDays, &r.RFMOnlineAvgDays, &r.RFMAvgDollars, &r.RFMLastOrder)
-	if err != nil {
+		&r.RFMOfflineAvgDays, &r.RFMOnlineAvgDays, &r.RFMAvgDollars, &r.RFMLastOrder, &r.AltEmails}
+	if err = rows.Scan(append(dest, extra...)...); err != nil {
 		return nil, nil, err
+	}
+	if len(r.AltEmails) == 0 {
+		r.AltEmails = nil
 	}
 	for _, n := range in {
 		if i, ok := interestIndex[n]; ok {
@@ -384,21 +471,44 @@ func (s *pgStore) LookupBatch(ctx context.Context, keys []Key) ([]*Record, error
 }
 
 // lookupRange looks keys up with one query per key kind, sent as one
-// pipelined batch, and stores the records in out (aligned with keys).
+// pipelined batch, and stores the records in out (aligned with keys); then
+// the keys that found nobody, if any, the same way in people_alt_emails (a
+// second round trip only then: the alt table is not probed for the keys
+// people found, which are most of them).
 func (s *pgStore) lookupRange(ctx context.Context, keys []Key, out []*Record) error {
-	g := groupKeys(keys)
-	b, kinds := s.lookupBatch(g)
-	if len(kinds) == 0 {
+	if err := s.lookupPass(ctx, groupKeys(keys), false, out); err != nil {
+		return err
+	}
+	var missing []Key
+	for i, r := range out {
+		if r == nil {
+			if missing == nil {
+				missing = make([]Key, len(keys)) // found ones stay Key{}: they match nothing
+			}
+			missing[i] = keys[i]
+		}
+	}
+	if missing == nil {
+		return nil
+	}
+	return s.lookupPass(ctx, groupKeys(missing), true, out)
+}
+
+// lookupPass sends one query per kind of g, in people or (alt) in
+// people_alt_emails, as one pipelined batch.
+func (s *pgStore) lookupPass(ctx context.Context, g *keyGroups, alt bool, out []*Record) error {
+	b, queries := s.lookupBatch(g, alt)
+	if len(queries) == 0 {
 		return nil
 	}
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
-	for _, kind := range kinds {
+	for _, q := range queries {
 		rows, err := br.Query()
 		if err != nil {
 			return fmt.Errorf("people: postgres lookup: %w", err)
 		}
-		if err := scanLookup(rows, kind, g.pos[kind], out); err != nil {
+		if err := scanLookup(rows, q, g.pos[q.kind], out); err != nil {
 			return fmt.Errorf("people: postgres lookup: %w", err)
 		}
 	}
@@ -442,66 +552,93 @@ func groupKeys(keys []Key) *keyGroups {
 	return g
 }
 
-// lookupBatch queues one query per kind that has keys, in the order of
-// the kinds it returns.
-func (s *pgStore) lookupBatch(g *keyGroups) (*pgx.Batch, []KeyKind) {
+// lookupQuery is one query of a lookup batch: by kind, in people or
+// (alt) in people_alt_emails.
+type lookupQuery struct {
+	kind KeyKind
+	alt  bool
+}
+
+// lookupBatch queues one query per kind that has keys, in people or (alt)
+// in people_alt_emails (then also selecting the matched column), in the
+// order of the queries it returns.
+func (s *pgStore) lookupBatch(g *keyGroups, alt bool) (*pgx.Batch, []lookupQuery) {
 	b := &pgx.Batch{}
-	var kinds []KeyKind
+	var qs []lookupQuery
 	sel := "SELECT " + s.selCol + " FROM " + s.table + " WHERE "
+	selAlt := "SELECT " + s.pSelCol + ", a.%[1]s FROM " + s.alt + " AS a JOIN " + s.table + " AS p ON p.email = a.owner WHERE a.%[1]s "
 	// One value: a plain equality (a single GET /v5/td), cheaper for the
 	// server than an array.
-	queue := func(col string, vals []string, raws [][]byte) {
+	queue := func(q string, vals []string, raws [][]byte) {
 		switch {
 		case len(vals) == 1:
-			b.Queue(sel+col+" = $1", vals[0])
+			b.Queue(q+"= $1", vals[0])
 		case len(raws) == 1:
-			b.Queue(sel+col+" = $1", raws[0])
+			b.Queue(q+"= $1", raws[0])
 		case vals != nil:
-			b.Queue(sel+col+" = ANY($1)", vals)
+			b.Queue(q+"= ANY($1)", vals)
 		default:
-			b.Queue(sel+col+" = ANY($1)", raws)
+			b.Queue(q+"= ANY($1)", raws)
 		}
 	}
-	if len(g.emails) > 0 {
-		queue("email", g.emails, nil)
-		kinds = append(kinds, KeyEmail)
+	for _, k := range []struct {
+		kind KeyKind
+		col  string
+		vals []string
+		raws [][]byte
+	}{
+		{KeyEmail, "email", g.emails, nil}, {KeyMD5, "email_md5", nil, g.md5s}, {KeySHA1, "email_sha1", nil, g.sha1s},
+	} {
+		if len(k.vals) == 0 && len(k.raws) == 0 {
+			continue
+		}
+		q := sel + k.col + " "
+		if alt {
+			q = fmt.Sprintf(selAlt, k.col)
+		}
+		queue(q, k.vals, k.raws)
+		qs = append(qs, lookupQuery{k.kind, alt})
 	}
-	if len(g.md5s) > 0 {
-		queue("email_md5", nil, g.md5s)
-		kinds = append(kinds, KeyMD5)
-	}
-	if len(g.sha1s) > 0 {
-		queue("email_sha1", nil, g.sha1s)
-		kinds = append(kinds, KeySHA1)
-	}
-	return b, kinds
+	return b, qs
 }
 
 // scanLookup stores each found record at the positions of the keys of
 // this kind that match it (a copy for each after the first), then closes
-// rows.
-func scanLookup(rows pgx.Rows, kind KeyKind, pos map[string][]int, out []*Record) error {
+// rows. Alt queries fill only positions still empty.
+func scanLookup(rows pgx.Rows, q lookupQuery, pos map[string][]int, out []*Record) error {
 	for rows.Next() {
 		r := new(Record)
-		m, h, err := scanPerson(rows, r)
+		var extra []any
+		var matched []byte
+		if q.alt {
+			extra = []any{&matched}
+		}
+		m, h, err := scanPerson(rows, r, extra...)
 		if err != nil {
 			rows.Close()
 			return err
 		}
 		k := r.Email
-		switch kind {
-		case KeyMD5:
+		switch {
+		case q.alt:
+			k = string(matched)
+		case q.kind == KeyMD5:
 			k = string(m)
-		case KeySHA1:
+		case q.kind == KeySHA1:
 			k = string(h)
 		}
-		for n, i := range pos[k] {
+		n := 0
+		for _, i := range pos[k] {
+			if q.alt && out[i] != nil {
+				continue
+			}
 			if n == 0 {
 				out[i] = r
 			} else {
 				c := *r
 				out[i] = &c
 			}
+			n++
 		}
 	}
 	rows.Close()
@@ -633,4 +770,53 @@ func (s *pgStore) FindByNamePostal(ctx context.Context, keys []NamePostalKey) ([
 		}
 	}
 	return out, nil
+}
+
+func (s *pgStore) UpsertPhones(ctx context.Context, recs []PhoneStatus) error {
+	if err := checkPhones(recs); err != nil || len(recs) == 0 {
+		return err
+	}
+	// One row per number, the last one winning (ON CONFLICT cannot touch
+	// a row twice in one statement).
+	at := make(map[string]int, len(recs))
+	var phones, statuses []string
+	var prepaid []*bool
+	var scores []*int32
+	for _, r := range recs {
+		var sc *int32
+		if r.ConnectedScore != nil {
+			sc = new(int32(*r.ConnectedScore))
+		}
+		if i, ok := at[r.Phone]; ok {
+			statuses[i], prepaid[i], scores[i] = r.Status, r.Prepaid, sc
+			continue
+		}
+		at[r.Phone] = len(phones)
+		phones, statuses, prepaid, scores = append(phones, r.Phone), append(statuses, r.Status), append(prepaid, r.Prepaid), append(scores, sc)
+	}
+	_, err := s.pool.Exec(ctx, "INSERT INTO "+s.phones+" (phone, status, prepaid, connected_score)"+
+		" SELECT * FROM unnest($1::text[], $2::text[], $3::boolean[], $4::int[])"+
+		" ON CONFLICT (phone) DO UPDATE SET status = EXCLUDED.status, prepaid = EXCLUDED.prepaid, connected_score = EXCLUDED.connected_score",
+		phones, statuses, prepaid, scores)
+	if err != nil {
+		return fmt.Errorf("people: postgres phone upsert: %w", err)
+	}
+	return nil
+}
+
+func (s *pgStore) LookupPhone(ctx context.Context, e164 string) (*PhoneStatus, error) {
+	r := &PhoneStatus{Phone: e164}
+	var score *int32
+	err := s.pool.QueryRow(ctx, "SELECT status, prepaid, connected_score FROM "+s.phones+" WHERE phone = $1", e164).
+		Scan(&r.Status, &r.Prepaid, &score)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("people: postgres phone lookup: %w", err)
+	}
+	if score != nil {
+		r.ConnectedScore = new(int(*score))
+	}
+	return r, nil
 }

@@ -53,7 +53,16 @@ type Record struct {
 	RFMLastOrder      string `json:"rfm_last_order,omitempty"`
 
 	Interests Interests `json:"interests,omitempty"`
+
+	// AltEmails are the person's other addresses, normalised, each valid,
+	// none equal to Email or repeated, at most MaxAltEmails. A lookup by
+	// any of them (or its MD5 or SHA-1) finds the person; Email stays the
+	// key. In files (column alt_emails) they are joined with ';'.
+	AltEmails []string `json:"alt_emails,omitempty"`
 }
+
+// MaxAltEmails is the most other addresses a person may have.
+const MaxAltEmails = 10
 
 // Column (CSV header and JSON) names of the Record fields, in the order
 // Columns returns them.
@@ -87,6 +96,7 @@ const (
 	ColRFMAvgDollars      = "rfm_avg_dollars"
 	ColRFMLastOrder       = "rfm_last_order"
 	ColInterests          = "interests"
+	ColAltEmails          = "alt_emails"
 )
 
 // MaxFieldLen is the longest value, in bytes, a text field may hold.
@@ -207,10 +217,13 @@ func DemographicColumns() []string {
 }
 
 // Value returns the value of a column of r (Columns names; interests in
-// its CSV form), or "" for an unknown column.
+// alt_emails in their CSV form), or "" for an unknown column.
 func (r *Record) Value(column string) string {
-	if column == ColInterests {
+	switch column {
+	case ColInterests:
 		return r.Interests.String()
+	case ColAltEmails:
+		return strings.Join(r.AltEmails, ";")
 	}
 	if f := fieldByName[column]; f != nil {
 		return *f.get(r)
@@ -270,7 +283,7 @@ func Columns() []string {
 	for _, f := range allFields {
 		c = append(c, f.name)
 	}
-	return append(c, ColInterests)
+	return append(c, ColInterests, ColAltEmails)
 }
 
 // Buckets returns the allowed values of a demographic column (for example
@@ -375,6 +388,38 @@ func (r *Record) Normalize() {
 	}
 	r.Email = NormalizeEmail(r.Email)
 	r.State = strings.ToUpper(r.State)
+	r.normalizeAltEmails()
+}
+
+// normalizeAltEmails normalises the other addresses and drops empty ones,
+// the primary one and repeats, keeping the first occurrence's place.
+func (r *Record) normalizeAltEmails() {
+	if len(r.AltEmails) == 0 {
+		r.AltEmails = nil
+		return
+	}
+	out := r.AltEmails[:0:0]
+	for _, e := range r.AltEmails {
+		if e = NormalizeEmail(e); e != "" && e != r.Email && !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	r.AltEmails = out
+}
+
+// ParseAltEmails splits the CSV form of alt_emails: addresses separated by
+// ';' (so an address with a ';' cannot be listed), blanks ignored.
+func ParseAltEmails(s string) []string {
+	var out []string
+	for e := range strings.SplitSeq(s, ";") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Validate checks a normalised record: a valid email, text fields without
@@ -425,6 +470,17 @@ func (r *Record) Validate() error {
 	}
 	if r.Interests&^allInterests != 0 {
 		return &FieldError{ColInterests, "unknown interest"}
+	}
+	if len(r.AltEmails) > MaxAltEmails {
+		return &FieldError{ColAltEmails, fmt.Sprintf("more than %d addresses", MaxAltEmails)}
+	}
+	for i, e := range r.AltEmails {
+		if !ValidEmail(e) {
+			return &FieldError{ColAltEmails, "not an email address"}
+		}
+		if e == r.Email || slices.Contains(r.AltEmails[:i], e) {
+			return &FieldError{ColAltEmails, "repeats an address"}
+		}
 	}
 	return nil
 }

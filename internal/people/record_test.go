@@ -167,7 +167,7 @@ func TestBuckets(t *testing.T) {
 	if Buckets(ColAge)[0] != "18-20" {
 		t.Error("Buckets returns the package's slice")
 	}
-	if got := len(Columns()); got != 29 {
+	if got := len(Columns()); got != 30 {
 		t.Errorf("%d columns", got)
 	}
 	if Buckets(ColRFMLastOrder) != nil {
@@ -298,7 +298,7 @@ func TestCodec(t *testing.T) {
 	r := person("ann@example.com", "Ann", "Lee", "H1")
 	b := appendRecord(nil, &r)
 	more := slices.Clone(b)
-	more[len(more)-rfmLen(&r)-1] = byte(len(rfmFields) + 1)
+	more[len(more)-rfmLen(&r)-2] = byte(len(rfmFields) + 1) // before the rfm fields and the alt count (0)
 	if err := decodeRecord(r.Email, more, new(Record)); err == nil {
 		t.Error("an rfm count beyond rfmFields decoded")
 	}
@@ -333,6 +333,53 @@ func appendRecordV1(b []byte, r *Record) []byte {
 	return binary.AppendUvarint(b, uint64(r.Interests))
 }
 
+// TestCodecV2 reads values written before version 3: every field but the
+// other addresses.
+func TestCodecV2(t *testing.T) {
+	for _, r := range GenerateSlice(3, 300) {
+		b := appendRecord(nil, &r)
+		if len(r.AltEmails) > 0 {
+			continue
+		}
+		b = b[:len(b)-1] // the alt count, 0
+		b[0] = codecV2
+		var got Record
+		if err := decodeRecord(r.Email, b, &got); err != nil || !reflect.DeepEqual(got, r) {
+			t.Fatalf("v2 decode: %+v, %v; want %+v", got, err, r)
+		}
+		if err := decodeRecord(r.Email, append(b, 0), &got); err == nil {
+			t.Fatal("a v2 value with trailing bytes decoded")
+		}
+	}
+}
+
+func TestCodecAltEmails(t *testing.T) {
+	r := person("ann@example.com", "Ann", "Lee", "H1")
+	r.AltEmails = []string{"ann.lee@work.test", "annl@example.net"}
+	b := appendRecord(nil, &r)
+	var got Record
+	if err := decodeRecord(r.Email, b, &got); err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for n := 0; n < len(b); n++ {
+		if err := decodeRecord(r.Email, b[:n], &got); err == nil {
+			t.Fatalf("decoding %d of %d bytes succeeded", n, len(b))
+		}
+	}
+	if err := decodeRecord(r.Email, append(slices.Clone(b), 0), &got); err == nil {
+		t.Error("trailing bytes decoded")
+	}
+	// More addresses than a person may have: corrupt.
+	many := appendRecord(nil, &Record{Email: "x@example.com"})
+	many = append(many[:len(many)-1], MaxAltEmails+1)
+	for range MaxAltEmails + 1 {
+		many = append(many, 1, 'a')
+	}
+	if err := decodeRecord("x@example.com", many, &got); err == nil {
+		t.Error("too many addresses decoded")
+	}
+}
+
 // TestCodecV1 reads values written before version 2: the fields version 1
 // had, the others unknown.
 func TestCodecV1(t *testing.T) {
@@ -345,6 +392,7 @@ func TestCodecV1(t *testing.T) {
 		want := r
 		want.LifeStageSegment, want.LifeStageGroup, want.FinancialSegment, want.FinancialGroup = "", "", "", ""
 		want.RFMOfflineAvgDays, want.RFMOnlineAvgDays, want.RFMAvgDollars, want.RFMLastOrder = "", "", "", ""
+		want.AltEmails = nil
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("v1 decode: %+v, want %+v", got, want)
 		}

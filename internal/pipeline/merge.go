@@ -9,8 +9,6 @@ import (
 	"path"
 	"strings"
 
-	"gocloud.dev/blob"
-
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
@@ -19,7 +17,7 @@ import (
 // maxSummaryBytes bounds a shard summary read back from the store.
 const maxSummaryBytes = 1 << 20
 
-var blobWriterOptions = blob.WriterOptions{ContentType: "application/octet-stream", BufferSize: 1 << 20}
+var blobWriterOptions = blobstore.WriterOptions("application/octet-stream")
 
 // Outcome is the merged result of all shards.
 type Outcome struct {
@@ -105,7 +103,8 @@ func Merge(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys,
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	key := keys.Result(fileName)
-	w, err := store.NewWriter(wctx, key, &blob.WriterOptions{ContentType: ContentType(fileName), BufferSize: 1 << 20})
+	opts := blobstore.WriterOptions(ContentType(fileName))
+	w, err := store.NewWriter(wctx, key, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("create result: %w", err)
 	}

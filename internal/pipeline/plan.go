@@ -7,12 +7,14 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/listfile"
 )
 
-// PlanVersion changes when the plan document changes shape.
-const PlanVersion = 1
+// PlanVersion changes when the plan document changes shape. Version 2:
+// repeats are found at preparation (Repeats), not by each shard.
+const PlanVersion = 2
 
 // maxPlanBytes bounds plan documents read back from the store.
 const maxPlanBytes = 4 << 20
@@ -40,10 +42,18 @@ type Plan struct {
 	OutputHeader []string `json:"outputHeader"`
 	// Columns are the service's appended columns.
 	Columns []string `json:"columns"`
+	// MaxAge is the list's maximum age of verdicts from the verification
+	// history (nanoseconds; absent: the service's default). A field added
+	// without a version change: older plans simply lack it.
+	MaxAge *time.Duration `json:"maxAge,omitempty"`
 
 	SizeBytes int64            `json:"sizeBytes"`
 	Records   int64            `json:"records"`
 	Shards    []listfile.Shard `json:"shards"`
+	// Repeats counts, per shard, the rows that repeat an earlier row of
+	// the list (blobstore.ListKeys.Repeats lists them); nil when the
+	// service flags no duplicates (listservice.Deduper).
+	Repeats []int64 `json:"repeats,omitempty"`
 }
 
 // Dialect returns the listfile dialect of the plan.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listfile"
@@ -20,16 +21,38 @@ type Config struct {
 	ShardBytes int64
 	// MaxShards caps the shard count; shards grow beyond ShardBytes instead.
 	MaxShards int
+	// DedupMemory bounds the memory of the duplicate search at
+	// preparation (listservice.Deduper): past it, sorted runs spill to
+	// the store. Half of it holds fingerprints, 24 bytes a row.
+	DedupMemory int64
 }
 
 // DefaultConfig is used where nothing is configured.
 func DefaultConfig() Config {
 	return Config{
-		Limits:     listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
-		ShardBytes: 8 << 20,
-		MaxShards:  64,
+		Limits:      listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
+		ShardBytes:  8 << 20,
+		MaxShards:   64,
+		DedupMemory: DefaultDedupMemory,
 	}
 }
+
+// SharedBy returns c for a process that prepares up to n lists at once:
+// they share DedupMemory, so the process's memory does not grow with them.
+func (c Config) SharedBy(n int) Config {
+	if n > 1 {
+		if c.DedupMemory <= 0 {
+			c.DedupMemory = DefaultDedupMemory
+		}
+		c.DedupMemory /= int64(n)
+	}
+	return c
+}
+
+// DefaultDedupMemory is Config.DedupMemory where none is set: lists up to
+// about 1.4 million rows are searched for duplicates without spilling (a
+// quarter of that in a manager preparing four lists at once).
+const DefaultDedupMemory = 64 << 20
 
 // Source is the submitted list file in the blob store.
 type Source struct {
@@ -44,6 +67,8 @@ type Request struct {
 	Source  Source
 	Dialect listfile.Dialect
 	Service string
+	// MaxAge is passed to the service (listservice.Input.MaxAge).
+	MaxAge *time.Duration
 }
 
 // Prepare validates the list file, extracts a zip into a plain input object,
@@ -79,15 +104,28 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		EmailColumn: req.Dialect.EmailColumn,
 		SizeBytes:   size,
 		Columns:     svc.Columns(),
+		MaxAge:      req.MaxAge,
 	}
 
+	// The duplicate search takes the rows from the scan: one read.
+	var each func(int64, *listfile.Record) error
+	var finder *repeatFinder
+	if dd, ok := svc.(listservice.Deduper); ok {
+		mem := cfg.DedupMemory
+		if mem <= 0 {
+			mem = DefaultDedupMemory
+		}
+		finder = newRepeatFinder(ctx, store, keys, dd, req.Dialect.EmailColumn.Index(), mem)
+		defer finder.cleanup()
+		each = finder.row
+	}
 	var scanned *listfile.Plan
 	if kind == listfile.KindZip {
 		plan.Zip = true
 		plan.InputKey = keys.Input()
-		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg)
+		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg, each)
 	} else {
-		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg)
+		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg, each)
 	}
 	if err != nil {
 		return nil, err
@@ -103,24 +141,29 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 	if err := svc.Check(listservice.Input{Header: scanned.Header, EmailIndex: req.Dialect.EmailColumn.Index()}); err != nil {
 		return nil, BadInput(err)
 	}
+	if finder != nil {
+		if plan.Repeats, err = finder.finish(plan); err != nil {
+			return nil, err
+		}
+	}
 	if err := store.WriteJSON(ctx, keys.Plan(), plan); err != nil {
 		return nil, err
 	}
 	return plan, nil
 }
 
-func scanObject(ctx context.Context, store *blobstore.Store, key string, d listfile.Dialect, cfg Config) (*listfile.Plan, error) {
+func scanObject(ctx context.Context, store *blobstore.Store, key string, d listfile.Dialect, cfg Config, each func(int64, *listfile.Record) error) (*listfile.Plan, error) {
 	r, err := store.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open list file: %w", err)
 	}
 	defer r.Close()
-	p, err := listfile.Scan(r, d, cfg.Limits, cfg.ShardBytes, cfg.MaxShards)
+	p, err := listfile.ScanEach(r, d, cfg.Limits, cfg.ShardBytes, cfg.MaxShards, each)
 	return p, classify(err)
 }
 
 // prepareZip extracts the zip's one file into dstKey while scanning it.
-func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey string, size int64, cfg Config) (*listfile.Plan, string, error) {
+func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey string, size int64, cfg Config, each func(int64, *listfile.Record) error) (*listfile.Plan, string, error) {
 	ra, _, err := store.NewReaderAt(ctx, req.Source.Key)
 	if err != nil {
 		return nil, "", err
@@ -137,7 +180,7 @@ func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey
 	if err != nil {
 		return nil, "", fmt.Errorf("create %s: %w", dstKey, err)
 	}
-	scanned, err := listfile.Scan(io.TeeReader(rc, w), req.Dialect, cfg.Limits, cfg.ShardBytes, cfg.MaxShards)
+	scanned, err := listfile.ScanEach(io.TeeReader(rc, w), req.Dialect, cfg.Limits, cfg.ShardBytes, cfg.MaxShards, each)
 	if err != nil {
 		cancel() // abandons the partial object
 		_ = w.Close()

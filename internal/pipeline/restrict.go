@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -57,18 +56,56 @@ func (d Delivery) Empty() bool { return len(d.Fields) == 0 && !d.IndividualOnly 
 // Restrict writes the delivered file: the merged result with only the
 // chosen service columns and, for IndividualOnly, household matches
 // blanked. It returns the new file's outcome (under result/delivered-).
+// It streams: memory does not grow with the result.
 func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, res *Outcome, d Delivery) (*Outcome, error) {
-	keep, matchCol, emailCol := deliveredColumns(plan, d)
 	plain, closeResult, err := openResult(ctx, store, plan, res)
 	if err != nil {
 		return nil, err
 	}
 	defer closeResult()
+	delivered := &Outcome{Key: keys.Prefix() + "result/delivered-" + res.FileName, FileName: res.FileName, Reporting: res.Reporting}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wr, err := store.NewWriter(wctx, delivered.Key, &blob.WriterOptions{ContentType: ContentType(delivered.FileName), BufferSize: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(wr, h)}
+	narrow := func(w io.Writer) error {
+		var err error
+		delivered.Rows, err = restrictRows(plain, w, plan, d)
+		return err
+	}
+	if plan.Zip {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(narrow(pw)) }()
+		err = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, delivered.FileName), pr)
+		pr.CloseWithError(err)
+	} else {
+		err = narrow(cw)
+	}
+	if err != nil {
+		cancel()
+		_ = wr.Close()
+		return nil, err
+	}
+	if err := wr.Close(); err != nil {
+		return nil, fmt.Errorf("write delivered result: %w", err)
+	}
+	delivered.Bytes = cw.n
+	delivered.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return delivered, nil
+}
 
-	var body bytes.Buffer
-	w := listfile.NewWriter(&body, plan.Delimiter, plan.CRLF)
+// restrictRows copies the result rows from plain to out with only the
+// delivered columns, and returns the data rows written.
+func restrictRows(plain io.Reader, out io.Writer, plan *Plan, d Delivery) (int64, error) {
+	keep, matchCol, emailCol := deliveredColumns(plan, d)
+	w := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
 	rd := listfile.NewReader(plain, listfile.Dialect{Delimiter: plan.Delimiter, EmailColumn: 1}, listfile.Limits{})
-	out := make([]string, 0, len(keep))
+	fields := make([]string, 0, len(plan.OutputHeader))
+	row := make([]string, 0, len(keep))
 	var rows int64
 	for first := true; ; first = false {
 		rec, err := rd.Next()
@@ -76,38 +113,34 @@ func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read result row: %w", err)
+			return rows, fmt.Errorf("read result row: %w", err)
 		}
-		fields := rec.Fields()
+		fields = fields[:0]
+		for i := 0; i < rec.NumFields(); i++ {
+			fields = append(fields, rec.Field(i))
+		}
 		if !first && matchCol >= 0 && matchCol < len(fields) && fields[matchCol] != "" && fields[matchCol] != "Individual" {
 			fields[matchCol] = ""
 			if emailCol >= 0 && emailCol < len(fields) {
 				fields[emailCol] = ""
 			}
 		}
-		out = out[:0]
+		row = row[:0]
 		for _, i := range keep {
 			if i < len(fields) {
-				out = append(out, fields[i])
+				row = append(row, fields[i])
 			} else {
-				out = append(out, "")
+				row = append(row, "")
 			}
 		}
-		if err := w.WriteFields(out); err != nil {
-			return nil, err
+		if err := w.WriteFields(row); err != nil {
+			return rows, fmt.Errorf("write delivered row: %w", err)
 		}
 		if !first {
 			rows++
 		}
 	}
-	if err := w.Flush(); err != nil {
-		return nil, err
-	}
-	delivered := &Outcome{Key: keys.Prefix() + "result/delivered-" + res.FileName, FileName: res.FileName, Rows: rows, Reporting: res.Reporting}
-	if err := writeDelivered(ctx, store, plan, delivered, &body); err != nil {
-		return nil, err
-	}
-	return delivered, nil
+	return rows, w.Flush()
 }
 
 // deliveredColumns lists the result columns kept (the input's, then the
@@ -138,43 +171,22 @@ func deliveredColumns(plan *Plan, d Delivery) (keep []int, matchCol, emailCol in
 	return keep, matchCol, emailCol
 }
 
-// openResult reads the full result, unzipped; the caller closes it.
+// openResult opens the result for reading, unzipped; the caller closes it.
 func openResult(ctx context.Context, store *blobstore.Store, plan *Plan, res *Outcome) (io.Reader, func() error, error) {
-	src, err := store.ReadAll(ctx, res.Key)
+	if !plan.Zip {
+		r, err := store.NewReader(ctx, res.Key, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read result: %w", err)
+		}
+		return r, r.Close, nil
+	}
+	ra, size, err := store.NewReaderAt(ctx, res.Key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read result: %w", err)
 	}
-	if !plan.Zip {
-		return bytes.NewReader(src), func() error { return nil }, nil
-	}
-	_, rc, err := listfile.OpenZip(bytes.NewReader(src), int64(len(src)), listfile.Limits{})
+	_, rc, err := listfile.OpenZip(ra, size, listfile.Limits{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open zipped result: %w", err)
 	}
 	return rc, rc.Close, nil
-}
-
-// writeDelivered stores the narrowed body at delivered.Key (zipped like the
-// result) and records its size and digest.
-func writeDelivered(ctx context.Context, store *blobstore.Store, plan *Plan, delivered *Outcome, body *bytes.Buffer) error {
-	wr, err := store.NewWriter(ctx, delivered.Key, &blob.WriterOptions{ContentType: ContentType(delivered.FileName)})
-	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(wr, h)}
-	if plan.Zip {
-		err = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, delivered.FileName), body)
-	} else {
-		_, err = io.Copy(cw, body)
-	}
-	if cerr := wr.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write delivered result: %w", err)
-	}
-	delivered.Bytes = cw.n
-	delivered.SHA256 = hex.EncodeToString(h.Sum(nil))
-	return nil
 }

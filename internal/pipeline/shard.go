@@ -65,16 +65,21 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err != nil {
 		return nil, err
 	}
-	proc, err := svc.NewProcessor(ctx, listservice.Input{Header: plan.InputHeader, EmailIndex: plan.EmailColumn.Index()})
+	proc, err := svc.NewProcessor(ctx, listservice.Input{Header: plan.InputHeader, EmailIndex: plan.EmailColumn.Index(), MaxAge: plan.MaxAge})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", plan.Service, err)
 	}
 	defer proc.Close()
 
-	if obs, ok := proc.(listservice.PriorObserver); ok && index > 0 {
-		if err := observePrior(ctx, store, plan, shard, obs, lim); err != nil {
+	var repeats *repeatCursor
+	if _, ok := svc.(listservice.Deduper); ok {
+		if len(plan.Repeats) != len(plan.Shards) {
+			return nil, fmt.Errorf("the plan lists repeats for %d of its %d shards; prepare the list again", len(plan.Repeats), len(plan.Shards))
+		}
+		if repeats, err = openRepeats(ctx, store, keys, index, shard, plan.Repeats[index]); err != nil {
 			return nil, err
 		}
+		defer repeats.Close()
 	}
 
 	in, err := store.NewRangeReader(ctx, plan.InputKey, shard.Start, shard.End-shard.Start, nil)
@@ -89,7 +94,7 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err != nil {
 		return nil, fmt.Errorf("create shard output: %w", err)
 	}
-	rows, err := processRows(ctx, plan, shard, proc, bufio.NewReaderSize(in, 256<<10), out, lim, func(done int64) {
+	rows, err := processRows(ctx, plan, shard, proc, repeats, bufio.NewReaderSize(in, 256<<10), out, lim, func(done int64) {
 		_ = store.WriteJSON(ctx, keys.Progress(index), ProgressDoc{Rows: done})
 	})
 	if err != nil {
@@ -113,49 +118,22 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	return sum, nil
 }
 
-// observePrior streams the rows before shard, from the first data row, to
-// obs. Reading is cheap next to the services that need it (about 700 MB/s).
-func observePrior(ctx context.Context, store *blobstore.Store, plan *Plan, shard listfile.Shard, obs listservice.PriorObserver, lim listfile.Limits) error {
-	start := plan.Shards[0].Start
-	if shard.Start <= start {
-		return nil
-	}
-	in, err := store.NewRangeReader(ctx, plan.InputKey, start, shard.Start-start, nil)
-	if err != nil {
-		return fmt.Errorf("open earlier rows: %w", err)
-	}
-	defer in.Close()
-	rd := listfile.NewRangeReader(bufio.NewReaderSize(in, 256<<10), plan.Dialect(), lim, start, plan.Shards[0].FirstLine)
-	var fields []string
-	for {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return classify(fmt.Errorf("earlier rows: %w", err))
-		}
-		fields = fields[:0]
-		for i := 0; i < rec.NumFields(); i++ {
-			fields = append(fields, rec.Field(i))
-		}
-		obs.ObservePrior(fields)
-	}
-}
-
 // processRows streams records through the processor in batches and writes
 // each row with the service's columns appended, in input order. A
 // listservice.Streamer gets many batches in flight at once.
-func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc listservice.Processor, in io.Reader, out io.Writer, lim listfile.Limits, progress func(int64)) (int64, error) {
+func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc listservice.Processor, repeats *repeatCursor, in io.Reader, out io.Writer, lim listfile.Limits, progress func(int64)) (int64, error) {
 	rd := listfile.NewRangeReader(in, plan.Dialect(), lim, shard.Start, shard.FirstLine)
 	wr := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
 	size := batchSize
 	if bs, ok := proc.(listservice.BatchSizer); ok && bs.BatchSize() > 0 {
 		size = min(bs.BatchSize(), maxBatchSize)
 	}
-	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, wr: wr, size: size, progress: progress, lastProgress: time.Now()}
-	if s, ok := proc.(listservice.Streamer); ok && s.RowsInFlight() > size {
-		st.stream, st.window = s, s.RowsInFlight()
+	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, repeats: repeats, wr: wr, size: size, progress: progress, lastProgress: time.Now()}
+	if s, ok := proc.(listservice.Streamer); ok {
+		st.finish = s
+		if s.RowsInFlight() > size {
+			st.stream, st.window = s, s.RowsInFlight()
+		}
 	}
 	return st.run(rd)
 }
@@ -168,6 +146,8 @@ type streamer struct {
 	shard    listfile.Shard
 	proc     listservice.Processor
 	stream   listservice.Streamer // nil: one batch at a time
+	finish   listservice.Streamer // gets FinishBatch, windowed or not
+	repeats  *repeatCursor        // nil: the service flags no duplicates
 	window   int
 	wr       *listfile.Writer
 	size     int
@@ -217,6 +197,11 @@ func (st *streamer) run(rd *listfile.Reader) (int64, error) {
 	if err := st.launch(b); err != nil {
 		return st.done, err
 	}
+	if st.repeats != nil {
+		if err := st.repeats.finish(); err != nil {
+			return st.done, err
+		}
+	}
 	for len(st.flights) > 0 {
 		if err := st.writeHead(); err != nil {
 			return st.done, err
@@ -235,6 +220,11 @@ func (st *streamer) launch(b *batch) error {
 	}
 	f := st.flightFor(b)
 	st.read += int64(len(f.rows))
+	if st.repeats != nil {
+		if err := st.repeats.mark(f.rows); err != nil {
+			return err
+		}
+	}
 	if st.stream == nil {
 		f.err = st.proc.ProcessBatch(st.ctx, f.rows, f.out)
 		close(f.over)
@@ -285,8 +275,8 @@ func (st *streamer) writeHead() error {
 		}
 		return f.err
 	}
-	if st.stream != nil {
-		st.stream.FinishBatch(f.rows, f.out)
+	if st.finish != nil {
+		st.finish.FinishBatch(f.rows, f.out)
 	}
 	for i := range f.rows {
 		if err := st.wr.WriteRaw(f.b.raw(i), f.b.nfields[i], st.plan.Width, f.out[i]); err != nil {

@@ -22,21 +22,30 @@ const (
 	refuseInvalid                  // no such key
 	refuseForbidden                // the key is not enabled for the route's service
 	refuseLimited                  // the key's rate limit is spent
+	refuseMalformed                // the query string cannot be parsed
 )
 
-// refuser answers a refused request in a route family's style.
-type refuser func(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration)
+// refuser answers a refused request in a route family's style. detail is
+// the service a key is not enabled for (refuseForbidden) or what is wrong
+// with the query (refuseMalformed).
+type refuser func(w http.ResponseWriter, r *http.Request, why refusal, detail string, retry time.Duration)
 
 // authorizer decides whether key k may run the request and which service it
 // runs; when it may not, it answers the request itself and returns false.
 type authorizer func(w http.ResponseWriter, r *http.Request, k *apikey.Key) (service string, ok bool)
 
-// authenticate is the one key check every route goes through: it looks up
-// the presented key, lets authorize (nil: any key) check its service and
-// spends one token of the key's rate limit, in that order. A refused
-// request is answered with refuse and yields ok false.
+// authenticate is the one key check every route goes through: it refuses a
+// malformed query string (whose broken pairs would otherwise be dropped
+// silently, the key or a parameter with them), looks up the presented key,
+// lets authorize (nil: any key) check its service and spends one token of
+// the key's rate limit, in that order. A refused request is answered with
+// refuse and yields ok false.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, presented string, refuse refuser,
 	authorize authorizer) (k *apikey.Key, service string, ok bool) {
+	if msg := malformedQuery(r.URL.RawQuery); msg != "" {
+		refuse(w, r, refuseMalformed, msg, 0)
+		return nil, "", false
+	}
 	if presented == "" {
 		refuse(w, r, refuseMissing, "", 0)
 		return nil, "", false
@@ -92,22 +101,24 @@ func (s *Server) listKey(authorize authorizer, next http.HandlerFunc) http.Handl
 	}
 }
 
-func refuseHeaderJSON(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration) {
-	refuseJSON(w, r, why, service, retry, "missing API key: send it in the api_key header")
+func refuseHeaderJSON(w http.ResponseWriter, r *http.Request, why refusal, detail string, retry time.Duration) {
+	refuseJSON(w, r, why, detail, retry, "missing API key: send it in the api_key header")
 }
 
-func refuseQueryJSON(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration) {
-	refuseJSON(w, r, why, service, retry, "missing API key: pass it in the api_key query parameter")
+func refuseQueryJSON(w http.ResponseWriter, r *http.Request, why refusal, detail string, retry time.Duration) {
+	refuseJSON(w, r, why, detail, retry, "missing API key: pass it in the api_key query parameter")
 }
 
-func refuseJSON(w http.ResponseWriter, r *http.Request, why refusal, service string, retry time.Duration, missing string) {
+func refuseJSON(w http.ResponseWriter, r *http.Request, why refusal, detail string, retry time.Duration, missing string) {
 	switch why {
+	case refuseMalformed:
+		writeError(w, r, http.StatusBadRequest, "BadRequest", "malformed query string: "+detail)
 	case refuseMissing:
 		writeError(w, r, http.StatusUnauthorized, "Unauthorized", missing)
 	case refuseInvalid:
 		writeError(w, r, http.StatusUnauthorized, "Unauthorized", "Invalid API key.")
 	case refuseForbidden:
-		writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for "+service)
+		writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for "+detail)
 	case refuseLimited:
 		tooMany(w, r, retry)
 	}
@@ -182,16 +193,44 @@ func (s *Server) textKey(service string, hasParams func(url.Values) bool, parse 
 	}
 }
 
-func refuseText(w http.ResponseWriter, _ *http.Request, why refusal, service string, retry time.Duration) {
+func refuseText(w http.ResponseWriter, _ *http.Request, why refusal, detail string, retry time.Duration) {
 	switch why {
+	case refuseMalformed:
+		writeText(w, http.StatusBadRequest, "Malformed query string: "+detail+".")
 	case refuseMissing:
 		writeText(w, http.StatusBadRequest, "Missing query parameter(s).")
 	case refuseInvalid:
 		writeText(w, http.StatusUnauthorized, "Invalid API key.")
 	case refuseForbidden:
-		writeText(w, http.StatusForbidden, fmt.Sprintf("This API key is not enabled for %s.", service))
+		writeText(w, http.StatusForbidden, fmt.Sprintf("This API key is not enabled for %s.", detail))
 	case refuseLimited:
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
 		writeText(w, http.StatusTooManyRequests, "Too many requests for this API key.")
 	}
+}
+
+// malformedQuery says what url.ParseQuery would fail on in a raw query,
+// "" when nothing: a percent sign not followed by two hex digits, or a
+// semicolon (not a separator since Go 1.17). ParseQuery drops such a pair
+// and carries on, so a request would lose its key or a parameter without a
+// word; these requests are refused instead. It scans without allocating,
+// as every request pays for it (FuzzMalformedQuery holds it to ParseQuery).
+func malformedQuery(raw string) string {
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case ';':
+			return "a semicolon does not separate parameters; use & (or encode a semicolon in a value as %3B)"
+		case '%':
+			if i+2 >= len(raw) || !isHex(raw[i+1]) || !isHex(raw[i+2]) {
+				return fmt.Sprintf("%q is not a valid percent-encoding (a %% is followed by two hex digits; encode a %% itself as %%25)",
+					strings.ToValidUTF8(raw[i:min(i+3, len(raw))], "?"))
+			}
+			i += 2
+		}
+	}
+	return ""
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }

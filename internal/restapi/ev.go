@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"net/url"
@@ -24,6 +25,20 @@ const (
 	evMaxTimeout     = 30.0
 )
 
+// maxMaxAge bounds max_age: far beyond any history TTL, and far from
+// overflowing a Duration.
+const maxMaxAge = 10 * 365 * 24 * time.Hour
+
+// parseMaxAge reads max_age: the oldest verdict from the verification
+// history the caller accepts, in seconds (fractions allowed); 0 probes.
+func parseMaxAge(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || f < 0 {
+		return 0, errors.New("max_age must be a number of seconds, 0 or more.")
+	}
+	return time.Duration(min(f, maxMaxAge.Seconds()) * float64(time.Second)), nil
+}
+
 // evResponse is the GET /v5/ev body.
 type evResponse struct {
 	SafeToSend verify.SafeToSendResponse `json:"safe_to_send"`
@@ -43,6 +58,14 @@ func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request, _ *apikey.K
 		timeout = min(f, evMaxTimeout)
 	}
 	opts := verify.Options{SMTP: s.cfg.EVSMTP}
+	if v := q.Get("max_age"); v != "" {
+		d, err := parseMaxAge(v)
+		if err != nil {
+			writeText(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		opts.MaxAge = &d
+	}
 	if v := q.Get("smtp"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -51,9 +51,9 @@ func TestProcessFlow(t *testing.T) {
 	if ct := res.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") {
 		t.Errorf("Content-Type %q", ct)
 	}
-	want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid\n" +
-		"1,\"Doe, John\",john@example.com,valid,10,biz,false,,false,true\n" +
-		"2,Ann,not-an-email,invalid,150,,false,,false,false\n"
+	want := "id,name,email,ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history\n" +
+		"1,\"Doe, John\",john@example.com,valid,10,biz,false,,false,true,false\n" +
+		"2,Ann,not-an-email,invalid,150,,false,,false,false,false\n"
 	if string(res.body) != want {
 		t.Errorf("result:\n%s\nwant:\n%s", res.body, want)
 	}

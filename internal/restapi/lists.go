@@ -1,6 +1,7 @@
 package restapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -39,26 +40,50 @@ func tenantLabel(tenant string) string {
 
 var errNotFound = errors.New("not found")
 
-// findList returns the caller's list with the path's list_id. A list of
-// another tenant is reported exactly like a missing one.
-func (s *Server) findList(w http.ResponseWriter, r *http.Request) (*listsv1.EmailList, bool) {
-	raw := r.PathValue("list_id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("list_id %q is not a positive integer", truncate(raw, 40)))
-		return nil, false
-	}
-	l, err := s.lookup(r.Context(), id, keyFrom(r.Context()).Tenant)
-	if errors.Is(err, errNotFound) {
-		// Plain text, as the published API answers (status and purchase).
-		writeText(w, http.StatusNotFound, fmt.Sprintf("List not found: %d", id))
-		return nil, false
-	}
-	if err != nil {
-		s.internalError(w, r, "look up list", err)
-		return nil, false
-	}
-	return l, true
+// listHandler serves a call on one list, which listCall has loaded and
+// checked: the caller's tenant's, of a service the caller's key is enabled for.
+type listHandler func(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList)
+
+// notFoundAnswer answers a list_id for which the caller has no list.
+type notFoundAnswer func(w http.ResponseWriter, r *http.Request, id int64)
+
+// listCall is how every /v5/list/{list_id} route reaches its list, so that
+// no list call can skip a check. In order: the key (the api_key header);
+// the list_id; the list, among the key's tenant's only (another tenant's
+// list is answered by notFound exactly like a missing one, so list IDs
+// reveal nothing across tenants); and the key enabled for the list's
+// service (else 403 naming the service, as a submission is answered: a key
+// of the tenant sees that the list exists, nothing more).
+func (s *Server) listCall(notFound notFoundAnswer, next listHandler) http.HandlerFunc {
+	return s.listKey(nil, func(w http.ResponseWriter, r *http.Request) {
+		raw := r.PathValue("list_id")
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id <= 0 {
+			writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("list_id %q is not a positive integer", truncate(raw, 40)))
+			return
+		}
+		k := keyFrom(r.Context())
+		l, err := s.lookup(r.Context(), id, k.Tenant)
+		if errors.Is(err, errNotFound) {
+			notFound(w, r, id)
+			return
+		}
+		if err != nil {
+			s.internalError(w, r, "look up list", err)
+			return
+		}
+		if svc := string(l.Spec.Service); !k.Enabled(svc) {
+			refuseHeaderJSON(w, r, refuseForbidden, svc, 0)
+			return
+		}
+		next(w, r, l)
+	})
+}
+
+// listNotFound is the status and purchase calls' answer: plain text, as the
+// published API answers.
+func listNotFound(w http.ResponseWriter, _ *http.Request, id int64) {
+	writeText(w, http.StatusNotFound, fmt.Sprintf("List not found: %d", id))
 }
 
 // lookup reads the informer cache. On a miss it asks the API server once,
@@ -71,7 +96,7 @@ func (s *Server) lookup(ctx context.Context, id int64, tenant string) (*listsv1.
 	if err := s.client.List(ctx, &lists, client.InNamespace(s.cfg.Namespace), client.MatchingFields{ListIDIndex: idStr}); err != nil {
 		return nil, err
 	}
-	if l := pick(&lists, want); l != nil {
+	if l := pick(&lists, want, id); l != nil {
 		return l, nil
 	}
 	if s.live == nil {
@@ -81,20 +106,33 @@ func (s *Server) lookup(ctx context.Context, id int64, tenant string) (*listsv1.
 		client.MatchingLabels{listsv1.ListIDLabel: idStr, TenantLabel: want}); err != nil {
 		return nil, err
 	}
-	if l := pick(&lists, want); l != nil {
+	if l := pick(&lists, want, id); l != nil {
 		return l, nil
 	}
 	return nil, errNotFound
 }
 
-func pick(lists *listsv1.EmailListList, tenant string) *listsv1.EmailList {
+// pick chooses among the tenant's lists labelled id: the one whose status
+// holds id, else one not yet given an ID. A list whose label the
+// controller refused (status holds another ID) is taken last: only an
+// operator can create one in the API's namespace.
+func pick(lists *listsv1.EmailListList, tenant string, id int64) *listsv1.EmailList {
+	var unassigned, refused *listsv1.EmailList
 	for i := range lists.Items {
 		l := &lists.Items[i]
-		if l.Labels[TenantLabel] == tenant && l.DeletionTimestamp.IsZero() {
+		if l.Labels[TenantLabel] != tenant || !l.DeletionTimestamp.IsZero() {
+			continue
+		}
+		switch l.Status.ListID {
+		case id:
 			return l
+		case 0:
+			unassigned = cmp.Or(unassigned, l)
+		default:
+			refused = cmp.Or(refused, l)
 		}
 	}
-	return nil
+	return cmp.Or(unassigned, refused)
 }
 
 // serviceStatus is one entry of a status response's services map.
@@ -119,11 +157,7 @@ type listStatusBody struct {
 	Reporting map[string]map[string]int64 `json:"reporting,omitempty"`
 }
 
-func (s *Server) listStatus(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.findList(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) listStatus(w http.ResponseWriter, _ *http.Request, l *listsv1.EmailList) {
 	writeJSON(w, http.StatusOK, statusBody(l))
 }
 

@@ -38,11 +38,7 @@ type purchaseResponse struct {
 // the call is idempotent) and answers once the list is Results. The body
 // is checked whole, against the columns the list's service delivers,
 // before anything is written.
-func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.findList(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) purchase(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	if err != nil {
 		writeError(w, r, http.StatusBadRequest, "BadRequest", "could not read the request body")

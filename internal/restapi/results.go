@@ -13,24 +13,13 @@ import (
 	"github.com/emaildata/emaildata/internal/pipeline"
 )
 
-// results streams the result file. Not ready: 401 (as the spec says). A
-// report list not purchased yet: 404 reportOnly. Unknown: 404 FileNotFound.
-func (s *Server) results(w http.ResponseWriter, r *http.Request) {
-	raw := r.PathValue("list_id")
-	if id, err := strconv.ParseInt(raw, 10, 64); err != nil || id <= 0 {
-		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("list_id %q is not a positive integer", truncate(raw, 40)))
-		return
-	} else if l, err := s.lookup(r.Context(), id, keyFrom(r.Context()).Tenant); err != nil {
-		if err == errNotFound {
-			writeError(w, r, http.StatusNotFound, "FileNotFound", fmt.Sprintf("no result file for list %d", id))
-			return
-		}
-		s.internalError(w, r, "look up list", err)
-	} else {
-		s.serveResult(w, r, l)
-	}
+// resultsNotFound answers a list_id without a list: 404 FileNotFound.
+func resultsNotFound(w http.ResponseWriter, r *http.Request, id int64) {
+	writeError(w, r, http.StatusNotFound, "FileNotFound", fmt.Sprintf("no result file for list %d", id))
 }
 
+// serveResult streams the result file. Not ready: 401 (as the spec says). A
+// report list not purchased yet: 404 reportOnly.
 func (s *Server) serveResult(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList) {
 	switch l.Status.Phase {
 	case listsv1.PhaseResults:

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -193,16 +195,41 @@ func UpsertKeySecret(keys *apikey.Store, sec *corev1.Secret) error {
 	return keys.Upsert(apikey.Source{Namespace: sec.Namespace, Name: sec.Name}, sec.Data)
 }
 
-// keyHandler keeps the key store in step with the Secret informer.
+// keyHandler keeps the key store in step with the Secret informer, and
+// logs the Secrets it ignores, by name (never a key): invalid ones, and
+// those holding one key with different tenants, services or rate limits,
+// which the store refuses for all of them until they agree.
 func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHandler {
+	var mu sync.Mutex // informer handlers run one at a time; this is for clarity
+	clashing := map[string]bool{}
+	noteResolved := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		now := map[string]bool{}
+		for _, c := range keys.Clashes() {
+			now[strings.Join(c.Secrets, ", ")] = true
+		}
+		for secrets := range clashing {
+			if !now[secrets] {
+				log.Info("API key Secrets no longer clash; the key is used again if one of them remains valid", "secrets", secrets)
+			}
+		}
+		clashing = now
+	}
 	upsert := func(obj any) {
 		sec, ok := obj.(*corev1.Secret)
 		if !ok {
 			return
 		}
-		if err := UpsertKeySecret(keys, sec); err != nil {
+		var clash *apikey.ClashError
+		switch err := UpsertKeySecret(keys, sec); {
+		case errors.As(err, &clash):
+			log.Warn("refusing an API key held by several Secrets that disagree on it", "secrets", strings.Join(clash.Secrets, ", "),
+				"differ", strings.Join(clash.Differ, ", "))
+		case err != nil:
 			log.Warn("ignoring API key secret", logging.KeyError, err.Error())
 		}
+		noteResolved()
 	}
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    upsert,
@@ -213,6 +240,7 @@ func keyHandler(keys *apikey.Store, log *slog.Logger) toolscache.ResourceEventHa
 			}
 			if sec, ok := obj.(*corev1.Secret); ok {
 				keys.Delete(sec.Namespace, sec.Name)
+				noteResolved()
 			}
 		},
 	}

@@ -1,6 +1,7 @@
 // Package restapi serves the companion REST API: the /v5/list endpoints,
 // with API keys enabled per service and tenant isolation, and the
-// single-call endpoints (/v5/ev, /fr, /v5/ei/bulk, /v5/td, /v5/eppend).
+// single-call endpoints (/v5/ev, /fr, /v5/ei/bulk, /v5/td, /v5/eppend,
+// /ae, /pv, /feedback/v1).
 package restapi
 
 import (
@@ -52,6 +53,9 @@ type Config struct {
 	FraudSMTP   bool
 	// People serves POST /v5/ei/bulk; the route exists only when set.
 	People people.Store
+	// FeedbackMaxBytes bounds the file of POST /feedback/v1
+	// (DefaultFeedbackMaxBytes when 0).
+	FeedbackMaxBytes int64
 }
 
 // Server is the REST API.
@@ -75,6 +79,9 @@ type Server struct {
 	// every Secret update or informer resync yields a new *Key, and a map by
 	// pointer would grow with each and reset the key's limit.
 	limiters map[string]*keyLimiter
+
+	// routes are the patterns Handler registered (tests walk them).
+	routes []string
 }
 
 type keyLimiter struct {
@@ -112,8 +119,10 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	s.routes = nil
 	route := func(pattern string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.instrument(pattern, h))
+		s.routes = append(s.routes, pattern)
 	}
 	route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	route("GET /readyz", s.readyz)
@@ -121,13 +130,21 @@ func (s *Server) Handler() http.Handler {
 	route("GET /openapi.json", serveOpenAPI)
 
 	route("POST /v5/list", s.listKey(listService, s.submitList))
-	route("GET /v5/list/{list_id}", s.listKey(nil, s.listStatus))
-	route("POST /v5/list/{list_id}/purchase", s.listKey(nil, s.purchase))
-	route("GET /v5/list/{list_id}/results", s.listKey(nil, s.results))
+	// Every call on one list goes through listCall (key, tenant, service).
+	route("GET /v5/list/{list_id}", s.listCall(listNotFound, s.listStatus))
+	route("POST /v5/list/{list_id}/purchase", s.listCall(listNotFound, s.purchase))
+	route("GET /v5/list/{list_id}/results", s.listCall(resultsNotFound, s.serveResult))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
 		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))
 		route("GET /v5/eppend", s.textKey(services.EmailAppend, hasIdentifier, parseQuery, s.emailPostalAppend))
+		route("GET /ae", s.textKey(services.EmailAppend, hasEmailIdentifier, parseQuery, s.alternateEmails))
+	}
+	// Phone verification needs no store; the phone status reference data
+	// of a people store adds to it.
+	route("GET /pv", s.textKey(services.Fraud, hasPhone, parseQuery, s.verifyPhone))
+	if s.cfg.Fraud != nil {
+		route("POST /feedback/v1", s.feedbackKey(s.fraudFeedback))
 	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(services.EmailValidation, s.verifyEmail))

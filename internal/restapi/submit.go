@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +36,7 @@ type listParams struct {
 	action      listsv1.Action
 	name        string
 	callbackURL string
+	maxAge      *time.Duration
 }
 
 // submitList streams the upload to the blob store, then creates the
@@ -46,13 +49,13 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, status, code, msg)
 		return
 	}
-	body, partName, status, msg := uploadBody(r)
+	// The file part is bounded by MaxUploadBytes as it streams; this bounds
+	// the other parts a multipart body may carry, which are skipped.
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes+maxUploadOverhead)
+	up, status, msg := uploadBody(r, s.cfg.MaxUploadBytes)
+	body, partName := up.body, up.fileName
 	if status != 0 {
-		code := "BadRequest"
-		if status == http.StatusUnsupportedMediaType {
-			code = "UnsupportedMediaType"
-		}
-		writeError(w, r, status, code, msg)
+		writeError(w, r, status, uploadErrorCode(status), msg)
 		return
 	}
 	if p.name == "" {
@@ -65,8 +68,15 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cleanup := func() { _ = s.store.Delete(context.WithoutCancel(r.Context()), blobKey) }
+	if status, msg := up.rest(); status != 0 {
+		cleanup()
+		writeError(w, r, status, uploadErrorCode(status), msg)
+		return
+	}
 
-	id, err := s.ids.Next(r.Context())
+	// The ID is reserved for the list's name: the controller adopts the
+	// label below only for the list the reservation names (internal/listid).
+	id, err := s.ids.Reserve(r.Context(), listName)
 	if err != nil {
 		cleanup()
 		s.internalError(w, r, "allocate list id", err)
@@ -75,7 +85,7 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	list := &listsv1.EmailList{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.cfg.Namespace,
-			Name:      fmt.Sprintf("list-%d", id),
+			Name:      listName(id),
 			Labels: map[string]string{
 				listsv1.ListIDLabel:    strconv.FormatInt(id, 10),
 				TenantLabel:            tenantLabel(key.Tenant),
@@ -90,14 +100,23 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 			CallbackURL: p.callbackURL,
 		},
 	}
+	if p.maxAge != nil {
+		list.Spec.Verification = &listsv1.VerificationSpec{MaxAge: &metav1.Duration{Duration: *p.maxAge}}
+	}
 	if err := s.client.Create(context.WithoutCancel(r.Context()), list); err != nil {
 		cleanup()
+		if rerr := s.ids.Release(context.WithoutCancel(r.Context()), id, list.Name, nil); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		s.internalError(w, r, "create list", err)
 		return
 	}
 	w.Header().Set("Location", fmt.Sprintf("/v5/list/%d", id))
 	writeJSON(w, http.StatusAccepted, submitAccepted{ListID: id, SizeBytes: size})
 }
+
+// listName names the EmailList of list ID id.
+func listName(id int64) string { return fmt.Sprintf("list-%d", id) }
 
 // uploadName names a list submitted without a name parameter: the uploaded
 // file's own name, else the default. It writes the error and returns "" when
@@ -201,6 +220,16 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 		}
 		p.callbackURL = v
 	}
+	if v := q.Get("max_age"); v != "" {
+		if p.service != services.EmailValidation {
+			return bad("max_age applies to email_validation lists only")
+		}
+		d, err := parseMaxAge(v)
+		if err != nil {
+			return bad(strings.TrimSuffix(err.Error(), "."))
+		}
+		p.maxAge = &d
+	}
 	return p, 0, "", ""
 }
 
@@ -233,37 +262,87 @@ func validName(name string) error {
 
 var errEmptyUpload = errors.New("empty upload")
 
+// maxUploadOverhead bounds what a multipart body carries beside its file
+// part (boundaries, headers, form fields).
+const maxUploadOverhead = 1 << 20
+
+// upload is the list file of a submission.
+type upload struct {
+	body     io.Reader
+	fileName string // the multipart part's file name, if any
+	// rest reads what follows the file once it is stored: a second part
+	// named file is refused rather than silently dropped (one list per
+	// submission), as is a body that breaks off.
+	rest func() (status int, msg string)
+}
+
+func nothingMore() (int, string) { return 0, "" }
+
+// uploadErrorCode is the error code of an upload refused with status.
+func uploadErrorCode(status int) string {
+	switch status {
+	case http.StatusUnsupportedMediaType:
+		return "UnsupportedMediaType"
+	case http.StatusRequestEntityTooLarge:
+		return "FileTooLarge"
+	}
+	return "BadRequest"
+}
+
 // uploadBody finds the list file: a multipart part named file, or the raw
 // body for text/csv, text/plain, application/zip and octet-stream uploads.
-func uploadBody(r *http.Request) (body io.Reader, fileName string, status int, msg string) {
+// maxFile is the file's own limit, for the message of an oversized body.
+func uploadBody(r *http.Request, maxFile int64) (up upload, status int, msg string) {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil {
-		return nil, "", http.StatusUnsupportedMediaType, "send the list as multipart/form-data with a part named file, or as a text/csv body"
+		return up, http.StatusUnsupportedMediaType, "send the list as multipart/form-data with a part named file, or as a text/csv body"
 	}
 	switch mt {
 	case "multipart/form-data":
 		mr, err := r.MultipartReader()
 		if err != nil {
-			return nil, "", http.StatusBadRequest, "malformed multipart body: " + err.Error()
+			return up, http.StatusBadRequest, "malformed multipart body: " + err.Error()
 		}
-		for {
-			part, err := mr.NextPart()
-			if err == io.EOF {
-				return nil, "", http.StatusBadRequest, `the multipart body has no part named "file"`
-			}
-			if err != nil {
-				return nil, "", http.StatusBadRequest, "malformed multipart body"
-			}
-			if part.FormName() == "file" {
-				return part, part.FileName(), 0, ""
-			}
-			_ = part.Close()
+		part, status, msg := nextFilePart(mr, maxFile)
+		if status != 0 {
+			return up, status, msg
 		}
+		if part == nil {
+			return up, http.StatusBadRequest, `the multipart body has no part named "file"`
+		}
+		return upload{body: part, fileName: part.FileName(), rest: func() (int, string) {
+			another, status, msg := nextFilePart(mr, maxFile)
+			if another != nil {
+				return http.StatusBadRequest, `the multipart body has more than one part named "file"; send one list file per request`
+			}
+			return status, msg
+		}}, 0, ""
 	case "text/csv", "text/plain", "application/zip", "application/octet-stream", "text/tab-separated-values":
-		return r.Body, "", 0, ""
+		return upload{body: r.Body, rest: nothingMore}, 0, ""
 	default:
-		return nil, "", http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q is not supported; use multipart/form-data or text/csv", mt)
+		return up, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q is not supported; use multipart/form-data or text/csv", mt)
+	}
+}
+
+// nextFilePart skips parts up to the next one named file; nil at the end.
+func nextFilePart(mr *multipart.Reader, maxFile int64) (*multipart.Part, int, string) {
+	for {
+		part, err := mr.NextPart()
+		var tooBig *http.MaxBytesError
+		switch {
+		case err == io.EOF:
+			return nil, 0, ""
+		case errors.As(err, &tooBig):
+			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the multipart body is larger than the %d bytes allowed: %d for the list file, %d for the other parts and headers",
+				maxFile+maxUploadOverhead, maxFile, maxUploadOverhead)
+		case err != nil:
+			return nil, http.StatusBadRequest, "malformed multipart body"
+		}
+		if part.FormName() == "file" {
+			return part, 0, ""
+		}
+		_ = part.Close()
 	}
 }
 

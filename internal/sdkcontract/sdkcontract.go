@@ -249,27 +249,40 @@ func bulkOf(ages ...string) func(int, http.Header, []byte) error {
 	}
 }
 
+// emailAppended expects the published email append shape, the person's
+// email first: {"email_append": [{"email", "email_match_type"}, ...]}.
+// The SDKs hand the decoded object to their caller, who reads these names.
 func emailAppended(r people.Record) func(int, http.Header, []byte) error {
 	return func(code int, _ http.Header, body []byte) error {
 		m, err := jsonObject(code, body)
 		if err != nil {
 			return err
 		}
-		if m["email"] != r.Email {
-			return fmt.Errorf("email %v, want the person's: %.300s", m["email"], body)
+		list, _ := m["email_append"].([]any)
+		if len(list) == 0 {
+			return fmt.Errorf("no email_append list: %.300s", body)
+		}
+		first, _ := list[0].(map[string]any)
+		if first["email"] != r.Email || first["email_match_type"] != "Individual" {
+			return fmt.Errorf("email_append[0] = %v, want the person's email as an Individual match: %.300s", first, body)
 		}
 		return nil
 	}
 }
 
+// postalAppended expects the published postal append shape:
+// {"postal_address": {"first_name", "last_name", "address", "city",
+// "state", "zip"}}.
 func postalAppended(r people.Record) func(int, http.Header, []byte) error {
 	return func(code int, _ http.Header, body []byte) error {
 		m, err := jsonObject(code, body)
 		if err != nil {
 			return err
 		}
-		if m["first"] != r.First || m["last"] != r.Last || m["street"] != r.Street || m["city"] != r.City || m["state"] != r.State || m["zip"] != r.Zip {
-			return fmt.Errorf("not the person's name and address: %.300s", body)
+		a, _ := m["postal_address"].(map[string]any)
+		if a == nil || a["first_name"] != r.First || a["last_name"] != r.Last || a["address"] != r.Street ||
+			a["city"] != r.City || a["state"] != r.State || a["zip"] != r.Zip {
+			return fmt.Errorf("not the person's postal_address: %.300s", body)
 		}
 		return nil
 	}

@@ -5,14 +5,22 @@
 // Job controller injects, such as JOB_COMPLETION_INDEX), the image name
 // mapped to a directory of the project's own binaries. It reports pod status
 // the way a kubelet does (Running, then terminated with the exit code and
-// reason), stops a pod's process when the pod is deleted, and can kill a
+// reason; a container that cannot start waits with the kubelet's reason,
+// ErrImagePull and ImagePullBackOff for an image the node does not know,
+// CreateContainerError for a missing binary, and is retried with backoff),
+// stops a pod's process when the pod is deleted, and can kill a
 // process (as an OOM kill or a node loss would) or evict a pod with the
 // DisruptionTarget condition (as node-pressure eviction does).
 //
+// Memory limits are enforced: a container whose processes go over their
+// memory limit is killed and reported OOMKilled (exit 137), as the kernel
+// and the kubelet do (by sampling /proc, see memory.go).
+//
 // What it does not do: containers share the host's filesystem and network
 // (volumes are not mounted, workingDir and terminationMessagePath are
-// ignored), resources are not enforced, and pods have one container and no
-// init containers (others are failed with a message saying so). Everything
+// ignored), CPU limits and requests are not enforced, and pods have one
+// container and no init containers (others are failed with a message
+// saying so). Everything
 // else (scheduling, the Job controller and its policies, garbage collection)
 // is the real Kubernetes code running against the same API server.
 package testnode
@@ -53,7 +61,9 @@ type Config struct {
 	Name string
 	// Images maps an image name (as in the pod spec) to a directory of
 	// executables: a container's command[0], "/worker" say, runs as
-	// <dir>/worker.
+	// <dir>/worker. A relative directory is resolved by New, against the
+	// working directory of the moment: processes run in their pod's own
+	// directory, where a relative path would name nothing.
 	Images map[string]string
 	// Dir holds each pod's home directory and container log.
 	Dir string
@@ -61,8 +71,16 @@ type Config struct {
 	// machine's CPUs and 8Gi); MaxPods caps pods (default 110).
 	CPU, Memory resource.Quantity
 	MaxPods     int
+	// StartBackoff is the first wait before a container that could not
+	// start is tried again; it doubles up to MaxStartBackoff (defaults: the
+	// kubelet's 10s and 5m).
+	StartBackoff, MaxStartBackoff time.Duration
 	// Log receives the node's own messages (default: discarded).
 	Log *slog.Logger
+	// MemoryInterval is how often the node samples the memory of
+	// containers with a memory limit, to kill those over it as OOMKilled
+	// (default DefaultMemoryInterval; see memory.go).
+	MemoryInterval time.Duration
 }
 
 // Node runs the pods bound to it. Start it with Run.
@@ -75,6 +93,7 @@ type Node struct {
 
 	mu     sync.Mutex
 	runs   map[types.UID]*process
+	starts map[types.UID]*failedStart
 	hold   bool
 	ctx    context.Context
 	freeze []freezeRule
@@ -97,6 +116,18 @@ func New(cfg *rest.Config, c Config) (*Node, error) {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	if c.MemoryInterval <= 0 {
+		c.MemoryInterval = DefaultMemoryInterval
+	}
+	if c.StartBackoff <= 0 {
+		c.StartBackoff = 10 * time.Second
+	}
+	if c.MaxStartBackoff < c.StartBackoff {
+		c.MaxStartBackoff = max(5*time.Minute, c.StartBackoff)
+	}
+	if err := absPaths(&c); err != nil {
+		return nil, err
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -104,8 +135,29 @@ func New(cfg *rest.Config, c Config) (*Node, error) {
 	return &Node{
 		cfg: c, client: cs, log: c.Log.With("node", c.Name),
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		runs:  map[types.UID]*process{},
+		runs:  map[types.UID]*process{}, starts: map[types.UID]*failedStart{},
 	}, nil
+}
+
+// absPaths resolves the node's directory and its image directories: the
+// node's own working directory is not its processes'.
+func absPaths(c *Config) error {
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return fmt.Errorf("testnode: %w", err)
+	}
+	c.Dir = dir
+	images := make(map[string]string, len(c.Images))
+	for name, d := range c.Images {
+		if d == "" {
+			return fmt.Errorf("testnode: image %q has no directory", name)
+		}
+		if images[name], err = filepath.Abs(d); err != nil {
+			return fmt.Errorf("testnode: image %q: %w", name, err)
+		}
+	}
+	c.Images = images
+	return nil
 }
 
 // Run registers the Node and runs its pods until ctx ends; then it kills
@@ -137,6 +189,7 @@ func (n *Node) Run(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	go n.heartbeat(ctx)
+	go n.enforceMemory(ctx)
 
 	var wg sync.WaitGroup
 	for range 4 {

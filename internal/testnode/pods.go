@@ -75,6 +75,7 @@ func (n *Node) syncDeleted(ctx context.Context, pod *corev1.Pod, p *process) err
 	}
 	n.mu.Lock()
 	delete(n.runs, pod.UID)
+	delete(n.starts, pod.UID)
 	n.mu.Unlock()
 	return n.finalDelete(ctx, pod)
 }
@@ -90,21 +91,35 @@ func (n *Node) forgetGone(ns, name string) {
 			delete(n.runs, uid)
 		}
 	}
+	for uid, f := range n.starts {
+		if f.key == ns+"/"+name {
+			delete(n.starts, uid)
+		}
+	}
 }
 
-// start runs the pod's container as a process and reports it Running.
+// start runs the pod's container as a process and reports it Running. A
+// container that cannot start waits with the kubelet's reason and the error
+// as message, and is tried again with backoff (see inBackoff).
 func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) != 0 {
 		return n.fail(ctx, pod, 1, "UnsupportedByTestNode", "testnode runs pods of exactly one container and no init containers")
 	}
+	key := pod.Namespace + "/" + pod.Name
+	if f, ok := n.backingOff(pod.UID); ok {
+		return n.inBackoff(ctx, pod, key, f)
+	}
 	spec, reason, err := n.processSpec(ctx, pod)
+	var p *process
+	if err == nil {
+		reason = reasonCreateContainerError
+		p, err = startProcess(spec)
+	}
 	if err != nil {
+		n.queue.AddAfter(key, n.startFailed(pod.UID, key, reason, err.Error()))
 		return n.waiting(ctx, pod, reason, err.Error())
 	}
-	p, err := startProcess(spec)
-	if err != nil {
-		return n.waiting(ctx, pod, "CreateContainerError", err.Error())
-	}
+	n.forgetStart(pod.UID)
 	n.frozenAtStart(pod, p)
 	n.mu.Lock()
 	n.runs[pod.UID] = p
@@ -252,7 +267,7 @@ func (n *Node) Kill(ctx context.Context, namespace, name string, oom bool) error
 	}
 	reason := "Error"
 	if oom {
-		reason = "OOMKilled"
+		reason = reasonOOMKilled
 	}
 	p.kill(reason)
 	return n.waitTerminal(ctx, namespace, name, p)

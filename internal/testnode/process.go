@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,9 @@ type processSpec struct {
 	logPath         string
 	// fallbackToLogs: a failed container's message is the tail of its log.
 	fallbackToLogs bool
+	// memLimit is the container's memory limit in bytes (0: none); see
+	// memory.go.
+	memLimit int64
 }
 
 // processSpec resolves the container's executable and environment. Its
@@ -40,27 +45,31 @@ func (n *Node) processSpec(ctx context.Context, pod *corev1.Pod) (processSpec, s
 	c := pod.Spec.Containers[0]
 	imageDir, ok := n.cfg.Images[c.Image]
 	if !ok {
-		return processSpec{}, "ErrImagePull", fmt.Errorf("image %q is not known to the test node", c.Image)
+		return processSpec{}, reasonErrImagePull, fmt.Errorf("failed to pull image %q: the test node does not know it (its images: %s)", c.Image, n.imageNames())
 	}
 	env, err := n.containerEnv(ctx, pod, &c)
 	if err != nil {
-		return processSpec{}, "CreateContainerConfigError", err
+		return processSpec{}, reasonCreateConfigError, err
 	}
 	if len(c.Command) == 0 {
-		return processSpec{}, "CreateContainerConfigError", errors.New("the test node needs the container's command (it has no image entrypoints)")
+		return processSpec{}, reasonCreateConfigError, errors.New("the test node needs the container's command (it has no image entrypoints)")
 	}
 	lookup := envLookup(env)
 	argv := make([]string, 0, len(c.Command)+len(c.Args))
 	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
 		argv = append(argv, expand(a, lookup))
 	}
+	// As runc does before it reports a container created: the executable
+	// must be there (a missing one is CRI-O's CreateContainerError).
 	path := filepath.Join(imageDir, filepath.Clean("/"+argv[0]))
-	if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return processSpec{}, "CreateContainerError", fmt.Errorf("%s: no such executable in image %q", argv[0], c.Image)
+	if fi, err := os.Stat(path); err != nil {
+		return processSpec{}, reasonCreateContainerError, fmt.Errorf("exec: %q: %w", argv[0], err)
+	} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return processSpec{}, reasonCreateContainerError, fmt.Errorf("exec: %q: permission denied (%s is not an executable file)", argv[0], path)
 	}
 	dir := n.podDir(pod)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return processSpec{}, "CreateContainerError", err
+		return processSpec{}, reasonCreateContainerError, err
 	}
 	base := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOSTNAME=" + pod.Name, "HOME=" + dir}
 	return processSpec{
@@ -68,7 +77,17 @@ func (n *Node) processSpec(ctx context.Context, pod *corev1.Pod) (processSpec, s
 		path: path, args: argv[1:], env: append(base, env...), dir: dir,
 		logPath:        filepath.Join(dir, c.Name+".log"),
 		fallbackToLogs: c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError,
+		memLimit:       memoryLimit(&c),
 	}, "", nil
+}
+
+// imageNames lists the images the node knows, sorted.
+func (n *Node) imageNames() string {
+	names := slices.Sorted(maps.Keys(n.cfg.Images))
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // containerEnv builds NAME=value pairs from envFrom, then env (later wins),
@@ -253,6 +272,9 @@ type process struct {
 	reason   string // set by kill: OOMKilled or Error
 	evicted  string // eviction message
 	ended    bool
+	// spawnHWM is the node process's own peak RSS just after this one
+	// started.
+	spawnHWM int64
 }
 
 func startProcess(s processSpec) (*process, error) {
@@ -269,12 +291,18 @@ func startProcess(s processSpec) (*process, error) {
 		return nil, err
 	}
 	p := &process{processSpec: s, cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), done: make(chan struct{})}
+	// Read after the exec: the node's own peak then bounds what wait4's
+	// ru_maxrss may have inherited from it (see overLimitAtExit).
+	_, p.spawnHWM, _ = readMemory(os.Getpid())
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
 		p.mu.Lock()
 		p.finished, p.ended = time.Now(), true
 		p.code = exitCode(cmd, err)
+		if p.reason == "" && p.evicted == "" && p.overLimitAtExit(cmd.ProcessState) {
+			p.reason, p.code = reasonOOMKilled, 128+int32(syscall.SIGKILL)
+		}
 		p.mu.Unlock()
 		close(p.done)
 	}()

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 func TestExpand(t *testing.T) {
@@ -68,5 +69,32 @@ func TestLogTail(t *testing.T) {
 	}
 	if got := logTail(path, 80, 16); len(got) > 16 || !strings.HasSuffix(got, "last words") {
 		t.Errorf("tail of 16 bytes = %q", got)
+	}
+}
+
+// A relative image directory is resolved when the node is made: its
+// processes run in their pods' directories, where "bin" names nothing.
+func TestNewResolvesImageDirs(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Config{Name: "n", Dir: "pods",
+		Images: map[string]string{"rel": "bin", "abs": "/opt/images/x", "dots": "../x/../bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for image, want := range map[string]string{
+		"rel": filepath.Join(wd, "bin"), "abs": "/opt/images/x", "dots": filepath.Join(filepath.Dir(wd), "bin"),
+	} {
+		if got := n.cfg.Images[image]; got != want {
+			t.Errorf("image %s: directory %q, want %q", image, got, want)
+		}
+	}
+	if n.cfg.Dir != filepath.Join(wd, "pods") {
+		t.Errorf("node dir %q, want it absolute", n.cfg.Dir)
+	}
+	if _, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Config{Name: "n", Dir: "pods", Images: map[string]string{"empty": ""}}); err == nil {
+		t.Error("an image without a directory was accepted")
 	}
 }

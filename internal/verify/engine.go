@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/mxdns"
@@ -15,6 +16,10 @@ import (
 type Options struct {
 	// SMTP runs the mailbox check after the domain check.
 	SMTP bool
+	// MaxAge is the oldest verdict from the history the caller accepts
+	// instead of a probe: nil, any the history still keeps; 0, none
+	// (every address is probed). New verdicts are recorded either way.
+	MaxAge *time.Duration
 }
 
 // Resolver finds a domain's mail hosts; *mxdns.Resolver implements it.
@@ -47,6 +52,18 @@ type Engine struct {
 	// ExtraTLDs are accepted although they are not ICANN top-level domains:
 	// internal names of air-gapped clusters, or "test" for test worlds.
 	ExtraTLDs map[string]bool
+	// History, when set, answers mailboxes whose verdict is fresh enough
+	// (Options.MaxAge) without DNS or SMTP, and keeps the SMTP stage's
+	// verdicts.
+	History History
+	// Reporters are parts with work counters of their own (the history,
+	// the fleet backend), reported with the engine's.
+	Reporters []Reporter
+}
+
+// Reporter has cumulative work counters, named for reports and metrics.
+type Reporter interface {
+	Counters() map[string]float64
 }
 
 // Verify checks one address within ctx's deadline. When the deadline
@@ -58,21 +75,49 @@ func (e *Engine) Verify(ctx context.Context, address string, o Options) Result {
 }
 
 func (e *Engine) verify(ctx context.Context, address string, o Options) Result {
-	r := e.offline(address)
+	res := []Result{e.offline(address)}
+	r := &res[0]
 	if final(r.Code) {
-		return r
+		return *r
 	}
-	mx, ok := e.domain(ctx, &r)
+	if !r.typo && len(e.fromHistory(ctx, []int{0}, res, o)) == 0 {
+		return *r
+	}
+	mx, ok := e.domain(ctx, r)
 	if !ok || !o.SMTP || e.SMTP == nil {
-		return r
+		return *r
 	}
-	codes := []Code{CodeValidDomain}
-	if err := e.SMTP.CheckMailboxes(ctx, r.Domain, mx, []string{mailbox(r)}, codes); err != nil && ctx.Err() != nil {
+	codes, deferred := []Code{CodeValidDomain}, []bool{false}
+	if err := e.checkMailboxes(ctx, r.Domain, mx, []string{mailbox(*r)}, codes, deferred); err != nil && ctx.Err() != nil {
 		r.SetCode(CodeTimeout)
-		return r
+		return *r
 	}
-	e.applySMTP(&r, codes[0])
-	return r
+	e.applySMTP(r, codes[0], deferred[0])
+	e.record(ctx, []int{0}, res, o)
+	return *r
+}
+
+// checkMailboxes runs the SMTP stage synchronously, with the deferrals
+// when the checker reports them.
+func (e *Engine) checkMailboxes(ctx context.Context, domain string, mx []mxdns.MXHost, addrs []string, out []Code, deferred []bool) error {
+	if d, ok := e.SMTP.(DeferralReporter); ok {
+		wait, err := d.StartMailboxVerdicts(ctx, domain, mx, addrs, out, deferred)
+		if err != nil {
+			return err
+		}
+		return wait()
+	}
+	err := e.SMTP.CheckMailboxes(ctx, domain, mx, addrs, out)
+	unknownDeferrals(out, deferred)
+	return err
+}
+
+// unknownDeferrals marks every unconfirmed verdict of a checker that does
+// not say which were deferrals as one: never kept.
+func unknownDeferrals(out []Code, deferred []bool) {
+	for i, c := range out {
+		deferred[i] = c == CodeValidDomain
+	}
 }
 
 // AsyncMailboxChecker is a MailboxChecker that can queue a domain's
@@ -93,11 +138,22 @@ func (e *Engine) VerifyBatch(ctx context.Context, addrs []string, results []Resu
 	if len(results) < len(addrs) {
 		return errors.New("verify: results shorter than addrs")
 	}
-	byDomain := map[string][]int{}
+	var open []int // past the offline stages, not likely typos
 	for i, a := range addrs {
 		results[i] = e.offline(a)
-		if !final(results[i].Code) {
-			byDomain[results[i].Domain] = append(byDomain[results[i].Domain], i)
+		if !final(results[i].Code) && !results[i].typo {
+			open = append(open, i)
+		}
+	}
+	open = e.fromHistory(ctx, open, results, o)
+	byDomain := map[string][]int{}
+	toProbe := make(map[int]bool, len(open))
+	for _, i := range open {
+		toProbe[i] = true
+	}
+	for i := range addrs {
+		if r := &results[i]; !final(r.Code) && (r.typo || toProbe[i]) {
+			byDomain[r.Domain] = append(byDomain[r.Domain], i)
 		}
 	}
 	workers := e.DomainWorkers
@@ -134,6 +190,7 @@ feed:
 	for _, w := range waits {
 		w()
 	}
+	e.record(ctx, open, results, o)
 	for i := range addrs {
 		finish(&results[i])
 	}
@@ -163,6 +220,7 @@ func (e *Engine) verifyDomain(ctx context.Context, domain string, idx []int, res
 	}
 	boxes := make([]string, len(idx))
 	codes := make([]Code, len(idx))
+	deferred := make([]bool, len(idx))
 	for j, i := range idx {
 		boxes[j] = mailbox(results[i])
 		codes[j] = CodeValidDomain
@@ -175,19 +233,29 @@ func (e *Engine) verifyDomain(ctx context.Context, domain string, idx []int, res
 			return
 		}
 		for j, i := range idx {
-			e.applySMTP(&results[i], codes[j])
+			e.applySMTP(&results[i], codes[j], deferred[j])
 		}
 	}
-	if async, ok := e.SMTP.(AsyncMailboxChecker); ok {
-		wait, err := async.StartMailboxes(ctx, domain, mx, boxes, codes)
-		if err != nil {
-			apply(err)
-			return nil
-		}
-		return func() { apply(wait()) }
+	var (
+		wait func() error
+		err  error
+	)
+	switch c := e.SMTP.(type) {
+	case DeferralReporter:
+		wait, err = c.StartMailboxVerdicts(ctx, domain, mx, boxes, codes, deferred)
+	case AsyncMailboxChecker:
+		var w func() error
+		w, err = c.StartMailboxes(ctx, domain, mx, boxes, codes)
+		wait = func() error { err := w(); unknownDeferrals(codes, deferred); return err }
+	default:
+		apply(e.checkMailboxes(ctx, domain, mx, boxes, codes, deferred))
+		return nil
 	}
-	apply(e.SMTP.CheckMailboxes(ctx, domain, mx, boxes, codes))
-	return nil
+	if err != nil {
+		apply(err)
+		return nil
+	}
+	return func() { apply(wait()) }
 }
 
 // offline runs the stages that need no network: syntax, corrections and
@@ -267,13 +335,15 @@ func (e *Engine) domain(ctx context.Context, r *Result) ([]mxdns.MXHost, bool) {
 	return nil, false
 }
 
-func (e *Engine) applySMTP(r *Result, c Code) {
+func (e *Engine) applySMTP(r *Result, c Code, deferred bool) {
 	switch c {
 	case CodeDeliverable, CodeCatchAll, CodeMailboxNotFound, CodeMailboxFull, CodeMailNotAccepted, CodeTimeout, CodeValidDomain:
 		r.SetCode(c)
 	default:
 		r.SetCode(CodeValidDomain)
+		deferred = true // an answer the engine does not know: not worth keeping
 	}
+	r.probed, r.deferred = true, deferred
 }
 
 // mailbox is the address the SMTP stage asks for: local part and the ASCII

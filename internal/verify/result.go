@@ -1,5 +1,7 @@
 package verify
 
+import "time"
+
 // Result is the outcome of verifying one address. Each stage refines it;
 // the syntax stage fills Address, Status, Code and the parsed parts.
 type Result struct {
@@ -17,9 +19,19 @@ type Result struct {
 	Domain        string // domain in ASCII (punycode, lower-case) for DNS
 	UnicodeDomain string // domain with U-labels, for display
 
+	// FromHistory: the verdict came from the verification history
+	// (checked at CheckedAt) rather than a probe now.
+	FromHistory bool
+	// CheckedAt is when the mailbox verdict was checked (zero without an
+	// SMTP verdict).
+	CheckedAt time.Time
+
 	// typo marks a valid-looking address whose domain is a likely typo of a
 	// well-known provider; the engine keeps its verdict invalid.
 	typo bool
+	// probed: the SMTP stage gave this verdict now; deferred: it was a
+	// deferral (or may have been one), which the history does not keep.
+	probed, deferred bool
 }
 
 // SetCode sets r.Code and the matching r.Status.

@@ -1,0 +1,279 @@
+package fleet
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Local keeps one process's limits.
+func TestLocalHostLimits(t *testing.T) {
+	l := NewLocal(0)
+	k := Key{Egress: DefaultEgress, Host: "192.0.2.1:25"}
+	lim := Limits{Conns: 2, Rate: 20}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var rec recorder
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() { _ = hammer(ctx, l, k, lim, 5*time.Millisecond, &rec) })
+	}
+	wg.Wait()
+	if got := maxConcurrent(rec.spans); got > 2 {
+		t.Errorf("%d at once, limit 2", got)
+	}
+	if got := maxStartsIn(rec.spans, time.Second); got > 22 {
+		t.Errorf("%d starts in a second, limit 20/s burst 2", got)
+	}
+	if len(rec.spans) < 20 {
+		t.Errorf("only %d connections", len(rec.spans))
+	}
+}
+
+// Seats of a divided budget hold the host's limits together, whatever
+// their number against its connections: each holds a lane alone, or takes
+// turns in it.
+func TestTurnsDivideExactly(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		seats, conns int
+		rate         float64
+	}{
+		{"fewer seats than connections", 2, 4, 20},
+		{"as many", 2, 2, 10},
+		{"more seats: turns", 5, 2, 10},
+		{"one connection, many seats", 4, 1, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := Key{Egress: DefaultEgress, Host: "192.0.2.7:25"}
+			lim := Limits{Conns: tc.conns, Rate: tc.rate}
+			// Long enough for every seat to get turns on a loaded machine.
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+			defer cancel()
+			var rec recorder
+			var wg sync.WaitGroup
+			got := make([]int, tc.seats)
+			for s := range tc.seats {
+				tr := NewTurns(Share{Seat: s, Seats: tc.seats, Turn: 500 * time.Millisecond, Skew: 20 * time.Millisecond})
+				for range 3 { // a seat's own sessions compete too
+					wg.Go(func() {
+						var mine recorder
+						_ = hammer(ctx, tr, k, lim, 15*time.Millisecond, &mine)
+						for _, sp := range mine.spans {
+							rec.add(sp)
+						}
+						rec.mu.Lock()
+						got[s] += len(mine.spans)
+						rec.mu.Unlock()
+					})
+				}
+			}
+			wg.Wait()
+			if m := maxConcurrent(rec.spans); m > tc.conns {
+				t.Errorf("%d connections at once over %d seats, limit %d", m, tc.seats, tc.conns)
+			}
+			if m := maxStartsIn(rec.spans, time.Second); float64(m) > tc.rate+float64(tc.conns) {
+				t.Errorf("%d starts in a second, limit %v/s burst %d", m, tc.rate, tc.conns)
+			}
+			for s, n := range got {
+				if n == 0 {
+					t.Errorf("seat %d never got a connection", s)
+				}
+			}
+			t.Logf("per seat %v; most at once %d; most starts in a second %d", got, maxConcurrent(rec.spans), maxStartsIn(rec.spans, time.Second))
+		})
+	}
+}
+
+// closedPort returns an address nothing listens on.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// A backend unreachable from the start: the processes keep their divided
+// share (never unlimited), starting one lease TTL later.
+func TestFallbackAtStartDividesBudget(t *testing.T) {
+	url := "redis://" + closedPort(t) + "/0?prefix=" + testPrefix()
+	k := Key{Egress: DefaultEgress, Host: "192.0.2.9:25"}
+	lim := Limits{Conns: 1, Rate: 20}
+	var fleets []*Fleet
+	opened := time.Now()
+	for s := range 3 {
+		o := fastOptions()
+		o.Share = Share{Seat: s, Seats: 3, Turn: 300 * time.Millisecond, Skew: 20 * time.Millisecond}
+		f, err := Open(context.Background(), url, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if m := f.Mode(); m != ModeFallback {
+			t.Fatalf("mode %s with the backend unreachable, want fallback", m)
+		}
+		fleets = append(fleets, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var rec recorder
+	var wg sync.WaitGroup
+	for _, f := range fleets {
+		wg.Go(func() { _ = hammer(ctx, f, k, lim, 10*time.Millisecond, &rec) })
+	}
+	wg.Wait()
+	if len(rec.spans) == 0 {
+		t.Fatal("no connection at all in the fallback")
+	}
+	first := rec.spans[0].from
+	for _, s := range rec.spans {
+		if s.from.Before(first) {
+			first = s.from
+		}
+	}
+	if first.Sub(opened) < fastOptions().LeaseTTL-50*time.Millisecond {
+		t.Errorf("first divided lease %v after start, before the lease TTL (%v): others' shared leases may still live", first.Sub(opened), fastOptions().LeaseTTL)
+	}
+	if m := maxConcurrent(rec.spans); m > 1 {
+		t.Errorf("%d connections at once in the fallback, limit 1", m)
+	}
+	if m := maxStartsIn(rec.spans, time.Second); m > 21 {
+		t.Errorf("%d starts in a second in the fallback, limit 20/s", m)
+	}
+	st := fleets[0].Stats()
+	if st.Fallbacks != 1 || st.FallbackTime <= 0 {
+		t.Errorf("stats %+v: want one fallback with its time", st)
+	}
+}
+
+// The backend goes away mid-run and comes back: shared leases are lost at
+// once, the divided budget takes over one lease TTL later, and every
+// process goes back to shared leases at the resume time they agree on.
+func TestFallbackMidRunAndBack(t *testing.T) {
+	u := redisURL(t) // skips (or fails under CI) without Redis; cleans the prefix
+	c := newCutter(t)
+	prefix := u[strings.Index(u, "prefix=")+len("prefix="):]
+	o := fastOptions()
+	o.Share = Share{Seat: 0, Seats: 2, Turn: 300 * time.Millisecond, Skew: 20 * time.Millisecond}
+	f := ready(t, c.url(prefix), o)
+	o.Share.Seat = 1
+	g := ready(t, c.url(prefix), o)
+	var modes sync.Map
+	f.OnMode = func(m Mode, why string) { modes.Store(m, why) }
+
+	k := Key{Egress: DefaultEgress, Host: "192.0.2.11:25"}
+	lim := Limits{Conns: 1, Rate: 50}
+	held, err := f.Acquire(context.Background(), k, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cut()
+	cutAt := time.Now()
+	select {
+	case <-held.Lost():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the shared lease was not lost when the backend went away")
+	}
+	held.Release()
+	waitFor(t, 2*time.Second, "fallback", func() bool { return f.Mode() == ModeFallback && g.Mode() == ModeFallback })
+
+	// Both keep to their divided share while the backend is away.
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	var rec recorder
+	var wg sync.WaitGroup
+	for _, x := range []*Fleet{f, g} {
+		wg.Go(func() { _ = hammer(ctx, x, k, lim, 10*time.Millisecond, &rec) })
+	}
+	wg.Wait()
+	cancel()
+	if len(rec.spans) == 0 {
+		t.Fatal("no connection during the outage")
+	}
+	for _, s := range rec.spans {
+		if s.from.Sub(cutAt) < o.LeaseTTL {
+			t.Errorf("a divided lease %v after the cut, before the lease TTL", s.from.Sub(cutAt))
+			break
+		}
+	}
+	if m := maxConcurrent(rec.spans); m > 1 {
+		t.Errorf("%d at once during the outage, limit 1", m)
+	}
+	if _, ok := modes.Load(ModeFallback); !ok {
+		t.Error("no fallback notice")
+	}
+
+	// A divided lease held when the backend returns is lost at the
+	// resume time; then shared leases again.
+	dl, err := f.Acquire(context.Background(), k, Limits{Conns: 2, Rate: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.restore()
+	waitFor(t, 5*time.Second, "shared mode again", func() bool { return f.Mode() == ModeShared && g.Mode() == ModeShared })
+	select {
+	case <-dl.Lost():
+	default:
+		t.Error("a divided lease outlived the switch back")
+	}
+	dl.Release()
+	if _, ok := modes.Load(ModeShared); !ok {
+		t.Error("no notice of the switch back")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	l, err := g.Acquire(ctx, k, lim)
+	if err != nil {
+		t.Fatalf("no shared lease after the backend came back: %v", err)
+	}
+	l.Release()
+}
+
+// The backend restarts without its data (keys gone): leases it wiped are
+// lost by their holders before anyone gets them again.
+func TestBackendRestartWipesLeases(t *testing.T) {
+	url := redisURL(t)
+	f := ready(t, url, fastOptions())
+	g := ready(t, url, fastOptions())
+	k := Key{Egress: DefaultEgress, Host: "192.0.2.13:25"}
+	lim := Limits{Conns: 1, Rate: 50}
+	held, err := f.Acquire(context.Background(), k, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletePrefix(f.Backend().Client(), f.Backend().Prefix()) // the restart
+	var lostAt time.Time
+	lost := make(chan struct{})
+	go func() {
+		<-held.Lost()
+		lostAt = time.Now()
+		held.Release()
+		close(lost)
+	}()
+	// Within its first health check after the restart a process may
+	// still take a wiped slot (see Fleet); after it, it waits.
+	time.Sleep(2 * fastOptions().HealthInterval)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := g.Acquire(ctx, k, lim)
+	if err != nil {
+		t.Fatalf("no lease after the restart: %v", err)
+	}
+	got := time.Now()
+	l.Release()
+	select {
+	case <-lost:
+	case <-time.After(time.Second):
+	}
+	if lostAt.IsZero() || got.Before(lostAt) {
+		t.Errorf("another process got the slot (%v) before its wiped holder gave it up (%v)", got, lostAt)
+	}
+	if f.Mode() != ModeShared || g.Mode() != ModeShared {
+		t.Errorf("modes %s %s after a restart, want shared", f.Mode(), g.Mode())
+	}
+}

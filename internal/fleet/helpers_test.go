@@ -1,0 +1,253 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const redisAddr = "127.0.0.1:6379"
+
+// redisURL returns a URL on the test Redis with a key prefix of the
+// test's own, whose keys are deleted at the end. Under CI=true an
+// unreachable Redis fails the test.
+func redisURL(t testing.TB) string {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Redis not reachable at %s (required under CI=true): %v", redisAddr, err)
+		}
+		t.Skipf("Redis not reachable at %s: %v", redisAddr, err)
+	}
+	prefix := testPrefix()
+	t.Cleanup(func() {
+		deletePrefix(rdb, prefix)
+		_ = rdb.Close()
+	})
+	return "redis://" + redisAddr + "/0?prefix=" + prefix
+}
+
+func testPrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "fleettest:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// deletePrefix deletes every key of prefix (and the rate keys
+// redis_rate puts before it): what a Redis restart without persistence
+// does to them.
+func deletePrefix(rdb *redis.Client, prefix string) {
+	ctx := context.Background()
+	for _, pat := range []string{prefix + "*", "rate:" + prefix + "*"} {
+		iter := rdb.Scan(ctx, 0, pat, 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	}
+}
+
+func fastOptions() Options {
+	return Options{LeaseTTL: time.Second, HealthInterval: 100 * time.Millisecond, FailAfter: 2}
+}
+
+// span is one lease held (from acquisition to release) and the time its
+// connection started (after the rate).
+type span struct {
+	from, to time.Time
+	start    time.Time
+}
+
+// recorder collects spans from several holders.
+type recorder struct {
+	mu    sync.Mutex
+	spans []span
+}
+
+func (r *recorder) add(s span) {
+	r.mu.Lock()
+	r.spans = append(r.spans, s)
+	r.mu.Unlock()
+}
+
+// maxConcurrent is the most spans open at once.
+func maxConcurrent(spans []span) int {
+	type ev struct {
+		t time.Time
+		d int
+	}
+	var evs []ev
+	for _, s := range spans {
+		evs = append(evs, ev{s.from, +1}, ev{s.to, -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].t.Equal(evs[j].t) {
+			return evs[i].d < evs[j].d // releases first
+		}
+		return evs[i].t.Before(evs[j].t)
+	})
+	n, most := 0, 0
+	for _, e := range evs {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
+}
+
+// maxStartsIn is the most connection starts within any window w.
+func maxStartsIn(spans []span, w time.Duration) int {
+	var ts []time.Time
+	for _, s := range spans {
+		ts = append(ts, s.start)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	most, j := 0, 0
+	for i := range ts {
+		for ts[i].Sub(ts[j]) >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// hammer acquires, waits for the rate, holds for hold and releases (early
+// when the lease ends) until ctx ends, recording each lease.
+func hammer(ctx context.Context, lm Limiter, k Key, lim Limits, hold time.Duration, rec *recorder) error {
+	for ctx.Err() == nil {
+		l, err := lm.Acquire(ctx, k, lim)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		from := time.Now()
+		if err := lm.Wait(ctx, k, lim); err != nil {
+			l.Release()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		start := time.Now()
+		if dl, ok := l.Deadline(); ok && !start.Before(dl) {
+			l.Release() // the turn ended while waiting for the rate: no connection
+			continue
+		}
+		t := time.NewTimer(hold)
+		select {
+		case <-t.C:
+		case <-l.Lost():
+		case <-ctx.Done():
+		}
+		t.Stop()
+		to := time.Now()
+		l.Release()
+		rec.add(span{from: from, to: to, start: start})
+	}
+	return nil
+}
+
+// cutter is a TCP relay to Redis that can be cut (every connection
+// closed, nothing accepted) and restored on the same port: a backend
+// that goes away and comes back.
+type cutter struct {
+	t      testing.TB
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func newCutter(t testing.TB) *cutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{t: t, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	c.serve(ln)
+	t.Cleanup(c.cut)
+	return c
+}
+
+func (c *cutter) serve(ln net.Listener) {
+	c.mu.Lock()
+	c.ln = ln
+	c.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", redisAddr)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.conns[in], c.conns[out] = struct{}{}, struct{}{}
+			c.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+}
+
+// cut closes the listener and every relayed connection.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ln != nil {
+		c.ln.Close()
+		c.ln = nil
+	}
+	for conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = map[net.Conn]struct{}{}
+}
+
+// restore listens on the same port again.
+func (c *cutter) restore() {
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		c.t.Fatalf("listen again on %s: %v", c.addr, err)
+	}
+	c.serve(ln)
+}
+
+func (c *cutter) url(prefix string) string {
+	return fmt.Sprintf("redis://%s/0?prefix=%s", c.addr, prefix)
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,442 @@
+package fleet
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Fleet is the Limiter and Learnt of a process with --fleet-url: the
+// shared backend while it answers, the divided budget (Turns over
+// Options.Share) and an in-process memory while it does not. Never
+// unlimited:
+//
+//   - Backend unreachable (FailAfter health checks in a row, every
+//     HealthInterval): the shared leases are lost at once (the engine
+//     ends their sessions) and the divided budget starts LeaseTTL later,
+//     when every other process's leases have expired or been given up.
+//   - Backend back: the first process to see it sets a shared resume time
+//     (LeaseTTL + 2 HealthIntervals ahead); every process keeps its divided
+//     budget until then, then gives up its divided leases and takes shared
+//     ones. Processes that never lost the backend pause new leases until
+//     the resume time too.
+//   - Backend restarted without its data (its epoch key changed or
+//     vanished): the shared leases are lost and new ones wait for the
+//     resume time, so leases the restart wiped are given up first.
+//
+// What it cannot see: a process cut off from a backend that others still
+// reach uses its divided share while they use the whole budget (at most
+// the budget plus that share), and in the HealthInterval after a restart
+// a process that has not checked yet may take a slot whose wiped holder
+// still runs.
+type Fleet struct {
+	r     *Redis
+	turns *Turns
+	local *Local
+	o     Options
+	st    *counters
+	// OnMode, when set, hears of every switch (for logs); set it before
+	// the Fleet is used.
+	OnMode func(m Mode, why string)
+
+	mu            sync.Mutex
+	mode          Mode
+	fails         int
+	epoch         string
+	pauseUntil    time.Time // shared leases wait until then
+	readyAt       time.Time // divided leases wait until then
+	since         time.Time // when the fallback began
+	fallbackTime  time.Duration
+	changed       chan struct{} // closed at each switch
+	divided       map[*Lease]struct{}
+	stop          context.CancelFunc
+	done          chan struct{}
+	lastCheckedOK bool
+}
+
+func newFleet(ctx context.Context, r *Redis, o Options) *Fleet {
+	f := &Fleet{
+		r: r, turns: NewTurns(o.Share), local: NewLocal(o.StateSize), o: o, st: r.st,
+		mode: ModeShared, changed: make(chan struct{}), divided: map[*Lease]struct{}{}, done: make(chan struct{}),
+	}
+	// The first check decides the starting mode; an unreachable backend
+	// starts the divided budget after LeaseTTL, as if it had just gone.
+	f.fails = o.FailAfter - 1
+	f.tick(ctx)
+	var cctx context.Context
+	cctx, f.stop = context.WithCancel(context.WithoutCancel(ctx))
+	go f.loop(cctx)
+	return f
+}
+
+var _ Limiter = (*Fleet)(nil)
+var _ Learnt = (*Fleet)(nil)
+
+// Close stops the health checks and closes the backend's connections.
+func (f *Fleet) Close() error {
+	f.stop()
+	<-f.done
+	return f.r.Close()
+}
+
+// Backend is the Redis backend (the verification history may share its
+// connections).
+func (f *Fleet) Backend() *Redis { return f.r }
+
+// Mode reports where the limits hold now.
+func (f *Fleet) Mode() Mode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mode
+}
+
+// Share is the divided share used while the backend is unreachable.
+func (f *Fleet) Share() Share { return f.turns.Share() }
+
+// Stats returns a snapshot of the counters.
+func (f *Fleet) Stats() Stats {
+	f.mu.Lock()
+	fb := f.fallbackTime
+	if f.mode == ModeFallback {
+		fb += time.Since(f.since)
+	}
+	f.mu.Unlock()
+	return Stats{
+		LeaseWaits: f.st.leaseWaits.Load(), LeaseWaitTime: time.Duration(f.st.leaseWaitNs.Load()),
+		RateWaits: f.st.rateWaits.Load(), LeasesLost: f.st.leasesLost.Load(),
+		Fallbacks: f.st.fallbacks.Load(), FallbackTime: fb, BackendErrors: f.st.backendErrors.Load(),
+	}
+}
+
+// Counters returns the counters for shard summaries and metrics.
+func (f *Fleet) Counters() map[string]float64 { return f.Stats().Counters() }
+
+func (f *Fleet) loop(ctx context.Context) {
+	defer close(f.done)
+	t := time.NewTicker(f.o.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.tick(ctx)
+		}
+	}
+}
+
+func (f *Fleet) settle() time.Duration { return f.o.LeaseTTL + 2*f.o.HealthInterval }
+
+// tick checks the backend once and switches modes as the rules say.
+func (f *Fleet) tick(ctx context.Context) {
+	f.mu.Lock()
+	needResume := f.mode == ModeFallback && f.pauseUntil.IsZero()
+	f.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, max(f.o.HealthInterval, time.Second))
+	h, err := f.r.check(cctx, f.settle())
+	if err == nil && needResume {
+		// Back: agree on when every process switches (once: a resume
+		// time agreed on is kept, or processes would chase new ones).
+		if err = f.r.setResume(cctx, f.settle()); err == nil {
+			h, err = f.r.check(cctx, f.settle())
+		}
+	}
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.st.backendErrors.Add(1)
+		f.lastCheckedOK = false
+		if f.fails++; f.fails >= f.o.FailAfter && f.mode == ModeShared {
+			f.toFallbackLocked("the fleet backend does not answer: " + err.Error())
+		}
+		return
+	}
+	f.fails = 0
+	f.lastCheckedOK = true
+	now := time.Now()
+	if f.epoch != "" && h.epoch != f.epoch && f.mode == ModeShared {
+		f.r.loseAll() // their keys are gone with the old epoch
+		f.note(ModeShared, "the fleet backend restarted without its data; shared leases resume after "+f.settle().String())
+	}
+	f.epoch = h.epoch
+	if h.resumeAt.After(now) && h.resumeAt.After(f.pauseUntil) {
+		f.pauseUntil = h.resumeAt
+		f.signalLocked()
+	}
+	// The switch back waits for a resume time every process agreed on.
+	if f.mode == ModeFallback && !f.pauseUntil.IsZero() && !now.Before(f.pauseUntil) {
+		f.toSharedLocked()
+	}
+}
+
+func (f *Fleet) toFallbackLocked(why string) {
+	f.mode = ModeFallback
+	f.since = time.Now()
+	f.readyAt = f.since.Add(f.o.LeaseTTL)
+	f.pauseUntil = time.Time{}
+	f.st.fallbacks.Add(1)
+	f.r.loseAll()
+	f.signalLocked()
+	f.note(ModeFallback, why)
+}
+
+func (f *Fleet) toSharedLocked() {
+	f.mode = ModeShared
+	f.fallbackTime += time.Since(f.since)
+	for l := range f.divided {
+		f.st.leasesLost.Add(1)
+		l.markLost()
+	}
+	f.divided = map[*Lease]struct{}{}
+	f.signalLocked()
+	f.note(ModeShared, "the fleet backend answers again")
+}
+
+func (f *Fleet) note(m Mode, why string) {
+	if f.OnMode != nil {
+		go f.OnMode(m, why)
+	}
+}
+
+func (f *Fleet) signalLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// noteError counts a failed backend call; enough of them in a row switch
+// to the fallback without waiting for the next health check.
+func (f *Fleet) noteError(err error) {
+	if !IsBackendError(err) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails++; f.fails >= f.o.FailAfter && f.mode == ModeShared {
+		f.toFallbackLocked("the fleet backend does not answer: " + err.Error())
+	}
+}
+
+// state is what an Acquire or Wait must do now.
+func (f *Fleet) state() (mode Mode, notBefore time.Time, changed <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mode == ModeShared {
+		return f.mode, f.pauseUntil, f.changed
+	}
+	return f.mode, f.readyAt, f.changed
+}
+
+// until waits for t, a switch or ctx; it reports whether to go on.
+func until(ctx context.Context, t time.Time, changed <-chan struct{}) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-changed:
+	case <-ctx.Done():
+	}
+	return ctx.Err()
+}
+
+// within runs call with a context that also ends at the next switch.
+func within[T any](ctx context.Context, changed <-chan struct{}, call func(context.Context) (T, error)) (T, error, bool) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-changed:
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	v, err := call(cctx)
+	switched := err != nil && ctx.Err() == nil && cctx.Err() != nil
+	return v, err, switched
+}
+
+// Acquire implements Limiter: a shared lease, or a divided one in the
+// fallback; a switch while waiting starts over in the new mode.
+func (f *Fleet) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) {
+	for {
+		mode, notBefore, changed := f.state()
+		if time.Now().Before(notBefore) {
+			if err := until(ctx, notBefore, changed); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if mode == ModeShared {
+			l, err, switched := within(ctx, changed, func(c context.Context) (*Lease, error) { return f.r.Acquire(c, k, lim) })
+			if err == nil {
+				return l, nil
+			}
+			if !switched && !IsBackendError(err) {
+				return nil, err
+			}
+			f.noteError(err)
+			if err := until(ctx, time.Now().Add(f.o.HealthInterval), changed); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		l, err, switched := within(ctx, changed, func(c context.Context) (*Lease, error) { return f.turns.Acquire(c, k, lim) })
+		if switched {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !f.keepDivided(l, changed) {
+			l.Release()
+			continue
+		}
+		return l, nil
+	}
+}
+
+// keepDivided registers a divided lease unless the mode switched since it
+// was asked for.
+func (f *Fleet) keepDivided(l *Lease, changed <-chan struct{}) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-changed:
+		return false
+	default:
+	}
+	f.divided[l] = struct{}{}
+	inner := l.release
+	l.release = func() {
+		f.mu.Lock()
+		delete(f.divided, l)
+		f.mu.Unlock()
+		inner()
+	}
+	return true
+}
+
+// Wait implements Limiter.
+func (f *Fleet) Wait(ctx context.Context, k Key, lim Limits) error {
+	for {
+		mode, notBefore, changed := f.state()
+		if time.Now().Before(notBefore) {
+			if err := until(ctx, notBefore, changed); err != nil {
+				return err
+			}
+			continue
+		}
+		var lm Limiter = f.turns
+		if mode == ModeShared {
+			lm = f.r
+		}
+		_, err, switched := within(ctx, changed, func(c context.Context) (struct{}, error) { return struct{}{}, lm.Wait(c, k, lim) })
+		if err == nil {
+			return nil
+		}
+		if switched {
+			continue
+		}
+		if mode == ModeShared && IsBackendError(err) {
+			f.noteError(err)
+			if err := until(ctx, time.Now().Add(f.o.HealthInterval), changed); err != nil {
+				return err
+			}
+			continue
+		}
+		return err
+	}
+}
+
+// learnt is the state to use now.
+func (f *Fleet) learnt() Learnt {
+	if f.Mode() == ModeShared {
+		return f.r
+	}
+	return f.local
+}
+
+// CatchAll implements Learnt. Reads that fail fall back to the in-process
+// memory; writes go to both, so lessons learnt survive a switch.
+func (f *Fleet) CatchAll(ctx context.Context, domain string) (bool, bool, error) {
+	if l := f.learnt(); l != Learnt(f.local) {
+		v, ok, err := l.CatchAll(ctx, domain)
+		if err == nil {
+			return v, ok, nil
+		}
+		f.noteError(err)
+	}
+	return f.local.CatchAll(ctx, domain)
+}
+
+// SetCatchAll implements Learnt.
+func (f *Fleet) SetCatchAll(ctx context.Context, domain string, catchAll bool, ttl time.Duration) error {
+	_ = f.local.SetCatchAll(ctx, domain, catchAll, ttl)
+	return f.shared(func(l Learnt) error { return l.SetCatchAll(ctx, domain, catchAll, ttl) })
+}
+
+// Penalty implements Learnt.
+func (f *Fleet) Penalty(ctx context.Context, k Key) (Penalty, bool, error) {
+	if l := f.learnt(); l != Learnt(f.local) {
+		p, ok, err := l.Penalty(ctx, k)
+		if err == nil {
+			return p, ok, nil
+		}
+		f.noteError(err)
+	}
+	return f.local.Penalty(ctx, k)
+}
+
+// SetPenalty implements Learnt.
+func (f *Fleet) SetPenalty(ctx context.Context, k Key, p Penalty, ttl time.Duration) error {
+	_ = f.local.SetPenalty(ctx, k, p, ttl)
+	return f.shared(func(l Learnt) error { return l.SetPenalty(ctx, k, p, ttl) })
+}
+
+// ClearPenalty implements Learnt.
+func (f *Fleet) ClearPenalty(ctx context.Context, k Key) error {
+	_ = f.local.ClearPenalty(ctx, k)
+	return f.shared(func(l Learnt) error { return l.ClearPenalty(ctx, k) })
+}
+
+// HostLimits implements Learnt.
+func (f *Fleet) HostLimits(ctx context.Context, k Key) (HostLimits, error) {
+	local, _ := f.local.HostLimits(ctx, k)
+	if l := f.learnt(); l != Learnt(f.local) {
+		h, err := l.HostLimits(ctx, k)
+		if err == nil {
+			return h.merge(local), nil
+		}
+		f.noteError(err)
+	}
+	return local, nil
+}
+
+// LowerHostLimits implements Learnt.
+func (f *Fleet) LowerHostLimits(ctx context.Context, k Key, h HostLimits, ttl time.Duration) error {
+	_ = f.local.LowerHostLimits(ctx, k, h, ttl)
+	return f.shared(func(l Learnt) error { return l.LowerHostLimits(ctx, k, h, ttl) })
+}
+
+// shared runs a write on the backend in shared mode; a failure is counted
+// and dropped (the in-process memory has it).
+func (f *Fleet) shared(write func(Learnt) error) error {
+	l := f.learnt()
+	if l == Learnt(f.local) {
+		return nil
+	}
+	if err := write(l); err != nil {
+		f.noteError(err)
+		if !IsBackendError(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package realmta
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+)
+
+// StandardHosts are the MX hosts of a generated world: one of each
+// behaviour the kit offers.
+//
+//   - mx1.plain, mx2.plain: Postfix with its defaults (error limits 10/20
+//     with 1s sleeps, 100 junk commands, in_flow_delay 1s,
+//     smtpd_recipient_limit 1000, 50 connections at once per client).
+//   - mx.grey: postgrey greylisting after the mailbox check.
+//   - mx.anvil: anvil's connection rate limit, anvilRate connections per
+//     anvil_rate_time_unit (60s): a verifier that opens sessions freely
+//     meets "421 4.7.0 ... too many connections" part way through a list.
+//   - mx.single: one connection at a time per client.
+//   - mx.screen: postscreen with its pregreet test (6s greeting wait for a
+//     new client).
+//   - mx.few: smtpd_recipient_limit 10 (452 4.5.3 past it).
+//   - mx.exim: Exim 4 with its defaults (smtp_accept_max_nonmail 10...).
+func StandardHosts(anvilRate int) []Host {
+	return []Host{
+		{Name: "mx1.plain.hosts.test", Software: Postfix},
+		{Name: "mx2.plain.hosts.test", Software: Postfix},
+		{Name: "mx.grey.hosts.test", Software: Postfix, Greylist: true},
+		{Name: "mx.anvil.hosts.test", Software: Postfix, ConnRateLimit: anvilRate},
+		{Name: "mx.single.hosts.test", Software: Postfix, ConnCountLimit: 1},
+		{Name: "mx.screen.hosts.test", Software: Postfix, Postscreen: true},
+		{Name: "mx.few.hosts.test", Software: Postfix, RecipientLimit: 10},
+		{Name: "mx.exim.hosts.test", Software: Exim},
+	}
+}
+
+// GenOptions shape Generate's world.
+type GenOptions struct {
+	// AnvilRate is mx.anvil's smtpd_client_connection_rate_limit (default
+	// 12 a minute).
+	AnvilRate int
+}
+
+// domainKinds is how Generate spreads domains, in weights out of 100.
+var domainKinds = []struct {
+	weight int
+	host   string // "" for the DNS-only shapes
+	shape  DNSShape
+	flavor string // "", "catchall", "policy"
+}{
+	{30, "plain", ShapeMX, ""},
+	{8, "plain", ShapeMX, "catchall"},
+	{2, "plain", ShapeMX, "policy"},
+	{4, "plain", ShapeAOnly, ""},
+	{10, "mx.grey", ShapeMX, ""},
+	{10, "mx.anvil", ShapeMX, ""},
+	{4, "mx.single", ShapeMX, ""},
+	{7, "mx.screen", ShapeMX, ""},
+	{5, "mx.few", ShapeMX, ""},
+	{6, "mx.exim", ShapeMX, ""},
+	{2, "mx.exim", ShapeMX, "catchall"},
+	{5, "", ShapeNXDomain, ""},
+	{4, "", ShapeNullMX, ""},
+	{3, "", ShapeNoAddress, ""},
+}
+
+var (
+	genFirst = []string{"anna", "ben", "chloe", "david", "emma", "felix", "grace", "hugo", "iris", "jack", "kate", "liam",
+		"mia", "noah", "olivia", "paul", "quinn", "ruth", "sam", "tara", "uma", "victor", "wendy", "xavier", "yara", "zoe"}
+	genLast = []string{"adams", "brown", "clark", "davis", "evans", "fisher", "garcia", "hill", "ito", "jones", "king",
+		"lopez", "moore", "nguyen", "owens", "patel", "quinn", "reyes", "smith", "turner", "upton", "vance", "walsh", "young"}
+	genWords = []string{"acme", "globex", "initech", "umbrella", "hooli", "vandelay", "wayne", "stark", "tyrell", "cyberdyne",
+		"soylent", "wonka", "gringotts", "oscorp", "monarch", "aperture", "nakatomi", "dunder", "pied", "prestige"}
+)
+
+// Generate returns a world of n domains over StandardHosts, and a list of
+// rows addresses (distinct, shuffled) whose truth the world knows: about
+// 60% existing mailboxes, 35% missing ones and some full ones on the
+// mail-accepting domains, any local part on catch-all and policy domains
+// and on the domains without mail. The same seed gives the same world and
+// list.
+func Generate(seed int64, n, rows int, o GenOptions) (World, []string) {
+	if o.AnvilRate <= 0 {
+		o.AnvilRate = 12
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x7265616c6d7461))
+	w := World{Hosts: StandardHosts(o.AnvilRate)}
+	host := func(tag string) string {
+		if tag == "plain" {
+			return fmt.Sprintf("mx%d.plain.hosts.test", 1+rng.IntN(2))
+		}
+		return tag + ".hosts.test"
+	}
+	total := 0
+	for _, k := range domainKinds {
+		total += k.weight
+	}
+	for i := 0; i < n; i++ {
+		x := rng.IntN(total)
+		k := domainKinds[0]
+		for _, c := range domainKinds {
+			if x < c.weight {
+				k = c
+				break
+			}
+			x -= c.weight
+		}
+		d := Domain{Name: fmt.Sprintf("%s-%d.test", genWords[rng.IntN(len(genWords))], i), Shape: k.shape}
+		if k.host != "" {
+			d.Host = host(k.host)
+			d.CatchAll = k.flavor == "catchall"
+			d.Policy = k.flavor == "policy"
+			boxes := map[string]bool{}
+			for len(boxes) < 4+rng.IntN(37) {
+				boxes[localPart(rng)] = true
+			}
+			for b := range boxes {
+				d.Mailboxes = append(d.Mailboxes, b)
+			}
+			sort.Strings(d.Mailboxes)
+			rng.Shuffle(len(d.Mailboxes), func(i, j int) { d.Mailboxes[i], d.Mailboxes[j] = d.Mailboxes[j], d.Mailboxes[i] })
+			if k.host != "mx.exim" && !d.Policy && rng.IntN(3) == 0 {
+				d.Full, d.Mailboxes = d.Mailboxes[:1], d.Mailboxes[1:]
+			}
+		}
+		w.Domains = append(w.Domains, d)
+	}
+	seen := map[string]bool{}
+	var list []string
+	for tries := 0; len(list) < rows && tries < rows*20; tries++ {
+		d := w.Domains[rng.IntN(len(w.Domains))]
+		var local string
+		x := rng.IntN(100)
+		switch {
+		case len(d.Full) > 0 && x < 10:
+			local = d.Full[rng.IntN(len(d.Full))]
+		case len(d.Mailboxes) > 0 && x < 65:
+			local = d.Mailboxes[rng.IntN(len(d.Mailboxes))]
+		default:
+			local = localPart(rng)
+		}
+		a := local + "@" + d.Name
+		if !seen[a] {
+			seen[a] = true
+			list = append(list, a)
+		}
+	}
+	return w, list
+}
+
+func localPart(rng *rand.Rand) string {
+	f, l := genFirst[rng.IntN(len(genFirst))], genLast[rng.IntN(len(genLast))]
+	switch rng.IntN(4) {
+	case 0:
+		return f
+	case 1:
+		return f[:1] + l
+	}
+	return f + "." + l
+}

@@ -1,0 +1,252 @@
+package realmta
+
+import (
+	"bufio"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HostCounts is what one host's own log says it saw.
+type HostCounts struct {
+	Host string
+	Kind string
+
+	// Sessions: connections that reached smtpd or Exim (anvil's refused
+	// ones included: Postfix logs "connect from" before refusing).
+	Sessions int
+	// AnvilRefused: greetings answered "421 4.7.0 ... too many
+	// connections" (Postfix's "Connection rate/concurrency limit
+	// exceeded"); AnvilRate and AnvilCount split them by limit.
+	AnvilRefused, AnvilRate, AnvilCount int
+	// RCPT, RCPTAccepted: RCPT commands and the accepted ones (Postfix's
+	// disconnect lines, which count an RCPT refused "452 4.5.3 Error: too
+	// many recipients" as accepted and do not log it otherwise; Exim's
+	// logged rejects and accepts).
+	RCPT, RCPTAccepted int
+	MAIL, RSET         int // Postfix only (its disconnect lines)
+	// Rejects by reply code ("550", "450", "452", "552"...) of RCPT
+	// rejections.
+	Rejects map[string]int
+	// Greylisted: RCPTs answered 450 "Greylisted" by postgrey's verdict.
+	Greylisted int
+	// TooManyErrors: sessions Postfix closed with "421 4.7.0 Error: too
+	// many errors" (smtpd_hard_error_limit; RSETs past
+	// smtpd_junk_command_limit count as errors).
+	TooManyErrors int
+	// QueueFiles: transactions that opened a queue file (an accepted
+	// RCPT; logged "<queue id>: client="). Each took an in_flow_delay
+	// token: once the instance's pool (default_process_limit) is spent
+	// and the queue manager gives none back, each costs in_flow_delay.
+	QueueFiles int
+	// Postscreen: new clients that passed, known clients let through,
+	// and pregreet violations.
+	PostscreenPassNew, PostscreenPassOld, Pregreet int
+	// TooManyNonmail: Exim sessions dropped for "too many nonmail
+	// commands" (smtp_accept_max_nonmail, 10 by default; RSET counts).
+	TooManyNonmail int
+	// EximRefused: Exim connections refused for too many at once
+	// (smtp_accept_max, 20 by default).
+	EximRefused int
+}
+
+// Counts is the hosts' own view, parsed from their logs.
+type Counts struct {
+	Hosts map[string]*HostCounts
+	Total HostCounts
+	// Postgrey's own decisions (its log): greylisted triplets (new or
+	// retried too early) and passes.
+	PostgreyGreylist, PostgreyPass int
+}
+
+var (
+	pfLine     = regexp.MustCompile(`^\S+\s+\d+\s+\S+\s+\S+\s+` + postfixSyslog + `/([^/\s]+)/(smtpd|postscreen)\[\d+\]: (.*)$`)
+	pfCmd      = regexp.MustCompile(`\b(mail|rcpt|rset)=(\d+)(?:/(\d+))?`)
+	pfReject   = regexp.MustCompile(`^(?:NOQUEUE|[0-9A-F]+): reject: RCPT from \S+: (\d{3}) `)
+	pfQueueID  = regexp.MustCompile(`^[0-9A-F]{6,}: client=`)
+	eximIface  = regexp.MustCompile(`I=\[([0-9.]+)\]:\d+`)
+	eximReject = regexp.MustCompile(`rejected RCPT <`)
+)
+
+// Counts reads the logs written so far. Postfix writes through postlogd,
+// so the last lines may lag a moment behind the session that caused them.
+func (r *Running) Counts() (Counts, error) {
+	c := Counts{Hosts: map[string]*HostCounts{}}
+	byAddr := map[string]*HostCounts{}
+	for _, h := range r.World.Hosts {
+		hc := &HostCounts{Host: h.Name, Kind: h.Kind(), Rejects: map[string]int{}}
+		c.Hosts[h.Name] = hc
+		byAddr[r.hostAddr[h.Name].String()] = hc
+	}
+	if err := eachLine(r.logPath("postfix.log"), func(line string) {
+		m := pfLine.FindStringSubmatch(line)
+		if m == nil {
+			return
+		}
+		if hc := c.Hosts[m[1]]; hc != nil {
+			postfixLine(hc, m[2], m[3])
+		}
+	}); err != nil {
+		return c, err
+	}
+	// Exim's main log: every line of a session carries the interface
+	// (log_selector +incoming_interface; the accepted-RCPT logwrite adds
+	// it too).
+	if err := eachLine(r.logPath("exim/mainlog"), func(line string) {
+		m := eximIface.FindStringSubmatch(line)
+		if m == nil {
+			return
+		}
+		hc := byAddr[m[1]]
+		if hc == nil {
+			return
+		}
+		switch {
+		case strings.Contains(line, "SMTP connection from") && strings.Contains(line, "(TCP/IP connection count"):
+			hc.Sessions++
+		case strings.Contains(line, "rcpt accepted <"):
+			hc.RCPT++
+			hc.RCPTAccepted++
+		case eximReject.MatchString(line):
+			hc.RCPT++
+			hc.Rejects["550"]++
+		case strings.Contains(line, "too many nonmail commands"):
+			hc.TooManyNonmail++
+		case strings.Contains(line, "refused: too many connections"):
+			hc.EximRefused++
+		}
+	}); err != nil {
+		return c, err
+	}
+	if err := eachLine(r.logPath("postgrey.log"), func(line string) {
+		switch {
+		case strings.Contains(line, "action=greylist"):
+			c.PostgreyGreylist++
+		case strings.Contains(line, "action=pass"):
+			c.PostgreyPass++
+		}
+	}); err != nil {
+		return c, err
+	}
+	t := &c.Total
+	t.Rejects = map[string]int{}
+	for _, hc := range c.Hosts {
+		t.Sessions += hc.Sessions
+		t.AnvilRefused += hc.AnvilRefused
+		t.AnvilRate += hc.AnvilRate
+		t.AnvilCount += hc.AnvilCount
+		t.RCPT += hc.RCPT
+		t.RCPTAccepted += hc.RCPTAccepted
+		t.MAIL += hc.MAIL
+		t.RSET += hc.RSET
+		t.Greylisted += hc.Greylisted
+		t.TooManyErrors += hc.TooManyErrors
+		t.QueueFiles += hc.QueueFiles
+		t.PostscreenPassNew += hc.PostscreenPassNew
+		t.PostscreenPassOld += hc.PostscreenPassOld
+		t.Pregreet += hc.Pregreet
+		t.TooManyNonmail += hc.TooManyNonmail
+		t.EximRefused += hc.EximRefused
+		for k, v := range hc.Rejects {
+			t.Rejects[k] += v
+		}
+	}
+	return c, nil
+}
+
+// SettledCounts waits (up to timeout) until the logs stop growing for a
+// moment, then returns Counts: postlogd writes Postfix's lines a little
+// after the sessions that caused them.
+func (r *Running) SettledCounts(timeout time.Duration) (Counts, error) {
+	size := func() int64 {
+		var n int64
+		for _, f := range []string{"postfix.log", "exim/mainlog", "postgrey.log"} {
+			if st, err := os.Stat(r.logPath(f)); err == nil {
+				n += st.Size()
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(timeout)
+	last := size()
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		if n := size(); n == last {
+			break
+		} else {
+			last = n
+		}
+	}
+	return r.Counts()
+}
+
+func postfixLine(hc *HostCounts, daemon, msg string) {
+	if daemon == "postscreen" {
+		switch {
+		case strings.HasPrefix(msg, "PASS NEW "):
+			hc.PostscreenPassNew++
+		case strings.HasPrefix(msg, "PASS OLD "):
+			hc.PostscreenPassOld++
+		case strings.HasPrefix(msg, "PREGREET "):
+			hc.Pregreet++
+		}
+		return
+	}
+	switch {
+	case strings.HasPrefix(msg, "connect from "):
+		hc.Sessions++
+	case strings.HasPrefix(msg, "warning: Connection rate limit exceeded"):
+		hc.AnvilRefused++
+		hc.AnvilRate++
+	case strings.HasPrefix(msg, "warning: Connection concurrency limit exceeded"):
+		hc.AnvilRefused++
+		hc.AnvilCount++
+	case strings.HasPrefix(msg, "too many errors after "):
+		hc.TooManyErrors++
+	case strings.HasPrefix(msg, "disconnect from "):
+		for _, m := range pfCmd.FindAllStringSubmatch(msg, -1) {
+			ok, _ := strconv.Atoi(m[2])
+			all := ok
+			if m[3] != "" {
+				all, _ = strconv.Atoi(m[3])
+			}
+			switch m[1] {
+			case "mail":
+				hc.MAIL += all
+			case "rset":
+				hc.RSET += all
+			case "rcpt":
+				hc.RCPT += all
+				hc.RCPTAccepted += ok
+			}
+		}
+	case pfQueueID.MatchString(msg):
+		hc.QueueFiles++
+	default:
+		if m := pfReject.FindStringSubmatch(msg); m != nil {
+			hc.Rejects[m[1]]++
+			if strings.Contains(msg, "Greylisted") {
+				hc.Greylisted++
+			}
+		}
+	}
+}
+
+func eachLine(path string, f func(string)) error {
+	fh, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		f(sc.Text())
+	}
+	return sc.Err()
+}

@@ -1,0 +1,268 @@
+package realmta
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Postfix: one instance (its own config directory, queue_directory and
+// data_directory under the world's directory, started with
+// `postfix -c DIR start-fg`), one master.cf listener per host. Its log goes
+// to maillog_file through postlogd (Postfix >= 3.4), so no syslog daemon is
+// needed; each listener logs under syslog_name "realmta/<host>".
+//
+// Nothing is ever delivered or relayed: DATA is rejected
+// (smtpd_data_restrictions = reject), the virtual transport is listed in
+// defer_transports, every other transport is the error transport, relaying
+// is refused (smtpd_relay_restrictions = reject_unauth_destination), and
+// mydestination and mynetworks are empty (so that anvil's limits apply to
+// loopback clients too: by default mynetworks is exempt).
+
+const postfixSyslog = "realmta"
+
+// postfixDefaults are the main.cf lines of every world; Options.PostfixMain
+// may override them.
+func (r *Running) postfixMain(dir string) map[string]string {
+	d := filepath.Join(r.dir, "postfix")
+	m := map[string]string{
+		"compatibility_level":                 "3.6",
+		"queue_directory":                     filepath.Join(d, "queue"),
+		"data_directory":                      filepath.Join(d, "data"),
+		"myhostname":                          "postfix." + r.opt.Zone,
+		"mydomain":                            r.opt.Zone,
+		"myorigin":                            "$myhostname",
+		"mydestination":                       "",
+		"mynetworks":                          "",
+		"relayhost":                           "",
+		"relay_domains":                       "",
+		"inet_interfaces":                     "127.0.0.1", // master.cf names each listener's address
+		"inet_protocols":                      "ipv4",
+		"maillog_file":                        filepath.Join(r.dir, "log", "postfix.log"),
+		"maillog_file_prefixes":               r.dir,
+		"syslog_name":                         postfixSyslog,
+		"virtual_mailbox_domains":             "texthash:" + filepath.Join(dir, "virtual_domains"),
+		"virtual_mailbox_maps":                "texthash:" + filepath.Join(dir, "virtual_mailboxes"),
+		"virtual_mailbox_base":                filepath.Join(d, "vmail"),
+		"virtual_transport":                   "virtual",
+		"defer_transports":                    "virtual",
+		"default_transport":                   "error:5.3.0 this test world delivers nothing",
+		"local_transport":                     "error:5.3.0 this test world delivers nothing",
+		"relay_transport":                     "error:5.3.0 this test world delivers nothing",
+		"smtpd_relay_restrictions":            "reject_unauth_destination",
+		"smtpd_data_restrictions":             "reject",
+		"smtpd_client_event_limit_exceptions": "",
+		"smtpd_peername_lookup":               "no", // no resolver outside the world
+		"smtpd_tls_security_level":            "none",
+		"smtp_tls_security_level":             "none",
+		"notify_classes":                      "",
+		"alias_maps":                          "",
+		"alias_database":                      "",
+		"biff":                                "no",
+		"append_dot_mydomain":                 "no",
+		// Recipient checks: full mailboxes and policy domains first, then
+		// (implicitly, smtpd_reject_unlisted_recipient) the mailbox lookup;
+		// greylisting listeners check the mailbox explicitly, then ask
+		// postgrey, so unknown users get 550 at once.
+		"realmta_recipient_access":     "check_recipient_access texthash:" + filepath.Join(dir, "recipient_access"),
+		"realmta_greylist":             "$realmta_recipient_access, reject_unlisted_recipient, check_policy_service inet:" + r.greyAddr.String(),
+		"smtpd_recipient_restrictions": "$realmta_recipient_access",
+	}
+	if r.opt.AnvilRateTimeUnit > 0 {
+		m["anvil_rate_time_unit"] = secs(r.opt.AnvilRateTimeUnit)
+	}
+	if r.opt.PostscreenGreetWait > 0 {
+		m["postscreen_greet_wait"] = secs(r.opt.PostscreenGreetWait)
+	}
+	for k, v := range r.opt.PostfixMain {
+		m[k] = v
+	}
+	return m
+}
+
+func secs(d time.Duration) string {
+	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))) + "s"
+}
+
+// postfix services every master.cf needs (no pickup: nothing is posted
+// locally; no smtp client: nothing leaves).
+const postfixServices = `cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+proxymap  unix  -       -       n       -       -       proxymap
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+virtual   unix  -       n       n       -       -       virtual
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+`
+
+func (r *Running) writePostfix() (string, error) {
+	conf := filepath.Join(r.dir, "postfix", "conf")
+	for _, d := range []string{conf, "queue", "data", "vmail"} {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(r.dir, "postfix", d)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	pf, err := user.Lookup("postfix")
+	if err != nil {
+		return "", fmt.Errorf("realmta: %w (is postfix installed?)", err)
+	}
+	uid, _ := strconv.Atoi(pf.Uid)
+	if err := os.Chown(filepath.Join(r.dir, "postfix", "data"), uid, -1); err != nil {
+		return "", err
+	}
+
+	var domains, boxes, access strings.Builder
+	for _, d := range r.World.Domains {
+		h, ok := r.host(d.Host)
+		if !ok || h.Software != Postfix {
+			continue
+		}
+		fmt.Fprintf(&domains, "%s x\n", d.Name)
+		if d.CatchAll {
+			fmt.Fprintf(&boxes, "@%s x\n", d.Name)
+		}
+		for _, l := range append(append([]string{}, d.Mailboxes...), d.Full...) {
+			fmt.Fprintf(&boxes, "%s@%s x\n", l, d.Name)
+		}
+		for _, l := range d.Full {
+			fmt.Fprintf(&access, "%s@%s 552 5.2.2 Mailbox full\n", l, d.Name)
+		}
+		if d.Policy {
+			fmt.Fprintf(&access, "%s 550 5.7.1 Recipient rejected by local policy\n", d.Name)
+		}
+	}
+	files := map[string]string{
+		"virtual_domains":   domains.String(),
+		"virtual_mailboxes": boxes.String(),
+		"recipient_access":  access.String(),
+	}
+	var main strings.Builder
+	m := r.postfixMain(conf)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&main, "%s = %s\n", k, m[k])
+	}
+	files["main.cf"] = main.String()
+	files["master.cf"] = r.postfixMaster()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(conf, name), []byte(body), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return conf, nil
+}
+
+// postfixMaster writes one listener per Postfix host (two lines with
+// postscreen: postscreen on the address, and a pass service smtpd-N that
+// it hands clients to).
+func (r *Running) postfixMaster() string {
+	var b strings.Builder
+	for i, h := range r.World.Hosts {
+		if h.Software != Postfix {
+			continue
+		}
+		o := map[string]string{
+			"myhostname":  h.Name,
+			"syslog_name": postfixSyslog + "/" + h.Name,
+		}
+		if h.Greylist {
+			o["smtpd_recipient_restrictions"] = "$realmta_greylist"
+		}
+		if h.ConnRateLimit > 0 {
+			o["smtpd_client_connection_rate_limit"] = strconv.Itoa(h.ConnRateLimit)
+		}
+		if h.ConnCountLimit > 0 {
+			o["smtpd_client_connection_count_limit"] = strconv.Itoa(h.ConnCountLimit)
+		}
+		if h.RecipientLimit > 0 {
+			o["smtpd_recipient_limit"] = strconv.Itoa(h.RecipientLimit)
+		}
+		for k, v := range h.Postfix {
+			o[k] = v
+		}
+		listen := fmt.Sprintf("%s:%d", r.hostAddr[h.Name], r.port)
+		if !h.Postscreen {
+			fmt.Fprintf(&b, "%s inet n - n - - smtpd%s\n", listen, opts(o))
+			continue
+		}
+		pass := fmt.Sprintf("smtpd-%d", i)
+		ps := map[string]string{"postscreen_greet_action": "enforce", "smtpd_service_name": pass}
+		for k, v := range o {
+			ps[k] = v
+		}
+		fmt.Fprintf(&b, "%s inet n - n - 1 postscreen%s\n", listen, opts(ps))
+		fmt.Fprintf(&b, "%s pass - - n - - smtpd%s\n", pass, opts(o))
+	}
+	b.WriteString(postfixServices)
+	return b.String()
+}
+
+func opts(o map[string]string) string {
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  -o %s=%s", k, o[k])
+	}
+	return b.String()
+}
+
+// startPostfix runs `postfix -c conf start-fg`: postfix-script stays our
+// child and waits for master (which makes its own session).
+func (r *Running) startPostfix(conf string) error {
+	p, err := startProc("postfix", filepath.Join(r.dir, "log", "postfix.out"), r.bins.Postfix, "-c", conf, "start-fg")
+	if err != nil {
+		return err
+	}
+	r.postfix = p
+	r.postfixConf = conf
+	var addrs = r.addrsOf(Postfix)
+	return waitListening(p, addrs, r.port, 30*time.Second)
+}
+
+// stopPostfix asks master to stop (it stops its children), then makes
+// sure: master's pid from its pid file, and postfix-script's group.
+func (r *Running) stopPostfix() {
+	p := r.postfix
+	if p == nil {
+		return
+	}
+	if !p.exited() {
+		cmd := exec.Command(r.bins.Postfix, "-c", r.postfixConf, "stop")
+		_ = cmd.Run()
+	}
+	if !p.wait(15 * time.Second) {
+		pidFile := filepath.Join(r.dir, "postfix", "queue", "pid", "master.pid")
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				killPid(pid)
+			}
+		}
+		p.terminate(2 * time.Second)
+	}
+}

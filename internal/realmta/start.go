@@ -1,0 +1,274 @@
+package realmta
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Running is a started world.
+type Running struct {
+	World World
+
+	opt      Options
+	bins     Binaries
+	dir      string
+	port     int
+	dnsAddr  netip.AddrPort
+	greyAddr netip.AddrPort
+	hostAddr map[string]netip.Addr
+	hostIdx  map[string]int
+
+	owner       *os.File // owner.lock, held while this process lives
+	postfix     *proc
+	postfixConf string
+	procs       []*proc // NSD, postgrey, Exim
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start installs the software if needed (Ensure), writes the
+// configurations and starts the daemons the world needs. On error,
+// whatever it started is stopped. With Options.Port 0 it retries on other
+// ports when a daemon could not bind.
+func Start(w World, opt Options) (*Running, error) {
+	netGiven := opt.Net.IsValid()
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	if err := w.validate(opt.Zone); err != nil {
+		return nil, err
+	}
+	bins, err := Ensure()
+	if err != nil {
+		return nil, err
+	}
+	reapStale(bins)
+	var errs []error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 && !netGiven {
+			opt.Net = defaultNet()
+		}
+		r, err := start(w, opt, bins)
+		if err == nil {
+			return r, nil
+		}
+		errs = append(errs, err)
+		// A daemon that could not bind: another port, or (with a fixed
+		// port) other addresses.
+		if !strings.Contains(err.Error(), "listen") || opt.Port != 0 && netGiven {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+func start(w World, opt Options, bins Binaries) (_ *Running, err error) {
+	r := &Running{World: w, opt: opt, bins: bins, hostAddr: map[string]netip.Addr{}, hostIdx: map[string]int{}}
+	r.dir = opt.Dir
+	if r.dir == "" {
+		if r.dir, err = os.MkdirTemp("", "realmta-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if r.owner, err = lockOwner(r.dir); err != nil {
+		return nil, fmt.Errorf("realmta: %s is in use: %w", r.dir, err)
+	}
+	// The daemons drop privileges and must reach their files below it.
+	if err := os.Chmod(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = r.Close()
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(r.dir, "log"), 0o755); err != nil {
+		return nil, err
+	}
+	var smtpAddrs []netip.Addr
+	for i, h := range w.Hosts {
+		a := opt.addr(byte(1+i/250), byte(1+i%250))
+		r.hostAddr[h.Name], r.hostIdx[h.Name] = a, i
+		smtpAddrs = append(smtpAddrs, a)
+	}
+	if r.port = opt.Port; r.port == 0 {
+		if r.port, err = freePort(smtpAddrs, false); err != nil {
+			return nil, err
+		}
+	}
+	dnsIP, greyIP := opt.addr(0, 53), opt.addr(0, 23)
+	dnsPort, err := freePort([]netip.Addr{dnsIP}, true)
+	if err != nil {
+		return nil, err
+	}
+	greyPort, err := freePort([]netip.Addr{greyIP}, false)
+	if err != nil {
+		return nil, err
+	}
+	r.dnsAddr = netip.AddrPortFrom(dnsIP, uint16(dnsPort))
+	r.greyAddr = netip.AddrPortFrom(greyIP, uint16(greyPort))
+
+	if err := r.startNSD(); err != nil {
+		return nil, err
+	}
+	var grey, exim, postfix bool
+	for _, h := range w.Hosts {
+		grey = grey || h.Greylist
+		exim = exim || h.Software == Exim
+		postfix = postfix || h.Software == Postfix
+	}
+	if grey {
+		if err := r.startPostgrey(); err != nil {
+			return nil, err
+		}
+	}
+	if exim {
+		conf, err := r.writeExim()
+		if err != nil {
+			return nil, err
+		}
+		if err := r.startExim(conf); err != nil {
+			return nil, err
+		}
+	}
+	if postfix {
+		conf, err := r.writePostfix()
+		if err != nil {
+			return nil, err
+		}
+		if err := r.startPostfix(conf); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// StartT starts the world for a test (Require first: fails under CI=true
+// and skips elsewhere when the software is missing) and stops it when the
+// test ends; a failed test gets the tails of the servers' logs.
+func StartT(t testing.TB, w World, opt Options) *Running {
+	t.Helper()
+	Require(t)
+	r, err := Start(w, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"postfix.log", "exim/mainlog", "postgrey.log", "nsd.log"} {
+				if s := r.LogTail(f, 3000); s != "" {
+					t.Logf("--- %s (tail) ---\n%s", f, s)
+				}
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// DNSAddr is the DNS server's host:port (UDP and TCP), for
+// `--dns-server`.
+func (r *Running) DNSAddr() string { return r.dnsAddr.String() }
+
+// SMTPPort is every host's SMTP port.
+func (r *Running) SMTPPort() int { return r.port }
+
+// HostAddr is the host's ip:port.
+func (r *Running) HostAddr(name string) string {
+	a, ok := r.hostAddr[name]
+	if !ok {
+		return ""
+	}
+	return netip.AddrPortFrom(a, uint16(r.port)).String()
+}
+
+// Dir is the world's directory (configurations, queues, logs).
+func (r *Running) Dir() string { return r.dir }
+
+// LogTail is the end of one of the world's logs ("postfix.log",
+// "exim/mainlog", "postgrey.log", "nsd.log").
+func (r *Running) LogTail(name string, n int64) string {
+	return tailFile(r.logPath(name), n)
+}
+
+func (r *Running) logPath(name string) string {
+	if name == "exim/mainlog" {
+		return filepath.Join(r.dir, "exim", "log", "mainlog")
+	}
+	return filepath.Join(r.dir, "log", name)
+}
+
+// Truth is World.Truth.
+func (r *Running) Truth(address string) Truth { return r.World.Truth(address) }
+
+// CPU is the CPU time the world's daemons used so far (live processes and
+// the children they reaped), read from /proc.
+func (r *Running) CPU() time.Duration {
+	var pids []int
+	for _, p := range append([]*proc{r.postfix}, r.procs...) {
+		if p != nil && !p.exited() {
+			pids = append(pids, p.cmd.Process.Pid)
+		}
+	}
+	return treeCPU(pids)
+}
+
+func (r *Running) host(name string) (Host, bool) {
+	i, ok := r.hostIdx[name]
+	if !ok {
+		return Host{}, false
+	}
+	return r.World.Hosts[i], true
+}
+
+func (r *Running) addrsOf(s Software) []netip.Addr {
+	var out []netip.Addr
+	for _, h := range r.World.Hosts {
+		if h.Software == s {
+			out = append(out, r.hostAddr[h.Name])
+		}
+	}
+	return out
+}
+
+// Close stops every daemon and removes the world's directory (queues,
+// databases, logs) unless Options.KeepDir. It reports a daemon that would
+// not stop.
+func (r *Running) Close() error {
+	r.closeOnce.Do(func() {
+		r.stopPostfix()
+		for i := len(r.procs) - 1; i >= 0; i-- {
+			r.procs[i].terminate(5 * time.Second)
+		}
+		var errs []error
+		for _, p := range append([]*proc{r.postfix}, r.procs...) {
+			if p != nil && !p.exited() {
+				errs = append(errs, fmt.Errorf("realmta: %s (pid %d) did not stop", p.name, p.cmd.Process.Pid))
+			}
+		}
+		if len(errs) == 0 && r.dir != "" {
+			if r.opt.KeepDir {
+				errs = append(errs, os.WriteFile(filepath.Join(r.dir, closedMark), nil, 0o644))
+			} else {
+				errs = append(errs, os.RemoveAll(r.dir))
+			}
+		}
+		if r.owner != nil {
+			r.owner.Close()
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}
