@@ -196,9 +196,11 @@ func TestRefusalPastDeadline(t *testing.T) {
 // many sessions (the error budget ends each after 9 rejections) meets the
 // connection rate limit; the 421 greeting is waited out until the host's
 // window ends, and from then on the host gets as many connections a window
-// as it accepted, each carrying up to 18 rejections (Postfix's slow zone,
-// short of its hard limit): every verdict right, no address lost, one
-// refusal, no session hung up on.
+// as it accepted. A session that has spent its budget when no connection
+// can be had before the next window goes on into Postfix's slow zone (up
+// to 18 rejections, short of its hard limit) instead of waiting idle:
+// every verdict right, no address lost, one refusal, no session hung up
+// on, never more sessions at once than allowed.
 func TestAnvilMidList(t *testing.T) {
 	const window = 2 * time.Second // the first window's three sessions take well under it
 	boxes, addrs := halfMissing("anvil.test", 100)
@@ -212,14 +214,19 @@ func TestAnvilMidList(t *testing.T) {
 	}
 	hs := hostStats(e, "mx1.anvil.test")
 	st := p.Stats()
-	// 51 rejections (50 missing, the catch-all probe): 3 sessions of 9 in
-	// the first window and a refusal (or two: both sessions allowed at
-	// once may have been dialling), then sessions of up to 18: 2 more.
-	if hs.Rejected < 1 || hs.Rejected > 2 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.Slowed == 0 || hs.EHLO != 5 || hs.MaxConcurrent > 2 {
+	// 51 rejections (50 missing, the catch-all probe): 3 sessions in the
+	// first window and a refusal (or two: both sessions allowed at once
+	// may have been dialling), then the rest in the next window, which
+	// has room for them (so no session needs the slow zone: see
+	// TestSlowZone).
+	if hs.Rejected < 1 || hs.Rejected > 2 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.MaxConcurrent > 2 {
 		t.Fatalf("host %+v, prober %+v, learnt %+v: want the limit met once, waited out, then 2 sessions into the slow zone, none hung up on", hs, st, p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0]))
 	}
 	learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0])
-	if learnt.ConnsPerWindow != 3 || learnt.Conns != 0 {
+	// 3, or 2 when the machine was so slow that the first of the window's
+	// connections fell out of the last RefusalWindow before the refusal
+	// came: never more than the host takes.
+	if learnt.ConnsPerWindow < 2 || learnt.ConnsPerWindow > 3 || learnt.Conns != 0 {
 		t.Fatalf("learnt %+v, want 3 connections a window", learnt)
 	}
 }
@@ -262,6 +269,46 @@ func TestTarpitHangup(t *testing.T) {
 			}
 			if took := time.Since(t0); took > greet/2 {
 				t.Fatalf("later call took %v", took)
+			}
+		})
+	}
+}
+
+// When a session to a Postfix host that counts connections in windows may
+// go on into the slow zone: only with its budget spent, work left and no
+// connection to be had before the next window.
+func TestSlowZone(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		postfix             bool
+		perWindow, winCount int
+		rejects, queued     int
+		waiting, want       bool
+	}{
+		{"window spent", true, 3, 3, 9, 5, false, true},
+		{"waiting for the next window", true, 3, 0, 9, 5, true, true},
+		{"a connection can be had", true, 3, 1, 9, 5, false, false},
+		{"budget not spent", true, 3, 3, 5, 5, false, false},
+		{"no work left", true, 3, 3, 9, 0, false, false},
+		{"not Postfix", false, 3, 3, 9, 5, false, false},
+		{"no window limit", true, 0, 0, 9, 5, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Config{})
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			q := p.host("127.0.0.1:25")
+			q.hs.ConnsPerWindow, q.winCount, q.winStart, q.n = tc.perWindow, tc.winCount, time.Now(), tc.queued
+			if tc.waiting {
+				q.backoffUntil = time.Now().Add(time.Minute)
+			}
+			s := &session{p: p, rules: rulesFor(otherServer), rejects: tc.rejects}
+			if tc.postfix {
+				s.rules, s.rejectCap = rulesFor(postfixServer), p.cfg.MaxRejectsPerSession
+			}
+			got := p.slowZoneLocked(q, s)
+			if got != tc.want || (got && (s.rejectCap != postfixSlowZoneRejects || s.rules.watchSlow)) {
+				t.Fatalf("slow zone %v (cap %d, watch %v), want %v", got, s.rejectCap, s.rules.watchSlow, tc.want)
 			}
 		})
 	}

@@ -360,6 +360,9 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.mu.Lock()
 		perSession := p.perSession(q)
 		room := s.capacity(p.txCap(q), perSession)
+		if room <= 0 && p.slowZoneLocked(q, s) {
+			room = s.capacity(p.txCap(q), perSession)
+		}
 		p.mu.Unlock()
 		if room <= 0 {
 			if s.rcpts < perSession && p.hasWork(q) {
@@ -374,22 +377,37 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 }
 
 // fitSessionLocked applies what q taught to its new session s: the
-// budgets it showed. At a Postfix host that counts connections in windows
-// (anvil), connections are scarcer than time: a session goes on into
-// Postfix's slow zone (a second before each reply from
-// smtpd_soft_error_limit, 10 errors, on) and stops short of
-// smtpd_hard_error_limit (20), twice the rejections a connection.
+// budgets it showed.
 func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
-	if s.rules.rejects && q.hs.ConnsPerWindow > 0 && q.hs.RejectsPerSession == 0 && p.cfg.MaxRejectsPerSession > 0 {
-		s.rejectCap = postfixSlowZoneRejects
-		s.rules.watchSlow = false
-	}
 	if c := q.hs.RejectsPerSession; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
 		s.rejectCap = c
 	}
 	if c := q.hs.NonmailPerSession; c > 0 && c < s.nonmailCap {
 		s.nonmailCap = c
 	}
+}
+
+// slowZoneLocked lets a session to a Postfix host that counts connections
+// in windows (anvil) go on past its rejection budget when it has spent it,
+// work is left and no connection can be had before the host's next
+// window: rather than wait with nothing open, it goes on into Postfix's
+// slow zone (a second before every reply from smtpd_soft_error_limit, 10
+// errors, on), stopping short of smtpd_hard_error_limit (20). It reports
+// whether the session may go on.
+func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
+	limit := q.hs.ConnsPerWindow
+	if !s.rules.rejects || limit <= 0 || q.hs.RejectsPerSession > 0 || p.cfg.MaxRejectsPerSession <= 0 ||
+		s.rejectCap >= postfixSlowZoneRejects || s.rejectRoom() > 0 || q.n == 0 {
+		return false
+	}
+	now := time.Now()
+	windowSpent := q.winCount >= limit && now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin))
+	if !now.Before(q.backoffUntil) && !windowSpent {
+		return false // a new session can start now: cheaper than the slow zone
+	}
+	s.rejectCap = postfixSlowZoneRejects
+	s.rules.watchSlow = false // its pauses are the ones we chose
+	return true
 }
 
 // noteAcceptedLocked records a connection q accepted (for the rate it took

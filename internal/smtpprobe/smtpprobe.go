@@ -67,9 +67,10 @@
 // and per session, rejections and non-mail commands per session). A host
 // that refused a connection after accepting n within Config.RefusalWindow
 // counts connections in windows, as Postfix's anvil does: it gets n a
-// window, none before the current one ends, and its Postfix sessions go
-// on into the slow zone (up to 18 rejections, short of the hard error
-// limit), connections being scarcer than time there. Only a host that
+// window, none before the current one ends, and a Postfix session there
+// that has spent its budget while no connection can be had before the next
+// window goes on into the slow zone (up to 18 rejections, short of the
+// hard error limit) rather than wait idle. Only a host that
 // keeps refusing (Config.MaxRefusals times in a row) fails, and an address
 // whose deadline leaves no room for the next try is settled Unconfirmed at
 // once with the refusal as its reply.
@@ -165,8 +166,8 @@ type Config struct {
 	// second (smtpd_soft_error_limit, smtpd_error_sleep_time), closing the
 	// session at the 20th (smtpd_hard_error_limit). Windows are sized so
 	// that the budget can never be overrun (except at a host that limits
-	// connections in windows, see refusal.go: there sessions go on to 18,
-	// short of the hard limit). A host that does not name
+	// connections in windows, when no connection can be had before its
+	// next window: see slowZoneLocked). A host that does not name
 	// itself Exim or Exchange (whose pauses come per rejection, see
 	// server.go) and starts holding replies back (a pause of slowReplyGap
 	// between pipelined replies) after some rejections has its session
