@@ -215,18 +215,20 @@ func TestAnvilMidList(t *testing.T) {
 	hs := hostStats(e, "mx1.anvil.test")
 	st := p.Stats()
 	// 51 rejections (50 missing, the catch-all probe): 3 sessions in the
-	// first window and a refusal (or two: both sessions allowed at once
-	// may have been dialling), then the rest in the next window, which
-	// has room for them (so no session needs the slow zone: see
-	// TestSlowZone).
-	if hs.Rejected < 1 || hs.Rejected > 2 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.MaxConcurrent > 2 {
+	// first window and a refusal; while another session was open it may
+	// be a limit of concurrent sessions (one at a time from then on), and
+	// the next, with none open, shows the window (a third may come from a
+	// session that was dialling meanwhile); then the rest in the next
+	// window, which has room for them (so no session needs the slow zone:
+	// see TestSlowZone).
+	if hs.Rejected < 1 || hs.Rejected > 3 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.MaxConcurrent > 2 {
 		t.Fatalf("host %+v, prober %+v, learnt %+v: want the limit met once, waited out, then 2 sessions into the slow zone, none hung up on", hs, st, p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0]))
 	}
 	learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0])
 	// 3, or 2 when the machine was so slow that the first of the window's
 	// connections fell out of the last RefusalWindow before the refusal
 	// came: never more than the host takes.
-	if learnt.ConnsPerWindow < 2 || learnt.ConnsPerWindow > 3 || learnt.Conns != 0 {
+	if learnt.ConnsPerWindow < 2 || learnt.ConnsPerWindow > 3 || learnt.Conns > 1 {
 		t.Fatalf("learnt %+v, want 3 connections a window", learnt)
 	}
 }
@@ -274,6 +276,28 @@ func TestTarpitHangup(t *testing.T) {
 	}
 }
 
+// A host that takes two connections at a time (anvil's concurrency limit,
+// the same "421 too many connections" as its rate limit) refuses our third
+// session while the other two are open: that is a limit of sessions at
+// once, not a window to wait out, though it had accepted two connections
+// in the last minute. The host gets two sessions at a time and the list
+// goes on at once.
+func TestConcurrencyLimit421(t *testing.T) {
+	boxes, addrs := mixedBoxes("two.test", 300)
+	e := startWorld(t, mailworld.Options{Latency: 2 * time.Millisecond}, mailworld.Domain{Name: "two.test", Mailboxes: boxes, MaxConns: 2})
+	p := e.prober(func(c *Config) { c.RefusalBackoff = 20 * time.Millisecond; c.MaxConnsPerHost = 3 })
+	t0 := time.Now()
+	requireTruth(t, e, p, "two.test", addrs)
+	hs := hostStats(e, "mx1.two.test")
+	learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("two.test")[0])
+	if hs.Rejected == 0 || learnt.Conns != 2 || learnt.ConnsPerWindow != 0 {
+		t.Fatalf("host %+v, learnt %+v: want the third session refused and two at a time from then on", hs, learnt)
+	}
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Fatalf("took %v: the refusal was waited out as a window", took)
+	}
+}
+
 // When a session to a Postfix host that counts connections in windows may
 // go on into the slow zone: only with its budget spent, work left and no
 // connection to be had before the next window.
@@ -309,6 +333,44 @@ func TestSlowZone(t *testing.T) {
 			got := p.slowZoneLocked(q, s)
 			if got != tc.want || (got && (s.rejectCap != postfixSlowZoneRejects || s.rules.watchSlow)) {
 				t.Fatalf("slow zone %v (cap %d, watch %v), want %v", got, s.rejectCap, s.rules.watchSlow, tc.want)
+			}
+		})
+	}
+}
+
+// What a refused connection teaches: with another session of ours open it
+// may be a limit of sessions at once (fewer sessions, half the rate); with
+// none open, after two or more accepted connections in the last window,
+// a limit a window (anvil's rate limit); a refusal mid-session is neither.
+func TestLowerAfterRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sessions  int // ours at the host, the refused one included
+		accepted  int // connections accepted in the last window
+		atConnect bool
+		want      HostState
+	}{
+		{"others open", 3, 5, true, HostState{Conns: 2, ConnRate: 2.5}},
+		{"none open, a window", 1, 5, true, HostState{ConnsPerWindow: 5}},
+		{"none open, too few to tell", 1, 1, true, HostState{Conns: 1, ConnRate: 2.5}},
+		{"mid-session", 1, 5, false, HostState{Conns: 1, ConnRate: 2.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Config{})
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			q := p.host("127.0.0.1:25")
+			q.sessions = tc.sessions
+			now := time.Now()
+			for i := range tc.accepted {
+				q.accepted = append(q.accepted, now.Add(-time.Duration(i+1)*time.Second))
+			}
+			p.lowerLocked(q, now, tc.atConnect)
+			if q.hs != tc.want {
+				t.Fatalf("learnt %+v, want %+v", q.hs, tc.want)
+			}
+			if tc.want.ConnsPerWindow > 0 && q.backoffUntil.Before(now.Add(p.cfg.RefusalWindow-10*time.Second)) {
+				t.Fatalf("backoff until %v: the window (from %v) is not waited out", q.backoffUntil.Sub(now), -time.Duration(tc.accepted)*time.Second)
 			}
 		})
 	}

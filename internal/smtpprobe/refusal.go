@@ -69,14 +69,18 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 	p.armBackoffLocked(q)
 }
 
-// lowerLocked lowers q's limits. A host that refused a connection after
-// accepting n (at least two) in the last RefusalWindow counts them in
-// windows: it gets n a window, and nothing before the current one ends.
-// Otherwise its concurrent sessions go down to those still open besides
-// the refused one (at least one), and its rate is halved.
+// lowerLocked lowers q's limits. A host that refused a connection while
+// none of our other sessions to it was open, after accepting n (at least
+// two) in the last RefusalWindow, counts connections in windows: it gets n
+// a window, and nothing before the current one ends. Otherwise (Postfix's
+// anvil says the same "too many connections" for its concurrency limit)
+// its concurrent sessions go down to those still open besides the refused
+// one (at least one), and its rate is halved; should it refuse again with
+// none open, that is a window.
 func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 	q.loweredAt = now
-	conns := max(1, min(p.maxConns(q), q.sessions-1))
+	others := q.sessions - 1
+	conns := max(1, min(p.maxConns(q), others))
 	win := p.cfg.RefusalWindow
 	n, oldest := 0, now
 	for _, t := range q.accepted {
@@ -87,7 +91,7 @@ func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 			}
 		}
 	}
-	if atConnect && n >= 2 {
+	if atConnect && others == 0 && n >= 2 {
 		p.learnLocked(q, HostState{ConnsPerWindow: n})
 		if end := oldest.Add(win + windowMargin); end.After(q.backoffUntil) {
 			q.backoffUntil = end
