@@ -65,8 +65,9 @@
 // new connections a second are lowered for the rest of the run (remembered
 // in Config.HostMemory with the other learnt limits: RCPTs per transaction
 // and per session, rejections and non-mail commands per session). A host
-// that refused a connection after accepting n within Config.RefusalWindow
-// counts connections in windows, as Postfix's anvil does: it gets n a
+// that refused a connection while none of our other sessions to it was
+// open, after accepting n within Config.RefusalWindow, counts connections
+// in windows, as Postfix's anvil does: it gets n a
 // window, none before the current one ends, and a Postfix session there
 // that has spent its budget while no connection can be had before the next
 // window goes on into the slow zone (up to 18 rejections, short of the
