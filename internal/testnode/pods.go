@@ -121,6 +121,7 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 	}
 	n.forgetStart(pod.UID)
 	n.frozenAtStart(pod, p)
+	n.watchYoung(p)
 	n.mu.Lock()
 	n.runs[pod.UID] = p
 	n.mu.Unlock()
