@@ -11,6 +11,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/evlist"
 	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -81,6 +82,39 @@ func TestAPIDefaultsShorter(t *testing.T) {
 	l, a := DefaultVerifyConfig(), DefaultAPIVerifyConfig()
 	if a.GreetingTimeout >= l.GreetingTimeout || a.ConnectTimeout >= l.ConnectTimeout || a.HostPenaltyTTL >= l.HostPenaltyTTL {
 		t.Fatalf("API %+v, lists %+v", a, l)
+	}
+}
+
+// The binaries' flags start from the prober's own defaults: with no flag
+// given, the prober they build is configured exactly as smtpprobe.New
+// configures a zero Config, but for the EHLO name and the sender.
+func TestProberDefaultsAreSMTPProbes(t *testing.T) {
+	c := DefaultVerifyConfig()
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	c.BindFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProber(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := p.Config(), smtpprobe.DefaultConfig()
+	want.HELOName, want.MailFrom = c.HELOName, c.MailFrom
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	compared := 0
+	for i := range gv.NumField() {
+		f := gv.Type().Field(i)
+		if k := f.Type.Kind(); k == reflect.Func || k == reflect.Interface {
+			continue // the guard and the dialer are catalog's own
+		}
+		compared++
+		if g, w := gv.Field(i).Interface(), wv.Field(i).Interface(); !reflect.DeepEqual(g, w) {
+			t.Errorf("smtpprobe.Config.%s: the binaries run with %v, smtpprobe's default is %v", f.Name, g, w)
+		}
+	}
+	if compared < 12 {
+		t.Fatalf("compared %d fields only", compared)
 	}
 }
 
