@@ -14,6 +14,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // purchaseRequest is the optional purchase body.
@@ -52,8 +53,8 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request, l *listsv1.Ema
 		writeError(w, r, http.StatusBadRequest, "BadRequest", msg)
 		return
 	}
-	if l.Spec.Service == listsv1.ServiceEmailValidation {
-		writeError(w, r, http.StatusBadRequest, "NotPurchasable", "email_validation lists always run with action=process and are purchased when processed; there is nothing to purchase")
+	if !services.Purchasable(string(l.Spec.Service)) {
+		writeError(w, r, http.StatusBadRequest, "NotPurchasable", fmt.Sprintf("%s lists always run with action=process and are purchased when processed; there is nothing to purchase", l.Spec.Service))
 		return
 	}
 	columns, err := s.listColumns(r.Context(), l)

@@ -202,8 +202,8 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 	case "", "process":
 		p.action = ""
 	case "report":
-		if p.service == services.EmailValidation {
-			return bad("email_validation always runs with action=process; action=report is not available for it")
+		if !services.Purchasable(p.service) {
+			return bad(fmt.Sprintf("%s always runs with action=process; action=report is not available for it", p.service))
 		}
 		p.action = listsv1.ActionReport
 	default:
