@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,9 +52,9 @@ func (r *localRun) flags(args []string) error {
 	fs.StringVar(&r.in, "in", "", "input list file (.csv, .txt or .zip)")
 	fs.StringVar(&r.out, "out", "", "result file to write")
 	fs.StringVar(&r.service, "service", services.EmailValidation, "list service")
-	fs.StringVar(&r.delim, "delimiter", "tab", "comma, pipe or tab")
+	fs.StringVar(&r.delim, "delimiter", listfile.DelimiterName(listfile.DefaultDelimiter), strings.Join(listfile.DelimiterNames(), ", "))
 	fs.BoolVar(&r.header, "header", false, "the first row is a header")
-	fs.IntVar(&r.emailCol, "email-column", 1, "1-based email column")
+	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
 	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
 	fs.Int64Var(&r.dedupMemory, "dedup-memory", pipeline.DefaultDedupMemory, "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")

@@ -191,7 +191,7 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 	}
 	v := q.Get("delimiter")
 	if v == "" || v == "%09" { // the default; a tab encoded twice
-		v = "tab"
+		v = listfile.DelimiterName(listfile.DefaultDelimiter)
 	}
 	b, err := listfile.ParseDelimiter(v)
 	if err != nil {
@@ -242,23 +242,8 @@ func isListService(s string) bool {
 	return false
 }
 
-func validName(name string) error {
-	if len(name) > 255 {
-		return errors.New("name is longer than 255 characters")
-	}
-	if strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." || strings.HasPrefix(name, ".") {
-		return fmt.Errorf("name %q must be a plain file name", truncate(name, 60))
-	}
-	for _, c := range name {
-		if c < 0x20 || c == 0x7f {
-			return errors.New("name contains control characters")
-		}
-	}
-	if _, err := listfile.KindOf(name); err != nil {
-		return fmt.Errorf("name %q must end in .txt, .csv or .zip", truncate(name, 60))
-	}
-	return nil
-}
+// validName is the list file-name rule, the CRD's too.
+func validName(name string) error { return listfile.CheckFileName(name) }
 
 var errEmptyUpload = errors.New("empty upload")
 
