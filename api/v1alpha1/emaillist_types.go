@@ -297,7 +297,7 @@ type DeliveryStatus struct {
 func SameDelivery(d *DeliveryStatus, fields []string, matchType string, all []string) bool {
 	mt := func(s string) string {
 		if s == "" {
-			return "H"
+			return MatchHousehold
 		}
 		return s
 	}

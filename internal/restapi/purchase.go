@@ -116,14 +116,14 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request, l *listsv1.Ema
 // checkPurchaseShape checks what needs no list: the count of fields and the
 // match type.
 func checkPurchaseShape(req purchaseRequest) string {
-	if len(req.Fields) > 100 {
-		return "at most 100 fields may be selected"
+	if len(req.Fields) > listsv1.MaxPurchaseFields {
+		return fmt.Sprintf("at most %d fields may be selected", listsv1.MaxPurchaseFields)
 	}
 	switch mt := req.Options.EmailAppend.MatchType; mt {
-	case "", "I", "H":
+	case "", listsv1.MatchIndividual, listsv1.MatchHousehold:
 		return ""
 	default:
-		return fmt.Sprintf("options.email_append.match_type %q must be I or H", truncate(mt, 10))
+		return fmt.Sprintf("options.email_append.match_type %q must be %s or %s", truncate(mt, 10), listsv1.MatchIndividual, listsv1.MatchHousehold)
 	}
 }
 
