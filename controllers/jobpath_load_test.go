@@ -24,6 +24,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // cpu is the CPU time of this process (the managers, the test node and
@@ -126,7 +127,7 @@ func TestLoadJobPath(t *testing.T) {
 			name := uniqueName("load")
 			before, load := sampleCPU(t), loadAverage()
 			start := time.Now()
-			create(t, newList(ns, name).upload(key).header().column(3).obj())
+			create(t, builders.MakeEmailList(ns, name).APIUpload(key, testTenant).Header().EmailColumn(3).Obj())
 			l := waitPhaseWithin(t, ns, name, listsv1.PhaseResults, 20*time.Minute)
 			wall := time.Since(start)
 			used := sampleCPU(t).sub(before)
