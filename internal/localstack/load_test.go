@@ -27,7 +27,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -36,6 +35,7 @@ import (
 	"github.com/emaildata/emaildata/internal/catalog"
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/localstack"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // countingTransport counts the test's own requests, so they can be told
@@ -217,11 +217,7 @@ func TestLoadThousandLists(t *testing.T) {
 			name := fmt.Sprintf("list-%04d", i)
 			body := fmt.Sprintf("id,name,email\n1,Ann,ann%d@example.com\n2,Bob,bob%d@gmial.com\n3,Cy,info@example.org\n4,Dee,not-an-email\n", i, i)
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"list.csv": body}}
-			l := &listsv1.EmailList{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: listsv1.EmailListSpec{
-				Service: listsv1.ServiceEmailValidation,
-				Source:  listsv1.ListSource{ConfigMapKeyRef: &listsv1.ConfigMapKeySelector{Name: name, Key: "list.csv"}},
-				Format:  listsv1.ListFormat{Name: "list.csv", Delimiter: listsv1.DelimiterComma, Header: ptr.To(true), EmailColumn: 3},
-			}}
+			l := builders.MakeEmailList(ns, name).ConfigMap(name, "list.csv").Header().EmailColumn(3).Obj()
 			for _, o := range []client.Object{cm, l} {
 				if err := c.Create(ctx, o); err != nil {
 					errs <- err
