@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/mxdns"
@@ -116,7 +116,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	t0, cpu0 := time.Now(), cpuTime()
+	t0, cpu0 := time.Now(), cputime.Self()
 	keys := blobstore.ListKeys{UID: "local"}
 	cfg := pipeline.DefaultConfig()
 	cfg.Limits = *r.lim
@@ -141,7 +141,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "%d rows in %d shards -> %s (%d bytes, sha256 %s) in %.1f s\n", res.Rows, len(plan.Shards), r.out, res.Bytes, res.SHA256, time.Since(t0).Seconds())
 	if r.stats {
-		printStats(stderr, engine, res.Rows, time.Since(t0), cpuTime()-cpu0)
+		printStats(stderr, engine, res.Rows, time.Since(t0), cputime.Self()-cpu0)
 	}
 	return nil
 }
@@ -336,13 +336,4 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 	}
 	fmt.Fprintf(w, "  time: working (CPU) %.1f s; connections open %.1f s (of which waiting on silent hosts %.1f s); addresses waiting out greylisting %.1f s, queued for a connection %.1f s (summed over addresses, overlapping)\n",
 		cpu.Seconds(), c["smtp_session_seconds"], c["smtp_stalled_seconds"], c["smtp_deferred_seconds"], c["smtp_queued_seconds"])
-}
-
-// cpuTime is the process's user and system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
