@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/services"
 )
@@ -149,6 +150,9 @@ func TestCRDBounds(t *testing.T) {
 		}
 	}
 
+	if f := field(t, lists, "spec.callbackURL"); f.MaxLength == nil || *f.MaxLength != callback.MaxURLLength {
+		t.Errorf("spec.callbackURL maxLength %v, callback.MaxURLLength %d", f.MaxLength, callback.MaxURLLength)
+	}
 	if f := field(t, purchases, "spec.fields"); f.MaxItems == nil || *f.MaxItems != listsv1.MaxPurchaseFields {
 		t.Errorf("spec.fields maxItems %v, MaxPurchaseFields %d", f.MaxItems, listsv1.MaxPurchaseFields)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/callback"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/restapi"
 	"github.com/emaildata/emaildata/internal/services"
@@ -62,6 +63,20 @@ func TestOpenAPIRestatesTheRules(t *testing.T) {
 	}
 	if n := param("name").MaxLength; n == nil || *n != listfile.MaxFileNameLength {
 		t.Errorf("name maxLength %v, listfile.MaxFileNameLength %d", n, listfile.MaxFileNameLength)
+	}
+	if n := param("callback_url").MaxLength; n == nil || *n != callback.MaxURLLength {
+		t.Errorf("callback_url maxLength %v, callback.MaxURLLength %d", n, callback.MaxURLLength)
+	}
+	pr := doc.Components.Schemas["PurchaseRequest"]
+	if pr == nil || pr.Value == nil || pr.Value.Properties["fields"] == nil || pr.Value.Properties["options"] == nil {
+		t.Fatal("openapi.json has no PurchaseRequest with fields and options")
+	}
+	if n := pr.Value.Properties["fields"].Value.MaxItems; n == nil || *n != listsv1.MaxPurchaseFields {
+		t.Errorf("PurchaseRequest.fields maxItems %v, listsv1.MaxPurchaseFields %d", n, listsv1.MaxPurchaseFields)
+	}
+	mt := pr.Value.Properties["options"].Value.Properties["email_append"].Value.Properties["match_type"].Value
+	if got, want := strs(mt.Enum), []string{listsv1.MatchHousehold, listsv1.MatchIndividual}; !slices.Equal(got, want) {
+		t.Errorf("PurchaseRequest match_type enum %v, want %v", got, want)
 	}
 	if got, want := strs(param("action").Enum), []string{string(listsv1.ActionProcess), string(listsv1.ActionReport)}; !slices.Equal(got, want) {
 		t.Errorf("action enum %v, want %v", got, want)
