@@ -125,7 +125,7 @@ func uploadName(w http.ResponseWriter, r *http.Request, partName string) string 
 	if partName == "" {
 		return "myfile.csv"
 	}
-	if validName(partName) != nil {
+	if listfile.CheckFileName(partName) != nil {
 		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file name %q must be a plain name ending in .txt, .csv or .zip; or pass name", truncate(partName, 60)))
 		return ""
 	}
@@ -210,7 +210,7 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 		return bad(fmt.Sprintf("action %q must be process or report", truncate(v, 20)))
 	}
 	if p.name = q.Get("name"); p.name != "" {
-		if err := validName(p.name); err != nil {
+		if err := listfile.CheckFileName(p.name); err != nil {
 			return bad(err.Error())
 		}
 	}
@@ -241,9 +241,6 @@ func isListService(s string) bool {
 	}
 	return false
 }
-
-// validName is the list file-name rule, the CRD's too.
-func validName(name string) error { return listfile.CheckFileName(name) }
 
 var errEmptyUpload = errors.New("empty upload")
 
