@@ -325,8 +325,8 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 	if _, ok := c["smtp_sessions"]; !ok {
 		return
 	}
-	fmt.Fprintf(w, "  smtp: %.0f connections, %.0f sessions, %.0f RCPT (%.0f catch-all probes), %.0f deferred (4xx), %.0f retried, %.0f per-session limits met\n",
-		c["smtp_dials"], c["smtp_sessions"], c["smtp_rcpt"], c["smtp_catchall_probes"], c["smtp_deferred"], c["smtp_retries"], c["smtp_session_limits"])
+	fmt.Fprintf(w, "  smtp: %.0f connections, %.0f sessions, %.0f transactions, %.0f RCPT (%.0f catch-all probes), %.0f deferred (4xx), %.0f retried, %.0f per-session limits met, %.0f refusals (421 ...) waited out\n",
+		c["smtp_dials"], c["smtp_sessions"], c["smtp_mail"], c["smtp_rcpt"], c["smtp_catchall_probes"], c["smtp_deferred"], c["smtp_retries"], c["smtp_session_limits"], c["smtp_refusals"])
 	fmt.Fprintf(w, "        %.0f host failures, %.0f stalled hosts (tarpits, timeouts), %.0f skipped as stalled or unreachable, %.0f proxy failovers\n",
 		c["smtp_host_failures"], c["smtp_stalled_hosts"], c["smtp_hosts_skipped"], c["smtp_proxy_failovers"])
 	if p, ok := e.SMTP.(*smtpprobe.Prober); ok {

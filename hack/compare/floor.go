@@ -99,7 +99,7 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 		if lim := g.d.RcptLimit; lim > 0 {
 			n = (g.rcpts + lim - 1) / lim
 		}
-		one := g.d.GreetingDelay + 3*g.d.Latency
+		one := g.d.GreetingDelay + 3*g.d.Latency + g.d.InFlowDelay // flow control: a queue file a session at least
 		f.groups++
 		f.sessions += n
 		f.busy += time.Duration(n) * one
@@ -134,6 +134,10 @@ func politeFloor(c smtpprobe.Config, d *mailworld.Domain, rcpts, rejects int, on
 	}
 	perHost := (sessions + hosts - 1) / hosts
 	wait := time.Duration(float64(max(0, perHost-c.MaxConnsPerHost)) / c.RatePerHost * float64(time.Second))
+	if lim := d.ConnRateLimit; lim > 0 {
+		// Postfix's anvil: lim connections a window, whatever our rate.
+		wait = max(wait, time.Duration((perHost-1)/lim)*d.ConnRateWindow)
+	}
 	return wait + one
 }
 

@@ -25,6 +25,7 @@ type gen struct {
 	rcptLimit   int           // realistic: RCPTs per connection at limited hosts
 	decorations bool          // realistic: padded rows, typos, disposable, garbage
 	postfix     bool          // realistic: Postfix's default error limits at some hosts
+	pushback    bool          // realistic: flow control, anvil, Exim's non-mail limit, tarpits that hang up (mailworld.RealisticPushback)
 }
 
 func (g *gen) bind(fs *flag.FlagSet) {
@@ -41,6 +42,7 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
 	fs.BoolVar(&g.decorations, "decorations", true, "realistic: padded rows, typos, disposable domains, garbage rows")
 	fs.BoolVar(&g.postfix, "postfix", true, "realistic: Postfix's default error limits on a third of the ordinary domains and two hosting providers")
+	fs.BoolVar(&g.pushback, "pushback", false, "realistic: servers that push back: Postfix's flow control (1s) at Postfix hosts, anvil (12 connections a minute) at a quarter of the ordinary ones, Exim's non-mail limit at a fifth of the others, tarpits hanging up at 10s, 30s or never")
 }
 
 func (g gen) args() []string {
@@ -48,7 +50,7 @@ func (g gen) args() []string {
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
 		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
-		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix)}
+		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback)}
 }
 
 // real: the world is internal/realmta's.
@@ -80,6 +82,9 @@ func (g gen) generate() ([]mailworld.Domain, []string) {
 	p.RcptLimit = g.rcptLimit
 	if !g.postfix {
 		p.PostfixShare, p.PostfixProviders = 0, nil
+	}
+	if g.pushback {
+		p.Pushback = mailworld.RealisticPushback()
 	}
 	if !g.decorations {
 		p.Padded, p.SyntaxErrors, p.Disposable, p.Typos = 0, 0, 0, 0

@@ -160,8 +160,8 @@ func main() {
 		fmt.Printf("\nworld: real (Postfix, postgrey, Exim, NSD; internal/realmta), seed %d, %d domains, %d rows, postgrey delay %v, anvil rate limit %d/min; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 			g.seed, g.domains, len(rows), g.greylist, g.anvilRate, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	} else {
-		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
-			g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
+			g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.pushback, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 		computeSessionFloor(doms, rows, *concurrency).print(os.Stdout, *concurrency)
 	}
 	if len(runs) == 0 {

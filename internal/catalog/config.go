@@ -44,16 +44,22 @@ type VerifyConfig struct {
 	MaxConnsPerHost int
 	RatePerHost     float64
 	// MaxSessions caps the SMTP connections open at once (all hosts).
-	MaxSessions       int
-	MaxRcptPerSession int
+	MaxSessions int
+	// MaxRcptPerTransaction and MaxRcptPerSession: RCPTs after one MAIL
+	// FROM, and in one session (see smtpprobe.Config).
+	MaxRcptPerTransaction int
+	MaxRcptPerSession     int
 	// MaxRejectsPerSession: rejected RCPTs a session to a Postfix server
 	// may get before reconnecting (see smtpprobe.Config).
 	MaxRejectsPerSession int
 	PipelineDepth        int
-	ConnectTimeout       time.Duration
-	GreetingTimeout      time.Duration
-	CommandTimeout       time.Duration
-	HostPenaltyTTL       time.Duration
+	// RefusalBackoff is the first wait before trying again a host that
+	// asked to slow down (see smtpprobe.Config).
+	RefusalBackoff  time.Duration
+	ConnectTimeout  time.Duration
+	GreetingTimeout time.Duration
+	CommandTimeout  time.Duration
+	HostPenaltyTTL  time.Duration
 	// SMTPAllowCIDRs opens private or loopback ranges to SMTP probes, which
 	// by default only reach public addresses (MX records can point
 	// anywhere, so this guards the cluster's own network).
@@ -107,7 +113,8 @@ func DefaultVerifyConfig() VerifyConfig {
 		DNSServer: "system", DNSTimeout: 2 * time.Second, DNSWorkers: 64,
 		SMTP: true, SMTPPort: p.Port, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
 		MaxConnsPerHost: p.MaxConnsPerHost, RatePerHost: p.RatePerHost, MaxSessions: p.MaxSessions,
-		MaxRcptPerSession: p.MaxRcptPerSession, MaxRejectsPerSession: p.MaxRejectsPerSession, PipelineDepth: p.PipelineDepth,
+		MaxRcptPerTransaction: p.MaxRcptPerTransaction, MaxRcptPerSession: p.MaxRcptPerSession,
+		MaxRejectsPerSession: p.MaxRejectsPerSession, PipelineDepth: p.PipelineDepth, RefusalBackoff: p.RefusalBackoff,
 		ConnectTimeout: p.ConnectTimeout, GreetingTimeout: p.GreetingTimeout, CommandTimeout: p.CommandTimeout,
 		HostPenaltyTTL: p.HostPenaltyTTL, GreylistRetry: p.GreylistRetry, ProxyMaxConns: 100, RowsInFlight: 100_000,
 		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
@@ -146,9 +153,11 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxConnsPerHost, "smtp-max-conns-per-host", c.MaxConnsPerHost, "concurrent connections per mail host address")
 	fs.Float64Var(&c.RatePerHost, "smtp-rate-per-host", c.RatePerHost, "new connections per second per mail host address")
 	fs.IntVar(&c.MaxSessions, "smtp-max-sessions", c.MaxSessions, "SMTP connections open at once, all hosts together")
+	fs.IntVar(&c.MaxRcptPerTransaction, "smtp-max-rcpt-per-transaction", c.MaxRcptPerTransaction, "RCPTs after one MAIL FROM (RFC 5321: servers take at least 100; hosts with a lower limit are learnt)")
 	fs.IntVar(&c.MaxRcptPerSession, "smtp-max-rcpt-per-session", c.MaxRcptPerSession, "RCPTs in one SMTP session before reconnecting")
 	fs.IntVar(&c.MaxRejectsPerSession, "smtp-max-rejects-per-session", c.MaxRejectsPerSession, "rejected RCPTs in one session to a Postfix server before reconnecting (Postfix slows every reply from the 10th error on; -1: no limit)")
-	fs.IntVar(&c.PipelineDepth, "smtp-pipeline-depth", c.PipelineDepth, "transactions per round trip to servers offering PIPELINING (1: none)")
+	fs.IntVar(&c.PipelineDepth, "smtp-pipeline-depth", c.PipelineDepth, "RCPTs per round trip to servers offering PIPELINING (1: none)")
+	fs.DurationVar(&c.RefusalBackoff, "smtp-refusal-backoff", c.RefusalBackoff, "first wait before trying again a mail host that asked to slow down (421); doubles with each refusal in a row")
 	fs.DurationVar(&c.ConnectTimeout, "smtp-connect-timeout", c.ConnectTimeout, "TCP connect timeout")
 	fs.DurationVar(&c.GreetingTimeout, "smtp-greeting-timeout", c.GreetingTimeout, "wait for a server's greeting (silent longer: a tarpit)")
 	fs.DurationVar(&c.CommandTimeout, "smtp-command-timeout", c.CommandTimeout, "wait for the replies to each command")
@@ -271,7 +280,8 @@ func NewProber(c VerifyConfig) (*smtpprobe.Prober, error) {
 	cfg := smtpprobe.Config{
 		Port: c.SMTPPort, HELOName: c.HELOName, MailFrom: c.MailFrom,
 		MaxConnsPerHost: c.MaxConnsPerHost, RatePerHost: c.RatePerHost, MaxSessions: c.MaxSessions,
-		MaxRcptPerSession: c.MaxRcptPerSession, MaxRejectsPerSession: c.MaxRejectsPerSession, PipelineDepth: c.PipelineDepth,
+		MaxRcptPerTransaction: c.MaxRcptPerTransaction, MaxRcptPerSession: c.MaxRcptPerSession,
+		MaxRejectsPerSession: c.MaxRejectsPerSession, PipelineDepth: c.PipelineDepth, RefusalBackoff: c.RefusalBackoff,
 		ConnectTimeout: c.ConnectTimeout, GreetingTimeout: c.GreetingTimeout, CommandTimeout: c.CommandTimeout,
 		HostPenaltyTTL: c.HostPenaltyTTL, GreylistRetry: c.GreylistRetry,
 		AllowAddr: allowAddr(policy, c.NotAllowed),

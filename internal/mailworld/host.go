@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -23,9 +24,38 @@ type host struct {
 	ln     net.Listener // nil when down
 	closer io.Closer    // bound, non-listening socket when down
 
-	cur, maxCur, total, rejected    atomic.Int64
-	ehlo, mail, rcpt, rset, dataCmd atomic.Int64
-	slowed, tooManyErrors           atomic.Int64
+	cur, maxCur, total, rejected      atomic.Int64
+	ehlo, mail, rcpt, rset, dataCmd   atomic.Int64
+	slowed, tooManyErrors             atomic.Int64
+	sent421, flowDelays, nonmailDrops atomic.Int64
+
+	// anvil: connections per client IP in the current fixed window
+	// (ConnRateLimit).
+	anvilMu sync.Mutex
+	anvil   map[string]*anvilCount
+}
+
+type anvilCount struct {
+	start time.Time
+	n     int
+}
+
+// countConn counts a connection from ip and reports whether it is within
+// the host's rate limit: fixed windows of ConnRateWindow, the next one
+// starting at the first connection after the last ended (Postfix's anvil).
+func (h *host) countConn(ip string, limit int, window time.Duration, now time.Time) bool {
+	h.anvilMu.Lock()
+	defer h.anvilMu.Unlock()
+	if h.anvil == nil {
+		h.anvil = make(map[string]*anvilCount)
+	}
+	a := h.anvil[ip]
+	if a == nil || now.Sub(a.start) >= window {
+		a = &anvilCount{start: now}
+		h.anvil[ip] = a
+	}
+	a.n++
+	return a.n <= limit
 }
 
 func (h *host) addr(port int) string {
@@ -76,14 +106,21 @@ func (h *host) snapshot(port int) HostStats {
 		DATA:          int(h.dataCmd.Load()),
 		Slowed:        int(h.slowed.Load()),
 		TooManyErrors: int(h.tooManyErrors.Load()),
+		Sent421:       int(h.sent421.Load()),
+		FlowDelays:    int(h.flowDelays.Load()),
+		NonmailDrops:  int(h.nonmailDrops.Load()),
 	}
 }
 
 func (h *host) reset() {
-	for _, c := range []*atomic.Int64{&h.total, &h.rejected, &h.ehlo, &h.mail, &h.rcpt, &h.rset, &h.dataCmd, &h.slowed, &h.tooManyErrors} {
+	for _, c := range []*atomic.Int64{&h.total, &h.rejected, &h.ehlo, &h.mail, &h.rcpt, &h.rset, &h.dataCmd, &h.slowed, &h.tooManyErrors,
+		&h.sent421, &h.flowDelays, &h.nonmailDrops} {
 		c.Store(0)
 	}
 	h.maxCur.Store(h.cur.Load())
+	h.anvilMu.Lock()
+	h.anvil = nil
+	h.anvilMu.Unlock()
 }
 
 func storeMax(m *atomic.Int64, v int64) {

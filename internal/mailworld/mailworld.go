@@ -119,11 +119,45 @@ type Domain struct {
 	// bound but not listening); the others work.
 	PrimaryDown bool
 	// MaxConns, if positive, is the number of concurrent connections an MX
-	// host serves; extra connections get "421 4.7.0" and are closed.
+	// host serves; extra connections get Postfix's anvil refusal, "421
+	// 4.7.0 <host> Error: too many connections from <ip>", at the greeting
+	// and are closed (smtpd_client_connection_count_limit).
 	MaxConns int
+	// ConnRateLimit, if positive, is the number of connections a client
+	// IP may open in a window of ConnRateWindow (default 60s); later ones
+	// get the same 421 at the greeting. As Postfix's anvil counts
+	// (smtpd_client_connection_rate_limit, anvil_rate_time_unit): fixed
+	// windows, a new one starting at the first connection after the last
+	// ended, refused connections counted too.
+	ConnRateLimit  int
+	ConnRateWindow time.Duration
 	// RcptLimit, if positive, is the number of RCPTs an MX host takes in
 	// one connection; later ones get "452 4.5.3 too many recipients".
 	RcptLimit int
+	// TxRcptLimit, if positive, is the number of RCPTs a transaction takes
+	// (Postfix's smtpd_recipient_limit); later ones get "452 4.5.3 Error:
+	// too many recipients", which, as in Postfix (below
+	// smtpd_recipient_overshoot_limit), is not an error of the session.
+	TxRcptLimit int
+	// InFlowDelay holds the reply to the first accepted RCPT of every
+	// transaction this long: Postfix's flow control (in_flow_delay, 1s by
+	// default) when its queue is not draining, the normal state of a
+	// quiet server. Postfix opens the queue file at the first accepted
+	// recipient (smtpd_delay_open_until_valid_rcpt = yes) and its cleanup
+	// server pauses before taking it when no flow token is left; a
+	// transaction without an accepted recipient opens none.
+	InFlowDelay time.Duration
+	// NonmailLimit, if positive, makes the host drop a session that sends
+	// more than this many non-mail commands ("554 Too many nonmail
+	// commands"), counted as Exim counts them (smtp_accept_max_nonmail,
+	// default 10): every command but MAIL, RCPT, DATA and QUIT, except
+	// one RSET and one HELO/EHLO per message; the count starts again only
+	// with the connection. Their greeting then says "ESMTP Exim 4.96".
+	NonmailLimit int
+	// TarpitHangup, with Tarpit, closes each connection this long after
+	// it was accepted, still without a word (0: held until the client
+	// gives up or IdleTimeout).
+	TarpitHangup time.Duration
 	// Latency, if positive, is the round trip to the domain's MX hosts
 	// (Options.Latency otherwise).
 	Latency time.Duration
@@ -146,8 +180,8 @@ type Domain struct {
 	SoftErrors, HardErrors int
 	ErrorSleep             time.Duration
 	// Banner is the greeting's text after the host name (default "ESMTP
-	// mailworld", or "ESMTP Postfix" with SoftErrors; many Postfix
-	// administrators hide the name).
+	// mailworld", or "ESMTP Postfix" with SoftErrors, "ESMTP Exim 4.96"
+	// with NonmailLimit; many administrators hide the name).
 	Banner string
 }
 
@@ -349,6 +383,9 @@ func (w *World) addDomain(d Domain, groups map[string]*group, nxNames map[string
 	if d.PrimaryDown && d.MXHosts < 2 {
 		d.MXHosts = 2
 	}
+	if d.ConnRateLimit > 0 && d.ConnRateWindow <= 0 {
+		d.ConnRateWindow = time.Minute
+	}
 	ds := &domainState{Domain: d, name: name, mailboxes: make(map[string]Behaviour, len(d.Mailboxes))}
 	for lp, b := range d.Mailboxes {
 		ds.mailboxes[strings.ToLower(lp)] = b
@@ -459,15 +496,22 @@ func sameConnSettings(a, b *domainState) error {
 	type conn struct {
 		MXHosts                                                  int
 		Tarpit, DropConnection, DropAtRCPT, SecondRCPT452, PDown bool
-		MaxConns, RcptLimit                                      int
-		Latency, GreetingDelay                                   time.Duration
+		MaxConns, RcptLimit, ConnRateLimit, TxRcptLimit          int
+		NonmailLimit                                             int
+		Latency, GreetingDelay, ConnRateWindow, InFlowDelay      time.Duration
+		TarpitHangup                                             time.Duration
 		EqualPrefs                                               bool
 		SoftErrors, HardErrors                                   int
 		ErrorSleep                                               time.Duration
 		Banner                                                   string
 	}
-	ca := conn{a.MXHosts, a.Tarpit, a.DropConnection, a.DropAtRCPT, a.SecondRCPT452, a.PrimaryDown, a.MaxConns, a.RcptLimit, a.Latency, a.GreetingDelay, a.EqualPrefs, a.SoftErrors, a.HardErrors, a.ErrorSleep, a.Banner}
-	cb := conn{b.MXHosts, b.Tarpit, b.DropConnection, b.DropAtRCPT, b.SecondRCPT452, b.PrimaryDown, b.MaxConns, b.RcptLimit, b.Latency, b.GreetingDelay, b.EqualPrefs, b.SoftErrors, b.HardErrors, b.ErrorSleep, b.Banner}
+	key := func(d *domainState) conn {
+		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown,
+			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit,
+			d.Latency, d.GreetingDelay, d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup,
+			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner}
+	}
+	ca, cb := key(a), key(b)
 	if ca != cb {
 		return fmt.Errorf("mailworld: %s and %s share provider %q but differ in connection-level settings", a.name, b.name, b.Provider)
 	}
@@ -640,7 +684,7 @@ type HostStats struct {
 	Current       int    // open connections now
 	MaxConcurrent int    // peak of Current
 	Total         int    // connections accepted
-	Rejected      int    // connections turned away with 421 (MaxConns)
+	Rejected      int    // connections turned away with 421 at the greeting (MaxConns, ConnRateLimit)
 	EHLO          int    // EHLO and HELO commands
 	MAIL          int
 	RCPT          int
@@ -649,6 +693,10 @@ type HostStats struct {
 	// Slowed counts replies held back by ErrorSleep, TooManyErrors the
 	// sessions closed at HardErrors.
 	Slowed, TooManyErrors int
+	// Sent421 counts 421 replies (greeting refusals, too many errors);
+	// FlowDelays the replies held back by InFlowDelay; NonmailDrops the
+	// sessions dropped for too many non-mail commands.
+	Sent421, FlowDelays, NonmailDrops int
 }
 
 // WorldStats is a snapshot of everything the servers saw.
@@ -665,6 +713,9 @@ type WorldStats struct {
 	RSET           int
 	Slowed         int            // replies held back for a session's errors (ErrorSleep)
 	TooManyErrors  int            // sessions closed at their hosts' HardErrors
+	Sent421        int            // 421 replies sent (greeting refusals, too many errors)
+	FlowDelays     int            // replies held back by flow control (InFlowDelay)
+	NonmailDrops   int            // sessions dropped for too many non-mail commands (NonmailLimit)
 	DATA           int            // DATA commands: a verifier must never send one
 	MailFrom       map[string]int // MAIL FROM reverse-paths seen ("" for <>)
 	EHLONames      map[string]int // EHLO/HELO names seen
@@ -687,6 +738,9 @@ func (w *World) Stats() WorldStats {
 		s.RSET += hs.RSET
 		s.Slowed += hs.Slowed
 		s.TooManyErrors += hs.TooManyErrors
+		s.Sent421 += hs.Sent421
+		s.FlowDelays += hs.FlowDelays
+		s.NonmailDrops += hs.NonmailDrops
 		s.DATA += hs.DATA
 	}
 	s.PeakConcurrent = int(w.peak.Load())

@@ -745,6 +745,44 @@ func TestGenerateWith(t *testing.T) {
 	if padded < 400 {
 		t.Errorf("%d padded rows", padded)
 	}
+	for _, d := range d1 {
+		if d.InFlowDelay != 0 || d.ConnRateLimit != 0 || d.NonmailLimit != 0 || d.TarpitHangup != 0 {
+			t.Fatalf("%s: pushback without Profile.Pushback", d.Name)
+		}
+	}
+
+	// With pushback: nothing else changes, and each kind is there.
+	p.Pushback = RealisticPushback()
+	d3, a3 := GenerateWith(3, 1000, 20_000, p)
+	if strings.Join(a1, ",") != strings.Join(a3, ",") {
+		t.Fatal("pushback changed the list")
+	}
+	pk := map[string]int{}
+	for i, d := range d3 {
+		base := d
+		base.InFlowDelay, base.ConnRateLimit, base.ConnRateWindow, base.NonmailLimit, base.TarpitHangup = 0, 0, 0, 0, 0
+		if fmt.Sprint(base) != fmt.Sprint(d1[i]) {
+			t.Fatalf("%s: pushback changed more than pushback", d.Name)
+		}
+		switch {
+		case d.InFlowDelay > 0:
+			pk["flow"]++
+		}
+		if d.ConnRateLimit > 0 {
+			pk["anvil"]++
+		}
+		if d.NonmailLimit > 0 {
+			pk["exim"]++
+		}
+		if d.Tarpit && d.TarpitHangup > 0 {
+			pk["hangup"]++
+		}
+	}
+	if pk["flow"] < 200 || pk["anvil"] < 50 || pk["exim"] < 50 || pk["hangup"] == 0 {
+		t.Fatalf("pushback kinds %v", pk)
+	}
+	t.Logf("pushback kinds %v", pk)
+	start(t, d3, Options{}) // a valid world: providers agree on their hosts
 	if tr, _ := w.RowTruth(" \u00a0" + "x@gmial.com\t"); tr != TruthTypo {
 		t.Errorf("padded typo: %s", tr)
 	}
@@ -782,5 +820,114 @@ func TestErrorLimits(t *testing.T) {
 	st := w.Stats().Hosts["mx1.pf.test"]
 	if st.TooManyErrors != 1 || st.Slowed < 3 {
 		t.Fatalf("stats %+v, want one session closed at the hard limit and at least 3 slowed replies", st)
+	}
+}
+
+// Postfix's anvil: a client's connections counted in fixed windows; the
+// one over the limit gets "421 4.7.0 <host> Error: too many connections
+// from <ip>" at the greeting, and a new window starts at the first
+// connection after the last ended.
+func TestConnRateLimit(t *testing.T) {
+	const window = time.Second
+	w := start(t, []Domain{{Name: "anvil.test", ConnRateLimit: 3, ConnRateWindow: window}}, Options{})
+	addr := w.MXAddrs("anvil.test")[0]
+	t0 := time.Now()
+	for range 3 {
+		c := dial(t, addr)
+		c.expect(220, "mx1.anvil.test")
+		c.do(221, "", "QUIT")
+	}
+	c := dial(t, addr)
+	c.expect(421, "4.7.0 mx1.anvil.test Error: too many connections from 127.0.0.1")
+	if _, _, err := c.read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the 421: %v", err)
+	}
+	time.Sleep(time.Until(t0.Add(window + 20*time.Millisecond)))
+	dial(t, addr).expect(220, "")
+	hs := w.Stats().Hosts["mx1.anvil.test"]
+	if hs.Rejected != 1 || hs.Sent421 != 1 || hs.Total != 5 {
+		t.Fatalf("stats %+v", hs)
+	}
+}
+
+// Postfix's smtpd_recipient_limit (452 4.5.3, not an error of the session)
+// and in_flow_delay (before the first accepted RCPT of each transaction).
+func TestTxRcptLimitAndFlowDelay(t *testing.T) {
+	const delay = 150 * time.Millisecond
+	w := start(t, []Domain{{Name: "pf.test", TxRcptLimit: 2, InFlowDelay: delay, SoftErrors: 1, HardErrors: 5, ErrorSleep: time.Second,
+		Mailboxes: map[string]Behaviour{"ann": Exists, "bob": Exists}}}, Options{})
+	c := openSession(t, w, "pf.test", "s@v.test")
+	timed := func(code int, rcpt string) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		c.do(code, "", "RCPT TO:<%s@pf.test>", rcpt)
+		return time.Since(t0)
+	}
+	if d := timed(250, "ann"); d < delay {
+		t.Fatalf("first accepted RCPT after %v, want the flow delay %v", d, delay)
+	}
+	if d := timed(250, "bob"); d >= delay {
+		t.Fatalf("second accepted RCPT after %v: one queue file a transaction", d)
+	}
+	for range 3 { // over the limit: 452, and no error counted (no error sleep)
+		if d := timed(452, "ann"); d >= delay {
+			t.Fatalf("452 after %v", d)
+		}
+	}
+	c.do(250, "", "RSET")
+	c.do(250, "", "MAIL FROM:<s@v.test>")
+	if d := timed(550, "nobody"); d >= delay {
+		t.Fatalf("rejected RCPT after %v: no queue file, no flow delay", d)
+	}
+	if d := timed(250, "bob"); d < delay+time.Second {
+		t.Fatalf("first accepted RCPT of the second transaction after %v, want the flow delay and the error sleep", d)
+	}
+	hs := w.Stats().Hosts["mx1.pf.test"]
+	if hs.FlowDelays != 2 || hs.Slowed != 1 {
+		t.Fatalf("stats %+v: want 2 flow delays, 1 slowed reply", hs)
+	}
+}
+
+// Exim's smtp_accept_max_nonmail: one RSET and one EHLO a message are
+// free, every other non-mail command counts, and the one over the limit
+// gets "554 Too many nonmail commands" and a hang-up.
+func TestNonmailLimit(t *testing.T) {
+	w := start(t, []Domain{{Name: "exim.test", NonmailLimit: 3}}, Options{})
+	c := dial(t, w.MXAddrs("exim.test")[0])
+	c.expect(220, "ESMTP Exim 4.96")
+	c.do(250, "", "EHLO v.test") // free
+	c.do(250, "", "MAIL FROM:<s@v.test>")
+	c.do(250, "", "RSET") // free
+	c.do(250, "", "RSET") // 1
+	c.do(250, "", "NOOP") // 2
+	c.do(250, "", "MAIL FROM:<s@v.test>")
+	c.do(250, "", "RSET") // 3
+	c.send("RSET")        // 4: over
+	c.expect(554, "Too many nonmail commands")
+	if _, _, err := c.read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the 554: %v", err)
+	}
+	if hs := w.Stats().Hosts["mx1.exim.test"]; hs.NonmailDrops != 1 || hs.RSET != 3 {
+		t.Fatalf("stats %+v", hs)
+	}
+}
+
+// A tarpit with TarpitHangup closes the connection then, without a word.
+func TestTarpitHangup(t *testing.T) {
+	const hangup = 150 * time.Millisecond
+	w := start(t, []Domain{{Name: "pit.test", Tarpit: true, TarpitHangup: hangup}}, Options{})
+	nc, err := net.Dial("tcp", w.MXAddrs("pit.test")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	t0 := time.Now()
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := nc.Read(make([]byte, 64))
+	if d := time.Since(t0); n != 0 || !errors.Is(err, io.EOF) || d < hangup*9/10 || d > hangup+time.Second {
+		t.Fatalf("read n=%d err=%v after %v, want EOF after %v", n, err, d, hangup)
+	}
+	if got := w.GroundTruth("a@pit.test"); got != TruthTimeout {
+		t.Fatalf("truth %q", got)
 	}
 }

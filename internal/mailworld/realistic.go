@@ -51,7 +51,71 @@ type Profile struct {
 	// Shares of list rows: padded with white space, not an address at all,
 	// at a disposable-address domain, at a typo of a well-known provider.
 	Padded, SyntaxErrors, Disposable, Typos float64
+	// Pushback adds the ways real servers push back on a verifier (none
+	// when zero).
+	Pushback Pushback
 }
+
+// Pushback is how real servers push back on a client, as a profile adds
+// them to a generated world's hosts, by stride (every n-th of a kind) so
+// that nothing else of the world changes.
+type Pushback struct {
+	// FlowDelay is Postfix's in_flow_delay (Domain.InFlowDelay) on every
+	// host with its error limits, but those taking one RCPT a
+	// transaction (an odd Postfix).
+	FlowDelay time.Duration
+	// Every AnvilEvery-th ordinary domain with Postfix's error limits lets
+	// a client open AnvilLimit connections a minute (Domain.ConnRateLimit:
+	// anvil's 421 at the greeting beyond).
+	AnvilEvery, AnvilLimit int
+	// Every EximEvery-th ordinary domain without them runs Exim's default
+	// limit of 10 non-mail commands (Domain.NonmailLimit, Exim banner).
+	EximEvery int
+	// TarpitHangups: tarpits hang up after these times in turn, without a
+	// word (Domain.TarpitHangup; 0: they hold on).
+	TarpitHangups []time.Duration
+}
+
+// RealisticPushback is Postfix's default flow control on every Postfix
+// host, anvil at 12 connections a minute on a quarter of the ordinary
+// Postfix domains, Exim's defaults on a fifth of the other ordinary
+// domains, and tarpits that hang up after 10s, at 30s (a verifier's usual
+// greeting timeout) or never.
+func RealisticPushback() Pushback {
+	return Pushback{FlowDelay: time.Second, AnvilEvery: 4, AnvilLimit: 12, EximEvery: 5,
+		TarpitHangups: []time.Duration{10 * time.Second, 30 * time.Second, 0}}
+}
+
+// apply gives doms the pushback.
+func (pb Pushback) apply(doms []Domain) {
+	var postfix, other, pits int
+	for i := range doms {
+		d := &doms[i]
+		if d.Tarpit && len(pb.TarpitHangups) > 0 {
+			d.TarpitHangup = pb.TarpitHangups[pits%len(pb.TarpitHangups)]
+			pits++
+		}
+		if d.SoftErrors > 0 && !d.SecondRCPT452 {
+			d.InFlowDelay = pb.FlowDelay
+		}
+		if d.Provider != "" || strings.HasPrefix(d.Name, "freemail") || d.NXDomain || d.NullMX || d.NoAddress || d.Tarpit {
+			continue
+		}
+		switch {
+		case d.SoftErrors > 0:
+			if postfix++; pb.AnvilEvery > 0 && postfix%pb.AnvilEvery == 0 {
+				d.ConnRateLimit, d.ConnRateWindow = pb.AnvilLimit, time.Minute
+			}
+		case !d.DropConnection && !d.DropAtRCPT:
+			if other++; pb.EximEvery > 0 && other%pb.EximEvery == 0 {
+				d.NonmailLimit = eximNonmailLimit
+			}
+		}
+	}
+}
+
+// eximNonmailLimit is Exim's smtp_accept_max_nonmail default.
+const eximNonmailLimit = 10
 
 // RealisticProfile is a world as a verifier meets it: about a tenth of the
 // domains greylisting for a minute, a few tarpits, primary MX hosts down,
@@ -107,6 +171,7 @@ func GenerateWith(seed int64, n, rows int, p Profile) ([]Domain, []string) {
 	}
 	providerLatency(doms, p, rng)
 	p.postfix(doms)
+	p.Pushback.apply(doms)
 	addrs := genRows(rng, doms, rows, false)
 	for i, a := range addrs {
 		addrs[i] = p.decorate(rng, a)

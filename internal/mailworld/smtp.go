@@ -37,6 +37,9 @@ type session struct {
 	accepted int // recipients accepted in the transaction
 	bad      int
 	errors   int // 4xx and 5xx replies in the session (ErrorLimits)
+	nonmail  int // non-mail commands counted (NonmailLimit)
+	// One RSET and one HELO/EHLO a message are not counted (Exim).
+	freeRSET, freeHELO bool
 }
 
 func (w *World) serve(h *host, c net.Conn) {
@@ -54,16 +57,25 @@ func (w *World) serve(h *host, c net.Conn) {
 
 	t := h.group.tmpl
 	if t.Tarpit {
-		// Hold the connection, say nothing, until the client gives up.
-		c.SetReadDeadline(time.Now().Add(w.opts.IdleTimeout))
+		// Hold the connection, say nothing, until the client gives up
+		// (or TarpitHangup passed).
+		hold := w.opts.IdleTimeout
+		if t.TarpitHangup > 0 {
+			hold = t.TarpitHangup
+		}
+		c.SetReadDeadline(time.Now().Add(hold))
 		io.Copy(io.Discard, c)
 		return
 	}
-	s := &session{w: w, h: h, t: t, c: c, br: bufio.NewReaderSize(c, maxLine), bw: bufio.NewWriterSize(c, 1024), arrived: time.Now()}
+	s := &session{w: w, h: h, t: t, c: c, br: bufio.NewReaderSize(c, maxLine), bw: bufio.NewWriterSize(c, 1024),
+		arrived: time.Now(), freeRSET: true, freeHELO: true}
 	defer s.flush()
-	if t.MaxConns > 0 && n > int64(t.MaxConns) {
+	ip, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	// Postfix's anvil counts every connection in the rate, refused or not.
+	overRate := t.ConnRateLimit > 0 && !h.countConn(ip, t.ConnRateLimit, t.ConnRateWindow, time.Now())
+	if (t.MaxConns > 0 && n > int64(t.MaxConns)) || overRate {
 		h.rejected.Add(1)
-		s.reply("421 4.7.0 " + h.name + " Error: too many connections, try again later")
+		s.reply("421 4.7.0 " + h.name + " Error: too many connections from " + ip)
 		return
 	}
 	s.arrived = s.arrived.Add(t.GreetingDelay)
@@ -73,6 +85,8 @@ func (w *World) serve(h *host, c net.Conn) {
 		banner = t.Banner
 	case t.SoftErrors > 0:
 		banner = "ESMTP Postfix"
+	case t.NonmailLimit > 0:
+		banner = "ESMTP Exim 4.96"
 	}
 	if !s.reply("220 " + h.name + " " + banner) {
 		return
@@ -100,6 +114,11 @@ func (s *session) step() bool {
 		verb, arg = line[:i], strings.TrimSpace(line[i+1:])
 	}
 	h := s.h
+	if !s.countNonmail(strings.ToUpper(verb)) {
+		h.nonmailDrops.Add(1)
+		s.reply("554 Too many nonmail commands")
+		return false
+	}
 	switch strings.ToUpper(verb) {
 	case "EHLO", "HELO":
 		return s.cmdHELO(verb, arg)
@@ -127,6 +146,30 @@ func (s *session) step() bool {
 	default:
 		return s.bump("500 5.5.2 Error: command not recognized")
 	}
+}
+
+// countNonmail counts a non-mail command as Exim does
+// (smtp_accept_max_nonmail) and reports whether it is within NonmailLimit.
+func (s *session) countNonmail(verb string) bool {
+	if s.t.NonmailLimit <= 0 {
+		return true
+	}
+	switch verb {
+	case "MAIL", "RCPT", "DATA", "BDAT", "QUIT":
+		return true
+	case "RSET":
+		if s.freeRSET {
+			s.freeRSET = false
+			return true
+		}
+	case "EHLO", "HELO":
+		if s.freeHELO {
+			s.freeHELO = false
+			return true
+		}
+	}
+	s.nonmail++
+	return s.nonmail <= s.t.NonmailLimit
 }
 
 // cmdHELO answers EHLO and HELO, starting afresh.
@@ -186,18 +229,26 @@ func (s *session) cmdRCPT(arg string) bool {
 	}
 	s.rcpts++
 	s.conRcpts++
-	if s.t.RcptLimit > 0 && s.conRcpts > s.t.RcptLimit {
-		return s.reply("452 4.5.3 Error: too many recipients")
-	}
-	if s.t.SecondRCPT452 && s.rcpts > 1 {
-		return s.reply("452 4.5.3 Error: too many recipients")
+	if (s.t.RcptLimit > 0 && s.conRcpts > s.t.RcptLimit) || (s.t.TxRcptLimit > 0 && s.rcpts > s.t.TxRcptLimit) ||
+		(s.t.SecondRCPT452 && s.rcpts > 1) {
+		return s.reply(tooManyRcpts)
 	}
 	r := s.rcptReply(path)
 	if strings.HasPrefix(r, "250") {
+		if s.accepted == 0 && s.t.InFlowDelay > 0 {
+			// The first accepted recipient opens the queue file, and
+			// Postfix's cleanup pauses in_flow_delay before taking it.
+			s.h.flowDelays.Add(1)
+			s.pause(s.t.InFlowDelay)
+		}
 		s.accepted++
 	}
 	return s.reply(r)
 }
+
+// tooManyRcpts is Postfix's reply to an RCPT over smtpd_recipient_limit:
+// not an error of the session until smtpd_recipient_overshoot_limit (1000).
+const tooManyRcpts = "452 4.5.3 Error: too many recipients"
 
 // cmdDATA reads and discards the message.
 func (s *session) cmdDATA() bool {
@@ -215,6 +266,7 @@ func (s *session) cmdDATA() bool {
 		return false
 	}
 	s.resetTx()
+	s.freeRSET, s.freeHELO = true, true
 	return s.reply("250 2.0.0 Ok: queued as " + dataQueuedID + " (discarded)")
 }
 
@@ -369,11 +421,7 @@ func (s *session) readData() error {
 // together) are answered together. Replies are flushed before the next
 // blocking read, so pipelined commands get their replies in one write.
 func (s *session) reply(lines ...string) bool {
-	rtt := s.w.opts.Latency
-	if s.t.Latency > 0 {
-		rtt = s.t.Latency
-	}
-	at := s.arrived.Add(rtt)
+	at := s.arrived.Add(s.latency())
 	held := s.t.SoftErrors > 0 && s.errors >= s.t.SoftErrors
 	if held {
 		// Postfix sleeps before every reply, so pipelined replies queue up.
@@ -383,8 +431,11 @@ func (s *session) reply(lines ...string) bool {
 		}
 		at = at.Add(s.t.ErrorSleep)
 	}
-	if len(lines) > 0 && (lines[0][0] == '4' || lines[0][0] == '5') {
+	if len(lines) > 0 && (lines[0][0] == '4' || lines[0][0] == '5') && lines[0] != tooManyRcpts {
 		s.errors++
+	}
+	if len(lines) > 0 && strings.HasPrefix(lines[0], "421") {
+		s.h.sent421.Add(1)
 	}
 	if d := time.Until(at); d > 0 {
 		t := time.NewTimer(d)
@@ -404,6 +455,25 @@ func (s *session) reply(lines ...string) bool {
 		return s.flush()
 	}
 	return true
+}
+
+// latency is the round trip to the host.
+func (s *session) latency() time.Duration {
+	if s.t.Latency > 0 {
+		return s.t.Latency
+	}
+	return s.w.opts.Latency
+}
+
+// pause holds the next reply d longer than it would have left: the server
+// is busy before it answers (later pipelined replies wait behind it).
+func (s *session) pause(d time.Duration) {
+	rtt := s.latency()
+	at := s.arrived.Add(rtt)
+	if now := time.Now(); at.Before(now) {
+		at = now
+	}
+	s.arrived = at.Add(d - rtt)
 }
 
 func (s *session) flush() bool {

@@ -11,11 +11,11 @@ const (
 	kindFull                      // over quota
 	kindPolicy                    // refused by policy / for the domain
 	kindTemporary                 // 4xx: retry later
-	kindRetryNow                  // 452 4.5.3 too many recipients: new session, no delay
+	kindTooMany                   // 452 too many recipients: the host's limit, not the address's
 	kindUnknown                   // anything else (5xx to our own syntax, odd codes)
 )
 
-var kindNames = [...]string{"accepted", "missing", "full", "policy", "temporary", "retrynow", "unknown"}
+var kindNames = [...]string{"accepted", "missing", "full", "policy", "temporary", "toomany", "unknown"}
 
 func (k rcptKind) String() string { return kindNames[k] }
 
@@ -52,8 +52,10 @@ func classifyRcpt(r reply) rcptKind {
 	case 2:
 		return kindAccepted
 	case 4:
-		if r.code == 452 && r.enh == "4.5.3" {
-			return kindRetryNow
+		if r.code == 452 && (r.enh == "4.5.3" || (r.enh == "" && strings.Contains(strings.ToLower(r.text), "too many recipients"))) {
+			// Postfix and Exchange say "452 4.5.3"; Exim says "452 too
+			// many recipients" (recipients_max), without an enhanced code.
+			return kindTooMany
 		}
 		return kindTemporary
 	case 5:

@@ -4,10 +4,11 @@ package smtpprobe
 // field comments name, as New applies them. It is the one home of the
 // prober's politeness and timeout defaults: the binaries' flags start from
 // it (internal/catalog) rather than restating the values. Read its values;
-// the Dialer is left nil, so a Config built from it still gets New's own.
+// the Dialer and the HostMemory are left nil, so a Config built from it
+// still gets New's own (a memory per prober, never a shared one).
 func DefaultConfig() Config {
 	var c Config
 	c.setDefaults()
-	c.Dialer = nil
+	c.Dialer, c.HostMemory = nil, nil
 	return c
 }

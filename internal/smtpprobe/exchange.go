@@ -3,73 +3,231 @@ package smtpprobe
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
 // exchange sends one window of items on s and hands every reply to its
 // item's job. It returns false when the session must end (broken, the
-// server asked to close or reached its per-session limit, or refused our
-// sender).
+// server asked to close, slow down or reached its per-session limit, or
+// refused our sender).
 func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	items = p.dropUnsendable(s, items)
 	if len(items) == 0 {
 		return true
 	}
-	s.budget = latestDeadline(items)
-	rcpts := make([]string, len(items))
-	for i, it := range items {
-		rcpts[i] = it.addr
+	p.mu.Lock()
+	txCap := p.txCap(q)
+	p.mu.Unlock()
+	segs, rest := s.plan(items, txCap)
+	if len(rest) > 0 {
+		p.requeue(rest, false, nil)
+	}
+	if len(segs) == 0 {
+		return false
+	}
+	var sent []*item
+	for _, sg := range segs {
+		sent = append(sent, sg.items...)
+	}
+	for _, it := range sent {
 		if it.idx < 0 {
 			p.st.caProbes.Add(1)
 		}
 	}
-	replies := make([]txReply, len(items))
-	n, err := s.transactions(rcpts, replies)
+	s.budget = latestDeadline(sent)
+	// The window's first RCPTs, unless it opens a transaction, go to the
+	// open one, whose MAIL was accepted.
+	txOK := s.inTx
+	cmds := s.commands(segs)
+	n, err := s.send(cmds)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
-	q.nRcpts += len(items)
+	q.nRcpts += len(sent)
 	q.last = time.Now()
-	keep, limited := err == nil, false
-	for i := 0; i < n; i++ {
-		it, r := items[i], replies[i]
-		if it.done {
-			continue
+	w := windowReplies{p: p, q: q, s: s, txOK: txOK}
+	keep := w.read(cmds, n)
+	unanswered := rcptItems(cmds[n:])
+	switch {
+	case w.hostFailed:
+		p.requeueLocked(w.back, false, nil)
+		return false
+	case w.refusal != nil:
+		p.refusedLocked(q, w.refusal, s.t0, false, append(w.back, unanswered...))
+		return false
+	case err != nil:
+		p.requeueLocked(w.back, false, nil)
+		p.lostLocked(q, s, unanswered, err, w.limited)
+		return false
+	}
+	p.requeueLocked(append(w.back, unanswered...), false, nil)
+	return keep && n == len(cmds) && !s.broken
+}
+
+// windowReplies hands a window's replies to their items, in order.
+type windowReplies struct {
+	p    *Prober
+	q    *hostQ
+	s    *session
+	txOK bool // the RCPTs that follow go to an accepted transaction
+	full bool // the transaction answered "too many recipients" already
+
+	back       []*item       // items to send again (front of the queue, in order)
+	refusal    *refusalError // the host asked to slow down
+	limited    bool          // a per-session limit was met
+	hostFailed bool          // our sender was refused: the items went on
+	end        bool          // the session must end after this window
+}
+
+// read handles the replies of the first n of cmds and reports whether the
+// session may go on.
+func (w *windowReplies) read(cmds []cmd, n int) bool {
+	for i := range cmds[:n] {
+		c := &cmds[i]
+		if c.reply.class() == 4 && w.closing(c) {
+			w.back = append(w.back, rcptItems(cmds[i:n])...)
+			break
 		}
-		switch mail := r.mail; mail.class() {
-		case 2:
-		case 4:
-			it.job.temporaryLocked(it, mail, q.estimate)
-			keep = false
-			continue
-		default:
-			// Our sender is refused here (5xx): no verdict from this host.
-			p.hostFailedLocked(q, items[i:], &hostError{tg: it.tg, reply: mail})
-			return false
-		}
-		s.verdicts++
-		switch p.verdictLocked(q, it, r) {
-		case endSession:
-			keep = false
-		case sessionLimit:
-			if !limited {
-				p.st.limits.Add(1)
+		switch c.kind {
+		case cmdRSET:
+			w.txOK = false
+			switch c.reply.class() {
+			case 2:
+			case 4:
+				if w.refusal == nil {
+					w.refusal = &refusalError{tg: w.s.tg, reply: c.reply}
+				}
+				w.back = append(w.back, rcptItems(cmds[i:n])...)
+				return false
+			default:
+				// Exim drops a session that sent too many non-mail
+				// commands ("554 Too many nonmail commands").
+				w.p.learnLocked(w.q, HostState{NonmailPerSession: max(1, c.txPos-1)})
+				w.limited, w.end = true, true
+				w.back = append(w.back, rcptItems(cmds[i:n])...)
+				return false
 			}
-			keep, limited = false, true
+		case cmdMAIL:
+			w.full = false
+			switch c.reply.class() {
+			case 2:
+				w.txOK = true
+			case 4:
+				// Postfix's smtpd_client_message_rate_limit, a
+				// server short of resources...: slow down.
+				w.txOK = false
+				if w.refusal == nil {
+					w.refusal = &refusalError{tg: w.s.tg, reply: c.reply}
+				}
+			default:
+				// Our sender is refused here: no verdict from this host.
+				w.p.hostFailedLocked(w.q, rcptItems(cmds[i:]), &hostError{tg: w.s.tg, reply: c.reply})
+				w.hostFailed = true
+				return false
+			}
+		case cmdRCPT:
+			if !w.txOK {
+				w.back = append(w.back, c.it) // 503 after a refused MAIL: not asked
+				continue
+			}
+			w.rcptReply(c)
 		}
 	}
-	if err != nil {
-		answered := s.rcpts // RCPTs answered before the first lost item
-		if n < len(replies) && replies[n].pos > 0 {
-			answered = replies[n].pos - 1
+	return !w.end && w.refusal == nil
+}
+
+// closing handles a 421 (the server closes the session) and reports
+// whether it was one. Postfix's "421 4.7.0 <host> Error: too many errors"
+// (smtpd_hard_error_limit, met on a server whose greeting hides its name)
+// teaches a rejection budget short of it; any other 421 is the host asking
+// to slow down.
+func (w *windowReplies) closing(c *cmd) bool {
+	if c.reply.code != 421 {
+		return false
+	}
+	w.end = true
+	if strings.Contains(strings.ToLower(c.reply.text), "too many errors") {
+		w.p.learnLocked(w.q, HostState{RejectsPerSession: max(1, w.s.rejects-2)})
+		if !w.limited {
+			w.p.st.limits.Add(1)
 		}
-		if !limited && s.verdicts > 0 && !isBudget(err) && !isProxyLost(err) {
+		w.limited = true
+		return true
+	}
+	if w.refusal == nil {
+		w.refusal = &refusalError{tg: w.s.tg, reply: c.reply}
+	}
+	return true
+}
+
+// rcptReply handles an RCPT reply in an accepted transaction.
+func (w *windowReplies) rcptReply(c *cmd) {
+	p, q, s, it, r := w.p, w.q, w.s, c.it, c.reply
+	if classifyRcpt(r) == kindTooMany {
+		w.tooMany(c)
+		return
+	}
+	s.answered++
+	if c.txPos == 1 {
+		s.probeTx = false // a new transaction took an RCPT: the limit is per transaction
+	}
+	if it.done {
+		return
+	}
+	s.verdicts++
+	q.refusals = 0
+	p.verdictLocked(q, it, r)
+}
+
+// tooMany handles "452 too many recipients": the host's limit per
+// transaction when earlier RCPTs of the transaction were taken, its limit
+// per session when this was the first RCPT of a later transaction. The
+// address is not to blame: it goes to the next transaction or session.
+func (w *windowReplies) tooMany(c *cmd) {
+	p, q, s, it := w.p, w.q, w.s, c.it
+	full := w.full
+	w.full = true
+	switch {
+	case full:
+		// The rest of a transaction that met a limit: nothing new.
+		w.back = append(w.back, it)
+	case c.txPos > 1:
+		p.learnLocked(q, HostState{RcptsPerTransaction: c.txPos - 1})
+		if s.answered == c.txPos-1 {
+			// The session's first transaction: the next one tells a
+			// limit per transaction from one per session.
+			s.probeTx = true
+		}
+		w.back = append(w.back, it)
+	case s.answered > 0:
+		p.learnLocked(q, HostState{RcptsPerSession: s.answered})
+		w.back = append(w.back, it)
+		if !w.limited {
 			p.st.limits.Add(1)
 		}
-		p.lostLocked(q, s, items[n:], err, limited, answered)
+		w.limited, w.end = true, true
+	default:
+		// Refused at the first RCPT of a session: once more, then give up.
+		w.end = true
+		if it.drops++; it.drops >= 2 {
+			it.job.finalLocked(it, Result{Outcome: Unconfirmed, Reply: c.reply.last, Host: it.tg.host})
+			return
+		}
+		w.back = append(w.back, it)
 	}
-	return keep
+}
+
+// rcptItems returns the items of the RCPT commands among cmds.
+func rcptItems(cmds []cmd) []*item {
+	var out []*item
+	for i := range cmds {
+		if cmds[i].kind == cmdRCPT {
+			out = append(out, cmds[i].it)
+		}
+	}
+	return out
 }
 
 // dropUnsendable settles items the server cannot take (a non-ASCII address
@@ -92,17 +250,10 @@ func (p *Prober) dropUnsendable(s *session, items []*item) []*item {
 	return keep
 }
 
-type next int
-
-const (
-	goOn         next = iota
-	endSession        // the server asked to close
-	sessionLimit      // the server's limit per session: reconnect at once
-)
-
-// verdictLocked handles an RCPT reply after an accepted MAIL.
-func (p *Prober) verdictLocked(q *hostQ, it *item, r txReply) next {
-	j, rc := it.job, r.rcpt
+// verdictLocked handles an RCPT reply (other than 421 and "too many
+// recipients") in an accepted transaction.
+func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply) {
+	j := it.job
 	switch k := classifyRcpt(rc); k {
 	case kindAccepted:
 		j.acceptLocked(it, rc)
@@ -120,64 +271,30 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, r txReply) next {
 			out = Policy
 		}
 		j.finalLocked(it, Result{Outcome: out, Reply: rc.last, Host: it.tg.host})
-	case kindTemporary, kindRetryNow:
-		if (k == kindRetryNow || rc.code == 421) && r.pos > 1 {
-			// 452 4.5.3, or 421, after some RCPTs: the server's limit per
-			// session, not the address's: remember it and reconnect.
-			p.learnLimitLocked(q, r.pos-1)
-			j.requeueLocked(it, false, nil)
-			return sessionLimit
-		}
-		if k == kindRetryNow {
-			// Refused at the first RCPT of a session: once more, then give up.
-			if it.drops++; it.drops >= 2 {
-				j.finalLocked(it, Result{Outcome: Unconfirmed, Reply: rc.last, Host: it.tg.host})
-			} else {
-				j.requeueLocked(it, false, nil)
-			}
-			return endSession
-		}
+	case kindTemporary:
 		j.temporaryLocked(it, rc, q.estimate)
-		if rc.code == 421 {
-			return endSession
-		}
 	default:
 		if it.idx < 0 {
 			j.caVerdictLocked(caInconclusive)
 		}
 		j.finalLocked(it, Result{Outcome: Unconfirmed, Reply: rc.last, Host: it.tg.host})
 	}
-	return goOn
 }
 
-func (p *Prober) learnLimitLocked(q *hostQ, n int) { lowerCap(&q.rcptCap, n) }
-
-// lowerCap sets a learnt per-session limit (0: none yet) to n when n is
-// positive and lower.
-func lowerCap(limit *int, n int) {
-	if n >= 1 && (*limit == 0 || n < *limit) {
-		*limit = n
-	}
-}
-
-// lostLocked handles items that got no complete reply because the session
-// failed: the host failed (no verdict yet in this session), the deadline
-// ran out, or the connection was lost mid-session.
-func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limited bool, answered int) {
+// lostLocked handles items that got no reply because the session failed:
+// the host failed (no verdict yet in this session), the deadline ran out,
+// or the connection was lost mid-session.
+func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limited bool) {
 	var slow *slowedError
 	switch {
 	case errors.As(err, &slow):
 		// The host holds replies back after this many errors a session:
 		// later sessions stop short of it; nothing here is the address's.
-		lowerCap(&q.rejectCap, max(1, slow.rejects-1))
-		for i := len(lost) - 1; i >= 0; i-- {
-			lost[i].job.requeueLocked(lost[i], false, err)
-		}
+		p.learnLocked(q, HostState{RejectsPerSession: max(1, slow.rejects-1)})
+		p.requeueLocked(lost, false, err)
 	case len(lost) == 0:
 	case isBudget(err), isProxyLost(err):
-		for i := len(lost) - 1; i >= 0; i-- {
-			lost[i].job.requeueLocked(lost[i], false, err)
-		}
+		p.requeueLocked(lost, false, err)
 	case s.verdicts == 0:
 		p.hostFailedLocked(q, lost, err)
 	default:
@@ -185,7 +302,8 @@ func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limit
 		// it counts a drop; the others go back as they were. A server that
 		// drops after some RCPTs has shown its limit.
 		if !limited {
-			p.learnLimitLocked(q, answered)
+			p.st.limits.Add(1)
+			p.learnLocked(q, HostState{RcptsPerSession: s.answered})
 		}
 		for i := len(lost) - 1; i >= 0; i-- {
 			lost[i].job.requeueLocked(lost[i], i == 0 && !limited, err)

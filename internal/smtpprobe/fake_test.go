@@ -23,13 +23,16 @@ type fakeSMTP struct {
 	t        testing.TB
 	ln       net.Listener
 	greeting string
+	greet    func(session int) string                 // the greeting of a session, if set ("": close without a byte)
 	ehlo     []string                                 // reply lines to EHLO
+	ehloFn   func(session int) []string               // reply lines to EHLO in a session, if set
 	mail     func(session, n int) string              // reply to the n-th MAIL of a session (1-based)
 	rcpt     func(session, n int, rcpt string) string // reply to the n-th RCPT of a session
 
 	mu       sync.Mutex
 	sessions int
 	cmds     []string
+	wg       sync.WaitGroup
 }
 
 // newFake starts a fake server, configured by setup before it serves.
@@ -52,27 +55,52 @@ func newFake(t testing.TB, setup func(f *fakeSMTP)) *fakeSMTP {
 	if setup != nil {
 		setup(f)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			f.sessions++
-			n := f.sessions
-			f.mu.Unlock()
-			wg.Go(func() { f.serve(c, n) })
-		}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		f.ln.Close()
+		f.mu.Unlock()
+		f.wg.Wait()
 	})
+	f.wg.Go(func() { f.accept(ln) })
 	return f
+}
+
+func (f *fakeSMTP) accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.sessions++
+		n := f.sessions
+		f.mu.Unlock()
+		f.wg.Go(func() { f.serve(c, n) })
+	}
+}
+
+// closeFor stops listening (connections are refused) for d, then listens
+// on the same address again.
+func (f *fakeSMTP) closeFor(d time.Duration) {
+	f.mu.Lock()
+	addr := f.ln.Addr().String()
+	f.ln.Close()
+	f.mu.Unlock()
+	time.Sleep(d)
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		f.t.Errorf("listening again on %s: %v", addr, err)
+		return
+	}
+	f.mu.Lock()
+	f.ln = ln
+	f.mu.Unlock()
+	f.wg.Go(func() { f.accept(ln) })
 }
 
 func (f *fakeSMTP) serve(c net.Conn, session int) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(20 * time.Second))
 	br := bufio.NewReader(c)
 	send := func(lines ...string) bool {
 		if len(lines) == 0 || lines[0] == "" {
@@ -81,7 +109,11 @@ func (f *fakeSMTP) serve(c net.Conn, session int) {
 		_, err := c.Write([]byte(strings.Join(lines, "\r\n") + "\r\n"))
 		return err == nil
 	}
-	if !send(strings.Split(f.greeting, "\n")...) || !strings.HasPrefix(f.greeting, "220") {
+	greeting := f.greeting
+	if f.greet != nil {
+		greeting = f.greet(session)
+	}
+	if !send(strings.Split(greeting, "\n")...) || !strings.HasPrefix(greeting, "220") {
 		return
 	}
 	mails, rcpts := 0, 0
@@ -98,7 +130,11 @@ func (f *fakeSMTP) serve(c net.Conn, session int) {
 		var ok bool
 		switch strings.ToUpper(verb) {
 		case "EHLO":
-			ok = send(f.ehlo...)
+			if f.ehloFn != nil {
+				ok = send(f.ehloFn(session)...)
+			} else {
+				ok = send(f.ehlo...)
+			}
 		case "HELO":
 			ok = send("250 fake")
 		case "MAIL":
@@ -157,7 +193,7 @@ func fakeProber(t testing.TB, mod func(*Config), servers ...*fakeSMTP) (*Prober,
 	cfg := Config{
 		HELOName: "verify.example.test", MailFrom: "verify@example.test",
 		ConnectTimeout: 500 * time.Millisecond, CommandTimeout: time.Second,
-		RatePerHost: 1000, GreylistRetry: 100 * time.Millisecond, MaxGreylistRetries: 2,
+		RatePerHost: 1000, GreylistRetry: 100 * time.Millisecond, MaxGreylistRetries: 2, RefusalBackoff: 10 * time.Millisecond,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			to, ok := route[addr]
 			if !ok {
@@ -181,18 +217,20 @@ func TestFakeHELOOnlyNoPipelining(t *testing.T) {
 	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake1" {
 		t.Fatalf("got %+v", r)
 	}
-	// The address and the catch-all probe, in one transaction each, RSET
-	// between, then QUIT (after the session waits holdIdle for more work).
+	// The address and the catch-all probe in one transaction (the probe
+	// goes first: it is queued at the front), then QUIT (after the
+	// session waits holdIdle for more work). No RSET: one MAIL a
+	// transaction, and this one was never full.
 	var got []string
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		f.mu.Lock()
 		got = slices.Clone(f.cmds)
 		f.mu.Unlock()
-		if len(got) >= 8 {
+		if len(got) >= 6 {
 			break
 		}
 	}
-	want := []string{"EHLO verify.example.test", "HELO verify.example.test", "MAIL FROM:<verify@example.test>", "RCPT", "RSET", "MAIL FROM:<verify@example.test>", "RCPT", "QUIT"}
+	want := []string{"EHLO verify.example.test", "HELO verify.example.test", "MAIL FROM:<verify@example.test>", "RCPT", "RCPT", "QUIT"}
 	if len(got) != len(want) {
 		t.Fatalf("commands %q", got)
 	}
@@ -210,15 +248,23 @@ func TestFakeHELOOnlyNoPipelining(t *testing.T) {
 	}
 }
 
+// A host that answers every greeting with 421 is asked again after a
+// backoff, MaxRefusals times, before its addresses move to the next MX
+// host.
 func TestFakeGreeting421FallsToNextHost(t *testing.T) {
 	busy := newFake(t, func(f *fakeSMTP) { f.greeting = "421 4.7.0 too busy" })
 	ok := newFake(t, nil)
-	p, mx := fakeProber(t, nil, busy, ok)
+	p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 10 * time.Millisecond; c.MaxRefusals = 3 }, busy, ok)
+	t0 := time.Now()
 	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake2" {
 		t.Fatalf("got %+v", r)
 	}
-	if st := p.Stats(); st.HostFailures != 1 || st.Sessions != 1 || st.Dials != 2 {
-		t.Fatalf("stats %+v", st)
+	// Backoffs of 5-10ms and 10-20ms between the three refusals.
+	if took := time.Since(t0); took < 15*time.Millisecond {
+		t.Fatalf("took %v: no backoff between refusals", took)
+	}
+	if st := p.Stats(); st.Refusals != 3 || st.HostFailures != 1 || st.Sessions != 1 || st.Dials != 4 || busy.nSessions() != 3 {
+		t.Fatalf("stats %+v, %d connections to the busy host", st, busy.nSessions())
 	}
 }
 

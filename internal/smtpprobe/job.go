@@ -170,7 +170,13 @@ func (p *Prober) route(it *item, front bool) {
 			continue
 		}
 		it.tg = tg
-		p.enqueue(p.host(tg.addr), it, front)
+		q := p.host(tg.addr)
+		if q.lastRefusal != nil && time.Now().Before(q.backoffUntil) && !p.canWaitLocked(q, it) {
+			// The host asked to slow down, and this call cannot wait.
+			j.refusedLocked(it, q.lastRefusal)
+			return
+		}
+		p.enqueue(q, it, front)
 		return
 	}
 }
@@ -469,13 +475,14 @@ func (j *job) requeueLocked(it *item, dropped bool, err error) {
 }
 
 // silentErr reports whether a host failure means the host never answered:
-// a connect or greeting that timed out (or a penalty remembering one).
+// a connect or greeting that timed out, a connection closed before the
+// server sent a byte (or a penalty remembering one).
 func silentErr(err error) bool {
 	var he *hostError
 	if errors.As(err, &he) && he.reply.code != 0 {
 		return false
 	}
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errConnectTimeout)
+	return errors.Is(err, errNoAnswer) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errConnectTimeout)
 }
 
 // errConnectTimeout marks a connect that timed out.

@@ -219,11 +219,11 @@ func TestHostPenaltyClearedOnSession(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 	// Another batch already past the check succeeds: the mark goes.
-	s, err := p.dial(target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), ip: addr}, time.Now().Add(5*time.Second))
+	s, err := p.dial(target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), ip: addr}, time.Now().Add(5*time.Second), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.quit()
+	s.quit(quitTimeout)
 	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable {
 		t.Fatalf("got %+v", r)
 	}

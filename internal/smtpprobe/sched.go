@@ -3,6 +3,7 @@ package smtpprobe
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,19 +13,34 @@ import (
 // hostQ is the work queue of one MX host address (ip:port): items of any
 // job whose current target it is. Guarded by Prober.mu, except lim.
 type hostQ struct {
-	key       string
-	front     []*item // LIFO: retries and catch-all probes go first
-	back      []*item // FIFO: new addresses
-	head      int     // first unread index of back
-	n         int     // len(front) + len(back) - head (done items included until taken)
-	sessions  int     // sessions running for this host (waiting, connecting or open)
-	idle      int     // of which waiting for work
-	wake      chan struct{}
-	lim       *rate.Limiter
-	rcptCap   int           // the host's own RCPT limit per session, once it showed one
-	rejectCap int           // rejections a session, once the host slowed down after some
-	estimate  time.Duration // one more session for a retry takes about this long
-	waiting   bool          // in Prober.waitq
+	key      string
+	front    []*item // LIFO: retries and catch-all probes go first
+	back     []*item // FIFO: new addresses
+	head     int     // first unread index of back
+	n        int     // len(front) + len(back) - head (done items included until taken)
+	sessions int     // sessions running for this host (waiting, connecting or open)
+	idle     int     // of which waiting for work
+	wake     chan struct{}
+	lim      *rate.Limiter
+	hs       HostState     // what was learnt about the host (Config.HostMemory)
+	estimate time.Duration // one more session for a retry takes about this long
+
+	// Refusals (the host asking to slow down): how many in a row, the
+	// last one, no new session before backoffUntil (timer kicks the host
+	// then), and when the host's limits were last lowered (one lowering a
+	// refusal episode).
+	refusals     int
+	lastRefusal  *refusalError
+	backoffUntil time.Time
+	timer        *time.Timer
+	loweredAt    time.Time
+	accepted     []time.Time // recent connections that got a greeting (within RefusalWindow)
+	// A host that counts connections in windows (HostState.ConnsPerWindow):
+	// our current window's start and connections.
+	winStart time.Time
+	winCount int
+
+	waiting bool // in Prober.waitq
 
 	// For HostReport: sessions and RCPTs, and the span from the first
 	// session's start to the last one's end.
@@ -33,6 +49,9 @@ type hostQ struct {
 }
 
 const (
+	// secondSessionBacklog is the queue at a host that warrants another
+	// session beside a running one.
+	secondSessionBacklog = 64
 	// minSweep is the host-map size that triggers the first sweep of idle
 	// hosts (their queues and rate buckets).
 	minSweep = 4096
@@ -48,19 +67,21 @@ func (p *Prober) host(key string) *hostQ {
 		if len(p.hosts) >= p.sweepAt {
 			p.sweepLocked()
 		}
-		q = &hostQ{key: key, wake: make(chan struct{}),
-			lim: rate.NewLimiter(rate.Limit(p.cfg.RatePerHost), p.cfg.MaxConnsPerHost)}
+		q = &hostQ{key: key, wake: make(chan struct{}), hs: p.cfg.HostMemory.Load(key)}
+		q.lim = rate.NewLimiter(rate.Limit(p.connRate(q)), p.burst(q))
 		p.hosts[key] = q
 	}
 	return q
 }
 
 // sweepLocked forgets idle hosts whose rate bucket is full again, so that
-// forgetting one never grants a fresh burst early.
+// forgetting one never grants a fresh burst early. (What was learnt about
+// them stays in Config.HostMemory.)
 func (p *Prober) sweepLocked() {
 	now := time.Now()
 	for k, q := range p.hosts {
-		if q.n == 0 && q.sessions == 0 && !q.waiting && q.lim.TokensAt(now) >= float64(p.cfg.MaxConnsPerHost) {
+		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && !now.Before(q.backoffUntil) &&
+			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) && q.lim.TokensAt(now) >= float64(q.lim.Burst()) {
 			delete(p.hosts, k)
 		}
 	}
@@ -69,10 +90,53 @@ func (p *Prober) sweepLocked() {
 
 // perSession is the number of RCPTs a session to q may carry.
 func (p *Prober) perSession(q *hostQ) int {
-	if q.rcptCap > 0 {
-		return min(q.rcptCap, p.cfg.MaxRcptPerSession)
+	return capBy(p.cfg.MaxRcptPerSession, q.hs.RcptsPerSession)
+}
+
+// txCap is the number of RCPTs a transaction at q may carry.
+func (p *Prober) txCap(q *hostQ) int {
+	return capBy(p.cfg.MaxRcptPerTransaction, q.hs.RcptsPerTransaction)
+}
+
+// maxConns is the number of sessions q may have at once.
+func (p *Prober) maxConns(q *hostQ) int {
+	return capBy(p.cfg.MaxConnsPerHost, q.hs.Conns)
+}
+
+// connRate is q's new connections a second.
+func (p *Prober) connRate(q *hostQ) float64 {
+	if r := q.hs.ConnRate; r > 0 && r < p.cfg.RatePerHost {
+		return r
 	}
-	return p.cfg.MaxRcptPerSession
+	return p.cfg.RatePerHost
+}
+
+// burst is q's rate bucket: its connection limit, or one connection once
+// the host asked to slow down (a server counting connections in fixed
+// windows, as Postfix's anvil does, sees no burst then).
+func (p *Prober) burst(q *hostQ) int {
+	if q.hs.ConnRate > 0 {
+		return 1
+	}
+	return p.maxConns(q)
+}
+
+// capBy is limit lowered to a learnt value (0: none learnt).
+func capBy(limit, learnt int) int {
+	if learnt > 0 && learnt < limit {
+		return learnt
+	}
+	return limit
+}
+
+// learnLocked records a lesson about q (see HostState) and applies it.
+func (p *Prober) learnLocked(q *hostQ, s HostState) {
+	if q.hs.Merge(s) == q.hs {
+		return
+	}
+	q.hs = p.cfg.HostMemory.Learn(q.key, s)
+	q.lim.SetLimit(rate.Limit(p.connRate(q)))
+	q.lim.SetBurst(p.burst(q))
 }
 
 func (p *Prober) enqueue(q *hostQ, it *item, front bool) {
@@ -125,9 +189,14 @@ func (p *Prober) kick(q *hostQ) {
 		q.wake = make(chan struct{})
 	}
 	// Another session (within the per-host limit) only for a backlog of
-	// several windows: a session takes a window a round trip, and a new
-	// one costs a connect, a greeting and EHLO first.
-	if q.sessions >= p.cfg.MaxConnsPerHost || (q.sessions > 0 && q.n < 4*p.cfg.PipelineDepth) {
+	// several round trips' work (sessions at a Postfix host carry a
+	// window or two before their rejection budget is spent): a new one
+	// costs a connect, a greeting and EHLO first.
+	if q.sessions >= p.maxConns(q) || (q.sessions > 0 && q.n < secondSessionBacklog) {
+		return
+	}
+	if time.Now().Before(q.backoffUntil) {
+		p.armBackoffLocked(q)
 		return
 	}
 	if p.open >= p.cfg.MaxSessions {
@@ -228,7 +297,16 @@ func (p *Prober) serveWaitqLocked() {
 // is left).
 func (p *Prober) session(q *hostQ, sl *slot) bool {
 	p.mu.Lock()
+	if time.Now().Before(q.backoffUntil) {
+		p.mu.Unlock()
+		return false // the host asked to slow down: kick starts a session later
+	}
 	items := p.take(q, min(p.cfg.PipelineDepth, p.perSession(q)))
+	if len(items) > 0 && !p.windowSlotLocked(q, time.Now()) {
+		p.requeueLocked(items, false, nil) // to wait for the host's next window
+		items = nil
+	}
+	answered := q.hs.Answered
 	p.mu.Unlock()
 	if len(items) == 0 {
 		return false
@@ -250,7 +328,9 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.hostFailed(q, items, &hostError{tg: tg, err: err})
 		return false
 	}
-	s, err := p.dial(tg, budget)
+	t0 := time.Now()
+	s, err := p.dial(tg, budget, answered)
+	var refused *refusalError
 	switch {
 	case err == nil:
 	case isBudget(err), isProxyLost(err):
@@ -259,46 +339,90 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	case noRoute(err):
 		p.noRoute(items, err)
 		return false
+	case errors.As(err, &refused):
+		p.mu.Lock()
+		p.refusedLocked(q, refused, t0, true, items)
+		p.mu.Unlock()
+		return false
 	default:
 		p.hostFailed(q, items, err)
 		return false
 	}
-	items = p.fitRejectBudget(q, s, items)
+	p.mu.Lock()
+	p.noteAcceptedLocked(q, t0)
+	p.learnLocked(q, HostState{Answered: true})
+	p.fitSessionLocked(q, s)
+	p.mu.Unlock()
 	for {
 		if !p.exchange(q, s, items) {
 			return p.endSession(q, s, sl)
 		}
-		room := min(p.perSession(q)-s.rcpts, s.rejectRoom())
+		p.mu.Lock()
+		perSession := p.perSession(q)
+		room := s.capacity(p.txCap(q), perSession)
+		if room <= 0 && p.slowZoneLocked(q, s) {
+			room = s.capacity(p.txCap(q), perSession)
+		}
+		p.mu.Unlock()
 		if room <= 0 {
-			if s.rejectRoom() <= 0 && p.hasWork(q) {
-				p.st.limits.Add(1)
+			if s.rcpts < perSession && p.hasWork(q) {
+				p.st.limits.Add(1) // the rejection or non-mail budget is spent
 			}
 			return p.endSession(q, s, sl)
 		}
-		if items = p.next(q, min(s.depth(), room)); len(items) == 0 {
+		if items = p.next(q, room); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}
 	}
 }
 
-// fitRejectBudget gives a new session the rejection budget its host has
-// shown (smaller than the greeting's, if any) and trims its first window
-// (taken before the greeting said what the server is) to it; the rest go
-// back to the front of the queue, in order.
-func (p *Prober) fitRejectBudget(q *hostQ, s *session, items []*item) []*item {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c := q.rejectCap; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
+// fitSessionLocked applies what q taught to its new session s: the
+// budgets it showed.
+func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
+	if c := q.hs.RejectsPerSession; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
 		s.rejectCap = c
 	}
-	room := s.rejectRoom()
-	if len(items) <= room {
-		return items
+	if c := q.hs.NonmailPerSession; c > 0 && c < s.nonmailCap {
+		s.nonmailCap = c
 	}
-	for i := len(items) - 1; i >= room; i-- {
-		items[i].job.requeueLocked(items[i], false, nil)
+}
+
+// slowZoneLocked lets a session to a Postfix host that counts connections
+// in windows (anvil) go on past its rejection budget when it has spent it,
+// work is left and no connection can be had before the host's next
+// window: rather than wait with nothing open, it goes on into Postfix's
+// slow zone (a second before every reply from smtpd_soft_error_limit, 10
+// errors, on), stopping short of smtpd_hard_error_limit (20). It reports
+// whether the session may go on.
+func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
+	limit := q.hs.ConnsPerWindow
+	if !s.rules.rejects || limit <= 0 || q.hs.RejectsPerSession > 0 || p.cfg.MaxRejectsPerSession <= 0 ||
+		s.rejectCap >= postfixSlowZoneRejects || s.rejectRoom() > 0 || q.n == 0 {
+		return false
 	}
-	return items[:room]
+	now := time.Now()
+	windowSpent := q.winCount >= limit && now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin))
+	if !now.Before(q.backoffUntil) && !windowSpent {
+		return false // a new session can start now: cheaper than the slow zone
+	}
+	s.rejectCap = postfixSlowZoneRejects
+	s.rules.watchSlow = false // its pauses are the ones we chose
+	return true
+}
+
+// noteAcceptedLocked records a connection q accepted (for the rate it took
+// when the host asks to slow down).
+func (p *Prober) noteAcceptedLocked(q *hostQ, t time.Time) {
+	keep := q.accepted[:0]
+	for _, a := range q.accepted {
+		if t.Sub(a) < p.cfg.RefusalWindow {
+			keep = append(keep, a)
+		}
+	}
+	q.accepted = append(keep, t)
+	if len(q.accepted) > maxDials {
+		q.accepted = q.accepted[len(q.accepted)-maxDials:]
+	}
 }
 
 // endSession ends s and reports whether q has more work for the next
@@ -369,6 +493,10 @@ func (p *Prober) hostFailedLocked(q *hostQ, items []*item, err error) {
 func (p *Prober) requeue(items []*item, dropped bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.requeueLocked(items, dropped, err)
+}
+
+func (p *Prober) requeueLocked(items []*item, dropped bool, err error) {
 	for i := len(items) - 1; i >= 0; i-- {
 		items[i].job.requeueLocked(items[i], dropped, err)
 	}

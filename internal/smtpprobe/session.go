@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/proxypool"
@@ -22,20 +21,41 @@ type session struct {
 	p      *Prober
 	tg     target
 	c      net.Conn
+	in     *countReader // bytes the server sent
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	budget time.Time // caller deadline bounding the current exchange; zero: none
 	t0     time.Time
 
+	kind                 serverKind
+	rules                serverRules
 	pipelining, smtputf8 bool
-	used                 bool          // a transaction was sent: RSET before the next
+	inTx                 bool          // a MAIL was sent and no RSET since: RSET before the next MAIL
+	txUTF8               bool          // the open transaction's MAIL carried SMTPUTF8
+	txQueued             bool          // an RCPT of the open transaction was accepted (the server opened its queue file)
+	txRcpts              int           // RCPTs sent in the open transaction
+	probeTx              bool          // a 452 ended the first transaction: try one RCPT in the next before trusting it
 	rcpts                int           // RCPTs sent in this session
+	answered             int           // RCPT replies other than "too many recipients"
 	rejects, rejectCap   int           // rejections so far; their budget (0: none)
-	verdicts             int           // RCPT replies received after an accepted MAIL
+	nonmail, nonmailCap  int           // non-mail commands sent after EHLO (RSET, HELO); their budget
+	verdicts             int           // RCPT replies received in an accepted transaction
 	setup                time.Duration // connect to end of EHLO
 	rtt                  time.Duration // last exchange's round trip
-	broken               bool          // I/O failed: close without QUIT
+	broken               bool          // I/O failed or the server is closing: close without QUIT
 	lastReply            reply         // last reply read (for failures)
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // hostError is a failure to get a usable session from one host.
@@ -53,6 +73,31 @@ func (e *hostError) Error() string {
 }
 
 func (e *hostError) Unwrap() error { return e.err }
+
+// refusalError: the host asked to slow down. It answered 421 or another
+// 4xx to the greeting, EHLO, MAIL or RSET, or refused, reset or dropped a
+// connection (or let it time out) after it had answered before. Nothing in
+// it is an address's verdict: the addresses wait for the host's backoff.
+type refusalError struct {
+	tg    target
+	reply reply // the refusing reply; code 0 for a refused or dropped connection
+	err   error
+}
+
+func (e *refusalError) Error() string {
+	msg := e.reply.last
+	if e.err != nil {
+		msg = e.err.Error()
+	}
+	return "smtpprobe: " + e.tg.host + " (" + e.tg.addr + ") asked to slow down: " + msg
+}
+
+func (e *refusalError) Unwrap() error { return e.err }
+
+// errNoAnswer marks a connection the server closed (or reset) before
+// sending a byte: on first contact, a host that never answered (a tarpit
+// that hangs up), like one whose greeting never came.
+var errNoAnswer = errors.New("connection closed before the server sent a byte")
 
 // budgetError marks a failure caused by the caller's context (cancelled,
 // past its deadline, or a per-host wait that cannot end before it).
@@ -110,11 +155,13 @@ func (p *Prober) allowed(tg target) error {
 }
 
 // dial connects, reads the greeting and says EHLO (HELO if EHLO is
-// refused). Errors are *budgetError (the deadline) or *hostError. A host
-// whose connect timed out or was refused, or that sent no greeting within
-// GreetingTimeout, is penalised (see Config.HostPenaltyTTL); one that gets
-// as far as a usable session is forgiven.
-func (p *Prober) dial(tg target, budget time.Time) (*session, error) {
+// refused). Errors are *budgetError (the deadline), *refusalError (the host
+// asks to slow down) or *hostError. On first contact (answered false), a
+// host whose connect timed out or was refused, or that sent no byte before
+// its greeting was due or it closed the connection, is penalised (see
+// Config.HostPenaltyTTL); the same at a host that has answered before is
+// a refusal. A host that gets as far as a usable session is forgiven.
+func (p *Prober) dial(tg target, budget time.Time, answered bool) (*session, error) {
 	if err := p.allowed(tg); err != nil {
 		return nil, &hostError{tg: tg, err: err}
 	}
@@ -134,32 +181,17 @@ func (p *Prober) dial(tg target, budget time.Time) (*session, error) {
 	connectTimedOut := dctx.Err() != nil
 	cancel()
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
-		}
-		if noRoute(err) {
-			return nil, err
-		}
-		if connectTimedOut {
-			err = fmt.Errorf("%w: %w", errConnectTimeout, err)
-			p.stalled(tg, t0, err)
-		} else if unreachable(err) {
-			p.penalties.mark(tg.addr, err)
-		}
-		return nil, &hostError{tg: tg, err: err}
+		return nil, p.connectFailed(tg, t0, ctx, err, connectTimedOut, answered)
 	}
+	in := &countReader{r: c}
 	s := &session{
-		p: p, tg: tg, c: c, budget: budget, t0: t0,
-		br: bufio.NewReaderSize(c, maxReplyLine),
-		bw: bufio.NewWriterSize(c, 2048),
+		p: p, tg: tg, c: c, in: in, budget: budget, t0: t0,
+		br: bufio.NewReaderSize(in, maxReplyLine),
+		bw: bufio.NewWriterSize(c, 4096),
 	}
 	if err := s.hello(); err != nil {
-		if !isBudget(err) && errors.Is(err, os.ErrDeadlineExceeded) && s.lastReply.code == 0 {
-			// No greeting in time: a tarpit, not worth another wait for a while.
-			p.stalled(tg, t0, err)
-		}
 		s.close()
-		return nil, err
+		return nil, p.helloFailed(s, t0, err, answered)
 	}
 	p.penalties.clear(tg.addr)
 	s.setup = time.Since(t0)
@@ -167,6 +199,46 @@ func (p *Prober) dial(tg target, budget time.Time) (*session, error) {
 	p.st.sessions.Add(1)
 	p.noteSession(tg.addr, t0)
 	return s, nil
+}
+
+// connectFailed classifies a failed connect.
+func (p *Prober) connectFailed(tg target, t0 time.Time, ctx context.Context, err error, timedOut, answered bool) error {
+	switch {
+	case ctx.Err() != nil:
+		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
+	case noRoute(err):
+		return err
+	case timedOut:
+		err = fmt.Errorf("%w: %w", errConnectTimeout, err)
+	}
+	if answered && (timedOut || unreachable(err) || errors.Is(err, syscall.ECONNRESET)) {
+		// It answered before: busy (a full backlog, a firewall's rate
+		// limit), not dead.
+		return &refusalError{tg: tg, err: err}
+	}
+	if timedOut {
+		p.stalled(tg, t0, err)
+	} else if unreachable(err) {
+		p.penalties.mark(tg.addr, err)
+	}
+	return &hostError{tg: tg, err: err}
+}
+
+// helloFailed classifies a failed greeting or EHLO/HELO.
+func (p *Prober) helloFailed(s *session, t0 time.Time, err error, answered bool) error {
+	if isBudget(err) || isProxyLost(err) || s.in.n > 0 {
+		return err
+	}
+	// Not a byte from the server, however the connection ended: its
+	// greeting timeout ran out, it closed or reset the connection before,
+	// at or after that moment.
+	err = fmt.Errorf("%w: %w", errNoAnswer, err)
+	if answered {
+		return &refusalError{tg: s.tg, err: err}
+	}
+	err = &hostError{tg: s.tg, err: err}
+	p.stalled(s.tg, t0, err)
+	return err
 }
 
 // stalled records a host that never answered.
@@ -238,17 +310,24 @@ func (s *session) hello() error {
 	if err != nil {
 		return err
 	}
-	if g.code != 220 {
+	switch {
+	case g.class() == 4:
+		return &refusalError{tg: s.tg, reply: g}
+	case g.code != 220:
 		return &hostError{tg: s.tg, reply: g}
 	}
-	if strings.Contains(strings.ToLower(g.text), "postfix") {
+	s.kind = recognise(g.text)
+	s.rules = rulesFor(s.kind)
+	s.nonmailCap = s.rules.nonmail
+	if s.rules.rejects {
 		s.rejectCap = s.p.cfg.MaxRejectsPerSession
 	}
 	r, err := s.exchange1("EHLO " + s.p.cfg.HELOName)
 	if err != nil {
 		return err
 	}
-	if r.class() == 2 {
+	switch r.class() {
+	case 2:
 		for _, l := range strings.Split(r.text, "\n")[1:] {
 			kw, _, _ := strings.Cut(strings.ToUpper(strings.TrimSpace(l)), " ")
 			switch kw {
@@ -259,220 +338,43 @@ func (s *session) hello() error {
 			}
 		}
 		return nil
+	case 4:
+		return &refusalError{tg: s.tg, reply: r}
 	}
-	if r.code == 421 {
-		return &hostError{tg: s.tg, reply: r}
-	}
+	s.nonmail++ // a second HELO/EHLO counts for Exim
 	if r, err = s.exchange1("HELO " + s.p.cfg.HELOName); err != nil {
 		return err
 	}
-	if r.class() != 2 {
-		return &hostError{tg: s.tg, reply: r}
-	}
-	return nil
-}
-
-// rejectRoom is the number of rejections the session may still get.
-func (s *session) rejectRoom() int {
-	if s.rejectCap <= 0 {
-		return math.MaxInt
-	}
-	return s.rejectCap - s.rejects
-}
-
-// depth is the number of transactions per round trip.
-func (s *session) depth() int {
-	if s.pipelining {
-		return s.p.cfg.PipelineDepth
-	}
-	return 1
-}
-
-// slowedError: a server began holding back its replies after the session
-// had made some errors (Postfix's smtpd_soft_error_limit with a banner
-// that does not say Postfix). The session is dropped at once.
-type slowedError struct{ rejects int }
-
-func (e *slowedError) Error() string {
-	return fmt.Sprintf("smtpprobe: server slowed its replies down after %d rejections in the session", e.rejects)
-}
-
-// slowReplyGap is a pause between two pipelined replies long enough to
-// mean a server holds replies back on purpose (Postfix: a second).
-const slowReplyGap = 700 * time.Millisecond
-
-// minRejectsBeforeSlow: fewer rejections than this do not explain a slow
-// reply (a slow lookup at the server might).
-const minRejectsBeforeSlow = 3
-
-// txReply holds the replies of one transaction.
-type txReply struct {
-	mail, rcpt reply
-	pos        int // the RCPT's number in the session (1-based)
-}
-
-func (s *session) mailCmd(rcpt string) string {
-	from := "MAIL FROM:" + s.p.mailFrom
-	if !isASCII(rcpt) {
-		from += " SMTPUTF8"
-	}
-	return from
-}
-
-// transactions runs [RSET,] MAIL FROM, RCPT TO for each recipient, all in
-// one write when the server offers PIPELINING (RFC 2920 lets a client
-// pipeline RSET, MAIL and RCPT), and reads the replies. It returns how many
-// transactions got all their replies; on error the rest did not.
-func (s *session) transactions(rcpts []string, out []txReply) (int, error) {
-	if !s.pipelining {
-		for i, r := range rcpts {
-			if err := s.transaction1(r, &out[i]); err != nil {
-				return i, err
-			}
-		}
-		return len(rcpts), nil
-	}
-	if err := s.arm(s.p.cfg.CommandTimeout); err != nil {
-		return 0, s.fail(err)
-	}
-	t0 := time.Now()
-	rset := make([]bool, len(rcpts))
-	for i, r := range rcpts {
-		if s.used {
-			s.bw.WriteString("RSET\r\n")
-			s.p.st.rsets.Add(1)
-			rset[i] = true
-		}
-		s.used = true
-		s.bw.WriteString(s.mailCmd(r))
-		s.bw.WriteString("\r\nRCPT TO:<")
-		s.bw.WriteString(r)
-		s.bw.WriteString(">\r\n")
-		s.rcpts++
-		s.p.st.rcpts.Add(1)
-		out[i].pos = s.rcpts
-	}
-	if err := s.bw.Flush(); err != nil {
-		return 0, s.fail(err)
-	}
-	if n, err := s.readReplies(rset, out); err != nil {
-		return n, err
-	}
-	s.rtt = time.Since(t0)
-	return len(rcpts), nil
-}
-
-// readReplies reads the replies of a pipelined window ([RSET,] MAIL, RCPT
-// per transaction) into out and returns how many transactions got all of
-// theirs. It gives up at once when the server starts holding replies back.
-func (s *session) readReplies(rset []bool, out []txReply) (int, error) {
-	var w slowWatch
-	for i := range out {
-		if rset[i] {
-			r, err := s.read()
-			if err != nil {
-				return i, err
-			}
-			if err := w.check(s); err != nil {
-				return i, err
-			}
-			if r.class() != 2 {
-				s.broken = true
-				return i, &hostError{tg: s.tg, reply: r, err: fmt.Errorf("%w: RSET refused", errProtocol)}
-			}
-		}
-		var err error
-		if out[i].mail, err = s.read(); err != nil {
-			return i, err
-		}
-		if err := w.check(s); err != nil {
-			return i, err
-		}
-		if out[i].rcpt, err = s.read(); err != nil {
-			return i, err
-		}
-		if err := w.check(s); err != nil {
-			return i, err
-		}
-		s.countRejection(out[i])
-	}
-	return len(out), nil
-}
-
-// countRejection counts a transaction refused at MAIL or RCPT against the
-// session's rejection budget.
-func (s *session) countRejection(r txReply) {
-	if r.mail.class() != 2 || r.rcpt.class() != 2 {
-		s.rejects++
-	}
-}
-
-// slowWatch notices a server that starts holding its replies back: a
-// reply slowReplyGap after the one before, once the session has made
-// enough errors to explain it.
-type slowWatch struct{ prev time.Time }
-
-func (w *slowWatch) check(s *session) error {
-	now := time.Now()
-	gap, first := now.Sub(w.prev), w.prev.IsZero()
-	w.prev = now
-	if first || gap < slowReplyGap || s.rejects < minRejectsBeforeSlow {
+	switch r.class() {
+	case 2:
 		return nil
+	case 4:
+		return &refusalError{tg: s.tg, reply: r}
 	}
-	s.broken = true
-	return &slowedError{rejects: s.rejects}
-}
-
-// transaction1 runs one transaction a command at a time (no PIPELINING):
-// RCPT is not sent when RSET or MAIL is refused.
-func (s *session) transaction1(rcpt string, out *txReply) error {
-	t0 := time.Now()
-	if s.used {
-		s.p.st.rsets.Add(1)
-		r, err := s.exchange1("RSET")
-		if err != nil {
-			return err
-		}
-		if r.class() != 2 {
-			s.broken = true
-			return &hostError{tg: s.tg, reply: r, err: fmt.Errorf("%w: RSET refused", errProtocol)}
-		}
-	}
-	s.used = true
-	var err error
-	if out.mail, err = s.exchange1(s.mailCmd(rcpt)); err != nil {
-		return err
-	}
-	if out.mail.class() != 2 {
-		out.rcpt = reply{code: 503, last: "503 (not sent)"}
-		s.countRejection(*out)
-		return nil
-	}
-	s.rcpts++
-	s.p.st.rcpts.Add(1)
-	out.pos = s.rcpts
-	if out.rcpt, err = s.exchange1("RCPT TO:<" + rcpt + ">"); err != nil {
-		return err
-	}
-	s.countRejection(*out)
-	s.rtt = time.Since(t0)
-	return nil
+	return &hostError{tg: s.tg, reply: r}
 }
 
 // end closes the session: QUIT unless it is broken.
 func (s *session) end() {
-	if s.broken {
+	switch {
+	case s.broken:
 		s.close()
-		return
+	case s.rules.rejects && s.rejects >= postfixSoftErrors:
+		// A Postfix session in its slow zone (see fitSessionLocked)
+		// sleeps a second before answering QUIT (or noticing a closed
+		// connection): wait for it, so that its process is gone when the
+		// host's slot goes to the next session.
+		s.quit(postfixErrorSleep + quitTimeout)
+	default:
+		s.quit(quitTimeout)
 	}
-	s.quit()
 }
 
 // quit ends the session politely (QUIT, read 221, wait for the server to
-// close, all bounded), closes the connection.
-func (s *session) quit() {
+// close, all within wait), closes the connection.
+func (s *session) quit(wait time.Duration) {
 	s.budget = time.Time{}
-	if s.arm(min(s.p.cfg.CommandTimeout, quitTimeout)) == nil {
+	if s.arm(min(s.p.cfg.CommandTimeout, wait)) == nil {
 		s.bw.WriteString("QUIT\r\n")
 		if s.bw.Flush() == nil {
 			if _, err := readReply(s.br); err == nil {

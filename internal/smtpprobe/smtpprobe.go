@@ -1,6 +1,6 @@
 // Package smtpprobe is the SMTP mailbox check of the verification engine:
 // it asks a domain's mail exchangers, over SMTP, whether they would accept
-// mail for an address (EHLO, MAIL FROM, RCPT TO, RSET ..., QUIT) without
+// mail for an address (EHLO, MAIL FROM, RCPT TO ..., RSET, QUIT) without
 // ever sending DATA, and maps the answer to a verdict.
 //
 // # Verdicts
@@ -15,17 +15,34 @@
 //   - 5.2.2, or 552 without an enhanced code: Full.
 //   - 5.7.x, 5.1.2 ("not accepted for this domain"), "relay denied"-style
 //     texts and 554 at RCPT: Policy.
-//   - 4xx (greylisting 450/451, 452 ...): temporary. The address is retried
+//   - 4xx (greylisting 450/451 ...): temporary. The address is retried
 //     after Config.GreylistRetry, at most Config.MaxGreylistRetries times
 //     and only while the caller's deadline leaves room for the wait and one
 //     more session; then Unconfirmed with Result.Greylisted set when the
-//     reply looked like greylisting. A 452 4.5.3 ("too many recipients")
-//     or a 421 after the first RCPT of a session is the server's limit per
-//     session: the address goes to a new session at once, and the host's
-//     limit is remembered.
-//   - No RCPT verdict from any MX host: Timeout when no host ever answered
-//     (connects and greetings timed out: tarpits, filtered ports), else
-//     Unconfirmed (refused or dropped connections, 5xx to our own commands).
+//     reply looked like greylisting. A "452 4.5.3 too many recipients" (or
+//     Exim's "452 too many recipients") is the server's limit per
+//     transaction or per session, not the address's: the address goes to
+//     the next transaction or session at once, and the host's limit is
+//     remembered.
+//   - No RCPT verdict from any MX host: Timeout when no host ever sent a
+//     byte (connects and greetings timed out, or the connection was closed
+//     before a greeting, whenever that was: tarpits, filtered ports), else
+//     Unconfirmed (refused or dropped connections, 5xx to our own
+//     commands, a host that kept refusing past the deadline).
+//
+// # Transactions
+//
+// A session carries many recipients in one transaction: one MAIL FROM,
+// then RCPTs up to the host's limit per transaction (Config
+// MaxRcptPerTransaction, 100: RFC 5321 §4.5.3.1.8 makes every server take
+// at least 100; a host that answers 452 after fewer has its own limit
+// learnt), so that a server opens a queue file per transaction, not per
+// address (Postfix pauses in_flow_delay, 1s, before each while its queue is
+// not draining). RSET and a new MAIL come only when a transaction is full
+// or after a 452. The RCPTs of a round trip are pipelined (RFC 2920) when
+// the server offers PIPELINING. Each RCPT reply is its own address's
+// verdict; the catch-all probe rides in the same transaction, and no
+// accepted address is settled before its domain's catch-all verdict.
 //
 // # Waiting costs nothing
 //
@@ -33,24 +50,49 @@
 // addresses join the queue of their domain's current MX host, and sessions
 // to that host (at most Config.MaxConnsPerHost at once, Config.RatePerHost
 // new ones per second, Config.MaxSessions open in all) carry RCPTs for
-// whichever domains are queued there, one transaction per address with RSET
-// between, several transactions pipelined per round trip when the server
-// offers PIPELINING. A deferred address (greylisting) waits in a timer heap,
-// holding no session, goroutine or slot, and rejoins its host's queue when
-// due. A session exists only while it has work; waiting for a slow or silent
-// host costs its socket and nothing else.
+// whichever domains are queued there. A deferred address (greylisting)
+// waits in a timer heap, holding no session, goroutine or slot, and rejoins
+// its host's queue when due. A session exists only while it has work;
+// waiting for a slow or silent host costs its socket and nothing else.
+//
+// # Hosts that push back
+//
+// A 421 (or other 4xx) greeting, a 421 or 4xx to EHLO, MAIL or RSET, or a
+// refused or dropped connection at a host that has answered before, is the
+// host asking to slow down (RFC 5321 §3.8, §4.2.5): its queue is kept, the
+// host is retried after a backoff (Config.RefusalBackoff, doubling with
+// jitter up to 32 times that), and its number of concurrent sessions and
+// new connections a second are lowered for the rest of the run (remembered
+// in Config.HostMemory with the other learnt limits: RCPTs per transaction
+// and per session, rejections and non-mail commands per session). A host
+// that refused a connection while none of our other sessions to it was
+// open, after accepting n within Config.RefusalWindow, counts connections
+// in windows, as Postfix's anvil does: it gets n a
+// window, none before the current one ends, and a Postfix session there
+// that has spent its budget while no connection can be had before the next
+// window goes on into the slow zone (up to 18 rejections, short of the
+// hard error limit) rather than wait idle. Only a host that
+// keeps refusing (Config.MaxRefusals times in a row) fails, and an address
+// whose deadline leaves no room for the next try is settled Unconfirmed at
+// once with the refusal as its reply.
+//
+// Servers that name themselves in their greeting get their known limits up
+// front (see server.go): Postfix a budget of rejections a session, Exim and
+// unnamed servers at most 10 non-mail commands (RSETs) a session, Exchange
+// no slow-reply detection (it delays each rejection on purpose).
 //
 // # Stalled and unreachable hosts
 //
-// An MX host address whose connect timed out or was refused, or that sent
-// no greeting within Config.GreetingTimeout, is remembered for
-// Config.HostPenaltyTTL: the queued addresses of every domain move to that
-// domain's next MX host at once, and later calls skip the host. When every
-// host of a domain fails, its addresses get their outcome at once, with
-// Result.Err wrapping ErrAllHostsFailed (and ErrHostSkipped for a
-// remembered failure). A host is tried again after the TTL, and forgiven as
-// soon as it gets as far as a usable session. Failures caused by the
-// caller's deadline are never held against a host.
+// An MX host address whose connect timed out or was refused on first
+// contact, or that sent no byte before its greeting was due (silent until
+// Config.GreetingTimeout, or closing the connection without a word), is
+// remembered for Config.HostPenaltyTTL: the queued addresses of every
+// domain move to that domain's next MX host at once, and later calls skip
+// the host. When every host of a domain fails, its addresses get their
+// outcome at once, with Result.Err wrapping ErrAllHostsFailed (and
+// ErrHostSkipped for a remembered failure). A host is tried again after
+// the TTL, and forgiven as soon as it gets as far as a usable session.
+// Failures caused by the caller's deadline are never held against a host.
 //
 // # The caller's context
 //
@@ -105,9 +147,16 @@ type Config struct {
 	// MaxSessions caps the SMTP connections open at once over all hosts
 	// (default 1000): sockets, and the footprint on an egress proxy.
 	MaxSessions int
+	// MaxRcptPerTransaction is the number of RCPT commands sent after one
+	// MAIL FROM (default 100: RFC 5321 §4.5.3.1.8 requires servers to take
+	// at least 100 recipients a message; Postfix's smtpd_recipient_limit
+	// is 1000, Exim's recipients_max 50000). A host that answers 452 after
+	// fewer gets its own limit.
+	MaxRcptPerTransaction int
 	// MaxRcptPerSession is the number of RCPT commands sent in one SMTP
-	// session before reconnecting (default 100). A host that announces a
-	// lower limit (452 4.5.3, or 421 after some RCPTs) gets its own.
+	// session before reconnecting (default 1000). A host that shows a
+	// lower limit (452 at the first RCPT of a transaction, or a drop after
+	// some RCPTs) gets its own.
 	MaxRcptPerSession int
 	// MaxRejectsPerSession is the number of rejections (replies other than
 	// 2xx to MAIL or RCPT: missing mailboxes, the catch-all probe,
@@ -117,14 +166,18 @@ type Config struct {
 	// the count, and from the 10th error on it holds every reply for a
 	// second (smtpd_soft_error_limit, smtpd_error_sleep_time), closing the
 	// session at the 20th (smtpd_hard_error_limit). Windows are sized so
-	// that the budget can never be overrun. Whatever the greeting, a host
-	// that starts holding replies back (a pause of slowReplyGap between
-	// pipelined replies) after some rejections has its session dropped at
-	// once and gets a budget of one less than it took, as learnt limits go.
+	// that the budget can never be overrun (except at a host that limits
+	// connections in windows, when no connection can be had before its
+	// next window: see slowZoneLocked). A host that does not name
+	// itself Exim or Exchange (whose pauses come per rejection, see
+	// server.go) and starts holding replies back (a pause of slowReplyGap
+	// between pipelined replies) after some rejections has its session
+	// dropped at once and gets a budget of one less than it took, as
+	// learnt limits go.
 	MaxRejectsPerSession int
-	// PipelineDepth is the number of transactions (RSET, MAIL, RCPT) sent
-	// per round trip to a server that offers PIPELINING (default 16; 1
-	// disables).
+	// PipelineDepth is the number of RCPT commands (with the MAIL, or RSET
+	// and MAIL, that open their transactions) sent per round trip to a
+	// server that offers PIPELINING (default 50; 1 disables).
 	PipelineDepth int
 	// CatchAllCacheTTL is how long a domain's catch-all verdict is cached
 	// (default 1h); CatchAllCacheSize bounds the number of cached domains
@@ -144,6 +197,23 @@ type Config struct {
 	// 10_000, least recently marked evicted).
 	HostPenaltyTTL  time.Duration
 	HostPenaltySize int
+	// RefusalBackoff is the first wait before trying again a host that
+	// asked to slow down (a 421 greeting ...); each refusal in a row
+	// doubles it, up to 32 times, with jitter (default 2s). MaxRefusals is
+	// the number of refusals in a row after which the host counts as
+	// failed (default 8: about three minutes of trying).
+	RefusalBackoff time.Duration
+	MaxRefusals    int
+	// RefusalWindow is the span over which a host that refused a
+	// connection is taken to count them (default 60s: Postfix's
+	// anvil_rate_time_unit): its rate is lowered to the connections it
+	// accepted within it.
+	RefusalWindow time.Duration
+	// HostMemory keeps what was learnt about each host (default: in
+	// memory, HostPenaltySize hosts, forgotten HostMemoryTTL after the last
+	// lesson, default 1h).
+	HostMemory    HostMemory
+	HostMemoryTTL time.Duration
 	// Dialer opens connections (default: a net.Dialer). ConnectTimeout is
 	// applied through the context. A ProxyPool's Dial fits here.
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -176,8 +246,13 @@ func (c *Config) setDefaults() {
 	def(&c.GreylistRetry, 60*time.Second)
 	defInt(&c.MaxConnsPerHost, 2)
 	defInt(&c.MaxSessions, 1000)
-	defInt(&c.MaxRcptPerSession, 100)
-	defInt(&c.PipelineDepth, 16)
+	defInt(&c.MaxRcptPerTransaction, 100)
+	defInt(&c.MaxRcptPerSession, 1000)
+	defInt(&c.PipelineDepth, 50)
+	defInt(&c.MaxRefusals, 8)
+	def(&c.RefusalBackoff, 2*time.Second)
+	def(&c.RefusalWindow, time.Minute)
+	def(&c.HostMemoryTTL, time.Hour)
 	defInt(&c.CatchAllCacheSize, 100_000)
 	defInt(&c.HostPenaltySize, 10_000)
 	if c.RatePerHost <= 0 {
@@ -201,6 +276,9 @@ func (c *Config) setDefaults() {
 	if c.Dialer == nil {
 		var d net.Dialer
 		c.Dialer = d.DialContext
+	}
+	if c.HostMemory == nil {
+		c.HostMemory = NewHostMemory(c.HostPenaltySize, c.HostMemoryTTL)
 	}
 }
 
@@ -302,6 +380,9 @@ var (
 	// unreachable within the last Config.HostPenaltyTTL; the error also
 	// wraps that earlier failure.
 	ErrHostSkipped = errors.New("smtpprobe: MX host skipped after a recent failure")
+	// ErrHostRefusing: the MX host asked to slow down (421 ...)
+	// Config.MaxRefusals times in a row.
+	ErrHostRefusing = errors.New("smtpprobe: MX host kept refusing")
 	// ErrNotAllowed: the MX host address is refused by Config.AllowAddr.
 	ErrNotAllowed = errors.New("smtpprobe: MX host address not allowed")
 )
@@ -316,6 +397,8 @@ type Stats struct {
 	Sessions         uint64 // sessions that reached a usable EHLO/HELO state
 	RCPT             uint64 // RCPT commands sent (catch-all probes included)
 	RSET             uint64 // RSET commands sent
+	MAIL             uint64 // MAIL commands sent: transactions
+	Refusals         uint64 // times a host asked to slow down (421 or 4xx greeting or session reply, refused connection after a session)
 	CatchAllProbes   uint64 // RCPTs for a random local part
 	CatchAllCached   uint64 // calls that took the catch-all verdict from the cache
 	Deferred         uint64 // addresses deferred after a 4xx for a later retry
@@ -355,6 +438,8 @@ func (s Stats) Counters() map[string]float64 {
 		"smtp_dials":            float64(s.Dials),
 		"smtp_sessions":         float64(s.Sessions),
 		"smtp_rcpt":             float64(s.RCPT),
+		"smtp_mail":             float64(s.MAIL),
+		"smtp_refusals":         float64(s.Refusals),
 		"smtp_catchall_probes":  float64(s.CatchAllProbes),
 		"smtp_deferred":         float64(s.Deferred),
 		"smtp_retries":          float64(s.Retries),
@@ -398,10 +483,10 @@ type Prober struct {
 }
 
 type counters struct {
-	dials, sessions, rcpts, rsets, caProbes, caCached, deferred, retries, limits atomic.Uint64
-	hostFails, skipped, stalled, failovers, peak                                 atomic.Uint64
-	sessionNs, stalledNs, deferredNs, queueNs                                    atomic.Int64
-	sessionHist, setupHist                                                       *durhist.Histogram
+	dials, sessions, rcpts, rsets, mails, refusals, caProbes, caCached, deferred, retries, limits atomic.Uint64
+	hostFails, skipped, stalled, failovers, peak                                                  atomic.Uint64
+	sessionNs, stalledNs, deferredNs, queueNs                                                     atomic.Int64
+	sessionHist, setupHist                                                                        *durhist.Histogram
 }
 
 // New returns a Prober for cfg. It sends nothing until the first probe.
@@ -433,6 +518,8 @@ func (p *Prober) Stats() Stats {
 		Sessions:         c.sessions.Load(),
 		RCPT:             c.rcpts.Load(),
 		RSET:             c.rsets.Load(),
+		MAIL:             c.mails.Load(),
+		Refusals:         c.refusals.Load(),
 		CatchAllProbes:   c.caProbes.Load(),
 		CatchAllCached:   c.caCached.Load(),
 		Deferred:         c.deferred.Load(),

@@ -2,6 +2,7 @@ package smtpprobe
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -96,7 +97,9 @@ func TestClassifyRcpt(t *testing.T) {
 		{"451 Temporary local problem - please try later", kindTemporary, true},
 		{"421 4.7.0 mx Error: too many connections, try again later", kindTemporary, true},
 		{"450 4.1.1 Recipient address rejected: unverified address", kindTemporary, false},
-		{"452 4.5.3 Error: too many recipients", kindRetryNow, false},
+		{"452 4.5.3 Error: too many recipients", kindTooMany, false},
+		{"452 too many recipients", kindTooMany, false}, // Exim: no enhanced code
+		{"452 4.3.1 Insufficient system storage", kindTemporary, false},
 		{"452 4.2.2 Mailbox full", kindTemporary, false},
 		{"354 go ahead", kindUnknown, false},
 	} {
@@ -167,5 +170,48 @@ func TestHostSweep(t *testing.T) {
 		if p.hosts[fmt.Sprint(i)] == nil {
 			t.Fatalf("busy host %d swept", i)
 		}
+	}
+}
+
+// What a window's "452 too many recipients" teaches: the first one of a
+// transaction is the lesson (a limit per transaction after earlier RCPTs
+// of it, per session at the first RCPT of a later transaction); the 452s
+// pipelined behind it only go again.
+func TestTooManyLessons(t *testing.T) {
+	r452 := reply{code: 452, enh: "4.5.3", text: "4.5.3 Error: too many recipients", last: "452 4.5.3 Error: too many recipients"}
+	ok := reply{code: 250, enh: "2.0.0", text: "2.0.0 Ok", last: "250 2.0.0 Ok"}
+	for _, tc := range []struct {
+		name     string
+		answered int  // RCPTs the session had answered before the window
+		open     bool // the window continues an open transaction
+		cmds     func(it []*item) []cmd
+		want     HostState
+		probeTx  bool
+	}{
+		{"per session, more pipelined behind", 5, false, func(it []*item) []cmd {
+			return []cmd{{kind: cmdRSET, reply: ok}, {kind: cmdMAIL, reply: ok},
+				{kind: cmdRCPT, it: it[0], txPos: 1, reply: r452}, {kind: cmdRCPT, it: it[1], txPos: 2, reply: r452}, {kind: cmdRCPT, it: it[2], txPos: 3, reply: r452}}
+		}, HostState{RcptsPerSession: 5}, false},
+		{"per transaction, first transaction", 2, true, func(it []*item) []cmd {
+			return []cmd{{kind: cmdRCPT, it: it[0], txPos: 3, reply: r452}, {kind: cmdRCPT, it: it[1], txPos: 4, reply: r452}, {kind: cmdRCPT, it: it[2], txPos: 5, reply: r452}}
+		}, HostState{RcptsPerTransaction: 2}, true},
+		{"per transaction, a later transaction", 9, true, func(it []*item) []cmd {
+			return []cmd{{kind: cmdRCPT, it: it[0], txPos: 3, reply: r452}, {kind: cmdRCPT, it: it[1], txPos: 4, reply: r452}, {kind: cmdRCPT, it: it[2], txPos: 5, reply: r452}}
+		}, HostState{RcptsPerTransaction: 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Config{})
+			j := p.newJob(context.Background(), "d.test", nil, []string{"a@d.test", "b@d.test", "c@d.test"}, make([]Result, 3))
+			s := &session{p: p, answered: tc.answered, inTx: tc.open}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			q := p.host("127.0.0.1:25")
+			w := windowReplies{p: p, q: q, s: s, txOK: tc.open}
+			cmds := tc.cmds(j.items)
+			w.read(cmds, len(cmds))
+			if q.hs != tc.want || s.probeTx != tc.probeTx || len(w.back) != 3 {
+				t.Fatalf("learnt %+v probeTx %v, %d to send again; want %+v probeTx %v, all 3", q.hs, s.probeTx, len(w.back), tc.want, tc.probeTx)
+			}
+		})
 	}
 }
