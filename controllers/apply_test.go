@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // Manifests applied as YAML, the way kubectl and Argo CD send them:
@@ -146,7 +147,7 @@ func TestApplyPurchaseFields(t *testing.T) {
 				t.Parallel()
 				name := uniqueName("apply-buy")
 				createConfigMap(t, nsLocal, name, "list.csv", "a@x.com\n")
-				create(t, newList(nsLocal, name).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).configMap(name, "list.csv").obj())
+				create(t, builders.MakeEmailList(nsLocal, name).Service(listsv1.ServiceEmailIntelligence).Action(listsv1.ActionReport).ConfigMap(name, "list.csv").Obj())
 				waitPhase(t, nsLocal, name, listsv1.PhaseProcessed)
 				manifest := fmt.Sprintf(`apiVersion: lists.emaildata.io/v1alpha1
 kind: Purchase

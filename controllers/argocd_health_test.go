@@ -12,6 +12,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/argocdhealth"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // argoChecks are the Argo CD health checks the chart ships.
@@ -57,7 +58,7 @@ func TestArgoCDHealthLive(t *testing.T) {
 	ns := nsLocal
 	t.Run("EmailList", func(t *testing.T) {
 		waiting := uniqueName("argo-wait")
-		create(t, newList(ns, waiting).configMap(waiting, "list.csv").obj())
+		create(t, builders.MakeEmailList(ns, waiting).ConfigMap(waiting, "list.csv").Obj())
 		waitHealth(t, "EmailList", ns, waiting, string(listsv1.PhasePending), argocdhealth.Progressing)
 		createConfigMap(t, ns, waiting, "list.csv", "a@example.com\n")
 		waitHealth(t, "EmailList", ns, waiting, string(listsv1.PhaseResults), argocdhealth.Healthy)
@@ -68,15 +69,15 @@ func TestArgoCDHealthLive(t *testing.T) {
 		deleteAndWait(t, l)
 
 		report := uniqueName("argo-report")
-		create(t, newList(ns, report).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).
-			upload(putUpload(t, []byte("a@x.com\n"))).obj())
+		create(t, builders.MakeEmailList(ns, report).Service(listsv1.ServiceEmailIntelligence).Action(listsv1.ActionReport).
+			APIUpload(putUpload(t, []byte("a@x.com\n")), testTenant).Obj())
 		waitHealth(t, "EmailList", ns, report, string(listsv1.PhaseProcessed), argocdhealth.Suspended)
-		create(t, newPurchase(ns, report+"-buy", report))
+		create(t, builders.MakePurchase(ns, report+"-buy", report).Obj())
 		waitHealth(t, "Purchase", ns, report+"-buy", string(listsv1.PurchasePurchased), argocdhealth.Healthy)
 		waitHealth(t, "EmailList", ns, report, string(listsv1.PhaseResults), argocdhealth.Healthy)
 
 		bad := uniqueName("argo-bad")
-		create(t, newList(ns, bad).upload(putUpload(t, nil)).obj())
+		create(t, builders.MakeEmailList(ns, bad).APIUpload(putUpload(t, nil), testTenant).Obj())
 		st := waitHealth(t, "EmailList", ns, bad, string(listsv1.PhaseFailed), argocdhealth.Degraded)
 		if !strings.Contains(st.Message, "no data rows") {
 			t.Errorf("Degraded message %q does not carry the Stalled condition's", st.Message)
@@ -84,28 +85,28 @@ func TestArgoCDHealthLive(t *testing.T) {
 	})
 	t.Run("Purchase", func(t *testing.T) {
 		nobody := uniqueName("argo-buy-nothing")
-		create(t, newPurchase(ns, nobody, "no-such-list"))
+		create(t, builders.MakePurchase(ns, nobody, "no-such-list").Obj())
 		waitHealth(t, "Purchase", ns, nobody, string(listsv1.PurchasePending), argocdhealth.Progressing)
 
 		ev := uniqueName("argo-ev")
-		create(t, newList(ns, ev).upload(putUpload(t, []byte("a@example.com\n"))).obj())
-		create(t, newPurchase(ns, ev+"-buy", ev))
+		create(t, builders.MakeEmailList(ns, ev).APIUpload(putUpload(t, []byte("a@example.com\n")), testTenant).Obj())
+		create(t, builders.MakePurchase(ns, ev+"-buy", ev).Obj())
 		waitHealth(t, "Purchase", ns, ev+"-buy", string(listsv1.PurchaseFailed), argocdhealth.Degraded)
 	})
 	t.Run("Dataset", func(t *testing.T) {
 		missing := uniqueName("argo-ds-wait")
-		create(t, newDataset(ns, missing, missing, false))
+		create(t, builders.MakeDataset(ns, missing).ConfigMap(missing, "people.csv").ContinueOnError(false).Obj())
 		waitHealth(t, "Dataset", ns, missing, string(listsv1.DatasetPending), argocdhealth.Progressing)
 
 		good := uniqueName("argo-ds")
 		data, _ := peopleCSV(good, true)
 		createConfigMap(t, ns, good, "people.csv", data)
-		create(t, newDataset(ns, good, good, true))
+		create(t, builders.MakeDataset(ns, good).ConfigMap(good, "people.csv").ContinueOnError(true).Obj())
 		waitHealth(t, "Dataset", ns, good, string(listsv1.DatasetLoaded), argocdhealth.Healthy)
 
 		failed := uniqueName("argo-ds-fail")
 		createConfigMap(t, ns, failed, "people.csv", data)
-		create(t, newDataset(ns, failed, failed, false))
+		create(t, builders.MakeDataset(ns, failed).ConfigMap(failed, "people.csv").ContinueOnError(false).Obj())
 		waitHealth(t, "Dataset", ns, failed, string(listsv1.DatasetFailed), argocdhealth.Degraded)
 	})
 }

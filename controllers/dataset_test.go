@@ -16,6 +16,7 @@ import (
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // peopleCSV returns a people file with three good rows and, when bad is
@@ -32,16 +33,6 @@ func peopleCSV(prefix string, bad bool) (string, []string) {
 	}
 	fmt.Fprintf(&b, "%s,Cy,Dee\n", emails[2])
 	return b.String(), emails
-}
-
-func newDataset(ns, name, cm string, cont bool) *listsv1.Dataset {
-	return &listsv1.Dataset{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: listsv1.DatasetSpec{
-			Source:          listsv1.DatasetSource{ConfigMapKeyRef: &listsv1.ConfigMapKeySelector{Name: cm, Key: "people.csv"}},
-			ContinueOnError: ptrTo(cont),
-		},
-	}
 }
 
 func getDataset(t *testing.T, ns, name string) *listsv1.Dataset {
@@ -68,7 +59,7 @@ func TestDatasetLocalContinueOnError(t *testing.T) {
 	name := uniqueName("ds-cont")
 	data, emails := peopleCSV(name, true)
 	createConfigMap(t, nsLocal, name, "people.csv", data)
-	create(t, newDataset(nsLocal, name, name, true))
+	create(t, builders.MakeDataset(nsLocal, name).ConfigMap(name, "people.csv").ContinueOnError(true).Obj())
 
 	ds := waitDataset(t, nsLocal, name, listsv1.DatasetLoaded)
 	if ds.Status.Rows != 4 || ds.Status.Imported != 3 || ds.Status.Failed != 1 {
@@ -119,7 +110,7 @@ func TestDatasetLocalStopsOnError(t *testing.T) {
 	name := uniqueName("ds-stop")
 	data, _ := peopleCSV(name, true)
 	createConfigMap(t, nsLocal, name, "people.csv", data)
-	create(t, newDataset(nsLocal, name, name, false))
+	create(t, builders.MakeDataset(nsLocal, name).ConfigMap(name, "people.csv").ContinueOnError(false).Obj())
 
 	ds := waitDataset(t, nsLocal, name, listsv1.DatasetFailed)
 	c := condition(ds.Status.Conditions, listsv1.ConditionStalled)
@@ -139,19 +130,19 @@ func TestDatasetLocalStopsOnError(t *testing.T) {
 
 func TestDatasetValidation(t *testing.T) {
 	ctx := context.Background()
-	both := newDataset(nsLocal, uniqueName("ds-both"), "cm", true)
+	both := builders.MakeDataset(nsLocal, uniqueName("ds-both")).ConfigMap("cm", "people.csv").ContinueOnError(true).Obj()
 	both.Spec.Source.BlobURL = "mem://x/y.csv"
 	if err := k8s.Create(ctx, both); err == nil || !strings.Contains(err.Error(), "exactly one of") {
 		t.Errorf("two sources accepted: %v", err)
 	}
-	none := newDataset(nsLocal, uniqueName("ds-none"), "cm", true)
+	none := builders.MakeDataset(nsLocal, uniqueName("ds-none")).ConfigMap("cm", "people.csv").ContinueOnError(true).Obj()
 	none.Spec.Source.ConfigMapKeyRef = nil
 	if err := k8s.Create(ctx, none); err == nil {
 		t.Errorf("no source accepted")
 	}
 
 	name := uniqueName("ds-immutable")
-	ds := newDataset(nsLocal, name, name, true)
+	ds := builders.MakeDataset(nsLocal, name).ConfigMap(name, "people.csv").ContinueOnError(true).Obj()
 	create(t, ds)
 	ds = getDataset(t, nsLocal, name)
 	ds.Spec.ContinueOnError = ptrTo(false)
@@ -178,7 +169,7 @@ func TestDatasetJob(t *testing.T) {
 	name := uniqueName("ds-job")
 	data, emails := peopleCSV(name, true)
 	createConfigMap(t, nsJob, name, "people.csv", data)
-	ds := newDataset(nsJob, name, name, true)
+	ds := builders.MakeDataset(nsJob, name).ConfigMap(name, "people.csv").ContinueOnError(true).Obj()
 	ds.Spec.MaxErrors = 5
 	create(t, ds)
 
@@ -254,7 +245,7 @@ func TestDatasetJobFailed(t *testing.T) {
 	name := uniqueName("ds-jobfail")
 	data, _ := peopleCSV(name, true)
 	createConfigMap(t, nsJob, name, "people.csv", data)
-	create(t, newDataset(nsJob, name, name, false))
+	create(t, builders.MakeDataset(nsJob, name).ConfigMap(name, "people.csv").ContinueOnError(false).Obj())
 	ds := waitDataset(t, nsJob, name, listsv1.DatasetFailed)
 	c := condition(ds.Status.Conditions, listsv1.ConditionStalled)
 	if c == nil || !strings.Contains(c.Message, "line 4") {

@@ -12,6 +12,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // heldService is the suite's email_intelligence: DomainService, except that
@@ -50,7 +51,7 @@ func heldList(t *testing.T, ns, name string) *listsv1.EmailList {
 		fmt.Fprintf(&b, "someone-%04d@hold.test\n", i)
 	}
 	createConfigMap(t, ns, name, "list.csv", b.String())
-	l := newList(ns, name).service(listsv1.ServiceEmailIntelligence).configMap(name, "list.csv").obj()
+	l := builders.MakeEmailList(ns, name).Service(listsv1.ServiceEmailIntelligence).ConfigMap(name, "list.csv").Obj()
 	create(t, l)
 	return l
 }

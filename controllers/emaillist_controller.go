@@ -465,7 +465,7 @@ func (r *EmailListReconciler) deliver(ctx context.Context, list *listsv1.EmailLi
 }
 
 func purchaseDelivery(p *listsv1.Purchase) pipeline.Delivery {
-	return pipeline.Delivery{Fields: p.Spec.Fields, IndividualOnly: p.Spec.MatchType == "I"}
+	return pipeline.Delivery{Fields: p.Spec.Fields, IndividualOnly: p.Spec.MatchType == listsv1.MatchIndividual}
 }
 
 func (r *EmailListReconciler) fail(list *listsv1.EmailList, reason, msg string) {

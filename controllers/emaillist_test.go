@@ -24,6 +24,7 @@ import (
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 const sampleCSV = "id,name,email\n" +
@@ -44,7 +45,7 @@ func TestListReachesResults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := uniqueName("results")
 			createConfigMap(t, tc.ns, name, "list.csv", sampleCSV)
-			create(t, newList(tc.ns, name).configMap(name, "list.csv").header().column(3).obj())
+			create(t, builders.MakeEmailList(tc.ns, name).ConfigMap(name, "list.csv").Header().EmailColumn(3).Obj())
 
 			l := waitPhase(t, tc.ns, name, listsv1.PhaseResults)
 			if l.Status.ListID <= 0 {
@@ -104,7 +105,7 @@ func TestJobShape(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		body.WriteString("user" + itoa(int64(i)) + "@example.com\n")
 	}
-	create(t, newList(nsJob, name).upload(putUpload(t, []byte(body.String()))).header().obj())
+	create(t, builders.MakeEmailList(nsJob, name).APIUpload(putUpload(t, []byte(body.String())), testTenant).Header().Obj())
 	l := getList(t, nsJob, name)
 	order := watchOrder(t, l)
 
@@ -195,41 +196,41 @@ func TestBadInputFails(t *testing.T) {
 		want  string
 	}{
 		{"missing configmap", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).configMap("does-not-exist", "x").obj()
+			return builders.MakeEmailList(nsLocal, n).ConfigMap("does-not-exist", "x").Obj()
 		}, `ConfigMap "does-not-exist" does not exist`},
 		{"missing upload", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).upload(blobstore.UploadPrefix(testTenant) + "nothing-here").obj()
+			return builders.MakeEmailList(nsLocal, n).APIUpload(blobstore.UploadPrefix(testTenant)+"nothing-here", testTenant).Obj()
 		}, "does not exist in the store"},
 		{"email column beyond columns", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).upload(putUpload(t, []byte("a,b\nc,d\n"))).column(5).obj()
+			return builders.MakeEmailList(nsLocal, n).APIUpload(putUpload(t, []byte("a,b\nc,d\n")), testTenant).EmailColumn(5).Obj()
 		}, "email column 5 is beyond the file's 2 columns"},
 		{"zip without a file", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{}))).obj()
+			return builders.MakeEmailList(nsLocal, n).FileName("l.zip").APIUpload(putUpload(t, zipOf(t, map[string]string{})), testTenant).Obj()
 		}, "no file"},
 		{"zip with several files", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"a.csv": "a@b.com\n", "b.csv": "c@d.com\n"}))).obj()
+			return builders.MakeEmailList(nsLocal, n).FileName("l.zip").APIUpload(putUpload(t, zipOf(t, map[string]string{"a.csv": "a@b.com\n", "b.csv": "c@d.com\n"})), testTenant).Obj()
 		}, "contains 2 files"},
 		{"zip path traversal", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"../evil.csv": "a@b.com\n"}))).obj()
+			return builders.MakeEmailList(nsLocal, n).FileName("l.zip").APIUpload(putUpload(t, zipOf(t, map[string]string{"../evil.csv": "a@b.com\n"})), testTenant).Obj()
 		}, "evil.csv"},
 		{"zip bomb", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).file("l.zip").upload(putUpload(t, zipOf(t, map[string]string{"big.csv": bomb}))).obj()
+			return builders.MakeEmailList(nsLocal, n).FileName("l.zip").APIUpload(putUpload(t, zipOf(t, map[string]string{"big.csv": bomb})), testTenant).Obj()
 		}, "expands beyond"},
 		{"binary file", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).upload(putUpload(t, []byte("email\nalice@example.com\nbob@exa\x00mple.com\n"))).obj()
+			return builders.MakeEmailList(nsLocal, n).APIUpload(putUpload(t, []byte("email\nalice@example.com\nbob@exa\x00mple.com\n")), testTenant).Obj()
 		}, "NUL byte"},
 		{"excel workbook", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).upload(putUpload(t, []byte("PK\x03\x04\x14\x00\x06\x00junk"))).obj()
+			return builders.MakeEmailList(nsLocal, n).APIUpload(putUpload(t, []byte("PK\x03\x04\x14\x00\x06\x00junk")), testTenant).Obj()
 		}, "not delimited text"},
 		{"empty file", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).upload(putUpload(t, nil)).obj()
+			return builders.MakeEmailList(nsLocal, n).APIUpload(putUpload(t, nil), testTenant).Obj()
 		}, "no data rows"},
 		{"service not available", func(n string) *listsv1.EmailList {
-			return newList(nsLocal, n).service(listsv1.ServiceEmailAppend).upload(putUpload(t, []byte("a@b.com\n"))).obj()
+			return builders.MakeEmailList(nsLocal, n).Service(listsv1.ServiceEmailAppend).APIUpload(putUpload(t, []byte("a@b.com\n")), testTenant).Obj()
 		}, `service "email_append" is not available`},
 	}
 	good := uniqueName("good-neighbour")
-	create(t, newList(nsLocal, good).upload(putUpload(t, []byte("a@example.com\n"))).obj())
+	create(t, builders.MakeEmailList(nsLocal, good).APIUpload(putUpload(t, []byte("a@example.com\n")), testTenant).Obj())
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -287,7 +288,7 @@ func TestCallback(t *testing.T) {
 	defer bad.Close()
 
 	name := uniqueName("cb")
-	create(t, newList(nsLocal, name).upload(putUpload(t, []byte("a@example.com\n"))).callback(ok.URL+"/done?token=x").obj())
+	create(t, builders.MakeEmailList(nsLocal, name).APIUpload(putUpload(t, []byte("a@example.com\n")), testTenant).CallbackURL(ok.URL+"/done?token=x").Obj())
 	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults)
 	eventually(t, 10*time.Second, "callback delivered", func() (bool, string) {
 		l = getList(t, nsLocal, name)
@@ -305,7 +306,7 @@ func TestCallback(t *testing.T) {
 	}
 
 	name = uniqueName("cbfail")
-	create(t, newList(nsLocal, name).upload(putUpload(t, []byte("a@example.com\n"))).callback(bad.URL).obj())
+	create(t, builders.MakeEmailList(nsLocal, name).APIUpload(putUpload(t, []byte("a@example.com\n")), testTenant).CallbackURL(bad.URL).Obj())
 	eventually(t, 20*time.Second, "callback given up", func() (bool, string) {
 		l = getList(t, nsLocal, name)
 		return l.Status.Callback != nil && l.Status.Callback.State == listsv1.CallbackFailed, ""
@@ -323,7 +324,7 @@ func TestFinalizerDeletesBlobs(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName("del")
 	key := putUpload(t, []byte("a@example.com\n"))
-	create(t, newList(nsLocal, name).upload(key).obj())
+	create(t, builders.MakeEmailList(nsLocal, name).APIUpload(key, testTenant).Obj())
 	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults)
 	if err := k8s.Delete(ctx, l); err != nil {
 		t.Fatal(err)
@@ -348,13 +349,14 @@ func TestCELRules(t *testing.T) {
 		obj  *listsv1.EmailList
 		want string
 	}{
-		{"report with validation", newList(nsLocal, uniqueName("cel")).action(listsv1.ActionReport).upload("k").obj(), "email_validation always runs with action=process"},
-		{"no source", newList(nsLocal, uniqueName("cel")).obj(), "exactly one of uploadKey, configMapKeyRef or blobURL"},
-		{"two sources", newList(nsLocal, uniqueName("cel")).upload("k").configMap("a", "b").obj(), "exactly one of"},
-		{"bad extension", newList(nsLocal, uniqueName("cel")).upload("k").file("list.exe").obj(), "spec.format.name"},
-		{"bad callback", newList(nsLocal, uniqueName("cel")).upload("k").callback("ftp://x").obj(), "spec.callbackURL"},
-		{"negative max age", newList(nsLocal, uniqueName("cel")).upload("k").maxAge(-time.Hour).obj(), "maxAge must not be negative"},
-		{"max age on another service", newList(nsLocal, uniqueName("cel")).service(listsv1.ServiceEmailAppend).upload("k").maxAge(time.Hour).obj(), "verification applies to email_validation lists only"},
+		{"report with validation", builders.MakeEmailList(nsLocal, uniqueName("cel")).Action(listsv1.ActionReport).APIUpload("k", testTenant).Obj(), "email_validation always runs with action=process"},
+		{"no source", builders.MakeEmailList(nsLocal, uniqueName("cel")).Obj(), "exactly one of uploadKey, configMapKeyRef or blobURL"},
+		{"two sources", builders.MakeEmailList(nsLocal, uniqueName("cel")).APIUpload("k", testTenant).ConfigMap("a", "b").Obj(), "exactly one of"},
+		{"bad extension", builders.MakeEmailList(nsLocal, uniqueName("cel")).APIUpload("k", testTenant).FileName("list.exe").Obj(), "spec.format.name"},
+		{"hidden file name", builders.MakeEmailList(nsLocal, uniqueName("cel")).APIUpload("k", testTenant).FileName(".list.csv").Obj(), "spec.format.name"},
+		{"bad callback", builders.MakeEmailList(nsLocal, uniqueName("cel")).APIUpload("k", testTenant).CallbackURL("ftp://x").Obj(), "spec.callbackURL"},
+		{"negative max age", builders.MakeEmailList(nsLocal, uniqueName("cel")).APIUpload("k", testTenant).MaxAge(-time.Hour).Obj(), "maxAge must not be negative"},
+		{"max age on another service", builders.MakeEmailList(nsLocal, uniqueName("cel")).Service(listsv1.ServiceEmailAppend).APIUpload("k", testTenant).MaxAge(time.Hour).Obj(), "verification applies to email_validation lists only"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -365,7 +367,7 @@ func TestCELRules(t *testing.T) {
 		})
 	}
 	t.Run("immutable", func(t *testing.T) {
-		l := newList(nsLocal, uniqueName("cel")).upload("uploads/none").obj()
+		l := builders.MakeEmailList(nsLocal, uniqueName("cel")).APIUpload("uploads/none", testTenant).Obj()
 		create(t, l)
 		var err error
 		for i := 0; i < 20; i++ { // the controller adds its finalizer meanwhile
@@ -391,11 +393,11 @@ func TestListMaxAgeReachesPlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := uniqueName("maxage")
 			createConfigMap(t, nsLocal, name, "list.csv", sampleCSV)
-			b := newList(nsLocal, name).configMap(name, "list.csv").header().column(3)
+			b := builders.MakeEmailList(nsLocal, name).ConfigMap(name, "list.csv").Header().EmailColumn(3)
 			if tc.age != nil {
-				b = b.maxAge(*tc.age)
+				b = b.MaxAge(*tc.age)
 			}
-			create(t, b.obj())
+			create(t, b.Obj())
 			l := waitPhase(t, nsLocal, name, listsv1.PhaseResults)
 			plan, err := pipeline.LoadPlan(context.Background(), store, blobstore.ListKeys{UID: string(l.UID)})
 			if err != nil {

@@ -28,52 +28,6 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
 }
 
-// listBuilder builds EmailLists for tests.
-type listBuilder struct{ l listsv1.EmailList }
-
-func newList(ns, name string) *listBuilder {
-	return &listBuilder{l: listsv1.EmailList{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: listsv1.EmailListSpec{
-			Service: listsv1.ServiceEmailValidation,
-			Format:  listsv1.ListFormat{Name: "list.csv", Delimiter: listsv1.DelimiterComma},
-		},
-	}}
-}
-
-func (b *listBuilder) service(s listsv1.Service) *listBuilder { b.l.Spec.Service = s; return b }
-func (b *listBuilder) action(a listsv1.Action) *listBuilder   { b.l.Spec.Action = a; return b }
-func (b *listBuilder) file(name string) *listBuilder          { b.l.Spec.Format.Name = name; return b }
-func (b *listBuilder) header() *listBuilder                   { b.l.Spec.Format.Header = ptrTo(true); return b }
-func (b *listBuilder) column(c int32) *listBuilder            { b.l.Spec.Format.EmailColumn = c; return b }
-func (b *listBuilder) callback(u string) *listBuilder         { b.l.Spec.CallbackURL = u; return b }
-func (b *listBuilder) maxAge(d time.Duration) *listBuilder {
-	b.l.Spec.Verification = &listsv1.VerificationSpec{MaxAge: &metav1.Duration{Duration: d}}
-	return b
-}
-func (b *listBuilder) configMap(name, key string) *listBuilder {
-	b.l.Spec.Source.ConfigMapKeyRef = &listsv1.ConfigMapKeySelector{Name: name, Key: key}
-	return b
-}
-func (b *listBuilder) labels(kv ...string) *listBuilder {
-	if b.l.Labels == nil {
-		b.l.Labels = map[string]string{}
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		b.l.Labels[kv[i]] = kv[i+1]
-	}
-	return b
-}
-
-// upload makes the list one the REST API created for testTenant (labels
-// included), as uploadKey lists must be.
-func (b *listBuilder) upload(key string) *listBuilder {
-	b.l.Spec.Source.UploadKey = key
-	return b.labels(listsv1.LabelManagedBy, listsv1.ManagedByAPI, listsv1.LabelTenant, testTenant)
-}
-func (b *listBuilder) blobURL(u string) *listBuilder { b.l.Spec.Source.BlobURL = u; return b }
-func (b *listBuilder) obj() *listsv1.EmailList       { return b.l.DeepCopy() }
-
 // testTenant is the tenant label of the test's API-made lists.
 const testTenant = "t-test"
 

@@ -18,6 +18,7 @@ import (
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/s3server"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // snapshot keeps the bytes of store objects, to prove they are unchanged.
@@ -120,7 +121,7 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 	// awaiting purchase.
 	upload := putUpload(t, []byte("email\nvictim@secret.example\n"))
 	apiList := uniqueName("victim-api")
-	create(t, newList(nsLocal, apiList).upload(upload).header().obj())
+	create(t, builders.MakeEmailList(nsLocal, apiList).APIUpload(upload, testTenant).Header().Obj())
 	victim := waitPhase(t, nsLocal, apiList, listsv1.PhaseResults)
 	teamAFile := testGrants[nsTeamA] + uniqueName("f") + ".csv"
 	if err := store.WriteAll(ctx, teamAFile, []byte("email\nalice@team-a.example\n"), nil); err != nil {
@@ -130,7 +131,7 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("AKIDTEAMA"), "AWS_SECRET_ACCESS_KEY": []byte("team-a-secret")}})
 	report := uniqueName("victim-report")
 	createConfigMap(t, nsTeamA, report, "list.csv", "a@x.com\nb@y.org\n")
-	create(t, newList(nsTeamA, report).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).configMap(report, "list.csv").obj())
+	create(t, builders.MakeEmailList(nsTeamA, report).Service(listsv1.ServiceEmailIntelligence).Action(listsv1.ActionReport).ConfigMap(report, "list.csv").Obj())
 	reportList := waitPhase(t, nsTeamA, report, listsv1.PhaseProcessed)
 	victims := takeSnapshot(t, upload, victim.Status.Result.Key, teamAFile, reportList.Status.Result.Key)
 	victimPeople := "victim-person@team-a.example"
@@ -144,31 +145,31 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("AKIDTEAMB"), "AWS_SECRET_ACCESS_KEY": []byte("team-b-secret")}})
 
 	mem := func(key string) string { return "file://" + storeDir + "/" + key }
-	b := func(prefix string) *listBuilder { return newList(nsTeamB, uniqueName(prefix)) }
-	withSecret := func(lb *listBuilder, u, secret string) *listBuilder {
-		lb.l.Spec.Source.BlobURL = u
-		lb.l.Spec.Source.CredentialsSecretRef = &listsv1.LocalSecretReference{Name: secret}
-		return lb
+	b := func(prefix string) *builders.EmailListWrapper {
+		return builders.MakeEmailList(nsTeamB, uniqueName(prefix))
+	}
+	withSecret := func(lb *builders.EmailListWrapper, u, secret string) *builders.EmailListWrapper {
+		return lb.BlobURL(u).Credentials(secret)
 	}
 	refusals := []struct {
 		name   string
-		list   *listBuilder
+		list   *builders.EmailListWrapper
 		ns     string
 		reason string
 		want   string
 	}{
-		{"uploadKey of the API's tenant", b("steal-upload").upload(upload).header(), nsTeamB, controllers.ReasonSourceNotAllowed,
+		{"uploadKey of the API's tenant", b("steal-upload").APIUpload(upload, testTenant).Header(), nsTeamB, controllers.ReasonSourceNotAllowed,
 			`source.uploadKey is honoured only for lists the REST API creates in namespace "local-exec"`},
-		{"uploadKey in the API namespace, another tenant", newList(nsLocal, uniqueName("steal-tenant")).upload(upload).
-			labels(listsv1.LabelTenant, "t-other"), nsLocal, controllers.ReasonSourceNotAllowed, "not under the tenant's upload folder uploads/t-other/"},
-		{"uploadKey in the API namespace, not made by the API", newList(nsLocal, uniqueName("steal-unlabelled")).upload(upload).
-			labels(listsv1.LabelManagedBy, "kubectl"), nsLocal, controllers.ReasonSourceNotAllowed, "honoured only for lists the REST API creates"},
-		{"blobURL of another list's result", b("steal-result").blobURL(mem(victim.Status.Result.Key)), nsTeamB, controllers.ReasonSourceNotAllowed,
+		{"uploadKey in the API namespace, another tenant", builders.MakeEmailList(nsLocal, uniqueName("steal-tenant")).APIUpload(upload, testTenant).
+			Labels(listsv1.LabelTenant, "t-other"), nsLocal, controllers.ReasonSourceNotAllowed, "not under the tenant's upload folder uploads/t-other/"},
+		{"uploadKey in the API namespace, not made by the API", builders.MakeEmailList(nsLocal, uniqueName("steal-unlabelled")).APIUpload(upload, testTenant).
+			Labels(listsv1.LabelManagedBy, "kubectl"), nsLocal, controllers.ReasonSourceNotAllowed, "honoured only for lists the REST API creates"},
+		{"blobURL of another list's result", b("steal-result").BlobURL(mem(victim.Status.Result.Key)), nsTeamB, controllers.ReasonSourceNotAllowed,
 			`namespace "team-b" may read only objects under imports/team-b/`},
-		{"blobURL of team-a's grant", b("steal-grant").blobURL(mem(teamAFile)), nsTeamB, controllers.ReasonSourceNotAllowed, "is not under the granted prefix imports/team-b/"},
-		{"blobURL climbing out of the grant", b("steal-climb").blobURL(mem(testGrants[nsTeamB] + "../team-a/" + strings.TrimPrefix(teamAFile, testGrants[nsTeamA]))), nsTeamB,
+		{"blobURL of team-a's grant", b("steal-grant").BlobURL(mem(teamAFile)), nsTeamB, controllers.ReasonSourceNotAllowed, "is not under the granted prefix imports/team-b/"},
+		{"blobURL climbing out of the grant", b("steal-climb").BlobURL(mem(testGrants[nsTeamB] + "../team-a/" + strings.TrimPrefix(teamAFile, testGrants[nsTeamA]))), nsTeamB,
 			controllers.ReasonSourceNotAllowed, "relative path element"},
-		{"blobURL of the operator's published config", b("steal-config").blobURL(mem("config/verify-lists.json")), nsTeamB, controllers.ReasonSourceNotAllowed, "imports/team-b/"},
+		{"blobURL of the operator's published config", b("steal-config").BlobURL(mem("config/verify-lists.json")), nsTeamB, controllers.ReasonSourceNotAllowed, "imports/team-b/"},
 		{"team-a's bucket with team-b's credentials", withSecret(b("steal-bucket"), "s3://team-a-bucket/in/list.csv?endpoint="+s3.Endpoint, "team-b-s3"), nsTeamB,
 			controllers.ReasonSourceNotAllowed, "access denied"},
 		{"team-a's Secret by name", withSecret(b("steal-secret"), "s3://team-a-bucket/in/list.csv?endpoint="+s3.Endpoint, "team-a-s3"), nsTeamB,
@@ -180,7 +181,7 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 		for _, tc := range refusals {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				l := tc.list.obj()
+				l := tc.list.Obj()
 				create(t, l)
 				refusedWith(t, tc.ns, l.Name, tc.reason, tc.want)
 				// Delete through the finalizer: only the refused list's
@@ -191,11 +192,11 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 	})
 
 	t.Run("Purchase naming team-a's list", func(t *testing.T) {
-		bad := newPurchase(nsTeamB, uniqueName("steal-buy"), nsTeamA+"/"+report)
+		bad := builders.MakePurchase(nsTeamB, uniqueName("steal-buy"), nsTeamA+"/"+report).Obj()
 		if err := k8s.Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "spec.listName") {
 			t.Fatalf("a namespace/name listName was accepted: %v", err)
 		}
-		p := newPurchase(nsTeamB, uniqueName("steal-buy"), report)
+		p := builders.MakePurchase(nsTeamB, uniqueName("steal-buy"), report).Obj()
 		create(t, p)
 		waitPurchase(t, nsTeamB, p.Name, listsv1.PurchasePending, `EmailList "`+report+`" does not exist in namespace "team-b"`)
 		time.Sleep(time.Second) // give a wrong controller time to act
@@ -207,7 +208,7 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 	t.Run("Dataset outside the operator namespace", func(t *testing.T) {
 		cm := uniqueName("steal-people")
 		createConfigMap(t, nsTeamB, cm, "people.csv", "email,first,last\n"+victimPeople+",Eve,Mallory\n")
-		ds := newDataset(nsTeamB, cm, cm, false)
+		ds := builders.MakeDataset(nsTeamB, cm).ConfigMap(cm, "people.csv").ContinueOnError(false).Obj()
 		create(t, ds)
 		got := waitDataset(t, nsTeamB, cm, listsv1.DatasetFailed)
 		c := condition(got.Status.Conditions, listsv1.ConditionStalled)
@@ -226,7 +227,7 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 
 	// The allowed paths.
 	t.Run("team-b reads its grant", func(t *testing.T) {
-		l := b("own-grant").blobURL(mem(teamBFile)).obj()
+		l := b("own-grant").BlobURL(mem(teamBFile)).Obj()
 		create(t, l)
 		got := waitPhase(t, nsTeamB, l.Name, listsv1.PhaseResults)
 		if !strings.Contains(string(readResult(t, got)), "bob@team-b.example") {
@@ -238,7 +239,7 @@ func TestCrossNamespaceMatrix(t *testing.T) {
 		}
 	})
 	t.Run("team-b reads its own bucket with its Secret", func(t *testing.T) {
-		l := withSecret(b("own-bucket"), "s3://team-b-bucket/in/list.csv?endpoint="+s3.Endpoint, "team-b-s3").header().obj()
+		l := withSecret(b("own-bucket"), "s3://team-b-bucket/in/list.csv?endpoint="+s3.Endpoint, "team-b-s3").Header().Obj()
 		create(t, l)
 		got := waitPhase(t, nsTeamB, l.Name, listsv1.PhaseResults)
 		if res := string(readResult(t, got)); !strings.Contains(res, "b@example.com") || !strings.Contains(res, "c@example.org") {

@@ -10,19 +10,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/kubescheme"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 func budgetList(name string, svc listsv1.Service) *listsv1.EmailList {
-	return &listsv1.EmailList{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: types.UID("uid-" + name)},
-		Spec:       listsv1.EmailListSpec{Service: svc},
-	}
+	return builders.MakeEmailList("team", name).UID("uid-" + name).Service(svc).Obj()
 }
 
 func jobOf(t *testing.T, c client.Client, list *listsv1.EmailList) *batchv1.Job {

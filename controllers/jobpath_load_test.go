@@ -10,11 +10,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // cpu is the CPU time of this process (the managers, the test node and
@@ -32,57 +31,11 @@ import (
 // kube-scheduler).
 type cpu struct{ self, workers, plane time.Duration }
 
-func sampleCPU(t *testing.T) cpu {
-	t.Helper()
-	var self, children syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children); err != nil {
-		t.Fatal(err)
-	}
-	tv := func(v syscall.Timeval) time.Duration { return time.Duration(v.Nano()) }
-	return cpu{
-		self:    tv(self.Utime) + tv(self.Stime),
-		workers: tv(children.Utime) + tv(children.Stime),
-		plane:   runningChildrenCPU(),
-	}
+func sampleCPU() cpu {
+	return cpu{self: cputime.Self(), workers: cputime.Children(), plane: cputime.Running()}
 }
 
 func (c cpu) sub(o cpu) cpu { return cpu{c.self - o.self, c.workers - o.workers, c.plane - o.plane} }
-
-// runningChildrenCPU sums utime and stime of this process's live children
-// from /proc (USER_HZ is 100 on Linux).
-func runningChildrenCPU() time.Duration {
-	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	me := strconv.Itoa(os.Getpid())
-	var ticks int64
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// Fields after the ")" closing the command name: state ppid ... utime(12) stime(13).
-		_, rest, ok := strings.Cut(string(b), ") ")
-		f := strings.Fields(rest)
-		if !ok || len(f) < 13 || f[1] != me {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond
-}
-
-func loadAverage() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 // TestLoadJobPath runs one large list (EMAILDATA_LOAD_ROWS, default 2M
 // rows) with 1, 2 and 4 shards, first in-process (the local executor),
@@ -124,12 +77,12 @@ func TestLoadJobPath(t *testing.T) {
 
 			key := putUpload(t, input)
 			name := uniqueName("load")
-			before, load := sampleCPU(t), loadAverage()
+			before, load := sampleCPU(), cputime.LoadAverage()
 			start := time.Now()
-			create(t, newList(ns, name).upload(key).header().column(3).obj())
+			create(t, builders.MakeEmailList(ns, name).APIUpload(key, testTenant).Header().EmailColumn(3).Obj())
 			l := waitPhaseWithin(t, ns, name, listsv1.PhaseResults, 20*time.Minute)
 			wall := time.Since(start)
-			used := sampleCPU(t).sub(before)
+			used := sampleCPU().sub(before)
 			stop()
 			if int(l.Status.Shards) != shards {
 				t.Fatalf("%d shards, want %d", l.Status.Shards, shards)

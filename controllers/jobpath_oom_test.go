@@ -14,6 +14,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // TestJobPathOOMKilledFailsList: workers whose memory limit is below what
@@ -38,7 +39,7 @@ func TestJobPathOOMKilledFailsList(t *testing.T) {
 	defer startManager(t, opts)()
 
 	name := uniqueName("oom")
-	create(t, newList(ns, name).upload(putUpload(t, []byte("email\na@example.com\nb@example.org\n"))).header().obj())
+	create(t, builders.MakeEmailList(ns, name).APIUpload(putUpload(t, []byte("email\na@example.com\nb@example.org\n")), testTenant).Header().Obj())
 	l := waitPhaseWithin(t, ns, name, listsv1.PhaseFailed, 2*time.Minute)
 	c := condition(l.Status.Conditions, listsv1.ConditionStalled)
 	if c == nil || c.Reason != controllers.ReasonProcessingFailed || !strings.Contains(c.Message, "shard 0: worker OOMKilled (exit code 137) 2 time(s)") ||

@@ -29,6 +29,7 @@ import (
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 	"github.com/emaildata/emaildata/internal/testnode"
 )
 
@@ -77,7 +78,7 @@ func bigReference(t *testing.T) (input, result []byte) {
 	}
 	input = bigList(bigRows)
 	name := uniqueName("big-local")
-	create(t, newList(nsLocal, name).upload(putUpload(t, input)).header().column(3).obj())
+	create(t, builders.MakeEmailList(nsLocal, name).APIUpload(putUpload(t, input), testTenant).Header().EmailColumn(3).Obj())
 	l := waitPhaseWithin(t, nsLocal, name, listsv1.PhaseResults, 3*time.Minute)
 	bigRef.input, bigRef.result = input, readResult(t, l)
 	return bigRef.input, bigRef.result
@@ -86,7 +87,7 @@ func bigReference(t *testing.T) (input, result []byte) {
 // createBig starts the big list on the Job path and returns it with its UID.
 func createBig(t *testing.T, name string, input []byte) *listsv1.EmailList {
 	t.Helper()
-	create(t, newList(nsJob, name).upload(putUpload(t, input)).header().column(3).obj())
+	create(t, builders.MakeEmailList(nsJob, name).APIUpload(putUpload(t, input), testTenant).Header().EmailColumn(3).Obj())
 	return getList(t, nsJob, name)
 }
 
@@ -392,7 +393,7 @@ func TestJobPathBadInputFailsIndexAtOnce(t *testing.T) {
 	plane.Node.Hold()
 	t.Cleanup(plane.Node.Release)
 	name := uniqueName("exit42")
-	create(t, newList(nsJob, name).upload(putUpload(t, []byte(body.String()))).header().obj())
+	create(t, builders.MakeEmailList(nsJob, name).APIUpload(putUpload(t, []byte(body.String())), testTenant).Header().Obj())
 	l := waitPhase(t, nsJob, name, listsv1.PhaseProcessing)
 	job := listJob(t, nsWorkers, l)
 
@@ -466,7 +467,7 @@ func TestJobPathManagerRestart(t *testing.T) {
 	t.Cleanup(plane.Node.Release)
 	input := bigList(20_000)
 	name := uniqueName("restart")
-	create(t, newList(ns, name).upload(putUpload(t, input)).header().column(3).obj())
+	create(t, builders.MakeEmailList(ns, name).APIUpload(putUpload(t, input), testTenant).Header().EmailColumn(3).Obj())
 	l := waitPhase(t, ns, name, listsv1.PhaseProcessing)
 	job := listJob(t, workers, l)
 	stop()
@@ -537,7 +538,7 @@ func TestJobPathDeleteMidRun(t *testing.T) {
 	upload := putUpload(t, input)
 	name := uniqueName("big-delete")
 	frozen := armMidShard(name, 0)
-	create(t, newList(nsJob, name).upload(upload).header().column(3).obj())
+	create(t, builders.MakeEmailList(nsJob, name).APIUpload(upload, testTenant).Header().EmailColumn(3).Obj())
 	l := getList(t, nsJob, name)
 	job := listJob(t, nsWorkers, l)
 	pod, pid := midShard(t, l, frozen, 0)
@@ -669,7 +670,7 @@ func TestJobPathStartFailureSaysWhy(t *testing.T) {
 	stop := startManager(t, jobOptions(ns, workers))
 	defer stop()
 	name := uniqueName("nojob")
-	create(t, newList(ns, name).upload(putUpload(t, []byte("email\na@example.com\n"))).header().obj())
+	create(t, builders.MakeEmailList(ns, name).APIUpload(putUpload(t, []byte("email\na@example.com\n")), testTenant).Header().Obj())
 	want := fmt.Sprintf("namespaces %q not found", workers)
 	eventually(t, 30*time.Second, "a condition saying why the shards cannot start", func() (bool, string) {
 		l := getList(t, ns, name)

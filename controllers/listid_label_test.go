@@ -17,6 +17,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // localIDs is the counter of the local manager, whose API namespace is
@@ -30,11 +31,11 @@ func localIDs() *listid.Allocator {
 func idList(t *testing.T, ns, name, v string, labels ...string) *listsv1.EmailList {
 	t.Helper()
 	createConfigMap(t, ns, name+"-src", "list.csv", "a@example.com\n")
-	b := newList(ns, name).configMap(name+"-src", "list.csv").labels(labels...)
+	b := builders.MakeEmailList(ns, name).ConfigMap(name+"-src", "list.csv").Labels(labels...)
 	if v != "" {
-		b = b.labels(listsv1.ListIDLabel, v)
+		b = b.Labels(listsv1.ListIDLabel, v)
 	}
-	l := b.obj()
+	l := b.Obj()
 	create(t, l)
 	return l
 }

@@ -13,6 +13,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/metrics"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // managerSample sums the manager's series name{labels} (counters, gauges,
@@ -75,7 +76,7 @@ func TestListMetrics(t *testing.T) {
 			}
 			name := uniqueName("metrics")
 			createConfigMap(t, tc.ns, name, "list.csv", sampleCSV)
-			create(t, newList(tc.ns, name).configMap(name, "list.csv").header().column(3).obj())
+			create(t, builders.MakeEmailList(tc.ns, name).ConfigMap(name, "list.csv").Header().EmailColumn(3).Obj())
 			waitPhase(t, tc.ns, name, listsv1.PhaseResults)
 			// The manager adds a list's totals just after its status patch
 			// lands, so the test may see Results a moment before.
@@ -96,7 +97,7 @@ func TestFailureAndCallbackMetrics(t *testing.T) {
 	failedDuration := map[string]string{"service": "email_validation", "phase": "Failed"}
 	before := []float64{managerSample(t, metrics.ListsFailed, failed), managerSample(t, metrics.ListDuration, failedDuration)}
 	name := uniqueName("metrics-bad")
-	create(t, newList(nsLocal, name).upload(putUpload(t, nil)).obj()) // no data rows
+	create(t, builders.MakeEmailList(nsLocal, name).APIUpload(putUpload(t, nil), testTenant).Obj()) // no data rows
 	l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed)
 	if c := condition(l.Status.Conditions, listsv1.ConditionReady); c == nil || c.Reason != controllers.ReasonInvalidInput {
 		t.Fatalf("Ready = %+v, want reason %s", c, controllers.ReasonInvalidInput)
@@ -123,7 +124,7 @@ func TestFailureAndCallbackMetrics(t *testing.T) {
 	defer bad.Close()
 	for _, u := range []string{ok.URL, bad.URL} {
 		name := uniqueName("metrics-cb")
-		create(t, newList(nsLocal, name).upload(putUpload(t, []byte("a@example.com\n"))).callback(u).obj())
+		create(t, builders.MakeEmailList(nsLocal, name).APIUpload(putUpload(t, []byte("a@example.com\n")), testTenant).CallbackURL(u).Obj())
 		eventually(t, 20*time.Second, "callback settled", func() (bool, string) {
 			l := getList(t, nsLocal, name)
 			return l.Status.Callback != nil && l.Status.Callback.State != listsv1.CallbackPending, ""

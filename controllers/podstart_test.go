@@ -21,6 +21,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // The tests in this file run lists (and a Dataset) whose worker pods cannot
@@ -52,7 +53,7 @@ func blockedManager(t *testing.T, prefix string, grace time.Duration, change fun
 func smallList(t *testing.T, ns, prefix string) string {
 	t.Helper()
 	name := uniqueName(prefix)
-	create(t, newList(ns, name).upload(putUpload(t, []byte("email\nann@example.com\nbob@example.org\n"))).header().obj())
+	create(t, builders.MakeEmailList(ns, name).APIUpload(putUpload(t, []byte("email\nann@example.com\nbob@example.org\n")), testTenant).Header().Obj())
 	return name
 }
 
@@ -189,7 +190,7 @@ func TestPodStartUnknownImage(t *testing.T) {
 	dsName := uniqueName("noimage-ds")
 	data, _ := peopleCSV(dsName, false)
 	createConfigMap(t, ns, dsName, "people.csv", data)
-	create(t, newDataset(ns, dsName, dsName, false))
+	create(t, builders.MakeDataset(ns, dsName).ConfigMap(dsName, "people.csv").ContinueOnError(false).Obj())
 	requireBlockedThenFailed(t, ns, dsName, datasetStatus(t, ns, dsName), want, testPodStartGrace)
 	requireJobGone(t, ns, controllers.DatasetJobName(getDataset(t, ns, dsName)))
 }

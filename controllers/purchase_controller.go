@@ -16,6 +16,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // Purchase condition reasons.
@@ -73,8 +74,8 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		r.pending(&p, ReasonListNotFound, fmt.Sprintf("EmailList %q does not exist in namespace %q", p.Spec.ListName, p.Namespace))
 	case err != nil:
 		return ctrl.Result{}, err
-	case list.Spec.Service == listsv1.ServiceEmailValidation:
-		r.failed(&p, ReasonNotPurchasable, fmt.Sprintf("EmailList %q runs email_validation, which always runs with action=process and is purchased on completion; there is nothing to purchase", list.Name))
+	case !services.Purchasable(string(list.Spec.Service)):
+		r.failed(&p, ReasonNotPurchasable, fmt.Sprintf("EmailList %q runs %s, which always runs with action=process and is purchased on completion; there is nothing to purchase", list.Name, list.Spec.Service))
 	case optErr != nil:
 		r.failed(&p, ReasonInvalidOptions, fmt.Sprintf("EmailList %q cannot deliver this purchase: %v", list.Name, optErr))
 	case list.Status.Phase == listsv1.PhaseFailed:

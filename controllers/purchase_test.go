@@ -10,11 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
-
-func newPurchase(ns, name, list string) *listsv1.Purchase {
-	return &listsv1.Purchase{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: listsv1.PurchaseSpec{ListName: list}}
-}
 
 func waitPurchase(t *testing.T, ns, name string, phase listsv1.PurchasePhase, wantMsg string) *listsv1.Purchase {
 	t.Helper()
@@ -35,8 +32,8 @@ func waitPurchase(t *testing.T, ns, name string, phase listsv1.PurchasePhase, wa
 func TestTwoStepPurchase(t *testing.T) {
 	ns := nsLocal
 	name := uniqueName("report")
-	create(t, newList(ns, name).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).
-		upload(putUpload(t, []byte("a@x.com\nb@x.com\nc@y.org\n"))).obj())
+	create(t, builders.MakeEmailList(ns, name).Service(listsv1.ServiceEmailIntelligence).Action(listsv1.ActionReport).
+		APIUpload(putUpload(t, []byte("a@x.com\nb@x.com\nc@y.org\n")), testTenant).Obj())
 	l := waitPhase(t, ns, name, listsv1.PhaseProcessed)
 	if l.Status.Purchased {
 		t.Error("a report list must not be purchased before a Purchase")
@@ -48,7 +45,7 @@ func TestTwoStepPurchase(t *testing.T) {
 		t.Errorf("a Processed list is healthy; Ready = %+v", c)
 	}
 
-	create(t, newPurchase(ns, name+"-buy", name))
+	create(t, builders.MakePurchase(ns, name+"-buy", name).Obj())
 	p := waitPurchase(t, ns, name+"-buy", listsv1.PurchasePurchased, "is purchased")
 	if p.Status.PurchasedAt == nil || p.Status.ListID != l.Status.ListID {
 		t.Errorf("purchase status %+v", p.Status)
@@ -62,7 +59,7 @@ func TestTwoStepPurchase(t *testing.T) {
 	}
 
 	// Purchasing again is idempotent.
-	create(t, newPurchase(ns, name+"-again", name))
+	create(t, builders.MakePurchase(ns, name+"-again", name).Obj())
 	p2 := waitPurchase(t, ns, name+"-again", listsv1.PurchasePurchased, "is purchased")
 	if p2.Status.ListID != l.Status.ListID {
 		t.Errorf("second purchase %+v", p2.Status)
@@ -77,8 +74,8 @@ func TestTwoStepPurchase(t *testing.T) {
 func TestPurchaseRefusals(t *testing.T) {
 	ns := nsLocal
 	ev := uniqueName("ev")
-	create(t, newList(ns, ev).upload(putUpload(t, []byte("a@example.com\n"))).obj())
-	create(t, newPurchase(ns, ev+"-buy", ev))
+	create(t, builders.MakeEmailList(ns, ev).APIUpload(putUpload(t, []byte("a@example.com\n")), testTenant).Obj())
+	create(t, builders.MakePurchase(ns, ev+"-buy", ev).Obj())
 	p := waitPurchase(t, ns, ev+"-buy", listsv1.PurchaseFailed, "email_validation")
 	if c := condition(p.Status.Conditions, listsv1.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Stalled = %+v", c)
@@ -86,11 +83,11 @@ func TestPurchaseRefusals(t *testing.T) {
 
 	// The list waits for a source that appears later.
 	waiting := uniqueName("waiting")
-	create(t, newList(ns, waiting).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).configMap(waiting, "l.csv").obj())
-	create(t, newPurchase(ns, waiting+"-buy", waiting))
+	create(t, builders.MakeEmailList(ns, waiting).Service(listsv1.ServiceEmailIntelligence).Action(listsv1.ActionReport).ConfigMap(waiting, "l.csv").Obj())
+	create(t, builders.MakePurchase(ns, waiting+"-buy", waiting).Obj())
 	waitPurchase(t, ns, waiting+"-buy", listsv1.PurchasePending, "not yet processed")
 
-	create(t, newPurchase(ns, "nobody-buy", "no-such-list"))
+	create(t, builders.MakePurchase(ns, "nobody-buy", "no-such-list").Obj())
 	waitPurchase(t, ns, "nobody-buy", listsv1.PurchasePending, `EmailList "no-such-list" does not exist`)
 
 	// Once the source shows up, the list is processed and the waiting
@@ -107,10 +104,10 @@ func TestPurchaseRefusals(t *testing.T) {
 func TestPurchaseFields(t *testing.T) {
 	ns := nsLocal
 	name := uniqueName("fields")
-	create(t, newList(ns, name).service(listsv1.ServiceEmailIntelligence).action(listsv1.ActionReport).
-		upload(putUpload(t, []byte("a@x.com\nb@y.org\n"))).obj())
+	create(t, builders.MakeEmailList(ns, name).Service(listsv1.ServiceEmailIntelligence).Action(listsv1.ActionReport).
+		APIUpload(putUpload(t, []byte("a@x.com\nb@y.org\n")), testTenant).Obj())
 	before := waitPhase(t, ns, name, listsv1.PhaseProcessed)
-	bad := newPurchase(ns, name+"-bad", name)
+	bad := builders.MakePurchase(ns, name+"-bad", name).Obj()
 	bad.Spec.Fields = []string{"shoe_size"}
 	create(t, bad)
 	waitPurchase(t, ns, name+"-bad", listsv1.PurchaseFailed, `unknown field "shoe_size"; this list's service delivers: domain`)
@@ -121,7 +118,7 @@ func TestPurchaseFields(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := newPurchase(ns, name+"-buy", name)
+	p := builders.MakePurchase(ns, name+"-buy", name).Obj()
 	p.Spec.Fields = []string{"domain"}
 	create(t, p)
 	waitPurchase(t, ns, name+"-buy", listsv1.PurchasePurchased, "is purchased")
@@ -136,7 +133,7 @@ func TestPurchaseFields(t *testing.T) {
 		t.Errorf("delivery %+v", d)
 	}
 
-	other := newPurchase(ns, name+"-again", name)
+	other := builders.MakePurchase(ns, name+"-again", name).Obj()
 	create(t, other)
 	waitPurchase(t, ns, name+"-again", listsv1.PurchasePurchased, "is purchased")
 }

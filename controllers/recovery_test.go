@@ -8,6 +8,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // TestLateConfigMapRecovers: a list whose ConfigMap appears after the
@@ -15,7 +16,7 @@ import (
 // ConfigMap watch brings it back and it reaches Results.
 func TestLateConfigMapRecovers(t *testing.T) {
 	name := uniqueName("late")
-	create(t, newList(nsLocal, name).configMap(name, "list.csv").obj())
+	create(t, builders.MakeEmailList(nsLocal, name).ConfigMap(name, "list.csv").Obj())
 	l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed)
 	if c := condition(l.Status.Conditions, listsv1.ConditionStalled); c == nil || c.Reason != controllers.ReasonSourceMissing {
 		t.Fatalf("Stalled = %+v, want SourceMissing", c)
@@ -39,7 +40,7 @@ func TestLateConfigMapRecovers(t *testing.T) {
 func TestFailedListKeepsSize(t *testing.T) {
 	data := []byte("a,b\nc,d\n")
 	name := uniqueName("failed-size")
-	create(t, newList(nsLocal, name).upload(putUpload(t, data)).column(5).obj())
+	create(t, builders.MakeEmailList(nsLocal, name).APIUpload(putUpload(t, data), testTenant).EmailColumn(5).Obj())
 	l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed)
 	if l.Status.SizeBytes != int64(len(data)) {
 		t.Errorf("size %d, want %d", l.Status.SizeBytes, len(data))
@@ -56,7 +57,7 @@ func TestPartsDeletedAfterMerge(t *testing.T) {
 		rows += "someone@example.com\n"
 	}
 	createConfigMap(t, nsLocal, name, "list.csv", rows)
-	create(t, newList(nsLocal, name).configMap(name, "list.csv").obj())
+	create(t, builders.MakeEmailList(nsLocal, name).ConfigMap(name, "list.csv").Obj())
 	l := waitPhase(t, nsLocal, name, listsv1.PhaseResults)
 	if l.Status.Shards < 2 {
 		t.Fatalf("%d shards; the test wants several", l.Status.Shards)

@@ -26,29 +26,43 @@ const ConfigMapSourceField = "spec.source.configMapKeyRef.name"
 // ListIDField indexes EmailLists by their list ID.
 const ListIDField = "status.listID"
 
+// Index is a field index of the manager's cache that the controllers and
+// the API list by.
+type Index struct {
+	Object  client.Object
+	Field   string
+	Extract client.IndexerFunc
+}
+
+// Indexes are the field indexes IndexFields registers; tests give the same
+// ones to a fake client (fake.ClientBuilder.WithIndex).
+func Indexes() []Index {
+	return []Index{
+		{&listsv1.Purchase{}, PurchaseListNameField, func(o client.Object) []string {
+			return []string{o.(*listsv1.Purchase).Spec.ListName}
+		}},
+		{&listsv1.EmailList{}, ListIDField, func(o client.Object) []string {
+			id := o.(*listsv1.EmailList).Status.ListID
+			if id == 0 {
+				return nil
+			}
+			return []string{fmt.Sprint(id)}
+		}},
+		{&listsv1.EmailList{}, ConfigMapSourceField, func(o client.Object) []string {
+			if ref := o.(*listsv1.EmailList).Spec.Source.ConfigMapKeyRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+	}
+}
+
 // IndexFields registers the field indexers the controllers and the API use.
 func IndexFields(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &listsv1.Purchase{}, PurchaseListNameField, func(o client.Object) []string {
-		return []string{o.(*listsv1.Purchase).Spec.ListName}
-	}); err != nil {
-		return fmt.Errorf("index purchases: %w", err)
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ListIDField, func(o client.Object) []string {
-		id := o.(*listsv1.EmailList).Status.ListID
-		if id == 0 {
-			return nil
+	for _, ix := range Indexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
+			return fmt.Errorf("index %T by %s: %w", ix.Object, ix.Field, err)
 		}
-		return []string{fmt.Sprint(id)}
-	}); err != nil {
-		return fmt.Errorf("index lists: %w", err)
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ConfigMapSourceField, func(o client.Object) []string {
-		if ref := o.(*listsv1.EmailList).Spec.Source.ConfigMapKeyRef; ref != nil {
-			return []string{ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("index lists by ConfigMap: %w", err)
 	}
 	return nil
 }

@@ -47,12 +47,12 @@ const (
 	DelimiterTab Delimiter = "tab"
 )
 
-// Byte returns the separator byte. An empty delimiter means tab, the
-// default of the list API.
+// Byte returns the separator byte. An empty delimiter means
+// listfile.DefaultDelimiter (tab), the default of the list API.
 func (d Delimiter) Byte() byte {
 	b, err := listfile.ParseDelimiter(string(d))
 	if err != nil {
-		return '\t'
+		return listfile.DefaultDelimiter
 	}
 	return b
 }
@@ -179,10 +179,11 @@ type ConfigMapKeySelector struct {
 
 // ListFormat describes the list file.
 type ListFormat struct {
-	// Name is the file name; it ends in .csv, .txt or .zip.
+	// Name is the file name: a plain name (no directory, not starting
+	// with a dot) ending in .csv, .txt or .zip.
 	// +kubebuilder:validation:MinLength=5
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`(?i)^[^/\\]+\.(csv|txt|zip)$`
+	// +kubebuilder:validation:Pattern=`(?i)^[^./\\[:cntrl:]][^/\\[:cntrl:]]*\.(csv|txt|zip)$`
 	// +required
 	Name string `json:"name"`
 
@@ -213,7 +214,7 @@ func (f *ListFormat) HasHeader() bool { return f.Header != nil && *f.Header }
 func (f *ListFormat) Dialect() (listfile.Dialect, error) {
 	col := listfile.Column(f.EmailColumn)
 	if f.EmailColumn < 1 {
-		col = 1
+		col = listfile.DefaultColumn
 	}
 	return listfile.NewDialect(f.Delimiter.Byte(), f.HasHeader(), col)
 }
@@ -296,7 +297,7 @@ type DeliveryStatus struct {
 func SameDelivery(d *DeliveryStatus, fields []string, matchType string, all []string) bool {
 	mt := func(s string) string {
 		if s == "" {
-			return "H"
+			return MatchHousehold
 		}
 		return s
 	}

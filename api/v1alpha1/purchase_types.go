@@ -4,6 +4,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// The purchase options' rules, which the REST API's purchase checks as well
+// (a test checks the CRD's enum and maxItems against these).
+const (
+	// MaxPurchaseFields is the most fields a purchase may select.
+	MaxPurchaseFields = 100
+	// MatchIndividual delivers Individual matches only; MatchHousehold
+	// (the default) Individual and Household matches.
+	MatchIndividual = "I"
+	MatchHousehold  = "H"
+)
+
 // PurchaseSpec names the list whose results are bought.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
 type PurchaseSpec struct {

@@ -10,11 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 	"github.com/emaildata/emaildata/internal/mxdns"
@@ -51,9 +52,9 @@ func (r *localRun) flags(args []string) error {
 	fs.StringVar(&r.in, "in", "", "input list file (.csv, .txt or .zip)")
 	fs.StringVar(&r.out, "out", "", "result file to write")
 	fs.StringVar(&r.service, "service", services.EmailValidation, "list service")
-	fs.StringVar(&r.delim, "delimiter", "tab", "comma, pipe or tab")
+	fs.StringVar(&r.delim, "delimiter", listfile.DelimiterName(listfile.DefaultDelimiter), strings.Join(listfile.DelimiterNames(), ", "))
 	fs.BoolVar(&r.header, "header", false, "the first row is a header")
-	fs.IntVar(&r.emailCol, "email-column", 1, "1-based email column")
+	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
 	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
 	fs.Int64Var(&r.dedupMemory, "dedup-memory", pipeline.DefaultDedupMemory, "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")
@@ -115,7 +116,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	t0, cpu0 := time.Now(), cpuTime()
+	t0, cpu0 := time.Now(), cputime.Self()
 	keys := blobstore.ListKeys{UID: "local"}
 	cfg := pipeline.DefaultConfig()
 	cfg.Limits = *r.lim
@@ -140,7 +141,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "%d rows in %d shards -> %s (%d bytes, sha256 %s) in %.1f s\n", res.Rows, len(plan.Shards), r.out, res.Bytes, res.SHA256, time.Since(t0).Seconds())
 	if r.stats {
-		printStats(stderr, engine, res.Rows, time.Since(t0), cpuTime()-cpu0)
+		printStats(stderr, engine, res.Rows, time.Since(t0), cputime.Self()-cpu0)
 	}
 	return nil
 }
@@ -335,13 +336,4 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 	}
 	fmt.Fprintf(w, "  time: working (CPU) %.1f s; connections open %.1f s (of which waiting on silent hosts %.1f s); addresses waiting out greylisting %.1f s, queued for a connection %.1f s (summed over addresses, overlapping)\n",
 		cpu.Seconds(), c["smtp_session_seconds"], c["smtp_stalled_seconds"], c["smtp_deferred_seconds"], c["smtp_queued_seconds"])
-}
-
-// cpuTime is the process's user and system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

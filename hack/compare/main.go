@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/smtpprobe"
 )
@@ -115,11 +116,11 @@ func main() {
 		dials0 := resolverDials.Load()
 		log.Printf("%s: %d rows, world DNS %s, SMTP port %d", tool, len(rows), w.hello.DNS, w.hello.Port)
 		r := &runResult{name: tool}
-		cpu0, t0 := cpuSecs(), time.Now()
+		cpu0, t0 := cputime.Self().Seconds(), time.Now()
 		switch tool {
 		case "aftership":
 			r.pred, r.raw = runAfterShip(rows, s)
-			r.cpu = cpuSecs() - cpu0
+			r.cpu = cputime.Self().Seconds() - cpu0
 		case "ours-list":
 			r.pred, r.raw, r.cpu, r.note, err = runOursList(w.hello.DNS, rows, s)
 			if err != nil {
@@ -129,7 +130,7 @@ func main() {
 		case "ours-single":
 			var st smtpprobe.Stats
 			r.pred, r.raw, st = runOursSingle(w.hello.DNS, rows, s)
-			r.cpu = cpuSecs() - cpu0
+			r.cpu = cputime.Self().Seconds() - cpu0
 			r.note = fmt.Sprintf("prober: %d dials, %d sessions, %d catch-all probes, %d deferred (4xx)", st.Dials, st.Sessions, st.CatchAllProbes, st.Deferred)
 		default:
 			w.stop()

@@ -116,11 +116,12 @@ func classifyAfterShip(res *emailverifier.Result, err error) (string, string) {
 // smtpprobe with the API's timeouts and the production per-host limits),
 // pointed at the world's DNS server and SMTP port.
 func newEngine(dnsAddr string, s settings) (*verify.Engine, *smtpprobe.Prober) {
-	// catalog.DefaultAPIVerifyConfig's values (catalog is not imported:
-	// it would pull the blob store clients into this module).
+	// The per-host limits are smtpprobe's defaults, as the binaries' are;
+	// the timeouts are catalog.DefaultAPIVerifyConfig's (catalog is not
+	// imported: it would pull the blob store clients into this module).
 	p := smtpprobe.New(smtpprobe.Config{
 		Port: s.port, HELOName: "verify.test", MailFrom: "probe@verify.test",
-		MaxConnsPerHost: 2, RatePerHost: 5, MaxSessions: s.concurrency,
+		MaxSessions:    s.concurrency,
 		ConnectTimeout: 5 * time.Second, GreetingTimeout: 10 * time.Second, CommandTimeout: 10 * time.Second,
 		GreylistRetry: s.greylistRetry,
 	})

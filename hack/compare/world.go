@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/realmta"
 )
@@ -65,11 +65,11 @@ func runWorldChild(g gen, port int) {
 	if err := out.Encode(h); err != nil {
 		os.Exit(1)
 	}
-	last := cpuSecs()
+	last := cputime.Self().Seconds()
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		if sc.Text() == "stats" {
-			now := cpuSecs()
+			now := cputime.Self().Seconds()
 			_ = out.Encode(worldReport{Stats: w.Stats(), CPUSecs: now - last})
 			last = now
 		}
@@ -120,15 +120,6 @@ func runRealWorldChild(g gen, port int) {
 			last = now
 		}
 	}
-}
-
-// cpuSecs is the process's user+system CPU time.
-func cpuSecs() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // worldProc is a running child world.

@@ -38,11 +38,11 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/evlist"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
@@ -247,7 +247,7 @@ func engineOnly(inPath string) error {
 		return err
 	}
 	res := make([]verify.Result, 1000)
-	cpu0, t0 := cpuTime(), time.Now()
+	cpu0, t0 := cputime.Self(), time.Now()
 	for i := 0; i < len(addrs); i += len(res) {
 		batch := addrs[i:min(i+len(res), len(addrs))]
 		clear(res)
@@ -255,16 +255,10 @@ func engineOnly(inPath string) error {
 			return err
 		}
 	}
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Self() - cpu0
 	fmt.Printf("engine alone: %d addresses, CPU %.2f s (wall %.2f s): %.0f addresses per CPU-second\n",
 		len(addrs), cpu.Seconds(), time.Since(t0).Seconds(), float64(len(addrs))/cpu.Seconds())
 	return nil
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func timeStages(inPath string) error {
@@ -292,7 +286,7 @@ func timeStages(inPath string) error {
 	keys := blobstore.ListKeys{UID: "stages"}
 	cfg := pipeline.DefaultConfig()
 	mb := float64(size) / 1e6
-	cpu0, t0 := cpuTime(), time.Now()
+	cpu0, t0 := cputime.Self(), time.Now()
 	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
 		Source:  pipeline.Source{Key: "in.csv", Name: "in.csv"},
 		Dialect: listfile.Dialect{Delimiter: ',', Header: true, EmailColumn: 3},
@@ -301,7 +295,7 @@ func timeStages(inPath string) error {
 	if err != nil {
 		return err
 	}
-	cpu, wall := cpuTime()-cpu0, time.Since(t0)
+	cpu, wall := cputime.Self()-cpu0, time.Since(t0)
 	fmt.Printf("prepare: %.0f MB, %d rows, %d shards: CPU %.2f s (%.0f MB per CPU-second), wall %.2f s (%.0f MB/s)\n",
 		mb, plan.Records, len(plan.Shards), cpu.Seconds(), mb/cpu.Seconds(), wall.Seconds(), mb/wall.Seconds())
 	for i := range plan.Shards {
@@ -318,12 +312,12 @@ func timeStages(inPath string) error {
 		parts += n
 	}
 	mb = float64(parts) / 1e6
-	cpu0, t0 = cpuTime(), time.Now()
+	cpu0, t0 = cputime.Self(), time.Now()
 	res, err := pipeline.Merge(ctx, store, keys, plan, "in-1-results.csv")
 	if err != nil {
 		return err
 	}
-	cpu, wall = cpuTime()-cpu0, time.Since(t0)
+	cpu, wall = cputime.Self()-cpu0, time.Since(t0)
 	fmt.Printf("merge: %.0f MB of parts -> %d bytes: CPU %.2f s (%.0f MB per CPU-second), wall %.2f s (%.0f MB/s)\n",
 		mb, res.Bytes, cpu.Seconds(), mb/cpu.Seconds(), wall.Seconds(), mb/wall.Seconds())
 	return nil

@@ -35,6 +35,10 @@ import (
 // Label marks Secrets that hold API keys.
 const Label = "emaildata.io/api-key"
 
+// MinKeyLength is the shortest key a Secret may hold, in bytes (after
+// trimming spaces): shorter keys are refused, never used.
+const MinKeyLength = 16
+
 // Key is what a valid API key resolves to.
 type Key struct {
 	// Tenant owns the lists this key submits.
@@ -246,8 +250,8 @@ func parse(secretName string, data map[string][]byte) (*Key, string, error) {
 	if raw == "" {
 		return nil, "", fmt.Errorf("no data key %q", "key")
 	}
-	if len(raw) < 16 {
-		return nil, "", fmt.Errorf("the key is shorter than 16 characters")
+	if len(raw) < MinKeyLength {
+		return nil, "", fmt.Errorf("the key is shorter than %d characters", MinKeyLength)
 	}
 	k := &Key{Tenant: secretName, Services: map[string]bool{}, Secret: secretName}
 	if t := strings.TrimSpace(string(data["tenant"])); t != "" {

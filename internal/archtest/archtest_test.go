@@ -24,6 +24,11 @@ var engines = []string{
 	"internal/fleet", "internal/evhistory",
 }
 
+// kits are test and development kits: only tests and hack/ import them,
+// so no binary links one. (Issue 24's regrouping of internal/ adds the
+// older kits here.)
+var kits = []string{"internal/testkit"}
+
 // rule: no package in from (module-relative) may depend, directly or not,
 // on a package matching any of deny (module-relative paths, or an external
 // prefix ending in "/").
@@ -103,6 +108,25 @@ func TestImportRules(t *testing.T) {
 				if denied(d, r.deny) {
 					t.Errorf("%s depends on %s: %s", from, d, r.why)
 				}
+			}
+		}
+	}
+}
+
+// TestKitsOnlyInTestsAndHack: no package of the module outside hack/ and
+// the kits themselves links a kit (test files are not in go list's Deps).
+func TestKitsOnlyInTestsAndHack(t *testing.T) {
+	graph := deps(t, []string{"..."})
+	if len(graph) < 10 {
+		t.Fatalf("go list reported %d packages", len(graph))
+	}
+	for from, ds := range graph {
+		if strings.HasPrefix(from, "hack/") || denied(module+"/"+from, kits) {
+			continue
+		}
+		for _, d := range ds {
+			if denied(d, kits) {
+				t.Errorf("%s depends on the test kit %s: kits are for tests and hack/ only", from, d)
 			}
 		}
 	}

@@ -103,17 +103,20 @@ type VerifyConfig struct {
 	Log *slog.Logger `json:"-"`
 }
 
-// DefaultVerifyConfig is production's starting point for lists: patient
-// timeouts (a list can wait; a slow server is not a dead one) and stalled
-// hosts remembered for a shard's lifetime.
+// DefaultVerifyConfig is production's starting point for lists: the SMTP
+// prober's own defaults (smtpprobe.DefaultConfig: patient timeouts, since a
+// list can wait and a slow server is not a dead one, and stalled hosts
+// remembered for a shard's lifetime), with a real EHLO name and sender.
 func DefaultVerifyConfig() VerifyConfig {
+	p := smtpprobe.DefaultConfig()
 	return VerifyConfig{
 		DNSServer: "system", DNSTimeout: 2 * time.Second, DNSWorkers: 64,
-		SMTP: true, SMTPPort: 25, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
-		MaxConnsPerHost: 2, RatePerHost: 5, MaxSessions: 1000,
-		MaxRcptPerTransaction: 100, MaxRcptPerSession: 1000, MaxRejectsPerSession: 9, PipelineDepth: 50, RefusalBackoff: 2 * time.Second,
-		ConnectTimeout: 10 * time.Second, GreetingTimeout: 30 * time.Second, CommandTimeout: 30 * time.Second,
-		HostPenaltyTTL: 30 * time.Minute, GreylistRetry: time.Minute, ProxyMaxConns: 100, RowsInFlight: 100_000,
+		SMTP: true, SMTPPort: p.Port, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
+		MaxConnsPerHost: p.MaxConnsPerHost, RatePerHost: p.RatePerHost, MaxSessions: p.MaxSessions,
+		MaxRcptPerTransaction: p.MaxRcptPerTransaction, MaxRcptPerSession: p.MaxRcptPerSession,
+		MaxRejectsPerSession: p.MaxRejectsPerSession, PipelineDepth: p.PipelineDepth, RefusalBackoff: p.RefusalBackoff,
+		ConnectTimeout: p.ConnectTimeout, GreetingTimeout: p.GreetingTimeout, CommandTimeout: p.CommandTimeout,
+		HostPenaltyTTL: p.HostPenaltyTTL, GreylistRetry: p.GreylistRetry, ProxyMaxConns: 100, RowsInFlight: 100_000,
 		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
 		HistoryURL: os.Getenv("HISTORY_URL"), HistoryTTLs: evhistory.DefaultTTLs(),
 	}

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/evlist"
 	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/smtpprobe"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -82,6 +85,96 @@ func TestAPIDefaultsShorter(t *testing.T) {
 	if a.GreetingTimeout >= l.GreetingTimeout || a.ConnectTimeout >= l.ConnectTimeout || a.HostPenaltyTTL >= l.HostPenaltyTTL {
 		t.Fatalf("API %+v, lists %+v", a, l)
 	}
+}
+
+// The binaries' flags start from the prober's own defaults: with no flag
+// given, the prober they build is configured exactly as smtpprobe.New
+// configures a zero Config, but for the EHLO name and the sender.
+func TestProberDefaultsAreSMTPProbes(t *testing.T) {
+	c := DefaultVerifyConfig()
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	c.BindFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProber(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := p.Config(), smtpprobe.DefaultConfig()
+	want.HELOName, want.MailFrom = c.HELOName, c.MailFrom
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	compared := 0
+	for i := range gv.NumField() {
+		f := gv.Type().Field(i)
+		if k := f.Type.Kind(); k == reflect.Func || k == reflect.Interface {
+			continue // the guard and the dialer are catalog's own
+		}
+		compared++
+		if g, w := gv.Field(i).Interface(), wv.Field(i).Interface(); !reflect.DeepEqual(g, w) {
+			t.Errorf("smtpprobe.Config.%s: the binaries run with %v, smtpprobe's default is %v", f.Name, g, w)
+		}
+	}
+	if compared < 12 {
+		t.Fatalf("compared %d fields only", compared)
+	}
+}
+
+// The README's table of the verification flags restates their defaults
+// for lists and for the API: each must be what the binaries start with.
+func TestREADMEFlagDefaults(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := func(c VerifyConfig) map[string]string {
+		fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
+		c.BindFlags(fs)
+		out := map[string]string{}
+		fs.VisitAll(func(f *flag.Flag) { out[f.Name] = f.DefValue })
+		return out
+	}
+	lists, api := defaults(DefaultVerifyConfig()), defaults(DefaultAPIVerifyConfig())
+	checked := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 6 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--smtp-") && !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--dns-") {
+			continue
+		}
+		flags := strings.Split(strings.TrimSpace(cells[1]), ", ")
+		for col, want := range map[int]map[string]string{2: lists, 3: api} {
+			vals := strings.Split(strings.TrimSpace(cells[col]), ", ")
+			if len(vals) != len(flags) {
+				continue // an empty cell: not that binary's flag
+			}
+			for i, f := range flags {
+				name := strings.Trim(f, "`-")
+				def, ok := want[name]
+				if !ok {
+					t.Errorf("README names %s, which is no flag", f)
+					continue
+				}
+				checked++
+				if !sameDefault(vals[i], def) {
+					t.Errorf("README: %s defaults to %s (column %d), the flag to %q", f, vals[i], col, def)
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked %d README defaults only: is the table still there?", checked)
+	}
+}
+
+// sameDefault compares a README cell ("5/s", "100,000", "1m", "`system`")
+// with a flag's default.
+func sameDefault(cell, def string) bool {
+	cell = strings.TrimSuffix(strings.ReplaceAll(strings.Trim(cell, "` "), ",", ""), "/s")
+	if a, err := time.ParseDuration(cell); err == nil {
+		b, err := time.ParseDuration(def)
+		return err == nil && a == b
+	}
+	return cell == def
 }
 
 func TestBadProxy(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -34,7 +35,7 @@ func benchHistory(b *testing.B, mk func(testing.TB) backend, n int) (*History, [
 func benchLookup(b *testing.B, mk func(testing.TB) backend, batch int) {
 	h, boxes := benchHistory(b, mk, 1000)
 	ctx := context.Background()
-	cpu0, ok := processCPU()
+	cpu0 := cputime.Self()
 	b.ResetTimer()
 	for i := range b.N {
 		lo := (i * batch) % len(boxes)
@@ -44,7 +45,7 @@ func benchLookup(b *testing.B, mk func(testing.TB) backend, batch int) {
 		}
 	}
 	b.StopTimer()
-	if cpu1, ok1 := processCPU(); ok && ok1 {
+	if cpu1 := cputime.Self(); cpu0 > 0 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N*batch), "cpu-ns/address")
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/address")
@@ -57,7 +58,7 @@ func benchRecord(b *testing.B, mk func(testing.TB) backend) {
 		vs[i] = verify.NewVerdict{Mailbox: m, Code: verify.CodeMailboxNotFound}
 	}
 	ctx := context.Background()
-	cpu0, ok := processCPU()
+	cpu0 := cputime.Self()
 	b.ResetTimer()
 	for range b.N {
 		if err := h.Record(ctx, vs); err != nil {
@@ -65,7 +66,7 @@ func benchRecord(b *testing.B, mk func(testing.TB) backend) {
 		}
 	}
 	b.StopTimer()
-	if cpu1, ok1 := processCPU(); ok && ok1 {
+	if cpu1 := cputime.Self(); cpu0 > 0 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N*len(vs)), "cpu-ns/address")
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vs)), "ns/address")

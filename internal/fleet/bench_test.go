@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/emaildata/emaildata/internal/cputime"
 )
 
 // roundTrips counts the commands (and pipelines) a client sends: one round
@@ -44,13 +46,13 @@ func benchFleet(b *testing.B) (*Fleet, *roundTrips) {
 // (client side: Redis runs elsewhere) for the part of the benchmark
 // between its call and the returned func's.
 func measure(b *testing.B, rt *roundTrips) func() {
-	cpu0, ok := processCPU()
+	cpu0 := cputime.Self()
 	rt.n.Store(0)
 	b.ResetTimer()
 	return func() {
 		b.StopTimer()
 		b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
-		if cpu1, ok1 := processCPU(); ok && ok1 {
+		if cpu1 := cputime.Self(); cpu0 > 0 {
 			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/verify"
 )
 
@@ -73,9 +74,9 @@ func BenchmarkAssess(b *testing.B) {
 // reportCPU starts measuring process CPU time; the returned func reports it
 // per iteration as cpu-ns/op.
 func reportCPU(b *testing.B) func() {
-	start := processCPU()
+	start := cputime.Self()
 	return func() {
-		if d := processCPU() - start; d > 0 && b.N > 0 {
+		if d := cputime.Self() - start; d > 0 && b.N > 0 {
 			b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 	}

@@ -8,26 +8,24 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/cputime"
 )
 
 // cpuMeter reports MB per CPU-second of the process (user+system, GC
 // included), which unlike b.SetBytes' MB/s does not drop when other
 // processes compete for the cores. Run with -cpu=1 so it means one core.
-type cpuMeter struct {
-	start time.Duration
-	ok    bool
-}
+type cpuMeter struct{ start time.Duration }
 
 func startCPU(b *testing.B) cpuMeter {
 	b.Helper()
-	t, ok := processCPU()
-	return cpuMeter{t, ok}
+	return cpuMeter{cputime.Self()}
 }
 
 func (m cpuMeter) report(b *testing.B, bytesPerOp int) {
 	b.Helper()
-	t, ok := processCPU()
-	if !ok || !m.ok || t <= m.start {
+	t := cputime.Self()
+	if m.start == 0 || t <= m.start {
 		return
 	}
 	b.ReportMetric(float64(bytesPerOp)*float64(b.N)/1e6/(t-m.start).Seconds(), "MB/cpu-s")

@@ -3,6 +3,7 @@ package listfile
 import (
 	"fmt"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -59,8 +60,15 @@ func (d Dialect) check() error {
 	return d.Validate()
 }
 
-// MaxColumn is the highest column position a user may name.
-const MaxColumn = 1000
+// The email column's rule: the REST API's email_column, the EmailList's
+// spec.format.emailColumn (the CRD's minimum and maximum, which a test of
+// the API types checks against these) and the worker's --email-column.
+const (
+	// MaxColumn is the highest column position a user may name.
+	MaxColumn = 1000
+	// DefaultColumn is the email column of a list that names none.
+	DefaultColumn Column = 1
+)
 
 // Column is a column's 1-based position, as users give it (the REST API's
 // email_column, the EmailList's spec.format.emailColumn, flags) and as
@@ -84,6 +92,21 @@ func ParseColumn(s string) (Column, error) {
 // delimiterNames are the separators a list may use, by the names the CRD,
 // the REST API and the worker's flags give them.
 var delimiterNames = map[string]byte{"comma": ',', "pipe": '|', "tab": '\t'}
+
+// DefaultDelimiter separates the fields of a list that names no delimiter:
+// the list API's default, a tab.
+const DefaultDelimiter byte = '\t'
+
+// DelimiterNames returns the separators' names, sorted: the values of the
+// CRD's delimiter enum.
+func DelimiterNames() []string {
+	names := make([]string, 0, len(delimiterNames))
+	for n := range delimiterNames {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
 
 // ParseDelimiter reads a separator given by name (comma, pipe, tab) or as
 // the character itself. It is the one place that knows the separators.

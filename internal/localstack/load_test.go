@@ -12,13 +12,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,15 +25,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/catalog"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/localstack"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // countingTransport counts the test's own requests, so they can be told
@@ -80,40 +79,6 @@ func labelsMatch(m *dto.Metric, match map[string]string) bool {
 		}
 	}
 	return n == len(match)
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// childrenCPU sums utime and stime of this process's live children (the
-// kube-apiserver and etcd) from /proc; USER_HZ is 100 on Linux.
-func childrenCPU() time.Duration {
-	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	me := strconv.Itoa(os.Getpid())
-	var ticks int64
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		_, rest, ok := strings.Cut(string(b), ") ")
-		f := strings.Fields(rest)
-		if !ok || len(f) < 13 || f[1] != me {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond
-}
-
-func loadAvg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 // peakRSS is this process's high-water resident set (VmHWM).
@@ -201,7 +166,7 @@ func TestLoadThousandLists(t *testing.T) {
 	defer w.Stop()
 	reconciles0 := metricSum(t, "controller_runtime_reconcile_total", map[string]string{"controller": "emaillist"})
 	requests0, mine0 := metricSum(t, "rest_client_requests_total", nil), mine.Load()
-	self0, plane0 := selfCPU(), childrenCPU()
+	self0, plane0 := cputime.Self(), cputime.Running()
 	start := time.Now()
 
 	// Apply everything at once from 32 clients, ConfigMap then list.
@@ -217,11 +182,7 @@ func TestLoadThousandLists(t *testing.T) {
 			name := fmt.Sprintf("list-%04d", i)
 			body := fmt.Sprintf("id,name,email\n1,Ann,ann%d@example.com\n2,Bob,bob%d@gmial.com\n3,Cy,info@example.org\n4,Dee,not-an-email\n", i, i)
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"list.csv": body}}
-			l := &listsv1.EmailList{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: listsv1.EmailListSpec{
-				Service: listsv1.ServiceEmailValidation,
-				Source:  listsv1.ListSource{ConfigMapKeyRef: &listsv1.ConfigMapKeySelector{Name: name, Key: "list.csv"}},
-				Format:  listsv1.ListFormat{Name: "list.csv", Delimiter: listsv1.DelimiterComma, Header: ptr.To(true), EmailColumn: 3},
-			}}
+			l := builders.MakeEmailList(ns, name).ConfigMap(name, "list.csv").Header().EmailColumn(3).Obj()
 			for _, o := range []client.Object{cm, l} {
 				if err := c.Create(ctx, o); err != nil {
 					errs <- err
@@ -259,7 +220,7 @@ func TestLoadThousandLists(t *testing.T) {
 	all := time.Since(start)
 	reconciles := metricSum(t, "controller_runtime_reconcile_total", map[string]string{"controller": "emaillist"}) - reconciles0
 	requests := metricSum(t, "rest_client_requests_total", nil) - requests0 - float64(mine.Load()-mine0)
-	self, plane := selfCPU()-self0, childrenCPU()-plane0
+	self, plane := cputime.Self()-self0, cputime.Running()-plane0
 	close(stopMem)
 
 	// The last status writes cause one more look at each list; let those
@@ -282,7 +243,7 @@ func TestLoadThousandLists(t *testing.T) {
 
 	t.Logf("RESULT lists=%d applied_in=%.1fs all_results_in=%.1fs reconciles=%.0f (%.1f/list, %.0f/s) reconciles_with_settling=%.0f (%.1f/list) api_requests_by_stack=%.0f (%.1f/list) idle_reconciles_10s=%.0f peak_rss=%dMiB peak_heap_inuse=%dMiB cpu_stack_and_test=%.1fs cpu_apiserver_etcd=%.1fs loadavg=%s",
 		n, applied.Seconds(), all.Seconds(), reconciles, reconciles/float64(n), reconciles/all.Seconds(),
-		total, total/float64(n), requests, requests/float64(n), idle, peakRSS()>>20, heapPeak.Load()>>20, self.Seconds(), plane.Seconds(), loadAvg())
+		total, total/float64(n), requests, requests/float64(n), idle, peakRSS()>>20, heapPeak.Load()>>20, self.Seconds(), plane.Seconds(), cputime.LoadAverage())
 	if all > 60*time.Second {
 		t.Errorf("%d lists took %s to reach Results; the target is 60s", n, all.Round(time.Second))
 	}

@@ -416,7 +416,7 @@ func ensureLocalKey(ctx context.Context, c client.Client, keyFile, secretName st
 	if b, err := os.ReadFile(keyFile); err == nil {
 		key = strings.TrimSpace(string(b))
 	}
-	if len(key) < 16 {
+	if len(key) < apikey.MinKeyLength {
 		var b [24]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return "", err

@@ -9,11 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/emaildata/emaildata/internal/cputime"
 )
 
 // Benchmarks. They run only with -bench (see docs/benchmarks.md):
@@ -57,7 +58,7 @@ func BenchmarkImport(b *testing.B) {
 			b.SetBytes(int64(csv.Len()))
 			dir := b.TempDir()
 			var elapsed time.Duration
-			cpu0 := cpuTime()
+			cpu0 := cputime.Self()
 			for i := 0; b.Loop(); i++ {
 				start := time.Now()
 				s, err := Open(context.Background(), embeddedURL(scheme, filepath.Join(dir, strconv.Itoa(i))))
@@ -75,21 +76,12 @@ func BenchmarkImport(b *testing.B) {
 				os.RemoveAll(filepath.Join(dir, strconv.Itoa(i)))
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "rows/s")
-			b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "rows/cpu-s")
+			b.ReportMetric(float64(n)*float64(b.N)/(cputime.Self()-cpu0).Seconds(), "rows/cpu-s")
 		})
 	}
 }
 
 const benchSeed = 1
-
-// cpuTime is the process's user + system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 func benchDir(b *testing.B) string {
 	dir := os.Getenv("EMAILDATA_PEOPLE_BENCH_DIR")
@@ -284,7 +276,7 @@ func BenchmarkMatch1M(b *testing.B) {
 			b.Logf("levels of one batch: %v", levels)
 			var lat []time.Duration
 			i := 0
-			cpu0 := cpuTime()
+			cpu0 := cputime.Self()
 			for b.Loop() {
 				start := time.Now()
 				if _, err := Match(ctx, s, batches[i%len(batches)]); err != nil {
@@ -293,7 +285,7 @@ func BenchmarkMatch1M(b *testing.B) {
 				lat = append(lat, time.Since(start))
 				i++
 			}
-			cpu := cpuTime() - cpu0
+			cpu := cputime.Self() - cpu0
 			slices.Sort(lat)
 			pct := func(p float64) float64 {
 				return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000

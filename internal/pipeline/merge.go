@@ -166,9 +166,9 @@ func WriteResult(ctx context.Context, store *blobstore.Store, keys blobstore.Lis
 // zipEntryName names the file inside a zipped result after the inner input
 // file, with the result suffix, so unzipping never clobbers the input.
 func zipEntryName(inner, fileName string) string {
-	ext := strings.ToLower(path.Ext(inner))
-	if ext != ".csv" && ext != ".txt" {
-		ext = ".csv"
+	ext := listfile.KindCSV.String()
+	if k, err := listfile.KindOf(inner); err == nil && k != listfile.KindZip {
+		ext = k.String()
 	}
 	return strings.TrimSuffix(fileName, path.Ext(fileName)) + ext
 }

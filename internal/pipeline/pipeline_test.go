@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/listfile"
 	"github.com/emaildata/emaildata/internal/listservice"
 )
@@ -1128,7 +1129,7 @@ func benchPipeline(b *testing.B, s *blobstore.Store, data []byte) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, cpuOK := processCPU()
+	cpu0 := cputime.Self()
 	for b.Loop() {
 		plan, err := Prepare(ctx, s, keys, req, constService{}, cfg)
 		if err != nil {
@@ -1144,7 +1145,7 @@ func benchPipeline(b *testing.B, s *blobstore.Store, data []byte) {
 			b.Fatal(err)
 		}
 	}
-	if cpu1, ok := processCPU(); ok && cpuOK && cpu1 > cpu0 {
+	if cpu1 := cputime.Self(); cpu1 > cpu0 {
 		b.ReportMetric(float64(len(data))*float64(b.N)/1e6/(cpu1-cpu0).Seconds(), "MB/cpu-s")
 	}
 	b.ReportMetric(float64(shards), "shards")

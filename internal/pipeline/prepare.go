@@ -233,10 +233,10 @@ func ResultFileName(name string, listID int64) string {
 
 // ContentType is the media type of a result file of that name.
 func ContentType(fileName string) string {
-	switch strings.ToLower(path.Ext(fileName)) {
-	case ".zip":
+	switch k, _ := listfile.KindOf(fileName); k {
+	case listfile.KindZip:
 		return "application/zip"
-	case ".csv":
+	case listfile.KindCSV:
 		return "text/csv; charset=utf-8"
 	default:
 		return "text/plain; charset=utf-8"

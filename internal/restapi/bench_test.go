@@ -30,7 +30,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,6 +40,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/apikey"
 	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
 
@@ -75,8 +75,8 @@ func TestLoadStatusGET(t *testing.T) {
 
 	bin := buildAPILoad(t)
 	before := apiCalls.Load()
-	self0, kids0 := cpuSelf(), cpuChildren(t)
-	load0 := loadAvg()
+	self0, kids0 := cputime.Self(), cputime.Running()
+	load0 := cputime.LoadAverage()
 	cmd := exec.Command(bin, "-url", target, "-H", "api_key: "+keyAcme,
 		"-c", strconv.Itoa(conns), "-n", "0", "-d", dur.String())
 	out, err := cmd.CombinedOutput()
@@ -84,7 +84,7 @@ func TestLoadStatusGET(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apiload: %v", err)
 	}
-	self1, kids1 := cpuSelf(), cpuChildren(t)
+	self1, kids1 := cputime.Self(), cputime.Running()
 	during := apiCalls.Load() - before
 
 	rps, requests, codes := parseAPILoad(t, string(out))
@@ -344,47 +344,6 @@ func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.n.Add(1)
 	}
 	return c.rt.RoundTrip(r)
-}
-
-// cpuSelf is this process's CPU time, user + system.
-func cpuSelf() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// cpuChildren sums the CPU time of this process's running children: the
-// envtest kube-apiserver and etcd.
-func cpuChildren(t *testing.T) time.Duration {
-	t.Helper()
-	self := strconv.Itoa(os.Getpid())
-	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, p := range dirs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// Fields after the parenthesised command: state ppid ... utime(14) stime(15).
-		rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-		f := strings.Fields(rest)
-		if len(f) < 13 || f[1] != self {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
-	}
-	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
-}
-
-func loadAvg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // rss reads a size field (VmRSS, VmHWM) of /proc/self/status, in bytes.

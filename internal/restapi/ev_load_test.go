@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -74,8 +75,8 @@ func TestLoadEV(t *testing.T) {
 	dnsBefore := world.Stats().DNSQueries
 
 	bin := buildAPILoad(t)
-	self0, kids0 := cpuSelf(), cpuChildren(t)
-	load0 := loadAvg()
+	self0, kids0 := cputime.Self(), cputime.Running()
+	load0 := cputime.LoadAverage()
 	cmd := exec.Command(bin, "-url", target, "-c", strconv.Itoa(conns), "-n", "0", "-d", dur.String())
 	if procs := envInt(t, "EMAILDATA_LOAD_APILOAD_PROCS", 0); procs > 0 {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
@@ -85,7 +86,7 @@ func TestLoadEV(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apiload: %v", err)
 	}
-	self1, kids1 := cpuSelf(), cpuChildren(t)
+	self1, kids1 := cputime.Self(), cputime.Running()
 	dnsDuring := world.Stats().DNSQueries - dnsBefore
 
 	rps, requests, codes := parseAPILoad(t, string(out))

@@ -14,6 +14,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/services"
 )
 
 // purchaseRequest is the optional purchase body.
@@ -52,8 +53,8 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request, l *listsv1.Ema
 		writeError(w, r, http.StatusBadRequest, "BadRequest", msg)
 		return
 	}
-	if l.Spec.Service == listsv1.ServiceEmailValidation {
-		writeError(w, r, http.StatusBadRequest, "NotPurchasable", "email_validation lists always run with action=process and are purchased when processed; there is nothing to purchase")
+	if !services.Purchasable(string(l.Spec.Service)) {
+		writeError(w, r, http.StatusBadRequest, "NotPurchasable", fmt.Sprintf("%s lists always run with action=process and are purchased when processed; there is nothing to purchase", l.Spec.Service))
 		return
 	}
 	columns, err := s.listColumns(r.Context(), l)
@@ -115,14 +116,14 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request, l *listsv1.Ema
 // checkPurchaseShape checks what needs no list: the count of fields and the
 // match type.
 func checkPurchaseShape(req purchaseRequest) string {
-	if len(req.Fields) > 100 {
-		return "at most 100 fields may be selected"
+	if len(req.Fields) > listsv1.MaxPurchaseFields {
+		return fmt.Sprintf("at most %d fields may be selected", listsv1.MaxPurchaseFields)
 	}
 	switch mt := req.Options.EmailAppend.MatchType; mt {
-	case "", "I", "H":
+	case "", listsv1.MatchIndividual, listsv1.MatchHousehold:
 		return ""
 	default:
-		return fmt.Sprintf("options.email_append.match_type %q must be I or H", truncate(mt, 10))
+		return fmt.Sprintf("options.email_append.match_type %q must be %s or %s", truncate(mt, 10), listsv1.MatchIndividual, listsv1.MatchHousehold)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/emaildata/emaildata/internal/kubescheme"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/services"
+	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // These tests walk the routes Handler registers, so a route added later
@@ -58,12 +58,8 @@ func routesServer(t *testing.T) (*Server, http.Handler) {
 	ctx := context.Background()
 	var objs []client.Object
 	for id, svc := range routeLists {
-		objs = append(objs, &listsv1.EmailList{
-			ObjectMeta: metav1.ObjectMeta{Namespace: routesNS, Name: fmt.Sprintf("list-%d", id), Labels: map[string]string{
-				listsv1.ListIDLabel: strconv.FormatInt(id, 10), TenantLabel: tenantLabel("acme"), listsv1.LabelManagedBy: listsv1.ManagedByAPI,
-			}},
-			Spec: listsv1.EmailListSpec{Service: listsv1.Service(svc)},
-		})
+		objs = append(objs, builders.MakeEmailList(routesNS, fmt.Sprintf("list-%d", id)).Service(listsv1.Service(svc)).
+			Labels(listsv1.ListIDLabel, strconv.FormatInt(id, 10), TenantLabel, tenantLabel("acme"), listsv1.LabelManagedBy, listsv1.ManagedByAPI).Obj())
 	}
 	c := fake.NewClientBuilder().WithScheme(kubescheme.New()).WithIndex(&listsv1.EmailList{}, ListIDIndex, IndexListID).
 		WithObjects(objs...).Build()

@@ -125,7 +125,7 @@ func uploadName(w http.ResponseWriter, r *http.Request, partName string) string 
 	if partName == "" {
 		return "myfile.csv"
 	}
-	if validName(partName) != nil {
+	if listfile.CheckFileName(partName) != nil {
 		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file name %q must be a plain name ending in .txt, .csv or .zip; or pass name", truncate(partName, 60)))
 		return ""
 	}
@@ -191,7 +191,7 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 	}
 	v := q.Get("delimiter")
 	if v == "" || v == "%09" { // the default; a tab encoded twice
-		v = "tab"
+		v = listfile.DelimiterName(listfile.DefaultDelimiter)
 	}
 	b, err := listfile.ParseDelimiter(v)
 	if err != nil {
@@ -202,15 +202,15 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 	case "", "process":
 		p.action = ""
 	case "report":
-		if p.service == services.EmailValidation {
-			return bad("email_validation always runs with action=process; action=report is not available for it")
+		if !services.Purchasable(p.service) {
+			return bad(fmt.Sprintf("%s always runs with action=process; action=report is not available for it", p.service))
 		}
 		p.action = listsv1.ActionReport
 	default:
 		return bad(fmt.Sprintf("action %q must be process or report", truncate(v, 20)))
 	}
 	if p.name = q.Get("name"); p.name != "" {
-		if err := validName(p.name); err != nil {
+		if err := listfile.CheckFileName(p.name); err != nil {
 			return bad(err.Error())
 		}
 	}
@@ -240,24 +240,6 @@ func isListService(s string) bool {
 		}
 	}
 	return false
-}
-
-func validName(name string) error {
-	if len(name) > 255 {
-		return errors.New("name is longer than 255 characters")
-	}
-	if strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." || strings.HasPrefix(name, ".") {
-		return fmt.Errorf("name %q must be a plain file name", truncate(name, 60))
-	}
-	for _, c := range name {
-		if c < 0x20 || c == 0x7f {
-			return errors.New("name contains control characters")
-		}
-	}
-	if _, err := listfile.KindOf(name); err != nil {
-		return fmt.Errorf("name %q must end in .txt, .csv or .zip", truncate(name, 60))
-	}
-	return nil
 }
 
 var errEmptyUpload = errors.New("empty upload")

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
@@ -95,8 +96,8 @@ func TestLoadTD(t *testing.T) {
 			if out, err := warm.CombinedOutput(); err != nil || !strings.Contains(string(out), fmt.Sprintf("status codes: 200=%d\n", len(urls))) {
 				t.Fatalf("warm-up: %v\n%s", err, out)
 			}
-			self0, kids0, pg0 := cpuSelf(), cpuChildren(t), cpuOf("postgres")
-			load0 := loadAvg()
+			self0, kids0, pg0 := cputime.Self(), cputime.Running(), cputime.Named("postgres")
+			load0 := cputime.LoadAverage()
 			cmd := exec.Command(bin, "-urls", file, "-c", strconv.Itoa(conns), "-n", "0", "-d", dur.String())
 			if procs := envInt(t, "EMAILDATA_LOAD_APILOAD_PROCS", 0); procs > 0 {
 				cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
@@ -106,14 +107,14 @@ func TestLoadTD(t *testing.T) {
 			if err != nil {
 				t.Fatalf("apiload: %v", err)
 			}
-			self1, kids1, pg1 := cpuSelf(), cpuChildren(t), cpuOf("postgres")
+			self1, kids1, pg1 := cputime.Self(), cputime.Running(), cputime.Named("postgres")
 			rps, requests, codes := parseAPILoad(t, string(out))
 			p99 := parseP99(t, string(out))
 			loadCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 			perReq := func(d time.Duration) string {
 				return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1e3/float64(max(requests, 1)))
 			}
-			t.Logf("machine: %d CPUs, %s, load average before the run %s, after %s", runtime.NumCPU(), runtime.Version(), load0, loadAvg())
+			t.Logf("machine: %d CPUs, %s, load average before the run %s, after %s", runtime.NumCPU(), runtime.Version(), load0, cputime.LoadAverage())
 			t.Logf("CPU during the run (%s wall, %s of CPU available):", dur, time.Duration(runtime.NumCPU())*dur)
 			t.Logf("  test process (API under load, suite): %s = %s per request", (self1 - self0).Round(time.Millisecond), perReq(self1-self0))
 			t.Logf("  apiload (load generator):             %s = %s per request", loadCPU.Round(time.Millisecond), perReq(loadCPU))
@@ -134,31 +135,6 @@ func TestLoadTD(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cpuOf sums the CPU time of the machine's processes named comm.
-func cpuOf(comm string) time.Duration {
-	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, p := range dirs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || s[open+1:end] != comm {
-			continue
-		}
-		f := strings.Fields(s[end+2:])
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
-	}
-	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
 // tdSample returns k people spread over Generate(1, n).

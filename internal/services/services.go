@@ -23,3 +23,18 @@ var Known = []string{EmailValidation, EmailAppend, EmailIntelligence, Fraud, Dem
 
 // List are the services that run over lists.
 var List = []string{EmailValidation, EmailAppend, EmailIntelligence}
+
+// Purchasable reports whether a list service's results can be held until
+// a Purchase buys them (action=report). email_validation's cannot: its
+// lists always run with action=process and are purchased on completion.
+// The REST API's submit and purchase and the Purchase controller ask here;
+// the EmailList CRD's CEL rule says the same, and a test of the API types
+// evaluates that rule against this function.
+func Purchasable(service string) bool {
+	for _, s := range List {
+		if s == service {
+			return service != EmailValidation
+		}
+	}
+	return false
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/mxdns"
 )
@@ -78,7 +79,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 				})
 				results := make([][]Result, len(jobs))
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				cpu0, _ := processCPU()
+				cpu0 := cputime.Self()
 				start := time.Now()
 				ch := make(chan int)
 				var wg sync.WaitGroup
@@ -98,8 +99,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 				close(ch)
 				wg.Wait()
 				wall += time.Since(start)
-				cpu1, _ := processCPU()
-				cpu += cpu1 - cpu0
+				cpu += cputime.Self() - cpu0
 				cancel()
 
 				if b.N > 1 {

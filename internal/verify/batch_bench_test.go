@@ -31,10 +31,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/cputime"
 	"github.com/emaildata/emaildata/internal/emaillists"
 	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/mxdns"
@@ -153,7 +153,7 @@ func mwRun(b *testing.B, w *mailworld.World, addrs []string, shards, batchSize, 
 		batches  = make([][]time.Duration, shards)
 	)
 	ctx := context.Background() // a shard's context has no deadline
-	cpu0 := processCPUTime()
+	cpu0 := cputime.Self()
 	start := time.Now()
 	b.StartTimer()
 	per := (len(addrs) + shards - 1) / shards
@@ -175,7 +175,7 @@ func mwRun(b *testing.B, w *mailworld.World, addrs []string, shards, batchSize, 
 	wg.Wait()
 	b.StopTimer()
 	wall := time.Since(start)
-	cpu := processCPUTime() - cpu0
+	cpu := cputime.Self() - cpu0
 	if firstErr != nil {
 		b.Fatal(firstErr)
 	}
@@ -345,14 +345,6 @@ func waitIdle(b *testing.B, w *mailworld.World) {
 			b.Fatalf("%d SMTP connections still open", w.Stats().Current)
 		}
 	}
-}
-
-// processCPUTime is the user + system CPU time of this process: the engine
-// and the mail world's DNS and SMTP servers, which run in it too.
-func processCPUTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchEnvInt(b *testing.B, name string, def int) int {
