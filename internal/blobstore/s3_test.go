@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +36,7 @@ func TestS3(t *testing.T) {
 	srv := s3server.ForTest(t, s3server.Options{Identities: []s3server.Identity{s3Admin, s3TeamB}, Buckets: []string{"store", "team-b"}})
 	for name, test := range map[string]func(*testing.T, *s3server.Server){
 		"StoreMultipart": testS3StoreMultipart, "StoreDeletePrefix": testS3StoreDeletePrefix,
-		"StoreBasics": testS3StoreBasics, "OpenExternal": testOpenExternal,
+		"StoreBasics": testS3StoreBasics, "OpenExternal": testOpenExternal, "WriterBounded": testS3WriterBounded,
 	} {
 		t.Run(name, func(t *testing.T) { test(t, srv) })
 	}
@@ -113,6 +114,54 @@ func testS3StoreMultipart(t *testing.T, srv *s3server.Server) {
 		}
 	}
 }
+
+// Every writer of the store is bounded, whatever options its caller gave:
+// with none (as a REST upload writes) or with parts too small for S3 (1
+// MiB), a 40 MiB object goes up in parts of MinPartSize, and writing it
+// allocates a few parts' worth (the transfer manager's defaults allocate
+// about 90 MiB: 34 MiB reading its 16 MiB multipart threshold, 48 MiB of
+// parts; with the part size and concurrency alone, about 56 MiB).
+func testS3WriterBounded(t *testing.T, srv *s3server.Server) {
+	st := openS3Store(t, srv)
+	ctx := context.Background()
+	data := pattern(40<<20 + 12345)
+	wantParts := (len(data) + blobstore.MinPartSize - 1) / blobstore.MinPartSize
+	for name, opts := range map[string]*blob.WriterOptions{
+		"none":     nil,
+		"1MiB":     {ContentType: "text/csv", BufferSize: 1 << 20},
+		"pipeline": ptrTo(blobstore.WriterOptions("text/csv")),
+	} {
+		key := "bounded/" + name
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		w, err := st.NewWriter(ctx, key, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < len(data); off += 32 << 10 { // as a part is written: in small pieces
+			if _, err := w.Write(data[off:min(off+32<<10, len(data))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		runtime.ReadMemStats(&after)
+		attrs, err := st.Attributes(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attrs.Size != int64(len(data)) || !strings.HasSuffix(attrs.ETag, fmt.Sprintf("-%d\"", wantParts)) {
+			t.Errorf("%s: %d bytes, ETag %s: want %d bytes in %d parts of MinPartSize", name, attrs.Size, attrs.ETag, len(data), wantParts)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 40<<20 {
+			t.Errorf("%s: writing %d MiB allocated %d MiB, want at most 40 (about 3 parts and a part's first read)", name, len(data)>>20, alloc>>20)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // Deleting a list's prefix deletes every object under it, past the first
 // page of a listing (1000 keys), and nothing beside it.
