@@ -49,7 +49,9 @@ import (
 
 type config struct {
 	in, bin, dir, root, result string
+	store                      string
 	shards                     []int
+	shardBytes                 int64
 	keep                       bool
 	timeout                    time.Duration
 }
@@ -62,6 +64,8 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "parent of the stacks' state directories (default: next to -in); each is removed after its run unless -keep")
 	flag.StringVar(&c.root, "root", ".", "repository root (CRDs in config/crd/bases)")
 	flag.StringVar(&c.result, "result", "", "write the first run's result file here (for genlist -check)")
+	flag.Int64Var(&c.shardBytes, "shard-bytes", 0, "target input bytes per shard (--shard-bytes; 0: the manager's default, 8 MiB)")
+	flag.StringVar(&c.store, "store", "s3", "the stack's store: s3 (SeaweedFS) or file (a directory, for comparison)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the stacks' state directories")
 	flag.DurationVar(&c.timeout, "timeout", time.Hour, "longest wait for one list")
 	flag.Parse()
@@ -99,9 +103,11 @@ func run(ctx context.Context, c config) error {
 	if c.dir == "" {
 		c.dir = filepath.Dir(c.in)
 	}
-	weed, err := s3server.Binary()
-	if err != nil {
-		return err
+	weed := ""
+	if c.store == "s3" {
+		if weed, err = s3server.Binary(); err != nil {
+			return err
+		}
 	}
 	if c.bin == "" {
 		if c.bin, err = build(root); err != nil {
@@ -196,7 +202,8 @@ func measure(ctx context.Context, c config, st *stack, r *report, keepResult boo
 	if err != nil {
 		return err
 	}
-	r.wall = time.Since(start)
+	r.created, r.results = start, time.Now()
+	r.wall = r.results.Sub(start)
 	r.cpu = sampleTree(st.pid()).sub(before)
 	r.stackPeak = peakRSS(st.pid())
 	r.childPeaks = childPeaks(st.pid())

@@ -15,15 +15,16 @@ import (
 
 // podEnd is one test node "container ended" log line.
 type podEnd struct {
-	Pod      string  `json:"pod"`
-	Code     int     `json:"exit_code"`
-	Reason   string  `json:"reason"`
-	Peak     int64   `json:"peak_rss_bytes"`
-	From     string  `json:"peak_from"`
-	Limit    int64   `json:"memory_limit_bytes"`
-	User     float64 `json:"cpu_user_seconds"`
-	System   float64 `json:"cpu_system_seconds"`
-	Duration float64 `json:"seconds"`
+	Time     time.Time `json:"time"`
+	Pod      string    `json:"pod"`
+	Code     int       `json:"exit_code"`
+	Reason   string    `json:"reason"`
+	Peak     int64     `json:"peak_rss_bytes"`
+	From     string    `json:"peak_from"`
+	Limit    int64     `json:"memory_limit_bytes"`
+	User     float64   `json:"cpu_user_seconds"`
+	System   float64   `json:"cpu_system_seconds"`
+	Duration float64   `json:"seconds"`
 }
 
 // podEnds reads the container ended lines of the stack's JSON log.
@@ -59,6 +60,7 @@ type report struct {
 	upload                time.Duration
 	uploadPeak            int64
 	wall, processing      time.Duration
+	created, results      time.Time
 	download              time.Duration
 	cpu                   cpuTable
 	stackPeak             int64
@@ -76,6 +78,10 @@ func (r *report) print(w io.Writer) {
 		r.upload.Seconds(), float64(r.bytes)/1e6/r.upload.Seconds(), mib(r.uploadPeak))
 	fmt.Fprintf(w, "created -> Results: wall %.1f s (Processing seen at %.1f s); %.0f rows/s\n",
 		r.wall.Seconds(), r.processing.Seconds(), float64(r.rows)/r.wall.Seconds())
+	if first, last, ok := r.podSpan(); ok {
+		fmt.Fprintf(w, "  phases: preparation and Job creation %.1f s; first pod start %.1f s to last pod end %.1f s (%.1f s); merge and status %.1f s\n",
+			r.processing.Seconds(), first.Sub(r.created).Seconds(), last.Sub(r.created).Seconds(), last.Sub(first).Seconds(), r.results.Sub(last).Seconds())
+	}
 	total := r.cpu.total()
 	fmt.Fprintf(w, "CPU created -> Results: %.1f s in all (%.0f rows per CPU-second)\n", total.Seconds(), float64(r.rows)/total.Seconds())
 	names := make([]string, 0, len(r.cpu))
@@ -118,4 +124,18 @@ func (r *report) printPods(w io.Writer) {
 		peaks = append(peaks, fmt.Sprintf("%.0f", float64(p.Peak)/(1<<20)))
 	}
 	fmt.Fprintf(w, "  each pod's peak (MiB, in the order they ended): %s\n", strings.Join(peaks, " "))
+}
+
+// podSpan is when the first pod started and the last one ended.
+func (r *report) podSpan() (first, last time.Time, ok bool) {
+	for _, p := range r.pods {
+		start := p.Time.Add(-time.Duration(p.Duration * float64(time.Second)))
+		if first.IsZero() || start.Before(first) {
+			first = start
+		}
+		if p.Time.After(last) {
+			last = p.Time
+		}
+	}
+	return first, last, len(r.pods) > 0
 }

@@ -50,12 +50,15 @@ func startStack(ctx context.Context, c config, weed, dir string, shards int) (*s
 		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(c.bin, "localstack"), "--dir", filepath.Join(dir, "state"),
-		"--executor=job", "--store=s3", "--s3-port=0", "--worker-dir", c.bin,
-		"--max-shards", strconv.Itoa(shards), "--log-format", "json",
+		"--executor=job", "--store="+c.store, "--s3-port=0", "--worker-dir", c.bin,
+		"--max-shards", strconv.Itoa(shards), "--shard-bytes", strconv.FormatInt(c.shardBytes, 10), "--log-format", "json",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0")
 	cmd.Dir, cmd.Stderr = c.root, logFile
-	cmd.Env = append(os.Environ(), s3server.BinaryEnv+"="+weed)
+	cmd.Env = os.Environ()
+	if weed != "" {
+		cmd.Env = append(cmd.Env, s3server.BinaryEnv+"="+weed)
+	}
 	// Killed with this process, as a crashed run must leave no stack.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
