@@ -163,7 +163,7 @@ func runOnce(ctx context.Context, c config, weed string, shards int, keepResult 
 		return nil, err
 	}
 	defer st.kill()
-	r := &report{shards: shards, loadBefore: loadAverage()}
+	r := &report{shards: shards, store: c.store, loadBefore: loadAverage()}
 	if err := measure(ctx, c, st, r, keepResult); err != nil {
 		return nil, fmt.Errorf("%w\nlast lines of the stack's log:\n%s", err, st.logTail(4000))
 	}
@@ -182,6 +182,7 @@ func runOnce(ctx context.Context, c config, weed string, shards int, keepResult 
 // measure uploads the list, waits for Results and downloads the result,
 // sampling the stack's processes between the steps.
 func measure(ctx context.Context, c config, st *stack, r *report, keepResult bool) error {
+	r.idleRSS = rss(st.pid())
 	resetPeak(st.pid())
 	t0 := time.Now()
 	id, err := st.upload(ctx, c.in)

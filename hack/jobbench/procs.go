@@ -118,14 +118,20 @@ func resetPeak(pid int) {
 }
 
 // peakRSS is a process's VmHWM in bytes.
-func peakRSS(pid int) int64 {
+func peakRSS(pid int) int64 { return statusBytes(pid, "VmHWM:") }
+
+// rss is a process's VmRSS in bytes.
+func rss(pid int) int64 { return statusBytes(pid, "VmRSS:") }
+
+// statusBytes reads a kB field of /proc/<pid>/status, in bytes.
+func statusBytes(pid int, field string) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10
 		}

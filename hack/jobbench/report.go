@@ -54,11 +54,11 @@ func podEnds(path string) ([]podEnd, error) {
 // report is one run's figures.
 type report struct {
 	shards, listShards    int
-	list                  string
+	list, store           string
 	rows, bytes           int64
 	loadBefore, loadAfter string
 	upload                time.Duration
-	uploadPeak            int64
+	uploadPeak, idleRSS   int64
 	wall, processing      time.Duration
 	created, results      time.Time
 	download              time.Duration
@@ -74,8 +74,8 @@ type report struct {
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== %d shards (--max-shards %d): %s, %d rows, %.1f MB; load average %s before, %s after\n",
 		r.listShards, r.shards, r.list, r.rows, float64(r.bytes)/1e6, r.loadBefore, r.loadAfter)
-	fmt.Fprintf(w, "upload (REST, multipart, into S3): %.1f s, %.0f MB/s; stack peak RSS during it %s\n",
-		r.upload.Seconds(), float64(r.bytes)/1e6/r.upload.Seconds(), mib(r.uploadPeak))
+	fmt.Fprintf(w, "upload (REST, multipart, into the %s store): %.1f s, %.0f MB/s; stack RSS %s before it, peak %s during it\n",
+		r.store, r.upload.Seconds(), float64(r.bytes)/1e6/r.upload.Seconds(), mib(r.idleRSS), mib(r.uploadPeak))
 	fmt.Fprintf(w, "created -> Results: wall %.1f s (Processing seen at %.1f s); %.0f rows/s\n",
 		r.wall.Seconds(), r.processing.Seconds(), float64(r.rows)/r.wall.Seconds())
 	if first, last, ok := r.podSpan(); ok {
