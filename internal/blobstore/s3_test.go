@@ -67,9 +67,9 @@ func pattern(n int) []byte {
 	return b
 }
 
-// An object larger than the multipart threshold (16 MiB in the AWS SDK's
-// transfer manager, which gocloud's writer uses), written with the options
-// the pipeline writes parts and results with, goes up as a multipart upload
+// An object of many parts (past the AWS SDK transfer manager's own 16 MiB
+// multipart threshold too), written with the options the pipeline writes
+// parts and results with, goes up as a multipart upload
 // (parts smaller than MinPartSize would be refused), and reads back whole
 // and by ranges across parts.
 func testS3StoreMultipart(t *testing.T, srv *s3server.Server) {
