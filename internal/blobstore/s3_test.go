@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -297,4 +300,80 @@ func testOpenExternal(t *testing.T, srv *s3server.Server) {
 
 func putInput(bucket, key, body string) *s3.PutObjectInput {
 	return &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}
+}
+
+// BenchmarkS3Writer writes one 60 MB object the way a part is written (32
+// KiB at a time) through gocloud's S3 writer with the transfer manager's
+// defaults (sdk-defaults: what a writer without options had), with
+// blobstore.WriterOptions alone (sdk-writeroptions), and through
+// Store.NewWriter (store: every writer now). rss-MiB is the process's peak
+// RSS above its RSS before the write (VmHWM, reset with clear_refs), the
+// largest of the iterations.
+//
+//	go test -run '^$' -bench BenchmarkS3Writer -benchtime 5x ./internal/blobstore/
+func BenchmarkS3Writer(b *testing.B) {
+	srv := s3server.ForTest(b, s3server.Options{Identities: []s3server.Identity{s3Admin}, Buckets: []string{"store"}})
+	for _, kv := range s3Admin.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	ctx := context.Background()
+	st, err := blobstore.Open(ctx, srv.StoreURL("store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	chunk := pattern(32 << 10)
+	const size = 60 << 20
+	wo := blobstore.WriterOptions("text/csv")
+	for _, bc := range []struct {
+		name string
+		open func(key string) (*blob.Writer, error)
+	}{
+		{"sdk-defaults", func(key string) (*blob.Writer, error) { return st.Bucket.NewWriter(ctx, key, nil) }},
+		{"sdk-writeroptions", func(key string) (*blob.Writer, error) { return st.Bucket.NewWriter(ctx, key, &wo) }},
+		{"store", func(key string) (*blob.Writer, error) { return st.NewWriter(ctx, key, nil) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(size)
+			b.ReportAllocs()
+			var peak int64
+			for i := 0; b.Loop(); i++ {
+				runtime.GC()
+				debug.FreeOSMemory()
+				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+				base := procStatus(b, "VmRSS:")
+				w, err := bc.open(fmt.Sprintf("bench/%s/%d", bc.name, i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for n := 0; n < size; n += len(chunk) {
+					if _, err := w.Write(chunk); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, procStatus(b, "VmHWM:")-base)
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "rss-MiB")
+		})
+	}
+}
+
+// procStatus reads a kB field of /proc/self/status, in bytes.
+func procStatus(b *testing.B, field string) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc: ", err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	b.Fatalf("no %s in /proc/self/status", field)
+	return 0
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Writers on an s3:// store. gocloud's S3 writer hands the stream to the
-// AWS SDK's transfer manager, whose defaults cost a process about 70 MiB of
+// AWS SDK's transfer manager, whose defaults cost a process about 80 MiB of
 // RSS for one large object: it reads the first 16 MiB (its multipart
 // threshold) into a growing buffer before it decides on a multipart upload,
 // then allocates Concurrency+1 parts of PartSizeBytes (5 uploading at once
@@ -21,9 +21,9 @@ import (
 // So every writer of a Store on S3 uploads parts of at least MinPartSize,
 // at most MaxConcurrency (2 unless set) at once, and switches to a
 // multipart upload once it has one part: about 3 parts and the first read
-// in memory, 25 to 30 MiB of RSS for a large object (measured: 23-27 MiB
-// against 42-54 MiB with the part size and concurrency alone, and 69-77 MiB
-// with the defaults; TestS3/WriterBounded).
+// in memory. BenchmarkS3Writer, one 60 MB object: 21-25 MiB of peak RSS
+// growth, against 50 MiB with the part size and concurrency alone and
+// 82-83 MiB with the defaults; TestS3/WriterBounded checks it.
 
 // s3Client is the bucket's S3 client, or nil for another kind of store.
 func s3Client(b *blob.Bucket) *s3.Client {
