@@ -36,6 +36,8 @@ func main() {
 	workerDir := flag.String("worker-dir", "bin", "directory of the worker binary, for --executor=job")
 	store := flag.String("store", localstack.StoreFile, "file (a directory under --dir) or s3 (a local S3-compatible server, SeaweedFS, its data under --dir; built by hack/s3-server.sh)")
 	s3Port := flag.Int("s3-port", 8333, "port of the local S3 API, for --store=s3 (0: any free port)")
+	shardBytes := flag.Int64("shard-bytes", 0, "target input bytes per shard (0: the manager's default)")
+	maxShards := flag.Int("max-shards", 0, "most shards per list (0: the manager's default)")
 	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
 		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
 	vc := catalog.DefaultVerifyConfig()
@@ -61,6 +63,7 @@ func main() {
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
 		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
 		Executor: *executor, WorkerDir: *workerDir, Store: *store, S3Port: *s3Port,
+		ShardBytes: *shardBytes, MaxShards: *maxShards,
 		CallbackAllowCIDRs: cmp.Or(*callbacks, "none"),
 		Log:                log,
 	})

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob:// URLs
 	_ "gocloud.dev/blob/fileblob"  // file:// URLs
@@ -30,6 +31,7 @@ var ErrNotFound = errors.New("object not found")
 type Store struct {
 	*blob.Bucket
 	url *url.URL
+	s3  *s3.Client // the bucket's client on an s3:// store (see s3writer.go)
 }
 
 // Open opens the bucket named by rawURL. For file:// stores the directory is
@@ -59,7 +61,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open blob store %s://: %w", u.Scheme, err)
 	}
-	return &Store{Bucket: b, url: u}, nil
+	return &Store{Bucket: b, url: u, s3: s3Client(b)}, nil
 }
 
 // FromBucket wraps an already opened bucket, for tests that share a mem:// bucket.
@@ -68,7 +70,7 @@ func FromBucket(b *blob.Bucket, rawURL string) *Store {
 	if u == nil {
 		u = &url.URL{}
 	}
-	return &Store{Bucket: b, url: u}
+	return &Store{Bucket: b, url: u, s3: s3Client(b)}
 }
 
 // KeyFromURL maps a URL of an object inside this store to its key. The URL
@@ -114,15 +116,13 @@ func ValidKey(key string) error {
 
 // MinPartSize is the smallest part S3 and S3-compatible servers accept in a
 // multipart upload (all parts but the last). gocloud's s3 writer uploads
-// parts of the writer's BufferSize once an object passes the AWS SDK's
-// multipart threshold (16 MiB), so a smaller BufferSize makes every large
-// upload fail with EntityTooSmall.
+// parts of the writer's BufferSize, so a smaller BufferSize would make
+// every large upload fail with EntityTooSmall; Store.NewWriter raises it.
 const MinPartSize = 5 << 20
 
 // WriterOptions are the options for writing a large object in a stream
-// (a shard's part, a result): parts of MinPartSize, two uploading at once,
-// which bounds a writer's memory on S3 to the SDK's first 16 MiB read plus
-// two parts.
+// (a shard's part, a result): parts of MinPartSize, two uploading at once.
+// On S3, Store.NewWriter gives any writer these bounds (see s3writer.go).
 func WriterOptions(contentType string) blob.WriterOptions {
 	return blob.WriterOptions{ContentType: contentType, BufferSize: MinPartSize, MaxConcurrency: 2}
 }

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +39,7 @@ func TestS3(t *testing.T) {
 	srv := s3server.ForTest(t, s3server.Options{Identities: []s3server.Identity{s3Admin, s3TeamB}, Buckets: []string{"store", "team-b"}})
 	for name, test := range map[string]func(*testing.T, *s3server.Server){
 		"StoreMultipart": testS3StoreMultipart, "StoreDeletePrefix": testS3StoreDeletePrefix,
-		"StoreBasics": testS3StoreBasics, "OpenExternal": testOpenExternal,
+		"StoreBasics": testS3StoreBasics, "OpenExternal": testOpenExternal, "WriterBounded": testS3WriterBounded,
 	} {
 		t.Run(name, func(t *testing.T) { test(t, srv) })
 	}
@@ -66,9 +70,9 @@ func pattern(n int) []byte {
 	return b
 }
 
-// An object larger than the multipart threshold (16 MiB in the AWS SDK's
-// transfer manager, which gocloud's writer uses), written with the options
-// the pipeline writes parts and results with, goes up as a multipart upload
+// An object of many parts (past the AWS SDK transfer manager's own 16 MiB
+// multipart threshold too), written with the options the pipeline writes
+// parts and results with, goes up as a multipart upload
 // (parts smaller than MinPartSize would be refused), and reads back whole
 // and by ranges across parts.
 func testS3StoreMultipart(t *testing.T, srv *s3server.Server) {
@@ -113,6 +117,54 @@ func testS3StoreMultipart(t *testing.T, srv *s3server.Server) {
 		}
 	}
 }
+
+// Every writer of the store is bounded, whatever options its caller gave:
+// with none (as a REST upload writes) or with parts too small for S3 (1
+// MiB), a 40 MiB object goes up in parts of MinPartSize, and writing it
+// allocates a few parts' worth (the transfer manager's defaults allocate
+// about 90 MiB: 34 MiB reading its 16 MiB multipart threshold, 48 MiB of
+// parts; with the part size and concurrency alone, about 56 MiB).
+func testS3WriterBounded(t *testing.T, srv *s3server.Server) {
+	st := openS3Store(t, srv)
+	ctx := context.Background()
+	data := pattern(40<<20 + 12345)
+	wantParts := (len(data) + blobstore.MinPartSize - 1) / blobstore.MinPartSize
+	for name, opts := range map[string]*blob.WriterOptions{
+		"none":     nil,
+		"1MiB":     {ContentType: "text/csv", BufferSize: 1 << 20},
+		"pipeline": ptrTo(blobstore.WriterOptions("text/csv")),
+	} {
+		key := "bounded/" + name
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		w, err := st.NewWriter(ctx, key, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < len(data); off += 32 << 10 { // as a part is written: in small pieces
+			if _, err := w.Write(data[off:min(off+32<<10, len(data))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		runtime.ReadMemStats(&after)
+		attrs, err := st.Attributes(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attrs.Size != int64(len(data)) || !strings.HasSuffix(attrs.ETag, fmt.Sprintf("-%d\"", wantParts)) {
+			t.Errorf("%s: %d bytes, ETag %s: want %d bytes in %d parts of MinPartSize", name, attrs.Size, attrs.ETag, len(data), wantParts)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 40<<20 {
+			t.Errorf("%s: writing %d MiB allocated %d MiB, want at most 40 (about 3 parts and a part's first read)", name, len(data)>>20, alloc>>20)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // Deleting a list's prefix deletes every object under it, past the first
 // page of a listing (1000 keys), and nothing beside it.
@@ -248,4 +300,80 @@ func testOpenExternal(t *testing.T, srv *s3server.Server) {
 
 func putInput(bucket, key, body string) *s3.PutObjectInput {
 	return &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}
+}
+
+// BenchmarkS3Writer writes one 60 MB object the way a part is written (32
+// KiB at a time) through gocloud's S3 writer with the transfer manager's
+// defaults (sdk-defaults: what a writer without options had), with
+// blobstore.WriterOptions alone (sdk-writeroptions), and through
+// Store.NewWriter (store: every writer now). rss-MiB is the process's peak
+// RSS above its RSS before the write (VmHWM, reset with clear_refs), the
+// largest of the iterations.
+//
+//	go test -run '^$' -bench BenchmarkS3Writer -benchtime 5x ./internal/blobstore/
+func BenchmarkS3Writer(b *testing.B) {
+	srv := s3server.ForTest(b, s3server.Options{Identities: []s3server.Identity{s3Admin}, Buckets: []string{"store"}})
+	for _, kv := range s3Admin.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	ctx := context.Background()
+	st, err := blobstore.Open(ctx, srv.StoreURL("store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	chunk := pattern(32 << 10)
+	const size = 60 << 20
+	wo := blobstore.WriterOptions("text/csv")
+	for _, bc := range []struct {
+		name string
+		open func(key string) (*blob.Writer, error)
+	}{
+		{"sdk-defaults", func(key string) (*blob.Writer, error) { return st.Bucket.NewWriter(ctx, key, nil) }},
+		{"sdk-writeroptions", func(key string) (*blob.Writer, error) { return st.Bucket.NewWriter(ctx, key, &wo) }},
+		{"store", func(key string) (*blob.Writer, error) { return st.NewWriter(ctx, key, nil) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(size)
+			b.ReportAllocs()
+			var peak int64
+			for i := 0; b.Loop(); i++ {
+				runtime.GC()
+				debug.FreeOSMemory()
+				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+				base := procStatus(b, "VmRSS:")
+				w, err := bc.open(fmt.Sprintf("bench/%s/%d", bc.name, i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for n := 0; n < size; n += len(chunk) {
+					if _, err := w.Write(chunk); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, procStatus(b, "VmHWM:")-base)
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "rss-MiB")
+		})
+	}
+}
+
+// procStatus reads a kB field of /proc/self/status, in bytes.
+func procStatus(b *testing.B, field string) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc: ", err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	b.Fatalf("no %s in /proc/self/status", field)
+	return 0
 }

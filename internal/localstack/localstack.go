@@ -37,6 +37,7 @@ import (
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/people"
 	"github.com/emaildata/emaildata/internal/peoplelist"
+	"github.com/emaildata/emaildata/internal/pipeline"
 	"github.com/emaildata/emaildata/internal/restapi"
 	"github.com/emaildata/emaildata/internal/s3server"
 	"github.com/emaildata/emaildata/internal/services"
@@ -74,6 +75,10 @@ type Options struct {
 	Store string
 	// S3Port is the S3 API's port for StoreS3 (0: a free one).
 	S3Port int
+	// ShardBytes and MaxShards split lists into shards, as the manager's
+	// --shard-bytes and --max-shards do (0: the manager's defaults).
+	ShardBytes int64
+	MaxShards  int
 	// CallbackAllowCIDRs are the private ranges callbacks may reach, for the
 	// API's check of callback_url and the manager's delivery alike; empty
 	// is DefaultCallbackAllowCIDRs (loopback, so a receiver on this machine
@@ -323,7 +328,20 @@ func (s *Stack) managerOptions(o Options) operator.Options {
 		PollInterval: time.Second,
 		// Callbacks to a receiver on this machine are delivered.
 		CallbackAllowCIDRs: s.CallbackAllowCIDRs,
+		Pipeline:           pipelineConfig(o),
 	}
+}
+
+// pipelineConfig is the manager's default pipeline with o's shard sizes.
+func pipelineConfig(o Options) pipeline.Config {
+	c := pipeline.DefaultConfig()
+	if o.ShardBytes > 0 {
+		c.ShardBytes = o.ShardBytes
+	}
+	if o.MaxShards > 0 {
+		c.MaxShards = o.MaxShards
+	}
+	return c
 }
 
 // startAPI starts the REST API until mctx ends and waits until it serves.

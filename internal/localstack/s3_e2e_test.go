@@ -34,7 +34,7 @@ import (
 // operator's store on a real S3-compatible server (SeaweedFS), lists run as
 // Jobs whose worker pods reach the store with the credentials of the
 // Secret. Through the REST API a list of 18 MB (an upload and a result
-// larger than the S3 client's 16 MiB multipart threshold) goes through the
+// larger than the AWS SDK's default 16 MiB multipart threshold) goes through the
 // whole flow: upload, prepare, three shards, merge, download; deleting it
 // deletes its objects. With the Secret's key made wrong, the next list's
 // workers are refused by the server while the manager, which has its own

@@ -93,7 +93,9 @@ func (n *Node) watchYoung(p *process) {
 // checkMemory kills p's tree when it is over its limit.
 func (n *Node) checkMemory(p *process) {
 	u := treeMemory(p.pid)
-	if used := u.used(); used > p.memLimit && !p.exited() {
+	used := u.used()
+	p.sampled(used)
+	if used > p.memLimit && !p.exited() {
 		n.log.Info("container over its memory limit: OOMKilled", "pod", p.namespace+"/"+p.name,
 			"rss", quantity(used), "limit", quantity(p.memLimit), "processes", len(u.pids))
 		p.oomKill(u.pids)
@@ -228,6 +230,50 @@ func (p *process) overLimitAtExit(state *os.ProcessState) bool {
 	return peak > p.spawnHWM && peak > p.memLimit
 }
 
+// sampled records a sample of the container's memory (see usage.used).
+func (p *process) sampled(used int64) {
+	p.mu.Lock()
+	p.peakSampled = max(p.peakSampled, used)
+	p.mu.Unlock()
+}
+
+// peakMemory is an ended container's peak memory: its own peak as wait4
+// reported it where that figure is its own (above the node's peak at its
+// start, see overLimitAtExit), else the largest sample. A sample reads
+// VmHWM, so only what a process reached in its last interval can be
+// missed. fromWait4 says which it is; 0 means no sample was taken (a
+// container without a memory limit is not sampled).
+func (p *process) peakMemory() (peak int64, fromWait4 bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd.ProcessState != nil {
+		if own := peakRSS(p.cmd.ProcessState); own > p.spawnHWM && own >= p.peakSampled {
+			return own, true
+		}
+	}
+	return p.peakSampled, false
+}
+
 func quantity(b int64) string {
 	return resource.NewQuantity(b, resource.BinarySI).String()
+}
+
+// logEnd logs an ended container's outcome with what a kubelet's cAdvisor
+// would show: its peak memory against its limit and its CPU time. Load
+// runs read these lines (hack/jobbench) for every pod's peak.
+func (n *Node) logEnd(key string, p *process) {
+	code, reason, _, _ := p.outcome()
+	peak, fromWait4 := p.peakMemory()
+	from := "samples"
+	if fromWait4 {
+		from = "wait4"
+	}
+	var user, sys time.Duration
+	if st := p.cmd.ProcessState; st != nil {
+		user, sys = st.UserTime(), st.SystemTime()
+	}
+	n.log.Info("container ended", "pod", key, "exit_code", code, "reason", reason,
+		"peak_rss_bytes", peak, "peak_from", from, "memory_limit_bytes", p.memLimit,
+		"cpu_user_seconds", user.Seconds(), "cpu_system_seconds", sys.Seconds(),
+		"seconds", p.finished.Sub(p.started).Seconds())
 }

@@ -1,7 +1,9 @@
 package testnode
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -179,6 +181,51 @@ func TestBigNodeSmallProcess(t *testing.T) {
 	ballast = nil
 	debug.FreeOSMemory()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// A container's peak memory is known when it ends and logged with its
+// outcome: a helper that holds 64 MiB for a second under a 256 MiB limit
+// peaks at 64 MiB or more, from the samples or from wait4, and no higher
+// than its limit.
+func TestPeakMemoryLogged(t *testing.T) {
+	var logs bytes.Buffer
+	n := &Node{cfg: Config{MemoryInterval: 20 * time.Millisecond}, runs: map[types.UID]*process{},
+		log: slog.New(slog.NewJSONHandler(&logs, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.enforceMemory(ctx)
+	p, err := startProcess(helperSpec(t, "alloc:64:1", 256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.runs[p.uid] = p
+	n.mu.Unlock()
+	waitDone(t, p, 20*time.Second)
+	n.logEnd("ns/pod", p)
+	var line struct {
+		Msg      string  `json:"msg"`
+		Pod      string  `json:"pod"`
+		Reason   string  `json:"reason"`
+		Peak     int64   `json:"peak_rss_bytes"`
+		From     string  `json:"peak_from"`
+		Limit    int64   `json:"memory_limit_bytes"`
+		CPUUser  float64 `json:"cpu_user_seconds"`
+		CPUSys   float64 `json:"cpu_system_seconds"`
+		Duration float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %s", err, logs.String())
+	}
+	if line.Msg != "container ended" || line.Pod != "ns/pod" || line.Reason != "Completed" || line.Limit != 256<<20 {
+		t.Errorf("log line %s", logs.String())
+	}
+	if line.Peak < 64<<20 || line.Peak > 256<<20 || (line.From != "samples" && line.From != "wait4") {
+		t.Errorf("peak %d bytes from %q, want 64 to 256 MiB: %s", line.Peak, line.From, logs.String())
+	}
+	if line.Duration < 1 || line.CPUUser+line.CPUSys <= 0 {
+		t.Errorf("ran %.2f s with %.3f + %.3f CPU-s: want at least 1 s and some CPU", line.Duration, line.CPUUser, line.CPUSys)
+	}
 }
 
 func TestMemoryLimit(t *testing.T) {

@@ -153,6 +153,7 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 // await reports the process's end and looks at the pod again.
 func (n *Node) await(key string, p *process) {
 	<-p.done
+	n.logEnd(key, p)
 	n.mu.Lock()
 	ctx := n.ctx
 	n.mu.Unlock()

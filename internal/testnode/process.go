@@ -275,6 +275,8 @@ type process struct {
 	// spawnHWM is the node process's own peak RSS just after this one
 	// started.
 	spawnHWM int64
+	// peakSampled is the largest memory sample of a limited container.
+	peakSampled int64
 }
 
 func startProcess(s processSpec) (*process, error) {
