@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/mxdns"
@@ -475,14 +476,20 @@ func (j *job) requeueLocked(it *item, dropped bool, err error) {
 }
 
 // silentErr reports whether a host failure means the host never answered:
-// a connect or greeting that timed out, a connection closed before the
-// server sent a byte (or a penalty remembering one).
+// a connect that timed out, was refused or reset, or found no route, a
+// greeting that never came, a connection closed before the server sent a
+// byte (or a penalty remembering one). A host that never sent a byte never
+// answered, whoever ended the connection and however. Not silent: a host
+// that sent a reply, or that kept refusing after it had answered before
+// (ErrHostRefusing), or an address the SSRF guard refused.
 func silentErr(err error) bool {
 	var he *hostError
-	if errors.As(err, &he) && he.reply.code != 0 {
+	if errors.As(err, &he) && he.reply.code != 0 || errors.Is(err, ErrHostRefusing) || errors.Is(err, ErrNotAllowed) {
 		return false
 	}
-	return errors.Is(err, errNoAnswer) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errConnectTimeout)
+	return errors.Is(err, errNoAnswer) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errConnectTimeout) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // errConnectTimeout marks a connect that timed out.

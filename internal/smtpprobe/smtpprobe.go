@@ -25,10 +25,13 @@
 //     the next transaction or session at once, and the host's limit is
 //     remembered.
 //   - No RCPT verdict from any MX host: Timeout when no host ever sent a
-//     byte (connects and greetings timed out, or the connection was closed
-//     before a greeting, whenever that was: tarpits, filtered ports), else
-//     Unconfirmed (refused or dropped connections, 5xx to our own
-//     commands, a host that kept refusing past the deadline).
+//     byte (connections refused, reset or unroutable on first contact,
+//     connects and greetings timed out, or the connection closed before a
+//     greeting, whenever that was: hosts that are down, tarpits, filtered
+//     ports), else Unconfirmed (a host answered but the mailbox could not
+//     be confirmed: connections dropped after the greeting, 5xx to our own
+//     commands, a host that answered before and kept refusing past the
+//     deadline).
 //
 // # Transactions
 //
@@ -288,8 +291,9 @@ type Outcome int
 
 const (
 	// Unconfirmed: the domain has mail exchangers but no RCPT verdict could
-	// be had (refused or dropped connections, persistent 4xx, greylisting
-	// outlasting the retries or the deadline): a host answered, but the
+	// be had (connections dropped after the greeting, persistent 4xx,
+	// greylisting outlasting the retries or the deadline, refusals past the
+	// deadline at a host that answered before): a host answered, but the
 	// mailbox could not be confirmed.
 	Unconfirmed Outcome = iota
 	// Deliverable: RCPT accepted, and the domain rejects random addresses.
@@ -305,9 +309,10 @@ const (
 	// Policy: the server refuses mail for the address or domain by policy
 	// (5.7.x, relay denied, 554 at RCPT).
 	Policy
-	// Timeout: no MX host ever answered within the prober's timeouts, or
-	// the caller's context ended (or its deadline could not be met) before
-	// a verdict.
+	// Timeout: no MX host ever sent a byte (refused, reset or unroutable
+	// on first contact, or silent until the prober's timeouts), or the
+	// caller's context ended (or its deadline could not be met) before a
+	// verdict.
 	Timeout
 )
 

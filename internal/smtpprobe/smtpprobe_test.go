@@ -37,6 +37,8 @@ func TestOutcomes(t *testing.T) {
 		mailworld.Domain{Name: "greyca.test", Greylist: 150 * time.Millisecond, DefaultBehaviour: mailworld.CatchAll},
 		mailworld.Domain{Name: "greylong.test", Greylist: time.Hour, Mailboxes: aliceOnly},
 		mailworld.Domain{Name: "implicit.test", NoMX: true, Mailboxes: aliceOnly},
+		mailworld.Domain{Name: "alldown.test", AllDown: true, MXHosts: 2, Mailboxes: aliceOnly},
+		mailworld.Domain{Name: "pddrop.test", PrimaryDown: true, DropConnection: true, Mailboxes: aliceOnly},
 	)
 	for _, tc := range []struct {
 		addr      string
@@ -73,6 +75,12 @@ func TestOutcomes(t *testing.T) {
 		// Retries fit but the window outlasts them.
 		{addr: "alice@greylong.test", budget: 3 * time.Second, want: Unconfirmed, grey: true, reply: "451", maxTime: 2 * time.Second},
 		{addr: "alice@implicit.test", want: Deliverable, host: "implicit.test"},
+		// Every host refuses the connection on first contact: none ever
+		// sent a byte, so no answer (5), not "unconfirmed".
+		{addr: "alice@alldown.test", want: Timeout, code: 5, wantErrIs: ErrAllHostsFailed},
+		// The primary refuses, the secondary greets and drops: a host of
+		// the domain answered, so 20.
+		{addr: "alice@pddrop.test", want: Unconfirmed, code: 20, wantErrIs: ErrAllHostsFailed},
 	} {
 		t.Run(tc.addr+"/"+tc.budget.String(), func(t *testing.T) {
 			t.Parallel()
