@@ -51,9 +51,13 @@ func sameCounts(a, b HostCounts) bool {
 // SpendFlowTokens makes the Postfix instance's queue look like a quiet
 // MX's: it runs transactions with an accepted RCPT at host (a Postfix host
 // serving a domain with a mailbox or a catch-all) until one waits
-// in_flow_delay, i.e. until the instance's flow-control tokens are spent
-// (default_process_limit of them, and nothing gives them back: no message
-// is ever completed). From then on every new transaction with an accepted
+// in_flow_delay after others did not, i.e. until the instance's
+// flow-control tokens are spent: the queue manager fills the pool up to
+// default_process_limit when it starts and whenever it runs with its
+// incoming queue idle (qmgr.c: its wake-ups, every 300s from master, or a
+// message queued, which never happens here), and a transaction that opens
+// a queue file takes one. (A transaction before the queue manager's first
+// run waits too: that one does not count.) From then on every new transaction with an accepted
 // RCPT, at any Postfix host of the world, waits in_flow_delay (1s by
 // default) at that RCPT. It returns the transactions it took. Its
 // connections come from 127.B.0.38, so anvil counts them apart from a
@@ -77,11 +81,14 @@ func (r *Running) SpendFlowTokens(host string) (int, error) {
 	if rcpt == "" {
 		return 0, fmt.Errorf("realmta: SpendFlowTokens: %s serves no mailbox", host)
 	}
+	if d := r.opt.PostfixMain["in_flow_delay"]; d == "0" || d == "0s" {
+		return 0, errors.New("realmta: SpendFlowTokens: in_flow_delay is off")
+	}
 	const limit = 2000 // far more than any default_process_limit here
-	n := 0
+	n, fast := 0, 0
 	for n < limit {
-		slow, k, err := r.spendSession(host, rcpt, limit-n)
-		n += k
+		slow, k, f, err := r.spendSession(host, rcpt, limit-n, fast > 0)
+		n, fast = n+k, fast+f
 		if err != nil || slow {
 			return n, err
 		}
@@ -89,13 +96,15 @@ func (r *Running) SpendFlowTokens(host string) (int, error) {
 	return n, errors.New("realmta: SpendFlowTokens: no transaction waited in_flow_delay")
 }
 
-// spendSession runs up to max transactions in one session (fewer than
-// smtpd_junk_command_limit RSETs), reporting whether the last one waited.
-func (r *Running) spendSession(host, rcpt string, most int) (slow bool, n int, err error) {
+// spendSession runs up to most transactions in one session (fewer than
+// smtpd_junk_command_limit RSETs), reporting whether the last one waited
+// after one that did not (in this session or before: sawFast), and the
+// transactions that did not.
+func (r *Running) spendSession(host, rcpt string, most int, sawFast bool) (slow bool, n, fast int, err error) {
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: r.opt.addr(0, 38).AsSlice()}}
 	nc, err := d.Dial("tcp", r.HostAddr(host))
 	if err != nil {
-		return false, 0, err
+		return false, 0, 0, err
 	}
 	defer nc.Close()
 	tp := textproto.NewConn(nc)
@@ -114,28 +123,30 @@ func (r *Running) spendSession(host, rcpt string, most int) (slow bool, n int, e
 		return time.Since(t0), nil
 	}
 	if _, err := cmd("", 220); err != nil {
-		return false, 0, err
+		return false, 0, 0, err
 	}
 	if _, err := cmd("EHLO spend.realmta.test", 250); err != nil {
-		return false, 0, err
+		return false, 0, 0, err
 	}
 	for n < min(most, 40) {
 		if _, err := cmd("MAIL FROM:<spend@realmta.test>", 250); err != nil {
-			return false, n, err
+			return false, n, fast, err
 		}
 		took, err := cmd("RCPT TO:<"+rcpt+">", 250)
 		if err != nil {
-			return false, n, err
+			return false, n, fast, err
 		}
 		n++
-		if took > 700*time.Millisecond {
+		if took <= 700*time.Millisecond {
+			fast++
+		} else if sawFast || fast > 0 {
 			_, _ = cmd("QUIT", 221)
-			return true, n, nil
+			return true, n, fast, nil
 		}
 		if _, err := cmd("RSET", 250); err != nil {
-			return false, n, err
+			return false, n, fast, err
 		}
 	}
 	_, _ = cmd("QUIT", 221)
-	return false, n, nil
+	return false, n, fast, nil
 }
