@@ -140,10 +140,12 @@ func (p *Prober) submit(j *job) {
 			p.route(it, false)
 		}
 	}
-	// The catch-all probe goes with the first addresses rather than after
-	// the first acceptance: a round trip less per domain, for one RCPT
-	// more where every address turns out missing.
-	if j.remaining > 0 {
+	// A lone address (an API call) takes the catch-all probe with it: a
+	// round trip less. A batch sends the probe after its first acceptance
+	// or deferral, since a "user unknown" among its first verdicts already
+	// shows the domain is no catch-all (noCatchAllLocked): at a Postfix
+	// host every probe is one more rejection of its budget.
+	if j.remaining == 1 {
 		j.queueCatchAllLocked()
 	}
 	j.finishIfDoneLocked()
@@ -408,6 +410,23 @@ func (j *job) queueCatchAllLocked() {
 	j.remaining++
 	p.caOwner[j.domain] = j
 	p.route(j.caItem, true)
+}
+
+// noCatchAllLocked takes a "user unknown" for one of the job's addresses
+// (provesNoCatchAll) as the domain's catch-all verdict: a domain that
+// rejects a local part as unknown does not accept every local part. A
+// probe still queued, deferred or in flight is no longer needed; jobs
+// waiting for it get the verdict.
+func (j *job) noCatchAllLocked() {
+	switch j.ca {
+	case caUnknown:
+		j.caVerdictLocked(caNo)
+	case caQueued:
+		j.caVerdictLocked(caNo)
+		if ca := j.caItem; ca != nil && !ca.done {
+			j.finalLocked(ca, Result{})
+		}
+	}
 }
 
 func (j *job) caVerdictLocked(v caState) {

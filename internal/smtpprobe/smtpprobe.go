@@ -8,7 +8,9 @@
 // The RCPT TO reply decides (see Outcome for the status codes):
 //
 //   - 2xx: Deliverable, or CatchAll when the domain also accepts a random,
-//     clearly non-existent local part (probed once per domain, cached).
+//     clearly non-existent local part (probed once per domain, cached; no
+//     probe when another address of the domain got "user unknown",
+//     5.1.1: such a domain does not accept every local part).
 //   - 5.1.1 and other X.1.x address errors, 5.2.1 (mailbox disabled: it
 //     cannot receive, so it is treated like a missing mailbox), and
 //     550/551/553 without an enhanced code: Missing.
@@ -44,7 +46,10 @@
 // not draining). RSET and a new MAIL come only when a transaction is full
 // or after a 452. The RCPTs of a round trip are pipelined (RFC 2920) when
 // the server offers PIPELINING. Each RCPT reply is its own address's
-// verdict; the catch-all probe rides in the same transaction, and no
+// verdict; the catch-all probe rides in the same transaction (a lone
+// address's with it; a batch's after its first acceptance or deferral, so
+// that a "user unknown" among its first answers spares it: at Postfix
+// every probe is one more rejection of the session's budget), and no
 // accepted address is settled before its domain's catch-all verdict.
 //
 // # Waiting costs nothing
