@@ -146,7 +146,7 @@ func (p *Prober) submit(j *job) {
 	// shows the domain is no catch-all (noCatchAllLocked): at a Postfix
 	// host every probe is one more rejection of its budget.
 	if j.remaining == 1 {
-		j.queueCatchAllLocked()
+		j.queueCatchAllLocked(true)
 	}
 	j.finishIfDoneLocked()
 }
@@ -324,7 +324,7 @@ func (j *job) caDoneLocked(it *item) {
 		w.done = true
 		wj.ca, wj.caItem = caUnknown, nil
 		if wj.nAccepted > 0 || wj.remaining > 1 {
-			wj.queueCatchAllLocked()
+			wj.queueCatchAllLocked(true)
 		}
 		wj.remaining--
 		wj.finishIfDoneLocked()
@@ -373,18 +373,23 @@ func (j *job) acceptLocked(it *item, rc reply) {
 	}
 	j.accepted[it.idx] = true
 	j.nAccepted++
-	j.queueCatchAllLocked() // before the verdict, or the job could finish without it
+	// Before the verdict, or the job could finish without it. A job without
+	// a deadline (a list's) whose other addresses are undecided queues the
+	// probe behind its host's queue: a "user unknown" among them spares it
+	// (noCatchAllLocked). With a deadline it goes first, so that the
+	// accepted addresses are not left CatchAll ("not ruled out") when time
+	// runs out.
+	j.queueCatchAllLocked(j.remaining <= 1 || !j.deadline.IsZero())
 	j.finalLocked(it, Result{Outcome: Deliverable, Reply: rc.last, Host: it.tg.host})
 }
 
-// queueCatchAllLocked queues the random-address probe, at the front, the
-// first time an address is accepted or deferred while the verdict is
-// unknown. The probe runs in its own transaction (RSET before the next
-// MAIL), never as a second RCPT of the real address's transaction.
+// queueCatchAllLocked queues the random-address probe, at the front of its
+// host's queue or at the back, the first time an address is accepted or
+// deferred while the verdict is unknown (a lone address's with it).
 //
 // One probe per domain is in flight at a time: a job whose domain is being
 // probed for another job waits for that verdict (a sub item) instead.
-func (j *job) queueCatchAllLocked() {
+func (j *job) queueCatchAllLocked(front bool) {
 	p := j.p
 	if j.ca != caUnknown || j.finished || j.dead != nil || j.overErr != nil {
 		return
@@ -409,7 +414,7 @@ func (j *job) queueCatchAllLocked() {
 	j.items = append(j.items, j.caItem)
 	j.remaining++
 	p.caOwner[j.domain] = j
-	p.route(j.caItem, true)
+	p.route(j.caItem, front)
 }
 
 // noCatchAllLocked takes a "user unknown" for one of the job's addresses
@@ -458,7 +463,7 @@ func (j *job) temporaryLocked(it *item, r reply, estimate time.Duration) {
 		if it.idx >= 0 {
 			// Start the random address's greylisting window now too, so
 			// that the verdict is ready when the address is retried.
-			j.queueCatchAllLocked()
+			j.queueCatchAllLocked(true)
 		}
 		return
 	}

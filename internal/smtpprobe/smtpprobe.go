@@ -47,10 +47,11 @@
 // or after a 452. The RCPTs of a round trip are pipelined (RFC 2920) when
 // the server offers PIPELINING. Each RCPT reply is its own address's
 // verdict; the catch-all probe rides in the same transaction (a lone
-// address's with it; a batch's after its first acceptance or deferral, so
-// that a "user unknown" among its first answers spares it: at Postfix
-// every probe is one more rejection of the session's budget), and no
-// accepted address is settled before its domain's catch-all verdict.
+// address's with it; a batch's after its first acceptance, behind the
+// host's queue when the batch has no deadline, or its first deferral, so
+// that a "user unknown" among its answers spares it: at Postfix every
+// probe is one more rejection of the session's budget), and no accepted
+// address is settled before its domain's catch-all verdict.
 //
 // # Waiting costs nothing
 //

@@ -214,6 +214,25 @@ func TestUserUnknownSettlesCatchAll(t *testing.T) {
 	if st := p.Stats(); st.CatchAllProbes != 1 {
 		t.Fatalf("%d catch-all probes at the catch-all domain, want 1", st.CatchAllProbes)
 	}
+
+	// A list's batch (no deadline) over several round trips: the first
+	// acceptances queue the probe behind the batch's other addresses,
+	// whose "user unknown" spares it.
+	e.w.ResetStats()
+	p2 := e.prober(func(c *Config) { c.MaxConnsPerHost = 1; c.PipelineDepth = 2 })
+	addrs := []string{"alice@ok.test", "ALICE@ok.test", "nobody@ok.test", "x@ok.test"}
+	res := make([]Result, len(addrs))
+	if err := p2.ProbeBatch(context.Background(), "ok.test", e.mx("ok.test"), addrs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Outcome{Deliverable, Deliverable, Missing, Missing} {
+		if res[i].Outcome != want {
+			t.Errorf("%s: %+v, want %v", addrs[i], res[i], want)
+		}
+	}
+	if st, hs := p2.Stats(), hostStats(e, "mx1.ok.test"); st.CatchAllProbes != 0 || hs.RCPT != len(addrs) {
+		t.Fatalf("%d catch-all probes, %d RCPTs over several round trips: want none and %d", st.CatchAllProbes, hs.RCPT, len(addrs))
+	}
 	for _, c := range []struct {
 		r    reply
 		want bool
