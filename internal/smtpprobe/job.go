@@ -140,12 +140,12 @@ func (p *Prober) submit(j *job) {
 			p.route(it, false)
 		}
 	}
-	// A lone address (an API call) takes the catch-all probe with it: a
-	// round trip less. A batch sends the probe after its first acceptance
-	// or deferral, since a "user unknown" among its first verdicts already
-	// shows the domain is no catch-all (noCatchAllLocked): at a Postfix
-	// host every probe is one more rejection of its budget.
-	if j.remaining == 1 {
+	// A lone address with a deadline (an API call) takes the catch-all
+	// probe with it: a round trip less. Other calls send the probe after
+	// their first acceptance or deferral, since a "user unknown" for any
+	// address of the domain shows it is no catch-all (noCatchAllLocked):
+	// at a Postfix host every probe is one more rejection of its budget.
+	if j.remaining == 1 && !j.deadline.IsZero() {
 		j.queueCatchAllLocked(true)
 	}
 	j.finishIfDoneLocked()
@@ -374,12 +374,12 @@ func (j *job) acceptLocked(it *item, rc reply) {
 	j.accepted[it.idx] = true
 	j.nAccepted++
 	// Before the verdict, or the job could finish without it. A job without
-	// a deadline (a list's) whose other addresses are undecided queues the
-	// probe behind its host's queue: a "user unknown" among them spares it
-	// (noCatchAllLocked). With a deadline it goes first, so that the
-	// accepted addresses are not left CatchAll ("not ruled out") when time
-	// runs out.
-	j.queueCatchAllLocked(j.remaining <= 1 || !j.deadline.IsZero())
+	// a deadline (a list's) queues the probe behind its host's queue: a
+	// "user unknown" for another address of the domain, in this call or
+	// another, spares it (noCatchAllLocked). With a deadline it goes
+	// first, so that the accepted addresses are not left CatchAll ("not
+	// ruled out") when time runs out.
+	j.queueCatchAllLocked(!j.deadline.IsZero())
 	j.finalLocked(it, Result{Outcome: Deliverable, Reply: rc.last, Host: it.tg.host})
 }
 
@@ -420,9 +420,17 @@ func (j *job) queueCatchAllLocked(front bool) {
 // noCatchAllLocked takes a "user unknown" for one of the job's addresses
 // (provesNoCatchAll) as the domain's catch-all verdict: a domain that
 // rejects a local part as unknown does not accept every local part. A
-// probe still queued, deferred or in flight is no longer needed; jobs
-// waiting for it get the verdict.
+// probe still queued, deferred or in flight, the job's own or another
+// call's for the domain, is no longer needed; jobs waiting for it get the
+// verdict.
 func (j *job) noCatchAllLocked() {
+	if o := j.p.caOwner[j.domain]; o != nil && o != j {
+		o.settleCatchAllLocked()
+	}
+	j.settleCatchAllLocked()
+}
+
+func (j *job) settleCatchAllLocked() {
 	switch j.ca {
 	case caUnknown:
 		j.caVerdictLocked(caNo)
