@@ -19,7 +19,7 @@ type gen struct {
 	domains     int
 	rows        int
 	greylist    time.Duration // realistic: greylisting window (0: no greylisting)
-	tarpits     bool          // realistic: tarpit hosts
+	tarpits     bool          // realistic and real: tarpit hosts (real: also one that hangs up and one that is down)
 	latencyMax  time.Duration // realistic: round trips up to this (0: none)
 	greetMax    time.Duration // realistic: greetings up to this late (0: at once)
 	rcptLimit   int           // realistic: RCPTs per connection at limited hosts
@@ -35,8 +35,8 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.Int64Var(&g.seed, "seed", 1, "world and list seed")
 	fs.IntVar(&g.domains, "domains", 1000, "domains in the world")
 	fs.IntVar(&g.rows, "rows", 20000, "rows in the list")
-	fs.DurationVar(&g.greylist, "greylist", time.Minute, "realistic and real: how long greylisting domains answer 451/450 (0: no greylisting; real: postgrey's --delay, at least 1s)")
-	fs.BoolVar(&g.tarpits, "tarpits", true, "realistic: some hosts are tarpits")
+	fs.DurationVar(&g.greylist, "greylist", time.Minute, "realistic and real: how long greylisting domains answer 451/450 (0: no greylisting, real: no postgrey; else postgrey's --delay, at least 1s)")
+	fs.BoolVar(&g.tarpits, "tarpits", true, "realistic: some hosts are tarpits; real: a Postfix tarpit, a Postfix that hangs up without a byte and a host that is down (realmta.TarpitHosts)")
 	fs.DurationVar(&g.latencyMax, "latency-max", 40*time.Millisecond, "realistic: SMTP round trips drawn from 5ms up to this (0: none)")
 	fs.DurationVar(&g.greetMax, "greeting-max", 250*time.Millisecond, "realistic: greetings drawn from 0 to this late (connect-time checks)")
 	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
@@ -56,10 +56,10 @@ func (g gen) args() []string {
 // real: the world is internal/realmta's.
 func (g gen) real() bool { return g.world == "real" }
 
-// generateReal is realmta's world and list (decorations, latency, tarpits
-// and the profile do not apply: the servers are what they are).
+// generateReal is realmta's world and list (decorations, latency and the
+// profile do not apply: the servers are what they are).
 func (g gen) generateReal() (realmta.World, []string) {
-	return realmta.Generate(g.seed, g.domains, g.rows, realmta.GenOptions{AnvilRate: g.anvilRate})
+	return realmta.Generate(g.seed, g.domains, g.rows, realmta.GenOptions{AnvilRate: g.anvilRate, NoGreylist: g.greylist <= 0, Tarpits: g.tarpits})
 }
 
 func (g gen) generate() ([]mailworld.Domain, []string) {

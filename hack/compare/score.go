@@ -48,10 +48,12 @@ func expected(truth, underlying string) string {
 	return truth
 }
 
-// exactOK: the predicted category is the expected one. A tarpit (timeout)
-// may be reported as timeout or unconfirmed (both mean "the server stalled,
-// no verdict"). AfterShip's "no usable MX" (nomail) is credited for all three
-// domain categories, which it cannot tell apart.
+// exactOK: the predicted category is the expected one. A host that never
+// sent a byte (a tarpit, silent or hanging up, or a host refusing
+// connections) must be reported as timeout (5: no answer), not unconfirmed
+// (20: a host answered, the mailbox could not be confirmed).
+// AfterShip's "no usable MX" (nomail) is credited for all three domain
+// categories, which it cannot tell apart.
 //
 // A typo of a well-known provider is exact when rejected with a correction
 // (ours) or, for AfterShip, which cannot suggest with its defaults, when
@@ -61,8 +63,6 @@ func expected(truth, underlying string) string {
 func exactOK(truth, underlying, pred string) bool {
 	e := expected(truth, underlying)
 	switch {
-	case truth == truthTimeout:
-		return pred == truthTimeout || pred == truthUnconfirmed
 	case truth == truthTypo:
 		return pred == truthTypo || pred == predNoMail
 	case truth == mailworldInvalid:

@@ -118,6 +118,10 @@ type Domain struct {
 	// PrimaryDown: the first MX host refuses connections (its port is
 	// bound but not listening); the others work.
 	PrimaryDown bool
+	// AllDown: every MX host refuses connections (its port is bound but
+	// not listening): no host ever answers, so the ground truth is
+	// TruthTimeout (code 5), as for a tarpit.
+	AllDown bool
 	// MaxConns, if positive, is the number of concurrent connections an MX
 	// host serves; extra connections get Postfix's anvil refusal, "421
 	// 4.7.0 <host> Error: too many connections from <ip>", at the greeting
@@ -215,7 +219,7 @@ const (
 	TruthNoAddress   = "noaddress"   // code 315
 	TruthNullMX      = "nullmx"      // code 325
 	TruthPolicy      = "policy"      // 550 5.7.1 (code 420)
-	TruthTimeout     = "timeout"     // tarpit (code 5)
+	TruthTimeout     = "timeout"     // no host ever sends a byte: tarpits, hosts refusing connections (code 5)
 	TruthUnconfirmed = "unconfirmed" // domain OK, mailbox cannot be confirmed: dropped connections, 450 (code 20)
 	TruthInvalid     = "invalid"     // not an address (no @, empty parts)
 )
@@ -452,7 +456,7 @@ func (w *World) layoutHosts() error {
 			if t.EqualPrefs {
 				pref = 10
 			}
-			h := &host{name: hn, ip: nextIP(), group: g, pref: pref, down: t.PrimaryDown && i == 0}
+			h := &host{name: hn, ip: nextIP(), group: g, pref: pref, down: t.PrimaryDown && i == 0 || t.AllDown}
 			g.hosts = append(g.hosts, h)
 			w.hosts = append(w.hosts, h)
 			w.byName[hn] = h
@@ -496,6 +500,7 @@ func sameConnSettings(a, b *domainState) error {
 	type conn struct {
 		MXHosts                                                  int
 		Tarpit, DropConnection, DropAtRCPT, SecondRCPT452, PDown bool
+		AllDown                                                  bool
 		MaxConns, RcptLimit, ConnRateLimit, TxRcptLimit          int
 		NonmailLimit                                             int
 		Latency, GreetingDelay, ConnRateWindow, InFlowDelay      time.Duration
@@ -506,7 +511,7 @@ func sameConnSettings(a, b *domainState) error {
 		Banner                                                   string
 	}
 	key := func(d *domainState) conn {
-		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown,
+		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown, d.AllDown,
 			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit,
 			d.Latency, d.GreetingDelay, d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup,
 			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner}
@@ -641,7 +646,9 @@ func (w *World) truth(address string) (string, bool) {
 	}
 	t := ds.group.tmpl
 	switch {
-	case t.Tarpit:
+	case t.Tarpit, t.AllDown:
+		// No host ever sends a byte: "no answer", however the
+		// connection ends.
 		return TruthTimeout, false
 	case t.DropConnection, t.DropAtRCPT:
 		return TruthUnconfirmed, false
@@ -680,7 +687,7 @@ func (ds *domainState) behaviour(local string) Behaviour {
 type HostStats struct {
 	Host          string // MX host name, e.g. "mx1.example.test"
 	Addr          string // ip:port
-	Down          bool   // refuses connections (PrimaryDown, NullMX sink)
+	Down          bool   // refuses connections (PrimaryDown, AllDown, NullMX sink)
 	Current       int    // open connections now
 	MaxConcurrent int    // peak of Current
 	Total         int    // connections accepted

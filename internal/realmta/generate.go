@@ -3,7 +3,9 @@ package realmta
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"time"
 )
 
 // StandardHosts are the MX hosts of a generated world: one of each
@@ -34,11 +36,34 @@ func StandardHosts(anvilRate int) []Host {
 	}
 }
 
+// TarpitHosts are the hosts that never send a byte, which Generate adds
+// with GenOptions.Tarpits:
+//
+//   - mx.tarpit: Postfix that says nothing for 5 minutes after accepting
+//     a connection (Host.Tarpit), longer than any verifier's greeting
+//     timeout;
+//   - mx.hangup: Postfix that closes the connection after 7s without a
+//     byte (Host.HangUp);
+//   - mx.down: nothing listens (Down): connections are refused.
+func TarpitHosts() []Host {
+	return []Host{
+		{Name: "mx.tarpit.hosts.test", Software: Postfix, Tarpit: 5 * time.Minute},
+		{Name: "mx.hangup.hosts.test", Software: Postfix, HangUp: 7 * time.Second},
+		{Name: "mx.down.hosts.test", Software: Down},
+	}
+}
+
 // GenOptions shape Generate's world.
 type GenOptions struct {
 	// AnvilRate is mx.anvil's smtpd_client_connection_rate_limit (default
 	// 12 a minute).
 	AnvilRate int
+	// NoGreylist: mx.grey does not greylist (a plain Postfix host; its
+	// domains and rows are drawn as before).
+	NoGreylist bool
+	// Tarpits adds TarpitHosts and about 3% of domains on them (the world
+	// and list are then drawn differently from one without).
+	Tarpits bool
 }
 
 // domainKinds is how Generate spreads domains, in weights out of 100.
@@ -64,6 +89,18 @@ var domainKinds = []struct {
 	{3, "", ShapeNoAddress, ""},
 }
 
+// tarpitKinds are the domains on TarpitHosts (GenOptions.Tarpits).
+var tarpitKinds = []struct {
+	weight int
+	host   string
+	shape  DNSShape
+	flavor string
+}{
+	{1, "mx.tarpit", ShapeMX, ""},
+	{1, "mx.hangup", ShapeMX, ""},
+	{1, "mx.down", ShapeMX, ""},
+}
+
 var (
 	genFirst = []string{"anna", "ben", "chloe", "david", "emma", "felix", "grace", "hugo", "iris", "jack", "kate", "liam",
 		"mia", "noah", "olivia", "paul", "quinn", "ruth", "sam", "tara", "uma", "victor", "wendy", "xavier", "yara", "zoe"}
@@ -85,6 +122,16 @@ func Generate(seed int64, n, rows int, o GenOptions) (World, []string) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x7265616c6d7461))
 	w := World{Hosts: StandardHosts(o.AnvilRate)}
+	if o.NoGreylist {
+		for i := range w.Hosts {
+			w.Hosts[i].Greylist = false
+		}
+	}
+	kinds := domainKinds
+	if o.Tarpits {
+		w.Hosts = append(w.Hosts, TarpitHosts()...)
+		kinds = append(slices.Clone(domainKinds), tarpitKinds...)
+	}
 	host := func(tag string) string {
 		if tag == "plain" {
 			return fmt.Sprintf("mx%d.plain.hosts.test", 1+rng.IntN(2))
@@ -92,13 +139,13 @@ func Generate(seed int64, n, rows int, o GenOptions) (World, []string) {
 		return tag + ".hosts.test"
 	}
 	total := 0
-	for _, k := range domainKinds {
+	for _, k := range kinds {
 		total += k.weight
 	}
 	for i := 0; i < n; i++ {
 		x := rng.IntN(total)
-		k := domainKinds[0]
-		for _, c := range domainKinds {
+		k := kinds[0]
+		for _, c := range kinds {
 			if x < c.weight {
 				k = c
 				break

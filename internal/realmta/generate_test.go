@@ -54,6 +54,46 @@ func TestGenerateDeterministic(t *testing.T) {
 	t.Logf("categories %v; host kinds %v", cats, kinds)
 }
 
+// GenOptions: Tarpits adds the silent hosts (their rows are timeouts),
+// NoGreylist leaves no greylisted row and changes nothing else.
+func TestGenerateOptions(t *testing.T) {
+	w, rows := Generate(7, 1000, 3000, GenOptions{Tarpits: true})
+	if err := w.validate("test"); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, r := range rows {
+		tr := w.Truth(r)
+		kinds[tr.Kind]++
+		if (tr.Kind == "postfix+tarpit" || tr.Kind == "postfix+hangup" || tr.Kind == "down") != (tr.Verdict == mailworld.TruthTimeout) {
+			t.Errorf("%s: %+v", r, tr)
+		}
+	}
+	for _, h := range TarpitHosts() {
+		if kinds[h.Kind()] == 0 {
+			t.Errorf("no rows on a %s host: %v", h.Kind(), kinds)
+		}
+	}
+	w1, rows1 := Generate(7, 300, 2000, GenOptions{})
+	w2, rows2 := Generate(7, 300, 2000, GenOptions{NoGreylist: true})
+	if !slices.Equal(rows1, rows2) || fmt.Sprint(w1.Domains) != fmt.Sprint(w2.Domains) {
+		t.Fatal("NoGreylist changed the domains or the list")
+	}
+	grey := 0
+	for _, r := range rows2 {
+		t1, t2 := w1.Truth(r), w2.Truth(r)
+		if t1.Verdict == mailworld.TruthGreylisted {
+			grey++
+		}
+		if t2.Verdict == mailworld.TruthGreylisted || t2.Underlying != t1.Underlying {
+			t.Errorf("%s: %+v without greylisting, %+v with", r, t2, t1)
+		}
+	}
+	if grey == 0 {
+		t.Error("no greylisted rows in the default world")
+	}
+}
+
 // TestGeneratedTruthMatchesServers checks the ground truth against what
 // the real servers answer: for a sample of rows per host, the domain's DNS
 // (from NSD) and the RCPT reply (from Postfix or Exim) must be what Truth

@@ -17,6 +17,10 @@ type HostCounts struct {
 	// Sessions: connections that reached smtpd or Exim (anvil's refused
 	// ones included: Postfix logs "connect from" before refusing).
 	Sessions int
+	// Disconnects: sessions whose end is logged (Postfix's "disconnect
+	// from"; Exim's "closed by QUIT", "lost", "dropped"). Equal to
+	// Sessions once every session's log lines are in.
+	Disconnects int
 	// AnvilRefused: greetings answered "421 4.7.0 ... too many
 	// connections" (Postfix's "Connection rate/concurrency limit
 	// exceeded"); AnvilRate and AnvilCount split them by limit.
@@ -27,6 +31,11 @@ type HostCounts struct {
 	// logged rejects and accepts).
 	RCPT, RCPTAccepted int
 	MAIL, RSET         int // Postfix only (its disconnect lines)
+	// MaxRSET and MaxRejected: the most RSETs, and the most refused MAIL
+	// and RCPT commands (Postfix's errors of a session: past
+	// smtpd_soft_error_limit, 10, it sleeps a second before each reply),
+	// in any one session (Postfix only).
+	MaxRSET, MaxRejected int
 	// Rejects by reply code ("550", "450", "452", "552"...) of RCPT
 	// rejections.
 	Rejects map[string]int
@@ -114,6 +123,9 @@ func (r *Running) Counts() (Counts, error) {
 			hc.Rejects["550"]++
 		case strings.Contains(line, "too many nonmail commands"):
 			hc.TooManyNonmail++
+			hc.Disconnects++
+		case strings.Contains(line, "SMTP connection from") && (strings.Contains(line, " closed by ") || strings.Contains(line, " lost")):
+			hc.Disconnects++
 		case strings.Contains(line, "refused: too many connections"):
 			hc.EximRefused++
 		}
@@ -134,6 +146,8 @@ func (r *Running) Counts() (Counts, error) {
 	t.Rejects = map[string]int{}
 	for _, hc := range c.Hosts {
 		t.Sessions += hc.Sessions
+		t.Disconnects += hc.Disconnects
+		t.MaxRSET, t.MaxRejected = max(t.MaxRSET, hc.MaxRSET), max(t.MaxRejected, hc.MaxRejected)
 		t.AnvilRefused += hc.AnvilRefused
 		t.AnvilRate += hc.AnvilRate
 		t.AnvilCount += hc.AnvilCount
@@ -206,17 +220,26 @@ func postfixLine(hc *HostCounts, daemon, msg string) {
 	case strings.HasPrefix(msg, "too many errors after "):
 		hc.TooManyErrors++
 	case strings.HasPrefix(msg, "disconnect from "):
+		hc.Disconnects++
+		rsets, rejected := 0, 0
+		defer func() {
+			hc.MaxRSET, hc.MaxRejected = max(hc.MaxRSET, rsets), max(hc.MaxRejected, rejected)
+		}()
 		for _, m := range pfCmd.FindAllStringSubmatch(msg, -1) {
 			ok, _ := strconv.Atoi(m[2])
 			all := ok
 			if m[3] != "" {
 				all, _ = strconv.Atoi(m[3])
 			}
+			if m[1] != "rset" {
+				rejected += all - ok
+			}
 			switch m[1] {
 			case "mail":
 				hc.MAIL += all
 			case "rset":
 				hc.RSET += all
+				rsets = all
 			case "rcpt":
 				hc.RCPT += all
 				hc.RCPTAccepted += ok

@@ -3,12 +3,16 @@ package realmta
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -84,7 +88,7 @@ queue_only = true
 domainlist local_domains = lsearch;%[1]s/domains
 acl_smtp_rcpt = acl_check_rcpt
 acl_smtp_predata = acl_check_predata
-
+%[5]s
 begin acl
 
 acl_check_rcpt:
@@ -109,7 +113,7 @@ begin transports
 nowhere:
   driver = appendfile
   file = /dev/null
-`, d, r.bins.Exim, r.opt.Zone, strings.Join(ifaces, " ; "))
+`, d, r.bins.Exim, r.opt.Zone, strings.Join(ifaces, " ; "), eximExtra(r.opt.EximMain))
 	files := map[string]string{"exim.conf": conf, "domains": domains.String(), "users": users.String(), "hostnames": names.String()}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o644); err != nil {
@@ -119,6 +123,20 @@ nowhere:
 	return filepath.Join(d, "exim.conf"), nil
 }
 
+// eximExtra is Options.EximMain as main-section lines, sorted.
+func eximExtra(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = %s\n", k, m[k])
+	}
+	return b.String()
+}
+
 func (r *Running) startExim(conf string) error {
 	p, err := startProc("exim", filepath.Join(r.dir, "log", "exim.out"), r.bins.Exim, "-C", conf, "-bdf")
 	if err != nil {
@@ -126,6 +144,61 @@ func (r *Running) startExim(conf string) error {
 	}
 	r.procs = append(r.procs, p)
 	return waitListening(p, r.addrsOf(Exim), r.port, 20*time.Second)
+}
+
+// --- a policy server that never answers ---------------------------------
+
+// silentServer accepts TCP connections and never sends a byte, until the
+// client closes them: the policy server of HangUp hosts (a hung policy
+// daemon, as Postfix sites meet them). It runs in this process.
+type silentServer struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+	done  sync.WaitGroup
+}
+
+func startSilent(ip netip.Addr) (*silentServer, error) {
+	l, err := net.Listen("tcp4", netip.AddrPortFrom(ip, 0).String())
+	if err != nil {
+		return nil, fmt.Errorf("realmta: silent policy server: listen: %w", err)
+	}
+	s := &silentServer{l: l, conns: map[net.Conn]bool{}}
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns[c] = true
+			s.mu.Unlock()
+			s.done.Add(1)
+			go func() {
+				defer s.done.Done()
+				_, _ = io.Copy(io.Discard, c) // until smtpd is gone
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+		}
+	}()
+	return s, nil
+}
+
+func (s *silentServer) addr() string { return s.l.Addr().String() }
+
+func (s *silentServer) close() {
+	s.l.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.done.Wait()
 }
 
 // --- postgrey ----------------------------------------------------------

@@ -80,10 +80,24 @@ func (r *Running) postfixMain(dir string) map[string]string {
 	if r.opt.PostscreenGreetWait > 0 {
 		m["postscreen_greet_wait"] = secs(r.opt.PostscreenGreetWait)
 	}
+	// Tarpits: a "sleep N" restriction list per silence (restriction
+	// lists with white space cannot be given with master.cf's -o).
+	for _, h := range r.World.Hosts {
+		if h.Tarpit > 0 {
+			m[tarpitParam(h.Tarpit)] = "sleep " + strconv.Itoa(int(h.Tarpit/time.Second))
+		}
+	}
+	if r.silent != nil {
+		m["realmta_hangup"] = "check_policy_service inet:" + r.silent.addr()
+	}
 	for k, v := range r.opt.PostfixMain {
 		m[k] = v
 	}
 	return m
+}
+
+func tarpitParam(d time.Duration) string {
+	return "realmta_tarpit_" + strconv.Itoa(int(d/time.Second))
 }
 
 func secs(d time.Duration) string {
@@ -198,6 +212,21 @@ func (r *Running) postfixMaster() string {
 		}
 		if h.RecipientLimit > 0 {
 			o["smtpd_recipient_limit"] = strconv.Itoa(h.RecipientLimit)
+		}
+		// The client restrictions run before the greeting (Postfix
+		// documents "sleep" with smtpd_delay_reject = no for exactly
+		// this). HangUp: the policy server never answers, and smtpd's
+		// watchdog (daemon_timeout, in three steps) kills the process
+		// first; msg_fatal sleeps a second before the exit closes the
+		// connection.
+		switch {
+		case h.Tarpit > 0:
+			o["smtpd_delay_reject"] = "no"
+			o["smtpd_client_restrictions"] = "$" + tarpitParam(h.Tarpit)
+		case h.HangUp > 0:
+			o["smtpd_delay_reject"] = "no"
+			o["smtpd_client_restrictions"] = "$realmta_hangup"
+			o["daemon_timeout"] = secs(h.HangUp - time.Second)
 		}
 		for k, v := range h.Postfix {
 			o[k] = v

@@ -9,12 +9,15 @@
 // A World declares MX hosts (each a listener on its own 127.x address at
 // one shared port, with its own behaviour: plain virtual-mailbox Postfix
 // with Postfix's defaults, postgrey greylisting, anvil connection limits,
-// postscreen, a low smtpd_recipient_limit, Exim with its defaults) and
+// postscreen, a low smtpd_recipient_limit, a Postfix tarpit that says
+// nothing for a while before greeting, one that hangs up without a byte,
+// Exim with its defaults, a host that is down) and
 // domains (the DNS shape, which host serves them, their mailboxes). The
 // ground truth of an address (Truth) follows from that configuration; what
 // the servers saw comes from their own logs (Counts): sessions, RCPTs,
 // anvil's 421s, "too many errors", postscreen's verdicts, Exim's "too many
-// nonmail commands", postgrey's decisions.
+// nonmail commands", postgrey's decisions (HostSettled reads one host's
+// once its sessions are over).
 //
 // The software is installed by hack/install-mail-servers.sh (Ensure runs
 // it); running it needs root, as Postfix's master does. Tests use Require,
@@ -58,6 +61,10 @@ type Software string
 const (
 	Postfix Software = "postfix"
 	Exim    Software = "exim"
+	// Down: the host's name has an A record, but nothing listens at its
+	// address: every connection is refused (RST), as at a host that is
+	// down or has no mail service. It never sends a byte.
+	Down Software = "down"
 )
 
 // Host is one MX host: a DNS name and an SMTP listener on its own loopback
@@ -85,6 +92,22 @@ type Host struct {
 	// Postfix holds more smtpd parameters for this listener (master.cf -o
 	// name=value; values must not contain white space or commas).
 	Postfix map[string]string
+
+	// Tarpit (Postfix only): smtpd accepts the connection and says nothing
+	// for this long (whole seconds), then greets: the "sleep" restriction
+	// in smtpd_client_restrictions with smtpd_delay_reject = no, which
+	// Postfix documents for slowing down zombie clients. A verifier whose
+	// greeting timeout is shorter never hears a byte.
+	Tarpit time.Duration
+	// HangUp (Postfix only): smtpd accepts the connection, says nothing,
+	// and closes it after this long without a byte: its client
+	// restrictions ask a policy server that never answers (the world runs
+	// one that accepts and stays silent) and smtpd's own watchdog
+	// (daemon_timeout) ends the process first ("fatal: watchdog timeout").
+	// Postfix's watchdog fires after daemon_timeout in steps of a third of
+	// it, and the process exits a second after the fatal error, so HangUp
+	// must be 3k+1 seconds, k >= 1: 4s, 7s, 10s...
+	HangUp time.Duration
 }
 
 // DNSShape is how a domain appears in DNS.
@@ -151,6 +174,10 @@ type Options struct {
 	// PostfixMain adds or overrides main.cf parameters (e.g. in_flow_delay
 	// = 0, default_process_limit).
 	PostfixMain map[string]string
+	// EximMain adds main-section settings to the Exim instance's
+	// configuration (one daemon serves every Exim host), e.g.
+	// recipients_max = 20 (past it Exim answers "452 too many recipients").
+	EximMain map[string]string
 	// Dir is where configurations, queues and logs go (default: a new
 	// temporary directory, removed by Close unless KeepDir).
 	Dir     string
@@ -180,6 +207,11 @@ func (o *Options) defaults() error {
 	if o.GreylistDelay <= 0 {
 		o.GreylistDelay = 5 * time.Second
 	}
+	for k, v := range o.EximMain {
+		if k == "" || strings.Trim(k, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" || strings.ContainsAny(v, "\n\r") {
+			return fmt.Errorf("realmta: EximMain %q = %q: want a lower-case option name and a one-line value", k, v)
+		}
+	}
 	return nil
 }
 
@@ -205,11 +237,22 @@ func (w *World) validate(zone string) error {
 		if hosts[h.Name] != nil {
 			return fmt.Errorf("realmta: host %q declared twice", h.Name)
 		}
+		postfixOnly := h.Greylist || h.Postscreen || h.ConnRateLimit != 0 || h.ConnCountLimit != 0 || h.RecipientLimit != 0 ||
+			len(h.Postfix) > 0 || h.Tarpit != 0 || h.HangUp != 0
 		switch h.Software {
 		case Postfix:
-		case Exim:
-			if h.Greylist || h.Postscreen || h.ConnRateLimit != 0 || h.ConnCountLimit != 0 || h.RecipientLimit != 0 || len(h.Postfix) > 0 {
-				return fmt.Errorf("realmta: host %q: Postfix settings on an Exim host", h.Name)
+			if h.Tarpit < 0 || h.Tarpit%time.Second != 0 {
+				return fmt.Errorf("realmta: host %q: Tarpit %v: want whole seconds", h.Name, h.Tarpit)
+			}
+			if k := h.HangUp - time.Second; h.HangUp != 0 && (k < 3*time.Second || k%(3*time.Second) != 0) {
+				return fmt.Errorf("realmta: host %q: HangUp %v: want 3k+1 seconds, k >= 1 (4s, 7s, 10s...: Postfix's watchdog steps)", h.Name, h.HangUp)
+			}
+			if h.Tarpit != 0 && h.HangUp != 0 || (h.Tarpit != 0 || h.HangUp != 0) && h.Postscreen {
+				return fmt.Errorf("realmta: host %q: Tarpit, HangUp and Postscreen are exclusive", h.Name)
+			}
+		case Exim, Down:
+			if postfixOnly {
+				return fmt.Errorf("realmta: host %q: Postfix settings on %s host", h.Name, map[Software]string{Exim: "an Exim", Down: "a down"}[h.Software])
 			}
 		default:
 			return fmt.Errorf("realmta: host %q: software %q", h.Name, h.Software)

@@ -1,12 +1,15 @@
 package realmta
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/textproto"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +33,9 @@ func kitWorld() World {
 			{Name: "mx.strict.test", Software: Postfix, Postfix: map[string]string{
 				"smtpd_soft_error_limit": "2", "smtpd_hard_error_limit": "4", "smtpd_junk_command_limit": "3"}},
 			{Name: "mx.exim.test", Software: Exim},
+			{Name: "mx.tarpit.test", Software: Postfix, Tarpit: tarpitFor},
+			{Name: "mx.hangup.test", Software: Postfix, HangUp: hangUpAt},
+			{Name: "mx.down.test", Software: Down},
 		},
 		Domains: []Domain{
 			{Name: "plain.test", Host: "mx.plain.test", Mailboxes: []string{"alice", "bob"}, Full: []string{"carol"}},
@@ -47,18 +53,27 @@ func kitWorld() World {
 			{Name: "nullmx.test", Shape: ShapeNullMX},
 			{Name: "nomail.test", Shape: ShapeNoAddress},
 			{Name: "gone.test", Shape: ShapeNXDomain},
+			{Name: "tarpit.test", Host: "mx.tarpit.test", Mailboxes: []string{"alice"}},
+			{Name: "hangup.test", Host: "mx.hangup.test", Mailboxes: []string{"alice"}},
+			{Name: "down.test", Host: "mx.down.test", Mailboxes: []string{"alice"}},
 		},
 	}
 }
 
-const greetWait = 2 * time.Second
+const (
+	greetWait = 2 * time.Second
+	tarpitFor = 3 * time.Second // mx.tarpit's silence before its greeting
+	hangUpAt  = 4 * time.Second // mx.hangup closes without a byte
+	rcptMax   = 5               // Exim's recipients_max in the kit world
+)
 
 // TestRealMTAs starts real Postfix, postgrey, Exim and NSD and checks that
 // each listener behaves as its configuration says, with a plain SMTP
 // client.
 func TestRealMTAs(t *testing.T) {
 	t.Parallel()
-	r := StartT(t, kitWorld(), Options{GreylistDelay: 2 * time.Second, PostscreenGreetWait: greetWait})
+	r := StartT(t, kitWorld(), Options{GreylistDelay: 2 * time.Second, PostscreenGreetWait: greetWait,
+		EximMain: map[string]string{"recipients_max": fmt.Sprint(rcptMax)}})
 	addr := r.HostAddr
 
 	t.Run("dns", func(t *testing.T) {
@@ -218,6 +233,25 @@ func TestRealMTAs(t *testing.T) {
 		if rp := c.cmd("NOOP"); rp.err == nil {
 			t.Errorf("session still open after the 554: %q", rp)
 		}
+
+		// recipients_max (Options.EximMain): past it, 452 for each RCPT of
+		// the message, rejected ones counted too.
+		c, _ = dial(t, addr("mx.exim.test"), "")
+		c.expect("EHLO client.test", "250")
+		c.expect("MAIL FROM:<probe@client.test>", "250")
+		c.expect("RCPT TO:<nobody@exim.test>", "550")
+		for range rcptMax - 1 {
+			c.expect("RCPT TO:<carol@exim.test>", "250")
+		}
+		c.expect("RCPT TO:<dave@exim.test>", "452 too many recipients")
+		c.expect("QUIT", "221")
+	})
+
+	t.Run("down", func(t *testing.T) {
+		_, err := net.DialTimeout("tcp", addr("mx.down.test"), time.Second)
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dial mx.down.test: %v, want connection refused", err)
+		}
 	})
 
 	// The slow ones (they wait out delays) run side by side.
@@ -233,6 +267,32 @@ func TestRealMTAs(t *testing.T) {
 			time.Sleep(2*time.Second + 300*time.Millisecond)
 			c.expect("RCPT TO:<alice@grey.test>", "250 2.1.5")
 			c.expect("RCPT TO:<bob@grey.test>", "450 4.2.0") // a new triplet waits its own delay
+		})
+		t.Run("tarpit", func(t *testing.T) {
+			t.Parallel()
+			// Accepted, then nothing until the sleep is over.
+			_, g := dial(t, addr("mx.tarpit.test"), "")
+			if g.code != 220 || g.took < tarpitFor-100*time.Millisecond || g.took > tarpitFor+2*time.Second {
+				t.Errorf("greeting %q after %v, want a 220 after ~%v of silence", g, g.took, tarpitFor)
+			}
+		})
+		t.Run("hangup", func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			nc, err := net.DialTimeout("tcp", addr("mx.hangup.test"), time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			_ = nc.SetReadDeadline(time.Now().Add(hangUpAt + 5*time.Second))
+			b, err := readAll(nc)
+			took := time.Since(start)
+			if len(b) != 0 || !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("read %q, %v: want the connection closed without a byte", b, err)
+			}
+			if took < hangUpAt-500*time.Millisecond || took > hangUpAt+time.Second {
+				t.Errorf("closed after %v, want ~%v", took, hangUpAt)
+			}
 		})
 		t.Run("postscreen", func(t *testing.T) {
 			t.Parallel()
@@ -376,9 +436,15 @@ func TestRealMTAs(t *testing.T) {
 			{"anvil concurrency refusals", h["mx.busy.test"].AnvilCount, 1, false},
 			{"too many errors", h["mx.strict.test"].TooManyErrors, 2, false},
 			{"exim too many nonmail", h["mx.exim.test"].TooManyNonmail, 1, false},
-			{"exim RCPTs", h["mx.exim.test"].RCPT, 5 + 12, false},
-			{"exim rejected RCPTs", h["mx.exim.test"].Rejects["550"], 2, false},
-			{"exim sessions", h["mx.exim.test"].Sessions, 2, false},
+			{"exim RCPTs", h["mx.exim.test"].RCPT, 5 + 12 + rcptMax, false},
+			{"exim rejected RCPTs", h["mx.exim.test"].Rejects["550"], 3, false},
+			{"exim sessions", h["mx.exim.test"].Sessions, 3, false},
+			{"exim sessions ended", h["mx.exim.test"].Disconnects, 3, false},
+			{"tarpit sessions", h["mx.tarpit.test"].Sessions, 1, false},
+			{"hangup sessions", h["mx.hangup.test"].Sessions, 1, false},
+			// (The command answered "421 too many errors" is not counted.)
+			{"strict most rejected in a session", h["mx.strict.test"].MaxRejected, 4, false},
+			{"strict most RSETs in a session", h["mx.strict.test"].MaxRSET, 7, false},
 			{"postscreen new", h["mx.screen.test"].PostscreenPassNew, 1, false},
 			{"postscreen old", h["mx.screen.test"].PostscreenPassOld, 1, true},
 			{"pregreet", h["mx.screen.test"].Pregreet, 1, false},
@@ -390,6 +456,7 @@ func TestRealMTAs(t *testing.T) {
 			{"plain 550", h["mx.plain.test"].Rejects["550"], 2, false},
 			{"plain 552", h["mx.plain.test"].Rejects["552"], 2, false},
 			{"sessions", cs.Total.Sessions, 15, true},
+			{"sessions ended", cs.Total.Disconnects, cs.Total.Sessions - 1, false}, // the hang-up's smtpd died
 		}
 		for _, c := range checks {
 			if c.got != c.want && !(c.atLeast && c.got > c.want) {
@@ -424,6 +491,9 @@ func TestTruth(t *testing.T) {
 		{"a@gone.test", mailworld.TruthNXDomain, mailworld.TruthNXDomain, ""},
 		{"a@undeclared.test", mailworld.TruthNXDomain, mailworld.TruthNXDomain, ""},
 		{"not-an-address", mailworld.TruthInvalid, mailworld.TruthInvalid, ""},
+		{"alice@tarpit.test", mailworld.TruthTimeout, mailworld.TruthTimeout, "postfix+tarpit"},
+		{"alice@hangup.test", mailworld.TruthTimeout, mailworld.TruthTimeout, "postfix+hangup"},
+		{"alice@down.test", mailworld.TruthTimeout, mailworld.TruthTimeout, "down"},
 	} {
 		got := w.Truth(c.addr)
 		if got.Verdict != c.verdict || got.Underlying != c.underlying || got.Kind != c.kind {
@@ -447,6 +517,9 @@ func TestValidate(t *testing.T) {
 		{"mailbox on nxdomain", func(w *World) { w.Domains[14].Mailboxes = []string{"x"} }, "takes no host"},
 		{"bad local part", func(w *World) { w.Domains[0].Mailboxes = []string{"Al ice"} }, "local part"},
 		{"option with space", func(w *World) { w.Hosts[0].Postfix = map[string]string{"x": "a b"} }, "white space"},
+		{"hang-up off the watchdog's steps", func(w *World) { w.Hosts[9].HangUp = 5 * time.Second }, "3k+1 seconds"},
+		{"tarpit on exim", func(w *World) { w.Hosts[7].Tarpit = time.Second }, "Postfix settings on an Exim host"},
+		{"tarpit and postscreen", func(w *World) { w.Hosts[4].Tarpit = time.Second }, "exclusive"},
 	} {
 		w := kitWorld()
 		w.Hosts = append([]Host(nil), base.Hosts...)

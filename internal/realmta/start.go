@@ -22,6 +22,7 @@ type Running struct {
 	port     int
 	dnsAddr  netip.AddrPort
 	greyAddr netip.AddrPort
+	silent   *silentServer // HangUp hosts' policy server, nil without one
 	hostAddr map[string]netip.Addr
 	hostIdx  map[string]int
 
@@ -121,11 +122,17 @@ func start(w World, opt Options, bins Binaries) (_ *Running, err error) {
 	if err := r.startNSD(); err != nil {
 		return nil, err
 	}
-	var grey, exim, postfix bool
+	var grey, exim, postfix, hangup bool
 	for _, h := range w.Hosts {
 		grey = grey || h.Greylist
 		exim = exim || h.Software == Exim
 		postfix = postfix || h.Software == Postfix
+		hangup = hangup || h.HangUp > 0
+	}
+	if hangup {
+		if r.silent, err = startSilent(opt.addr(0, 24)); err != nil {
+			return nil, err
+		}
 	}
 	if grey {
 		if err := r.startPostgrey(); err != nil {
@@ -249,6 +256,9 @@ func (r *Running) addrsOf(s Software) []netip.Addr {
 func (r *Running) Close() error {
 	r.closeOnce.Do(func() {
 		r.stopPostfix()
+		if r.silent != nil {
+			r.silent.close()
+		}
 		for i := len(r.procs) - 1; i >= 0; i-- {
 			r.procs[i].terminate(5 * time.Second)
 		}

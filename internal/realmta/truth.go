@@ -23,11 +23,11 @@ type Truth struct {
 
 // Kind names a host's behaviour for reports: "postfix",
 // "postfix+postgrey", "postfix+anvil-rate", "postfix+anvil-conns",
-// "postfix+postscreen", "postfix+rcpt-limit" (combinations joined by "+"),
-// or "exim".
+// "postfix+postscreen", "postfix+rcpt-limit", "postfix+tarpit",
+// "postfix+hangup" (combinations joined by "+"), "exim" or "down".
 func (h Host) Kind() string {
-	if h.Software == Exim {
-		return "exim"
+	if h.Software != Postfix {
+		return string(h.Software)
 	}
 	k := "postfix"
 	if h.Greylist {
@@ -45,12 +45,24 @@ func (h Host) Kind() string {
 	if h.RecipientLimit > 0 {
 		k += "+rcpt-limit"
 	}
+	if h.Tarpit > 0 {
+		k += "+tarpit"
+	}
+	if h.HangUp > 0 {
+		k += "+hangup"
+	}
 	return k
 }
 
+// silent: the host never sends a byte (to a verifier whose greeting
+// timeout is shorter than a Tarpit host's silence).
+func (h Host) silent() bool { return h.Software == Down || h.Tarpit > 0 || h.HangUp > 0 }
+
 // Truth returns the ground truth of address (trimmed of surrounding white
 // space; local parts compare case-insensitively, as Postfix's and Exim's
-// lookups do). Domains the world does not declare are NXDOMAIN.
+// lookups do). Domains the world does not declare are NXDOMAIN. A host
+// that never sends a byte (Down, HangUp, and Tarpit for a verifier that
+// gives up on the greeting sooner) gives mailworld.TruthTimeout.
 func (w *World) Truth(address string) Truth {
 	a := strings.ToLower(strings.TrimSpace(address))
 	at := strings.LastIndexByte(a, '@')
@@ -86,6 +98,10 @@ func (w *World) Truth(address string) Truth {
 		}
 	}
 	t.Host, t.Kind = h.Name, h.Kind()
+	if h.silent() {
+		// No byte ever comes: "no answer", however the connection ends.
+		return set(mailworld.TruthTimeout)
+	}
 	// The order of the host's checks: check_recipient_access (which looks
 	// up user@domain before domain: a full mailbox, then a policy
 	// domain), then the mailbox lookup, then postgrey.

@@ -104,6 +104,28 @@ func classifyRcpt(r reply) rcptKind {
 	return kindUnknown
 }
 
+// provesNoCatchAll reports whether a rejection says the mailbox does not
+// exist, so that the domain is no catch-all: 5.1.1 ("bad destination
+// mailbox address", RFC 3463), or without an enhanced code a 550 whose
+// text says the user is unknown (Exim's "Unrouteable address"). Disabled
+// mailboxes (5.2.1) and address syntax errors prove nothing: a catch-all
+// domain may have those.
+func provesNoCatchAll(r reply) bool {
+	if r.enh != "" {
+		return r.enh == "5.1.1"
+	}
+	text := strings.ToLower(r.text)
+	return r.code == 550 && containsAny(text, unknownUserTexts) && !strings.Contains(text, "disabled")
+}
+
+// unknownUserTexts are the user-unknown texts that name a local part the
+// domain does not have.
+var unknownUserTexts = []string{
+	"user unknown", "unknown user", "no such user", "no such mailbox", "no such recipient", "unknown recipient",
+	"recipient unknown", "recipient not found", "mailbox not found", "mailbox does not exist", "user not found",
+	"unrouteable address",
+}
+
 // enhParts returns the subject and detail of an enhanced status code.
 func enhParts(enh string) (subject, detail string) {
 	if enh == "" {

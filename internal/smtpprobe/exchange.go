@@ -263,6 +263,9 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply) {
 			j.finalLocked(it, Result{})
 			break
 		}
+		if k == kindMissing && provesNoCatchAll(rc) {
+			j.noCatchAllLocked()
+		}
 		out := Missing
 		switch k {
 		case kindFull:

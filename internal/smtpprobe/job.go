@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/mxdns"
@@ -139,11 +140,13 @@ func (p *Prober) submit(j *job) {
 			p.route(it, false)
 		}
 	}
-	// The catch-all probe goes with the first addresses rather than after
-	// the first acceptance: a round trip less per domain, for one RCPT
-	// more where every address turns out missing.
-	if j.remaining > 0 {
-		j.queueCatchAllLocked()
+	// A lone address with a deadline (an API call) takes the catch-all
+	// probe with it: a round trip less. Other calls send the probe after
+	// their first acceptance or deferral, since a "user unknown" for any
+	// address of the domain shows it is no catch-all (noCatchAllLocked):
+	// at a Postfix host every probe is one more rejection of its budget.
+	if j.remaining == 1 && !j.deadline.IsZero() {
+		j.queueCatchAllLocked(true)
 	}
 	j.finishIfDoneLocked()
 }
@@ -321,7 +324,7 @@ func (j *job) caDoneLocked(it *item) {
 		w.done = true
 		wj.ca, wj.caItem = caUnknown, nil
 		if wj.nAccepted > 0 || wj.remaining > 1 {
-			wj.queueCatchAllLocked()
+			wj.queueCatchAllLocked(true)
 		}
 		wj.remaining--
 		wj.finishIfDoneLocked()
@@ -370,18 +373,23 @@ func (j *job) acceptLocked(it *item, rc reply) {
 	}
 	j.accepted[it.idx] = true
 	j.nAccepted++
-	j.queueCatchAllLocked() // before the verdict, or the job could finish without it
+	// Before the verdict, or the job could finish without it. A job without
+	// a deadline (a list's) queues the probe behind its host's queue: a
+	// "user unknown" for another address of the domain, in this call or
+	// another, spares it (noCatchAllLocked). With a deadline it goes
+	// first, so that the accepted addresses are not left CatchAll ("not
+	// ruled out") when time runs out.
+	j.queueCatchAllLocked(!j.deadline.IsZero())
 	j.finalLocked(it, Result{Outcome: Deliverable, Reply: rc.last, Host: it.tg.host})
 }
 
-// queueCatchAllLocked queues the random-address probe, at the front, the
-// first time an address is accepted or deferred while the verdict is
-// unknown. The probe runs in its own transaction (RSET before the next
-// MAIL), never as a second RCPT of the real address's transaction.
+// queueCatchAllLocked queues the random-address probe, at the front of its
+// host's queue or at the back, the first time an address is accepted or
+// deferred while the verdict is unknown (a lone address's with it).
 //
 // One probe per domain is in flight at a time: a job whose domain is being
 // probed for another job waits for that verdict (a sub item) instead.
-func (j *job) queueCatchAllLocked() {
+func (j *job) queueCatchAllLocked(front bool) {
 	p := j.p
 	if j.ca != caUnknown || j.finished || j.dead != nil || j.overErr != nil {
 		return
@@ -406,7 +414,32 @@ func (j *job) queueCatchAllLocked() {
 	j.items = append(j.items, j.caItem)
 	j.remaining++
 	p.caOwner[j.domain] = j
-	p.route(j.caItem, true)
+	p.route(j.caItem, front)
+}
+
+// noCatchAllLocked takes a "user unknown" for one of the job's addresses
+// (provesNoCatchAll) as the domain's catch-all verdict: a domain that
+// rejects a local part as unknown does not accept every local part. A
+// probe still queued, deferred or in flight, the job's own or another
+// call's for the domain, is no longer needed; jobs waiting for it get the
+// verdict.
+func (j *job) noCatchAllLocked() {
+	if o := j.p.caOwner[j.domain]; o != nil && o != j {
+		o.settleCatchAllLocked()
+	}
+	j.settleCatchAllLocked()
+}
+
+func (j *job) settleCatchAllLocked() {
+	switch j.ca {
+	case caUnknown:
+		j.caVerdictLocked(caNo)
+	case caQueued:
+		j.caVerdictLocked(caNo)
+		if ca := j.caItem; ca != nil && !ca.done {
+			j.finalLocked(ca, Result{})
+		}
+	}
 }
 
 func (j *job) caVerdictLocked(v caState) {
@@ -438,7 +471,7 @@ func (j *job) temporaryLocked(it *item, r reply, estimate time.Duration) {
 		if it.idx >= 0 {
 			// Start the random address's greylisting window now too, so
 			// that the verdict is ready when the address is retried.
-			j.queueCatchAllLocked()
+			j.queueCatchAllLocked(true)
 		}
 		return
 	}
@@ -475,14 +508,20 @@ func (j *job) requeueLocked(it *item, dropped bool, err error) {
 }
 
 // silentErr reports whether a host failure means the host never answered:
-// a connect or greeting that timed out, a connection closed before the
-// server sent a byte (or a penalty remembering one).
+// a connect that timed out, was refused or reset, or found no route, a
+// greeting that never came, a connection closed before the server sent a
+// byte (or a penalty remembering one). A host that never sent a byte never
+// answered, whoever ended the connection and however. Not silent: a host
+// that sent a reply, or that kept refusing after it had answered before
+// (ErrHostRefusing), or an address the SSRF guard refused.
 func silentErr(err error) bool {
 	var he *hostError
-	if errors.As(err, &he) && he.reply.code != 0 {
+	if errors.As(err, &he) && he.reply.code != 0 || errors.Is(err, ErrHostRefusing) || errors.Is(err, ErrNotAllowed) {
 		return false
 	}
-	return errors.Is(err, errNoAnswer) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errConnectTimeout)
+	return errors.Is(err, errNoAnswer) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errConnectTimeout) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // errConnectTimeout marks a connect that timed out.

@@ -8,7 +8,9 @@
 // The RCPT TO reply decides (see Outcome for the status codes):
 //
 //   - 2xx: Deliverable, or CatchAll when the domain also accepts a random,
-//     clearly non-existent local part (probed once per domain, cached).
+//     clearly non-existent local part (probed once per domain, cached; no
+//     probe when another address of the domain got "user unknown",
+//     5.1.1: such a domain does not accept every local part).
 //   - 5.1.1 and other X.1.x address errors, 5.2.1 (mailbox disabled: it
 //     cannot receive, so it is treated like a missing mailbox), and
 //     550/551/553 without an enhanced code: Missing.
@@ -25,10 +27,13 @@
 //     the next transaction or session at once, and the host's limit is
 //     remembered.
 //   - No RCPT verdict from any MX host: Timeout when no host ever sent a
-//     byte (connects and greetings timed out, or the connection was closed
-//     before a greeting, whenever that was: tarpits, filtered ports), else
-//     Unconfirmed (refused or dropped connections, 5xx to our own
-//     commands, a host that kept refusing past the deadline).
+//     byte (connections refused, reset or unroutable on first contact,
+//     connects and greetings timed out, or the connection closed before a
+//     greeting, whenever that was: hosts that are down, tarpits, filtered
+//     ports), else Unconfirmed (a host answered but the mailbox could not
+//     be confirmed: connections dropped after the greeting, 5xx to our own
+//     commands, a host that answered before and kept refusing past the
+//     deadline).
 //
 // # Transactions
 //
@@ -41,8 +46,12 @@
 // not draining). RSET and a new MAIL come only when a transaction is full
 // or after a 452. The RCPTs of a round trip are pipelined (RFC 2920) when
 // the server offers PIPELINING. Each RCPT reply is its own address's
-// verdict; the catch-all probe rides in the same transaction, and no
-// accepted address is settled before its domain's catch-all verdict.
+// verdict; the catch-all probe rides in the same transaction (a lone
+// address's with it; a batch's after its first acceptance, behind the
+// host's queue when the batch has no deadline, or its first deferral, so
+// that a "user unknown" among its answers spares it: at Postfix every
+// probe is one more rejection of the session's budget), and no accepted
+// address is settled before its domain's catch-all verdict.
 //
 // # Waiting costs nothing
 //
@@ -288,8 +297,9 @@ type Outcome int
 
 const (
 	// Unconfirmed: the domain has mail exchangers but no RCPT verdict could
-	// be had (refused or dropped connections, persistent 4xx, greylisting
-	// outlasting the retries or the deadline): a host answered, but the
+	// be had (connections dropped after the greeting, persistent 4xx,
+	// greylisting outlasting the retries or the deadline, refusals past the
+	// deadline at a host that answered before): a host answered, but the
 	// mailbox could not be confirmed.
 	Unconfirmed Outcome = iota
 	// Deliverable: RCPT accepted, and the domain rejects random addresses.
@@ -305,9 +315,10 @@ const (
 	// Policy: the server refuses mail for the address or domain by policy
 	// (5.7.x, relay denied, 554 at RCPT).
 	Policy
-	// Timeout: no MX host ever answered within the prober's timeouts, or
-	// the caller's context ended (or its deadline could not be met) before
-	// a verdict.
+	// Timeout: no MX host ever sent a byte (refused, reset or unroutable
+	// on first contact, or silent until the prober's timeouts), or the
+	// caller's context ended (or its deadline could not be met) before a
+	// verdict.
 	Timeout
 )
 

@@ -37,6 +37,8 @@ func TestOutcomes(t *testing.T) {
 		mailworld.Domain{Name: "greyca.test", Greylist: 150 * time.Millisecond, DefaultBehaviour: mailworld.CatchAll},
 		mailworld.Domain{Name: "greylong.test", Greylist: time.Hour, Mailboxes: aliceOnly},
 		mailworld.Domain{Name: "implicit.test", NoMX: true, Mailboxes: aliceOnly},
+		mailworld.Domain{Name: "alldown.test", AllDown: true, MXHosts: 2, Mailboxes: aliceOnly},
+		mailworld.Domain{Name: "pddrop.test", PrimaryDown: true, DropConnection: true, Mailboxes: aliceOnly},
 	)
 	for _, tc := range []struct {
 		addr      string
@@ -73,6 +75,12 @@ func TestOutcomes(t *testing.T) {
 		// Retries fit but the window outlasts them.
 		{addr: "alice@greylong.test", budget: 3 * time.Second, want: Unconfirmed, grey: true, reply: "451", maxTime: 2 * time.Second},
 		{addr: "alice@implicit.test", want: Deliverable, host: "implicit.test"},
+		// Every host refuses the connection on first contact: none ever
+		// sent a byte, so no answer (5), not "unconfirmed".
+		{addr: "alice@alldown.test", want: Timeout, code: 5, wantErrIs: ErrAllHostsFailed},
+		// The primary refuses, the secondary greets and drops: a host of
+		// the domain answered, so 20.
+		{addr: "alice@pddrop.test", want: Unconfirmed, code: 20, wantErrIs: ErrAllHostsFailed},
 	} {
 		t.Run(tc.addr+"/"+tc.budget.String(), func(t *testing.T) {
 			t.Parallel()
@@ -173,6 +181,76 @@ func TestCatchAllProbeAndCache(t *testing.T) {
 	}
 }
 
+// A batch's "user unknown" (5.1.1) shows the domain is no catch-all: no
+// probe is sent, the accepted addresses are Deliverable, and the verdict
+// is cached. A disabled mailbox (5.2.1) proves nothing: a catch-all domain
+// may have one.
+func TestUserUnknownSettlesCatchAll(t *testing.T) {
+	e := startWorld(t, mailworld.Options{},
+		mailworld.Domain{Name: "ok.test", Mailboxes: aliceOnly},
+		mailworld.Domain{Name: "ca.test", DefaultBehaviour: mailworld.CatchAll, Mailboxes: map[string]mailworld.Behaviour{"off": mailworld.Disabled}},
+	)
+	p := e.prober(nil)
+	batch := func(dom string, addrs []string, want []Outcome) {
+		t.Helper()
+		res := make([]Result, len(addrs))
+		if err := p.ProbeBatch(ctxTimeout(t, 5*time.Second), dom, e.mx(dom), addrs, res); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Outcome != want[i] {
+				t.Errorf("%s: %v %q, want %v", addrs[i], r.Outcome, r.Reply, want[i])
+			}
+		}
+	}
+	batch("ok.test", []string{"alice@ok.test", "nobody@ok.test", "x@ok.test"}, []Outcome{Deliverable, Missing, Missing})
+	if st, hs := p.Stats(), hostStats(e, "mx1.ok.test"); st.CatchAllProbes != 0 || hs.RCPT != 3 {
+		t.Fatalf("%d catch-all probes, %d RCPTs: want none and 3", st.CatchAllProbes, hs.RCPT)
+	}
+	if r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("ok.test"), "alice@ok.test"); r.Outcome != Deliverable || p.Stats().CatchAllCached != 1 {
+		t.Fatalf("alice again: %+v, stats %+v: want the cached verdict", r, p.Stats())
+	}
+	batch("ca.test", []string{"off@ca.test", "a@ca.test", "b@ca.test"}, []Outcome{Missing, CatchAll, CatchAll})
+	if st := p.Stats(); st.CatchAllProbes != 1 {
+		t.Fatalf("%d catch-all probes at the catch-all domain, want 1", st.CatchAllProbes)
+	}
+
+	// A list's batch (no deadline) over several round trips: the first
+	// acceptances queue the probe behind the batch's other addresses,
+	// whose "user unknown" spares it.
+	e.w.ResetStats()
+	p2 := e.prober(func(c *Config) { c.MaxConnsPerHost = 1; c.PipelineDepth = 2 })
+	addrs := []string{"alice@ok.test", "ALICE@ok.test", "nobody@ok.test", "x@ok.test"}
+	res := make([]Result, len(addrs))
+	if err := p2.ProbeBatch(context.Background(), "ok.test", e.mx("ok.test"), addrs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Outcome{Deliverable, Deliverable, Missing, Missing} {
+		if res[i].Outcome != want {
+			t.Errorf("%s: %+v, want %v", addrs[i], res[i], want)
+		}
+	}
+	if st, hs := p2.Stats(), hostStats(e, "mx1.ok.test"); st.CatchAllProbes != 0 || hs.RCPT != len(addrs) {
+		t.Fatalf("%d catch-all probes, %d RCPTs over several round trips: want none and %d", st.CatchAllProbes, hs.RCPT, len(addrs))
+	}
+	for _, c := range []struct {
+		r    reply
+		want bool
+	}{
+		{reply{code: 550, enh: "5.1.1", text: "<a@b>: Recipient address rejected: User unknown"}, true},
+		{reply{code: 550, text: "Unrouteable address"}, true}, // Exim
+		{reply{code: 550, text: "No such user here"}, true},   // no enhanced code
+		{reply{code: 550, enh: "5.2.1", text: "Mailbox disabled"}, false},
+		{reply{code: 553, enh: "5.1.3", text: "Bad address syntax"}, false},
+		{reply{code: 550, text: "Mailbox disabled: user unknown"}, false},
+		{reply{code: 550, enh: "5.7.1", text: "User unknown in relay recipient table"}, false},
+	} {
+		if got := provesNoCatchAll(c.r); got != c.want {
+			t.Errorf("provesNoCatchAll(%d %s %q) = %v", c.r.code, c.r.enh, c.r.text, got)
+		}
+	}
+}
+
 // A server answering 452 to a second RCPT in a transaction must not spoil
 // the catch-all probe or the real answers: one RCPT per transaction.
 func TestSecondRCPT452(t *testing.T) {
@@ -200,12 +278,13 @@ func TestSecondRCPT452(t *testing.T) {
 		}
 	}
 	// The first window's transaction met the limit after one RCPT (the
-	// other 40 got 452 and went again); from then on one RCPT a
+	// other 39 got 452 and went again); from then on one RCPT a
 	// transaction, RSET between, at most 10 RSETs a session (the
-	// non-mail budget of a server that does not name itself).
+	// non-mail budget of a server that does not name itself). No
+	// catch-all probe: the missing mailboxes' 5.1.1 settle it.
 	hs := hostStats(e, "mx1.r452.test")
-	if hs.MAIL != len(addrs)+1 || hs.RCPT != 2*len(addrs)+1 || hs.RSET != hs.MAIL-hs.Total || hs.RSET > eximNonmail*hs.Total {
-		t.Fatalf("stats %+v: want 41 transactions of one RCPT after the first, RSET between, at most %d a session", hs, eximNonmail)
+	if hs.MAIL != len(addrs) || hs.RCPT != 2*len(addrs)-1 || hs.RSET != hs.MAIL-hs.Total || hs.RSET > eximNonmail*hs.Total {
+		t.Fatalf("stats %+v: want 39 transactions of one RCPT after the first, RSET between, at most %d a session", hs, eximNonmail)
 	}
 }
 
@@ -323,9 +402,12 @@ func TestGreylistBatch(t *testing.T) {
 				t.Fatalf("%s: %+v", addrs[i], r)
 			}
 		}
-		// Every address (and the random one) twice: 451, then the answer.
+		// Every address twice: 451, then the answer. The random one gets
+		// its 451 too, and its retry is dropped when a "user unknown"
+		// among the retried addresses came first (no catch-all), or sent
+		// along with them.
 		hs := hostStats(e, "mx1.grey.test")
-		if hs.RCPT != 2*(len(addrs)+1) || hs.Total > 4 {
+		if hs.RCPT < 2*len(addrs)+1 || hs.RCPT > 2*(len(addrs)+1) || hs.Total > 4 {
 			t.Fatalf("stats %+v", hs)
 		}
 		if st := p.Stats(); st.Deferred != uint64(len(addrs)+1) {
@@ -382,13 +464,14 @@ func TestBatchFewSessions(t *testing.T) {
 	st := e.w.Stats()
 	hs := st.Hosts["mx1.big.test"]
 	t.Logf("connections %d, RCPT %d, RSET %d, MAIL %d, max concurrent %d", st.Connections, st.RCPT, st.RSET, st.MAIL, hs.MaxConcurrent)
-	// 201 RCPTs (the random address included): a session for each of
-	// the two connections allowed, transactions of at most 100 RCPTs,
-	// RSET only between a session's transactions.
+	// 200 RCPTs (no catch-all probe: the missing mailboxes' 5.1.1 settle
+	// it): a session for each of the two connections allowed,
+	// transactions of at most 100 RCPTs, RSET only between a session's
+	// transactions.
 	if st.Connections > 2 || st.Hosts["mx2.big.test"].Total != 0 {
 		t.Fatalf("%d sessions", st.Connections)
 	}
-	if st.RCPT != len(addrs)+1 || st.MAIL > 3+st.Connections || st.RSET != st.MAIL-st.Connections || st.EHLO != st.Connections {
+	if st.RCPT != len(addrs) || st.MAIL > 3+st.Connections || st.RSET != st.MAIL-st.Connections || st.EHLO != st.Connections {
 		t.Fatalf("stats %+v", st)
 	}
 	if hs.MaxConcurrent > 2 || hs.MaxConcurrent < 2 {
