@@ -59,7 +59,9 @@ func databaseURL() string {
 // is unreachable; with CI=true it fails instead.
 func requirePostgres(t testing.TB) *pgx.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Generous: a refused connection fails at once, and a server slowed by a
+	// busy machine (make test runs packages side by side) still answers.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, databaseURL())
 	if err == nil {
