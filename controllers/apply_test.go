@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
 )
 
 // Manifests applied as YAML, the way kubectl and Argo CD send them:

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/argocdhealth"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/argocdhealth"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
 )
 
 // argoChecks are the Argo CD health checks the chart ships.

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
 )
 
 // DatasetFinalizer deletes a Dataset's blobs before the Dataset goes away.

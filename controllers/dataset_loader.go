@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // DatasetLoader runs the import of a Dataset whose source is in the blob

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // LocalDatasetLoader imports Datasets in-process, for the local executor

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
 )
 
 // errBadSource marks a source that can never be read (a blob URL outside

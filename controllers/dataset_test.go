@@ -14,9 +14,9 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // peopleCSV returns a people file with three good rows and, when bad is

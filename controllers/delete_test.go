@@ -9,10 +9,10 @@ import (
 	"time"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/listservice/listservicetest"
 )
 
 // heldService is the suite's email_intelligence: DomainService, except that

@@ -11,9 +11,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/logging"
-	"github.com/emaildata/emaildata/internal/metrics"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+	"github.com/emaildata/emaildata/internal/platform/metrics"
 )
 
 // CallbackConfig configures completion callbacks.

@@ -20,10 +20,10 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
 )
 
 // Finalizer deletes a list's blobs before the list goes away.
@@ -143,7 +143,7 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 // put in its label, or a new one from the counter. A label is honoured only
 // on a list the API created (its namespace and its managed-by label) and
 // only while the counter holds a reservation of that ID for that very list
-// (internal/listid); any other label is ignored, with a Warning event, so
+// (internal/lists/listid); any other label is ignored, with a Warning event, so
 // no namespace chooses its ID and no two lists share one.
 func (r *EmailListReconciler) listID(ctx context.Context, list *listsv1.EmailList) (int64, error) {
 	v, labelled := list.Labels[listsv1.ListIDLabel]

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
 )
 
 // ReasonDeleting: the list is being deleted and waits for its shards.

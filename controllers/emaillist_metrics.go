@@ -11,10 +11,10 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/logging"
-	"github.com/emaildata/emaildata/internal/metrics"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+	"github.com/emaildata/emaildata/internal/platform/metrics"
 )
 
 // The manager's metrics endpoint authenticates and authorizes scrapers

@@ -22,9 +22,9 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/pipeline"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
 )
 
 const sampleCSV = "id,name,email\n" +

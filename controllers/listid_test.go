@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/emaildata/emaildata/internal/listid"
+	"github.com/emaildata/emaildata/internal/lists/listid"
 )
 
 // TestListIDsUniqueUnderContention: several allocators (as API replicas and

@@ -10,11 +10,11 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/logging"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 )
 
 // LocalExecutor runs shards in-process with the worker's own code, for the

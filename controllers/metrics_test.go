@@ -12,8 +12,8 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/metrics"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
+	"github.com/emaildata/emaildata/internal/platform/metrics"
 )
 
 // managerSample sums the manager's series name{labels} (counters, gauges,

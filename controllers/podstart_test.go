@@ -20,8 +20,8 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
 	"github.com/emaildata/emaildata/internal/operator"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
 )
 
 // The tests in this file run lists (and a Dataset) whose worker pods cannot

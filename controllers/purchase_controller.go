@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/pipeline"
-	"github.com/emaildata/emaildata/internal/services"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
 // Purchase condition reasons.

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
 )
 
 func waitPurchase(t *testing.T, ns, name string, phase listsv1.PurchasePhase, wantMsg string) *listsv1.Purchase {

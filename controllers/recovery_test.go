@@ -7,8 +7,8 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
 )
 
 // TestLateConfigMapRecovers: a list whose ConfigMap appears after the

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
 )
 
 // The source staging the EmailList and Dataset reconcilers share.

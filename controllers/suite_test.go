@@ -22,17 +22,17 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/jobplane"
-	"github.com/emaildata/emaildata/internal/kubescheme"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice"
+	"github.com/emaildata/emaildata/internal/kits/jobplane"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/refdata/people"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 // Namespaces of the two managers the suite runs, one per executor. Each
@@ -192,7 +192,7 @@ func runSuite(m *testing.M) int {
 	}
 	defer dropSchema()
 
-	registry = catalog.Registry(nil)
+	registry = wiring.Registry(nil)
 	// A stand-in for the report-capable services, so the two-step flow is
 	// exercised before the data store exists (rows @hold.test block until
 	// their shard is stopped).

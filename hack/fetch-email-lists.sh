@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Refreshes the embedded email classification lists in internal/emaillists/data/
+# Refreshes the embedded email classification lists in internal/engine/emaillists/data/
 # from pinned npm packages:
 #
 #   disposable.txt  <- disposable-email-domains  (index.json + wildcard.json)
 #   free.txt        <- free-email-domains        (domains.json)
 #   role.txt        <- role-based-email-addresses (src/index.js, string literals)
 #
-# and rewrites internal/emaillists/data/SOURCES.md. dangerous.txt is ours and is
+# and rewrites internal/engine/emaillists/data/SOURCES.md. dangerous.txt is ours and is
 # not touched.
 #
 # Each tarball is fetched with `npm pack <name>@<version>` and checked against
@@ -16,15 +16,15 @@
 #
 # To move to a newer release: `npm view <name> version license dist.integrity`,
 # update the pin below, run this script, review the diff (and the licence),
-# run `go test ./internal/emaillists/...`, commit.
+# run `go test ./internal/engine/emaillists/...`, commit.
 #
 # Needs: npm (and so node) and go. Normalisation is done in Go by
-# internal/emaillists/internal/listgen, with the same rules as LoadExtra.
+# internal/engine/emaillists/internal/listgen, with the same rules as LoadExtra.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out="$root/internal/emaillists/data"
+out="$root/internal/engine/emaillists/data"
 today=$(date -u +%Y-%m-%d)
 
 # name|version|expected licence|dist.integrity
@@ -80,9 +80,9 @@ fetch() {
 }
 
 # listgen normalises the entries with the rules LoadExtra applies to operator
-# files (internal/emaillists/internal/norm), drops public suffixes, sorts,
+# files (internal/engine/emaillists/internal/norm), drops public suffixes, sorts,
 # deduplicates and writes the file with its header.
-go build -o "$tmp/listgen" ./internal/emaillists/internal/listgen
+go build -o "$tmp/listgen" ./internal/engine/emaillists/internal/listgen
 gen() { # listgen arguments; its report goes to stderr and to SOURCES.md
   "$tmp/listgen" "$@" 2>"$tmp/gen.log" || { cat "$tmp/gen.log" >&2; exit 1; }
   cat "$tmp/gen.log" >&2
@@ -134,7 +134,7 @@ gen -kind local -o "$out/role.txt" \
     echo "| $f | $n | ${version[$n]} | ${licence[$n]} | ${taken[$n]} | \`${integrity[$n]}\` | \`${shasum[$n]}\` |"
   done
   echo
-  echo "Normalisation (internal/emaillists/internal/listgen, the rules LoadExtra applies"
+  echo "Normalisation (internal/engine/emaillists/internal/listgen, the rules LoadExtra applies"
   echo "to operator files): entries lower-cased and trimmed, \`*.\` prefixes removed,"
   echo "internationalised domains converted to ASCII (punycode), entries that are not a"
   echo "valid domain (or local part) dropped, sorted bytewise and deduplicated. Domains"

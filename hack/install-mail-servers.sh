@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real mail software the test suite's real-MTA world
-# (internal/realmta) runs, from Debian's packages:
+# (internal/kits/realmta) runs, from Debian's packages:
 #
 #   postfix              /usr/sbin/postfix (+ postconf, postscreen, anvil...)
 #   postgrey             /usr/sbin/postgrey (greylisting policy server)

@@ -6,8 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/services"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
 // Service names a data service that runs over a list.

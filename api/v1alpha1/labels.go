@@ -13,7 +13,7 @@ const (
 	// ListIDLabel carries a list ID that the REST API allocated at submission.
 	// The controller adopts it only for a list the API created (its
 	// namespace, LabelManagedBy) whose ID the counter reserved for that
-	// list's name (internal/listid); anywhere else the label is ignored,
+	// list's name (internal/lists/listid); anywhere else the label is ignored,
 	// with a Warning event, and status.listID is the operator's.
 	ListIDLabel = "lists.emaildata.io/list-id"
 )

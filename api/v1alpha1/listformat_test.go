@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 )
 
 func TestListFormatDialect(t *testing.T) {

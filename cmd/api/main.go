@@ -15,13 +15,13 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/logging"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/restapi"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 func main() {
@@ -45,9 +45,9 @@ func main() {
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
-	vc := catalog.DefaultAPIVerifyConfig()
+	vc := wiring.DefaultAPIVerifyConfig()
 	vc.BindFlags(flag.CommandLine)
-	var fc catalog.FraudConfig
+	var fc wiring.FraudConfig
 	fc.BindFlags(flag.CommandLine)
 	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()
@@ -72,7 +72,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	vc.Log = log
-	engine, err := catalog.NewEngine(ctx, vc)
+	engine, err := wiring.NewEngine(ctx, vc)
 	if err != nil {
 		log.Error("verification engine", logging.KeyError, err.Error())
 		os.Exit(2)
@@ -85,7 +85,7 @@ func main() {
 		}
 		defer o.People.Close()
 	}
-	if o.Fraud, err = catalog.NewFraud(ctx, fc, o.People); err != nil {
+	if o.Fraud, err = wiring.NewFraud(ctx, fc, o.People); err != nil {
 		log.Error("fraud scorer", logging.KeyError, err.Error())
 		os.Exit(2)
 	}

@@ -11,18 +11,18 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/logging"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 func main() {
 	var o operator.Options
 	o.Pipeline = pipeline.DefaultConfig()
-	o.Verify = catalog.DefaultVerifyConfig()
+	o.Verify = wiring.DefaultVerifyConfig()
 	o.Verify.BindFlags(flag.CommandLine)
 	w := bindWorkerFlags(flag.CommandLine, &o)
 	grants, metricsSecure := bindManagerFlags(flag.CommandLine, &o)

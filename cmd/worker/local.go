@@ -13,16 +13,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/cputime"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/mxdns"
-	"github.com/emaildata/emaildata/internal/pipeline"
-	"github.com/emaildata/emaildata/internal/services"
-	"github.com/emaildata/emaildata/internal/smtpprobe"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/cputime"
+	"github.com/emaildata/emaildata/internal/platform/services"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 // localRun is `worker run`: a local file through the same pipeline the
@@ -35,7 +35,7 @@ type localRun struct {
 	shardBytes, dedupMemory            int64
 	progress                           time.Duration
 	lim                                *listfile.Limits
-	vc                                 catalog.VerifyConfig
+	vc                                 wiring.VerifyConfig
 	stderr                             io.Writer
 }
 
@@ -63,7 +63,7 @@ func (r *localRun) flags(args []string) error {
 	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
 	fs.StringVar(&r.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	r.lim = limitsFlags(fs)
-	r.vc = catalog.DefaultVerifyConfig()
+	r.vc = wiring.DefaultVerifyConfig()
 	r.vc.BindFlags(fs)
 	fs.StringVar(&r.peopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store")
 	if err := fs.Parse(args); err != nil {
@@ -296,7 +296,7 @@ func (r *localRun) reportProgress(ctx context.Context, store *blobstore.Store, k
 			case <-t.C:
 			}
 			rows, _ := pipeline.Progress(ctx, store, keys, plan)
-			c := catalog.EngineCounters(e)
+			c := wiring.EngineCounters(e)
 			el := time.Since(t0).Seconds()
 			fmt.Fprintf(r.stderr, "progress: %d/%d rows (%.0f%%) in %.0f s, %.0f rows/s; SMTP %.0f sessions, %.0f RCPT, %.0f deferred, %.0f retried, %.0f stalled hosts\n",
 				rows, plan.Records, 100*float64(rows)/float64(max(plan.Records, 1)), el, float64(rows)/el,
@@ -308,7 +308,7 @@ func (r *localRun) reportProgress(ctx context.Context, store *blobstore.Store, k
 
 // printStats reports the stage counters and where the time went.
 func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Duration) {
-	c := catalog.EngineCounters(e)
+	c := wiring.EngineCounters(e)
 	fmt.Fprintf(w, "stats: %d rows, wall %.1f s, CPU %.2f s (%.3f ms a row)\n", rows, wall.Seconds(), cpu.Seconds(), cpu.Seconds()*1000/float64(max(rows, 1)))
 	if _, ok := c["dns_lookups"]; ok {
 		fmt.Fprintf(w, "  dns:  %.0f lookups, %.0f cache hits, %.0f queries, %.0f timeouts\n",

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/mailworld"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
 )
 
 // truthCode is the status code a perfect verifier gives each ground truth

@@ -23,13 +23,13 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/pipeline"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/refdata/people"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 func main() {
@@ -99,29 +99,29 @@ func parseError(err error) error {
 
 // registry builds the list services from the verification flags and, when
 // given, the reference people store.
-func registry(ctx context.Context, vc catalog.VerifyConfig, peopleURL string, store *blobstore.Store) (*listservice.Registry, error) {
+func registry(ctx context.Context, vc wiring.VerifyConfig, peopleURL string, store *blobstore.Store) (*listservice.Registry, error) {
 	reg, _, err := registryEngine(ctx, vc, peopleURL, store)
 	return reg, err
 }
 
 // registryEngine is registry, with the engine (for its counters).
-func registryEngine(ctx context.Context, vc catalog.VerifyConfig, peopleURL string, store *blobstore.Store) (*listservice.Registry, *verify.Engine, error) {
-	e, err := catalog.NewEngine(ctx, vc)
+func registryEngine(ctx context.Context, vc wiring.VerifyConfig, peopleURL string, store *blobstore.Store) (*listservice.Registry, *verify.Engine, error) {
+	e, err := wiring.NewEngine(ctx, vc)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
 	if vc.ListsBlobKey != "" && store != nil {
-		if err := catalog.ApplyPublishedLists(ctx, e, store, vc.ListsBlobKey); err != nil {
+		if err := wiring.ApplyPublishedLists(ctx, e, store, vc.ListsBlobKey); err != nil {
 			return nil, nil, err
 		}
 	}
-	reg := catalog.RegistryFor(e, vc)
+	reg := wiring.RegistryFor(e, vc)
 	if peopleURL != "" {
 		ps, err := people.Open(ctx, peopleURL)
 		if err != nil {
 			return nil, nil, err
 		}
-		catalog.RegisterPeople(reg, ps, nil)
+		wiring.RegisterPeople(reg, ps, nil)
 	}
 	return reg, e, nil
 }
@@ -140,7 +140,7 @@ func runShard(ctx context.Context, args []string, stderr io.Writer) error {
 	blobURL := fs.String("blob-url", os.Getenv("BLOB_URL"), "blob store URL")
 	index := fs.Int("index", -1, "shard index (default: $JOB_COMPLETION_INDEX)")
 	lim := limitsFlags(fs)
-	vc := catalog.DefaultVerifyConfig()
+	vc := wiring.DefaultVerifyConfig()
 	vc.BindFlags(fs)
 	peopleURL := fs.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store")
 	if err := fs.Parse(args); err != nil {

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 const evHeader = "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history"
@@ -245,7 +245,7 @@ func prepareFileStore(t *testing.T, uid string, data string, shardBytes int64) (
 	if err := store.WriteAll(ctx, "uploads/list.csv", []byte(data), nil); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := catalog.Registry(nil).Lookup("email_validation")
+	svc, err := wiring.Registry(nil).Lookup("email_validation")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // runPeopleImport loads a CSV of people (header row naming Record columns)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // TestPeopleGenerateAndImport: generated people import cleanly and are in

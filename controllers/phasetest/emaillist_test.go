@@ -15,15 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/kubescheme"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/pipeline"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 // Timings of the reconcilers under test.
@@ -58,7 +58,7 @@ func (f *fakeRun) Release(context.Context, *listsv1.EmailList) error {
 func (w *world) listReconciler(exec controllers.Executor) *controllers.EmailListReconciler {
 	return &controllers.EmailListReconciler{
 		Client: w.c, APIReader: w.c, Scheme: kubescheme.New(), Recorder: w.events, Store: w.store,
-		Registry: catalog.Registry(nil), Executor: exec,
+		Registry: wiring.Registry(nil), Executor: exec,
 		IDs:         &listid.Allocator{Reader: w.c, Writer: w.c, Namespace: ns, Name: listid.DefaultConfigMap},
 		Pipeline:    pipeline.Config{Limits: listfile.Limits{MaxExpandedBytes: 1 << 20, MaxRecordBytes: 4096}, ShardBytes: 256, MaxShards: 8},
 		SourceGrace: grace, PollInterval: poll, PodStartGrace: startGrace,
@@ -269,7 +269,7 @@ func TestEmailListLocalRunReachesResults(t *testing.T) {
 	w := newWorld(t, l, cm)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	exec := controllers.NewLocalExecutor(ctx, w.store, catalog.Registry(nil), listfile.Limits{}, 2)
+	exec := controllers.NewLocalExecutor(ctx, w.store, wiring.Registry(nil), listfile.Limits{}, 2)
 	r := w.listReconciler(exec)
 	w.reconcile(r, l, false)
 	select {

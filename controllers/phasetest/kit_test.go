@@ -22,10 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/kubescheme"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
 )
 
 // ns is the operator's namespace in these tests (the API's, and the one

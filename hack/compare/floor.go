@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/mailworld"
-	"github.com/emaildata/emaildata/internal/smtpprobe"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
 )
 
 // sessionFloor is a lower bound on the wall time of any verifier that

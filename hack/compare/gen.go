@@ -5,14 +5,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/mailworld"
-	"github.com/emaildata/emaildata/internal/realmta"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/realmta"
 )
 
 // gen says which world and list to generate; parent and world child build
 // the same one from it.
 type gen struct {
-	world       string // "synthetic" (internal/mailworld) or "real" (internal/realmta)
+	world       string // "synthetic" (internal/kits/mailworld) or "real" (internal/kits/realmta)
 	anvilRate   int    // real: mx.anvil's connections a minute
 	profile     string // "realistic" (mailworld.GenerateWith) or "classic" (mailworld.Generate)
 	seed        int64
@@ -29,7 +29,7 @@ type gen struct {
 }
 
 func (g *gen) bind(fs *flag.FlagSet) {
-	fs.StringVar(&g.world, "world", "synthetic", "synthetic (our own servers, internal/mailworld) or real (Postfix, postgrey, Exim and NSD from Debian, internal/realmta; root)")
+	fs.StringVar(&g.world, "world", "synthetic", "synthetic (our own servers, internal/kits/mailworld) or real (Postfix, postgrey, Exim and NSD from Debian, internal/kits/realmta; root)")
 	fs.IntVar(&g.anvilRate, "anvil-rate", 12, "real: connections a minute the anvil-limited Postfix host allows a client")
 	fs.StringVar(&g.profile, "profile", "realistic", "world: realistic (greylisting on a tenth of the domains, tarpits, latency, padded rows...) or classic")
 	fs.Int64Var(&g.seed, "seed", 1, "world and list seed")
@@ -53,7 +53,7 @@ func (g gen) args() []string {
 		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback)}
 }
 
-// real: the world is internal/realmta's.
+// real: the world is internal/kits/realmta's.
 func (g gen) real() bool { return g.world == "real" }
 
 // generateReal is realmta's world and list (decorations, latency and the

@@ -1,12 +1,12 @@
 // Command compare runs our verification engine and AfterShip's
 // email-verifier (github.com/AfterShip/email-verifier) side by side over the
-// same loopback mail world (internal/mailworld) and the same address list,
+// same loopback mail world (internal/kits/mailworld) and the same address list,
 // and reports throughput, CPU, load on the mail servers and accuracy
 // against the world's ground truth per category.
 //
 //	cd hack/compare && go run . -domains 1000 -rows 20000 -concurrency 100
 //
-// With -world real the world is internal/realmta's instead: real Postfix,
+// With -world real the world is internal/kits/realmta's instead: real Postfix,
 // postgrey, Exim and NSD from Debian (hack/install-mail-servers.sh), with
 // the servers' log counts in the report:
 //
@@ -38,9 +38,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/cputime"
-	"github.com/emaildata/emaildata/internal/mailworld"
-	"github.com/emaildata/emaildata/internal/smtpprobe"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/platform/cputime"
 )
 
 var httpAttempts atomic.Int64
@@ -157,7 +157,7 @@ func main() {
 	}
 
 	if g.real() {
-		fmt.Printf("\nworld: real (Postfix, postgrey, Exim, NSD; internal/realmta), seed %d, %d domains, %d rows, postgrey delay %v, anvil rate limit %d/min; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
+		fmt.Printf("\nworld: real (Postfix, postgrey, Exim, NSD; internal/kits/realmta), seed %d, %d domains, %d rows, postgrey delay %v, anvil rate limit %d/min; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 			g.seed, g.domains, len(rows), g.greylist, g.anvilRate, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	} else {
 		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
 )
 
 const (

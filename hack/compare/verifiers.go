@@ -17,11 +17,11 @@ import (
 
 	emailverifier "github.com/AfterShip/email-verifier"
 
-	"github.com/emaildata/emaildata/internal/emaillists"
-	"github.com/emaildata/emaildata/internal/mxdns"
-	"github.com/emaildata/emaildata/internal/smtpprobe"
-	"github.com/emaildata/emaildata/internal/typo"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/emaillists"
+	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/engine/typo"
+	"github.com/emaildata/emaildata/internal/engine/verify"
 )
 
 // Predicted categories besides the mail world's Truth* names.
@@ -112,12 +112,12 @@ func classifyAfterShip(res *emailverifier.Result, err error) (string, string) {
 }
 
 // newEngine builds our engine for the single-address path the way
-// internal/catalog.NewEngine does for the API (lists, typos, mxdns,
+// internal/wiring.NewEngine does for the API (lists, typos, mxdns,
 // smtpprobe with the API's timeouts and the production per-host limits),
 // pointed at the world's DNS server and SMTP port.
 func newEngine(dnsAddr string, s settings) (*verify.Engine, *smtpprobe.Prober) {
 	// The per-host limits are smtpprobe's defaults, as the binaries' are;
-	// the timeouts are catalog.DefaultAPIVerifyConfig's (catalog is not
+	// the timeouts are wiring.DefaultAPIVerifyConfig's (catalog is not
 	// imported: it would pull the blob store clients into this module).
 	p := smtpprobe.New(smtpprobe.Config{
 		Port: s.port, HELOName: "verify.test", MailFrom: "probe@verify.test",

@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/cputime"
-	"github.com/emaildata/emaildata/internal/mailworld"
-	"github.com/emaildata/emaildata/internal/realmta"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/realmta"
+	"github.com/emaildata/emaildata/internal/platform/cputime"
 )
 
 // The mail world runs in a child process (this binary with -world-child) so

@@ -1,9 +1,9 @@
 // Command fraud-evalset writes the labelled synthetic evaluation set of the
-// fraud scorer (internal/fraud) and the fixtures it needs: a GeoIP network
+// fraud scorer (internal/refdata/fraud) and the fixtures it needs: a GeoIP network
 // table and the IP lists (Tor, VPN, proxy, hosting).
 //
-//	go run ./hack/fraud-evalset            # writes internal/fraud/testdata/
-//	go run ./hack/fraud-evalset -n 3000 -seed 1 -out internal/fraud/testdata
+//	go run ./hack/fraud-evalset            # writes internal/refdata/fraud/testdata/
+//	go run ./hack/fraud-evalset -n 3000 -seed 1 -out internal/refdata/fraud/testdata
 //
 // The output is deterministic for a given -n and -seed. Every row is one
 // query in time order, labelled "fraud" or "legit", with the verification
@@ -666,7 +666,7 @@ func (g *gen) invalidEmail() {
 }
 
 func main() {
-	out := flag.String("out", "internal/fraud/testdata", "output directory")
+	out := flag.String("out", "internal/refdata/fraud/testdata", "output directory")
 	n := flag.Int("n", 3000, "approximate number of rows")
 	seed := flag.Uint64("seed", 1, "random seed")
 	fraudShare := flag.Float64("fraud", 0.2, "share of fraud draws (rings emit several rows per draw)")

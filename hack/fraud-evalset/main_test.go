@@ -8,14 +8,14 @@ import (
 )
 
 // TestCommittedOutputIsCurrent regenerates the set with the default flags
-// and compares it with the files committed in internal/fraud/testdata: the
+// and compares it with the files committed in internal/refdata/fraud/testdata: the
 // generator is deterministic and the committed set is its output.
 func TestCommittedOutputIsCurrent(t *testing.T) {
 	dir := t.TempDir()
 	if err := write(dir, generate(3000, 1, 0.2)); err != nil {
 		t.Fatal(err)
 	}
-	committed := filepath.Join("..", "..", "internal", "fraud", "testdata")
+	committed := filepath.Join("..", "..", "internal", "refdata", "fraud", "testdata")
 	for _, name := range []string{
 		"evalset.jsonl", "evalset-geo.json",
 		"evalset-lists/tor.txt", "evalset-lists/vpn.txt", "evalset-lists/proxy.txt", "evalset-lists/hosting.txt",

@@ -40,14 +40,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/cputime"
-	"github.com/emaildata/emaildata/internal/evlist"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/pipeline"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/evlist"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/cputime"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 func main() {
@@ -240,9 +240,9 @@ func engineOnly(inPath string) error {
 		}
 		addrs = append(addrs, rec.Field(2))
 	}
-	vc := catalog.DefaultVerifyConfig()
+	vc := wiring.DefaultVerifyConfig()
 	vc.DNSServer = "off"
-	e, err := catalog.NewEngine(context.Background(), vc)
+	e, err := wiring.NewEngine(context.Background(), vc)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/s3server"
+	"github.com/emaildata/emaildata/internal/kits/s3server"
 )
 
 type config struct {

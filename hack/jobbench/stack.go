@@ -25,11 +25,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/kubescheme"
-	"github.com/emaildata/emaildata/internal/localstack"
-	"github.com/emaildata/emaildata/internal/s3server"
+	"github.com/emaildata/emaildata/internal/kits/localstack"
+	"github.com/emaildata/emaildata/internal/kits/s3server"
 )
 
 // stack is a running `localstack --executor=job --store=s3`.

@@ -19,10 +19,10 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/localstack"
-	"github.com/emaildata/emaildata/internal/logging"
+	"github.com/emaildata/emaildata/internal/kits/localstack"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 func main() {
@@ -40,7 +40,7 @@ func main() {
 	maxShards := flag.Int("max-shards", 0, "most shards per list (0: the manager's default)")
 	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
 		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
-	vc := catalog.DefaultVerifyConfig()
+	vc := wiring.DefaultVerifyConfig()
 	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
 	vc.BindFlags(flag.CommandLine)
 	var lo logging.Options
@@ -174,7 +174,7 @@ func executorMode(s *localstack.Stack) string {
 	return "local (shards run in the manager); make run ARGS=--executor=job runs them as Jobs and pods"
 }
 
-func verifyMode(vc catalog.VerifyConfig) string {
+func verifyMode(vc wiring.VerifyConfig) string {
 	if vc.DNSServer == "off" || vc.DNSServer == "" {
 		return "offline (syntax, corrections, lists); add --dns-server=system --smtp (make run ARGS=...) for DNS and SMTP checks"
 	}

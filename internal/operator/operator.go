@@ -25,17 +25,17 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
 	"github.com/emaildata/emaildata/controllers"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/kubescheme"
-	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/listservice"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/peoplelist"
-	"github.com/emaildata/emaildata/internal/pipeline"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/lists/peoplelist"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/refdata/people"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 // Executor kinds.
@@ -69,7 +69,7 @@ type Options struct {
 	Registry *listservice.Registry
 	// Verify configures the verification engine of email_validation lists;
 	// Job workers get the same settings as flags.
-	Verify catalog.VerifyConfig
+	Verify wiring.VerifyConfig
 	// PeopleURL names the reference people store for email_intelligence and
 	// email_append (passed on to workers); People, when set, is used instead
 	// (with PostalFinder for email_append).
@@ -209,7 +209,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
 		},
 		KeepParts:   o.KeepParts,
-		FleetHealth: catalog.FleetHealth(engine),
+		FleetHealth: wiring.FleetHealth(engine),
 	}
 	if err := lists.SetupWithManager(mgr, o.MaxConcurrent); err != nil {
 		return nil, fmt.Errorf("set up emaillist controller: %w", err)
@@ -271,7 +271,7 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 	reg := o.Registry
 	var engine *verify.Engine
 	if reg == nil {
-		engine, err = catalog.NewEngine(ctx, o.Verify)
+		engine, err = wiring.NewEngine(ctx, o.Verify)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
@@ -279,12 +279,12 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 		if o.Executor == ExecutorLocal { // shards run in this process
 			vc = vc.SharedBy(o.LocalConcurrency)
 		}
-		reg = catalog.RegistryFor(engine, vc)
+		reg = wiring.RegistryFor(engine, vc)
 		// On the Job path these services run in workers, which open
 		// PeopleURL themselves: without one, lists asking for them fail at
 		// preparation ("not available") instead of in every shard.
 		if ps != nil && (o.Executor != ExecutorJob || o.PeopleURL != "") {
-			catalog.RegisterPeople(reg, ps, o.PostalFinder)
+			wiring.RegisterPeople(reg, ps, o.PostalFinder)
 		}
 	}
 	return store, ps, reg, engine, nil
@@ -299,10 +299,10 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 	if o.Executor == ExecutorJob && o.Verify.ListsDir != "" {
 		// Job pods cannot mount the operator namespace's ConfigMap: publish
 		// the extensions to the store, where workers read them.
-		o.Verify.ListsBlobKey = catalog.ListsBlobKey
+		o.Verify.ListsBlobKey = wiring.ListsBlobKey
 		dir := o.Verify.ListsDir
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			catalog.RunListsPublisher(ctx, store, dir, catalog.ListsBlobKey, 30*time.Second, func(err error) {
+			wiring.RunListsPublisher(ctx, store, dir, wiring.ListsBlobKey, 30*time.Second, func(err error) {
 				logf.FromContext(ctx).Error(err, "publish list extensions")
 			})
 			return nil

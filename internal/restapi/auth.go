@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/services"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
 // refusal is why a request's API key was refused.

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // Bulk limits.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 func bulk(t *testing.T, key, query string, body []byte) response {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // The demographic answer of GET /v5/td and POST /v5/ei/bulk (one renderer

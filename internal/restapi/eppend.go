@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/fraud"
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/refdata/fraud"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // GET /v5/eppend, in the published shapes: email append (a name and postal

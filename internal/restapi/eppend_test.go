@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // appended is one entry of email_append or alternate_email.

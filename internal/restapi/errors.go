@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/logging"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 )
 
 // errorBody is the JSON error shape of the list endpoints.

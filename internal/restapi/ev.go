@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/services"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
 // Verifier verifies one address; *verify.Engine implements it.

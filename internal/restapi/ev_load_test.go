@@ -20,13 +20,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/cputime"
-	"github.com/emaildata/emaildata/internal/emaillists"
-	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/engine/emaillists"
+	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/engine/typo"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/cputime"
 	"github.com/emaildata/emaildata/internal/restapi"
-	"github.com/emaildata/emaildata/internal/typo"
-	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // TestLoadEV drives GET /v5/ev on a warm cache with hack/apiload and

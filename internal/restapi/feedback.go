@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/emaildata/emaildata/internal/fraud"
-	"github.com/emaildata/emaildata/internal/services"
+	"github.com/emaildata/emaildata/internal/platform/services"
+	"github.com/emaildata/emaildata/internal/refdata/fraud"
 )
 
 // POST /feedback/v1: fraud feedback. The body is multipart/form-data with

@@ -6,9 +6,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/fraud"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/refdata/fraud"
 )
 
 // frDefaultBudget bounds the email check inside GET /fr.

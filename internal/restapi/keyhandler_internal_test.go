@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
 )
 
 // TestKeyHandlerLogsClashes: the API logs which Secrets hold one key with

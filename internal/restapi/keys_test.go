@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/apikey"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
 )
 
 // settled polls a list's status until it leaves Pending and Processing.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/metrics"
-	"github.com/emaildata/emaildata/internal/services"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/platform/metrics"
+	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
 // optsVerifier records the options of each call.

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/logging"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 // MetricsHandler serves the server's Prometheus metrics. Run serves it on
@@ -24,7 +24,7 @@ func (s *Server) MetricsHandler() http.Handler {
 // and GET /fr verify in-process) when it is the verification engine.
 func (s *Server) exportEngine() {
 	if e, ok := s.verifier.(*verify.Engine); ok && e != nil {
-		s.metrics.SetEngine(func() map[string]float64 { return catalog.EngineCounters(e) })
+		s.metrics.SetEngine(func() map[string]float64 { return wiring.EngineCounters(e) })
 	}
 }
 

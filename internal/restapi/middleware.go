@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/emaildata/emaildata/internal/logging"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 )
 
 // RequestIDHeader carries the request ID in both directions.

@@ -8,10 +8,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/listfile"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/platform/services"
 	"github.com/emaildata/emaildata/internal/restapi"
-	"github.com/emaildata/emaildata/internal/services"
 )
 
 // openapi.json restates, for clients, rules whose home is Go code: the list

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
 )
 
 // The purchase body is checked whole before anything is written: unknown

@@ -5,13 +5,13 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/phone"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/refdata/people"
+	"github.com/emaildata/emaildata/internal/refdata/phone"
 )
 
 // GET /pv: phone verification. The number is parsed, validated and
-// classified with libphonenumber's metadata (internal/phone): line type,
+// classified with libphonenumber's metadata (internal/refdata/phone): line type,
 // region, calling code, and the carrier where the library's carrier data
 // has the number's prefix. status is valid or invalid from that, or live
 // or disconnected where the phone status reference data (a Dataset,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 func TestPhoneVerification(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"strconv"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/logging"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 )
 
 // resultsNotFound answers a list_id without a list: 404 FileNotFound.

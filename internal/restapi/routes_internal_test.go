@@ -19,14 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/kubescheme"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/services"
-	"github.com/emaildata/emaildata/internal/testkit/builders"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/services"
+	"github.com/emaildata/emaildata/internal/refdata/people"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 // These tests walk the routes Handler registers, so a route added later
@@ -81,11 +81,11 @@ func routesServer(t *testing.T) (*Server, http.Handler) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ps.Close() })
-	scorer, err := catalog.NewFraud(ctx, catalog.FraudConfig{}, ps)
+	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{}, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Namespace: routesNS, RateLimit: 1e6, Verifier: catalog.OfflineEngine(), People: ps, Fraud: scorer},
+	s := New(Config{Namespace: routesNS, RateLimit: 1e6, Verifier: wiring.OfflineEngine(), People: ps, Fraud: scorer},
 		keys, c, nil, store, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return s, s.Handler()
 }

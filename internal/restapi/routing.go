@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/emaildata/emaildata/internal/metrics"
+	"github.com/emaildata/emaildata/internal/platform/metrics"
 )
 
 // routeUnmatched is the metrics route label of requests no route matched

@@ -20,12 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/kubescheme"
-	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/logging"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 )
 
 // RunOptions configure a running API server.

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emaildata/emaildata/internal/sdkcontract"
+	"github.com/emaildata/emaildata/internal/kits/sdkcontract"
 )
 
 // TestSDKContract makes exactly the requests the public service's official
-// SDKs make (internal/sdkcontract: paths, query strings as each SDK encodes
+// SDKs make (internal/kits/sdkcontract: paths, query strings as each SDK encodes
 // them, header names, methods, bodies) against the real server, checks that
 // each SDK could use the answer, and validates every answer against
 // openapi.json.

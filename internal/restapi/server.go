@@ -14,15 +14,15 @@ import (
 	"golang.org/x/time/rate"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/fraud"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listid"
-	"github.com/emaildata/emaildata/internal/metrics"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/services"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/metrics"
+	"github.com/emaildata/emaildata/internal/platform/services"
+	"github.com/emaildata/emaildata/internal/refdata/fraud"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // Config holds the server's settings.

@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/services"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
 // submitAccepted is the POST /v5/list response.
@@ -75,7 +75,7 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// The ID is reserved for the list's name: the controller adopts the
-	// label below only for the list the reservation names (internal/listid).
+	// label below only for the list the reservation names (internal/lists/listid).
 	id, err := s.ids.Reserve(r.Context(), listName)
 	if err != nil {
 		cleanup()

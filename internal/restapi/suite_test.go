@@ -21,23 +21,23 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/blobstore"
-	"github.com/emaildata/emaildata/internal/callback"
-	"github.com/emaildata/emaildata/internal/catalog"
-	"github.com/emaildata/emaildata/internal/emaillists"
-	"github.com/emaildata/emaildata/internal/kubescheme"
-	"github.com/emaildata/emaildata/internal/listfile"
-	"github.com/emaildata/emaildata/internal/listservice/listservicetest"
-	"github.com/emaildata/emaildata/internal/mailworld"
-	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/api/kubescheme"
+	"github.com/emaildata/emaildata/internal/engine/emaillists"
+	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/engine/typo"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice/listservicetest"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/services"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/restapi"
-	"github.com/emaildata/emaildata/internal/services"
-	"github.com/emaildata/emaildata/internal/typo"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 const (
@@ -127,7 +127,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	reg := catalog.Registry(nil)
+	reg := wiring.Registry(nil)
 	reg.Register("email_intelligence", listservicetest.DomainService{})
 	mgr, err := operator.New(ctx, cfg, operator.Options{
 		Namespace: nsSystem, Store: store, Registry: reg, Executor: operator.ExecutorLocal,
@@ -203,7 +203,7 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		ExtraTLDs: map[string]bool{"test": true},
 	}
 	c.People = peopleStore
-	scorer, err := catalog.NewFraud(ctx, catalog.FraudConfig{}, peopleStore) // in-memory history
+	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{}, peopleStore) // in-memory history
 	if err != nil {
 		return "", err
 	}

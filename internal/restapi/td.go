@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/emaildata/emaildata/internal/apikey"
-	"github.com/emaildata/emaildata/internal/people"
-	"github.com/emaildata/emaildata/internal/services"
-	"github.com/emaildata/emaildata/internal/verify"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/services"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // GET /v5/td: the demographics of one person, found by email (plain, MD5

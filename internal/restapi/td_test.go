@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/emaildata/emaildata/internal/people"
+	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
 // getText is a GET with the key and parameters in the query, validated

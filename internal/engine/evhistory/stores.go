@@ -1,0 +1,511 @@
+package evhistory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/emaildata/emaildata/internal/engine/verify"
+)
+
+// SecretEnv names the environment variable holding the installation's
+// secret (at least 16 bytes; a Kubernetes Secret's value).
+const SecretEnv = "HISTORY_KEY"
+
+// Options configure Open.
+type Options struct {
+	TTLs TTLs
+	// Secret keys the hashes; empty: $HISTORY_KEY, else one kept in the
+	// store (see the package comment).
+	Secret []byte
+	// Redis, when set, is used for a redis:// URL instead of a new client
+	// (the fleet backend's, when both URLs are the same).
+	Redis *redis.Client
+	// Warn hears of a weaker setting (no secret configured).
+	Warn func(msg string)
+}
+
+// Open opens the history a URL names:
+//
+//	redis://host:port/db[?prefix=emaildata:]   keys <prefix>ev:<hash>, with TTLs
+//	postgres://user@host:5432/db[?table=ev_history]   (or postgresql://)
+//	bolt:///path/history.db                     an embedded file, one process
+func Open(ctx context.Context, rawURL string, o Options) (*History, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("history url: %w", err)
+	}
+	var st Store
+	switch strings.ToLower(u.Scheme) {
+	case "redis", "rediss", "unix":
+		st, err = openRedis(u, o.Redis)
+	case "postgres", "postgresql":
+		st, err = openPostgres(ctx, u)
+	case "bolt", "bbolt":
+		st, err = openBolt(u)
+	default:
+		return nil, fmt.Errorf("history url: unsupported scheme %q (want redis, postgres or bolt)", u.Scheme)
+	}
+	if err != nil {
+		return nil, err
+	}
+	secret := o.Secret
+	if len(secret) == 0 {
+		secret = []byte(os.Getenv(SecretEnv))
+	}
+	if len(secret) == 0 {
+		h := newFromStore(st, o.TTLs, o.Warn)
+		_, _ = h.key(ctx) // now if the store answers; else on first use
+		return h, nil
+	}
+	if len(secret) < 16 {
+		st.Close()
+		return nil, fmt.Errorf("%s must have at least 16 bytes", SecretEnv)
+	}
+	return New(st, secret, o.TTLs)
+}
+
+// newSecret is 32 random bytes.
+func newSecret() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// value encodes a verdict: code and check time.
+func value(code verify.Code, at time.Time) []byte {
+	b := make([]byte, 10)
+	binary.BigEndian.PutUint16(b, uint16(code))
+	binary.BigEndian.PutUint64(b[2:], uint64(at.Unix()))
+	return b
+}
+
+func decode(b []byte) (Entry, bool) {
+	if len(b) < 10 {
+		return Entry{}, false
+	}
+	return Entry{Found: true, Code: verify.Code(binary.BigEndian.Uint16(b)), CheckedAt: time.Unix(int64(binary.BigEndian.Uint64(b[2:])), 0)}, true
+}
+
+// redisStore keeps each verdict as a key with the verdict's TTL.
+type redisStore struct {
+	rdb    *redis.Client
+	own    bool
+	prefix string
+}
+
+func openRedis(u *url.URL, shared *redis.Client) (Store, error) {
+	prefix := "emaildata:"
+	q := u.Query()
+	if q.Has("prefix") {
+		prefix = q.Get("prefix")
+		q.Del("prefix")
+	}
+	s := &redisStore{rdb: shared, prefix: prefix}
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
+	if shared == nil {
+		v := *u
+		v.RawQuery = q.Encode()
+		opt, err := redis.ParseURL(v.String())
+		if err != nil {
+			return nil, fmt.Errorf("history url %s: %w", u.Redacted(), err)
+		}
+		// A history that does not answer within a second is skipped (the
+		// addresses are probed), unless the URL sets its own timeouts.
+		if !q.Has("dial_timeout") {
+			opt.DialTimeout = time.Second
+		}
+		if !q.Has("read_timeout") {
+			opt.ReadTimeout = time.Second
+		}
+		if !q.Has("write_timeout") {
+			opt.WriteTimeout = time.Second
+		}
+		opt.DialerRetries = 1
+		s.rdb, s.own = redis.NewClient(opt), true
+	}
+	return s, nil
+}
+
+func (s *redisStore) key(k Key) string {
+	return s.prefix + "ev:" + base64.RawURLEncoding.EncodeToString(k[:])
+}
+
+func (s *redisStore) Get(ctx context.Context, keys []Key) ([]Entry, error) {
+	out := make([]Entry, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = s.key(k)
+	}
+	vals, err := s.rdb.MGet(ctx, names...).Result()
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range vals {
+		if str, ok := v.(string); ok {
+			out[i], _ = decode([]byte(str))
+		}
+	}
+	return out, nil
+}
+
+func (s *redisStore) Put(ctx context.Context, recs []Record) error {
+	pipe := s.rdb.Pipeline()
+	now := time.Now()
+	for _, r := range recs {
+		if left := r.TTL - now.Sub(r.CheckedAt); left > 0 {
+			pipe.Set(ctx, s.key(r.Key), value(r.Code, r.CheckedAt), left)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+func (s *redisStore) Secret(ctx context.Context) ([]byte, error) {
+	k := s.prefix + "ev-secret"
+	if err := s.rdb.SetNX(ctx, k, newSecret(), 0).Err(); err != nil {
+		return nil, err
+	}
+	return s.rdb.Get(ctx, k).Bytes()
+}
+
+func (s *redisStore) Close() error {
+	if s.own {
+		return s.rdb.Close()
+	}
+	return nil
+}
+
+// quiet drops go-redis' own log lines (one per failed dial, in its own
+// format): failures reach the engine as errors and are counted.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+var quietOnce sync.Once
+
+// pgStore keeps verdicts in one table; a janitor deletes expired rows.
+type pgStore struct {
+	pool              *pgxpool.Pool
+	table, secrets    string // quoted
+	getSQL, putSQL    string
+	stopJanitor       context.CancelFunc
+	janitorDone       chan struct{}
+	janitorEvery      time.Duration
+	janitorBatchLimit int
+}
+
+func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
+	q := u.Query()
+	table := "ev_history"
+	if q.Has("table") {
+		table = q.Get("table")
+		q.Del("table")
+	}
+	if !validIdent(table) {
+		return nil, fmt.Errorf("history url: bad table name %q (lower-case letters, digits, _)", table)
+	}
+	v := *u
+	v.RawQuery = q.Encode()
+	pool, err := pgxpool.New(ctx, v.String())
+	if err != nil {
+		return nil, fmt.Errorf("history url %s: %w", u.Redacted(), err)
+	}
+	s := &pgStore{
+		pool: pool, table: pgx.Identifier{table}.Sanitize(), secrets: pgx.Identifier{table + "_secret"}.Sanitize(),
+		janitorEvery: time.Hour, janitorBatchLimit: 10_000,
+	}
+	s.getSQL = `SELECT key, code, checked_at FROM ` + s.table + ` WHERE key = ANY($1) AND expires_at > now()`
+	s.putSQL = `INSERT INTO ` + s.table + ` (key, code, checked_at, expires_at)
+SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::timestamptz[], $4::timestamptz[])
+ON CONFLICT (key) DO UPDATE SET code = EXCLUDED.code, checked_at = EXCLUDED.checked_at, expires_at = EXCLUDED.expires_at
+WHERE ` + s.table + `.checked_at <= EXCLUDED.checked_at`
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopJanitor, s.janitorDone = cancel, make(chan struct{})
+	go s.janitor(jctx)
+	return s, nil
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 50 || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+// migrate creates the tables; concurrent replicas serialise on an
+// advisory lock.
+func (s *pgStore) migrate(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	stmts := []string{
+		`SELECT pg_advisory_xact_lock(hashtext('emaildata/evhistory/' || $1))`,
+		`CREATE TABLE IF NOT EXISTS ` + s.table + ` (key bytea PRIMARY KEY, code smallint NOT NULL, checked_at timestamptz NOT NULL, expires_at timestamptz NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{strings.Trim(s.table, `"`) + "_expires"}.Sanitize() + ` ON ` + s.table + ` (expires_at)`,
+		`CREATE TABLE IF NOT EXISTS ` + s.secrets + ` (id int PRIMARY KEY, secret bytea NOT NULL)`,
+	}
+	for i, q := range stmts {
+		var args []any
+		if i == 0 {
+			args = []any{s.table}
+		}
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("history: migrate: %w", err)
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+func (s *pgStore) Get(ctx context.Context, keys []Key) ([]Entry, error) {
+	out := make([]Entry, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	raw := make([][]byte, len(keys))
+	at := make(map[Key][]int, len(keys))
+	for i, k := range keys {
+		raw[i] = k[:]
+		at[k] = append(at[k], i)
+	}
+	rows, err := s.pool.Query(ctx, s.getSQL, raw)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			kb   []byte
+			code int16
+			ts   time.Time
+		)
+		if err := rows.Scan(&kb, &code, &ts); err != nil {
+			return nil, err
+		}
+		var k Key
+		copy(k[:], kb)
+		for _, i := range at[k] {
+			out[i] = Entry{Found: true, Code: verify.Code(code), CheckedAt: ts}
+		}
+	}
+	return out, rows.Err()
+}
+
+func (s *pgStore) Put(ctx context.Context, recs []Record) error {
+	// One row per key (the last wins), or ON CONFLICT would see it twice.
+	last := make(map[Key]int, len(recs))
+	for i, r := range recs {
+		last[r.Key] = i
+	}
+	var (
+		keys    [][]byte
+		codes   []int16
+		checked []time.Time
+		expires []time.Time
+	)
+	for i, r := range recs {
+		if last[r.Key] != i {
+			continue
+		}
+		keys = append(keys, r.Key[:])
+		codes = append(codes, int16(r.Code))
+		checked = append(checked, r.CheckedAt)
+		expires = append(expires, r.CheckedAt.Add(r.TTL))
+	}
+	_, err := s.pool.Exec(ctx, s.putSQL, keys, codes, checked, expires)
+	return err
+}
+
+func (s *pgStore) Secret(ctx context.Context) ([]byte, error) {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.secrets+` (id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, newSecret()); err != nil {
+		return nil, err
+	}
+	var b []byte
+	err := s.pool.QueryRow(ctx, `SELECT secret FROM `+s.secrets+` WHERE id = 1`).Scan(&b)
+	return b, err
+}
+
+// janitor deletes expired rows every janitorEvery, in bounded batches.
+func (s *pgStore) janitor(ctx context.Context) {
+	defer close(s.janitorDone)
+	t := time.NewTicker(s.janitorEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.table+` WHERE key IN (SELECT key FROM `+s.table+
+				` WHERE expires_at <= now() LIMIT `+strconv.Itoa(s.janitorBatchLimit)+`)`)
+			if err != nil || tag.RowsAffected() < int64(s.janitorBatchLimit) {
+				break
+			}
+		}
+	}
+}
+
+func (s *pgStore) Close() error {
+	s.stopJanitor()
+	<-s.janitorDone
+	s.pool.Close()
+	return nil
+}
+
+// boltStore keeps verdicts in an embedded file: value = verdict and expiry.
+type boltStore struct {
+	db   *bolt.DB
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+var (
+	boltVerdicts = []byte("ev")
+	boltMeta     = []byte("meta")
+	boltSecret   = []byte("secret")
+)
+
+func openBolt(u *url.URL) (Store, error) {
+	p := u.Path
+	if u.Opaque != "" {
+		p = u.Opaque
+	}
+	if u.Host != "" && u.Host != "localhost" {
+		p = u.Host + p
+	}
+	if p == "" {
+		return nil, errors.New("history url: bolt URL without a path")
+	}
+	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("history %s: %w", p, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{boltVerdicts, boltMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("history %s: %w", p, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &boltStore{db: db, stop: cancel, done: make(chan struct{})}
+	go s.janitor(ctx, time.Hour)
+	return s, nil
+}
+
+func (s *boltStore) Get(_ context.Context, keys []Key) ([]Entry, error) {
+	out := make([]Entry, len(keys))
+	now := time.Now().Unix()
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltVerdicts)
+		for i, k := range keys {
+			v := b.Get(k[:])
+			if len(v) < 18 || int64(binary.BigEndian.Uint64(v[10:])) <= now {
+				continue
+			}
+			out[i], _ = decode(v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *boltStore) Put(_ context.Context, recs []Record) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltVerdicts)
+		for _, r := range recs {
+			v := append(value(r.Code, r.CheckedAt), make([]byte, 8)...)
+			binary.BigEndian.PutUint64(v[10:], uint64(r.CheckedAt.Add(r.TTL).Unix()))
+			if err := b.Put(append([]byte(nil), r.Key[:]...), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *boltStore) Secret(context.Context) ([]byte, error) {
+	var out []byte
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltMeta)
+		if v := b.Get(boltSecret); v != nil {
+			out = append([]byte(nil), v...)
+			return nil
+		}
+		out = newSecret()
+		return b.Put(boltSecret, out)
+	})
+	return out, err
+}
+
+// janitor deletes expired entries every interval.
+func (s *boltStore) janitor(ctx context.Context, every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = s.sweep(time.Now())
+		}
+	}
+}
+
+func (s *boltStore) sweep(now time.Time) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(boltVerdicts).Cursor()
+		for k, v := c.First(); k != nil; {
+			if len(v) < 18 || int64(binary.BigEndian.Uint64(v[10:])) <= now.Unix() {
+				at := append([]byte(nil), k...)
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				k, v = c.Seek(at) // the next key: a cursor's Next skips one after a Delete
+				continue
+			}
+			k, v = c.Next()
+		}
+		return nil
+	})
+}
+
+func (s *boltStore) Close() error {
+	s.stop()
+	<-s.done
+	return s.db.Close()
+}

@@ -1,0 +1,574 @@
+package mxdns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+func startWorld(t testing.TB, domains ...mailworld.Domain) *mailworld.World {
+	t.Helper()
+	w, err := mailworld.Start(context.Background(), domains, mailworld.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+// fakeClock is a settable clock for TTL tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newResolver(server string, cfg Config) (*Resolver, *fakeClock) {
+	cfg.Server = server
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Second
+	}
+	r := New(cfg)
+	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	r.now = clk.Now
+	return r, clk
+}
+
+func mustLookup(t testing.TB, r *Resolver, domain string) Result {
+	t.Helper()
+	res, err := r.Lookup(context.Background(), domain)
+	if err != nil {
+		t.Fatalf("Lookup(%s): %v", domain, err)
+	}
+	return res
+}
+
+// ips returns the IPs of the world's MX addresses of a domain.
+func ips(t testing.TB, w *mailworld.World, domain string) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range w.MXAddrs(domain) {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ap.Addr())
+	}
+	return out
+}
+
+func TestLookupShapes(t *testing.T) {
+	w := startWorld(t,
+		mailworld.Domain{Name: "ok.test", MXHosts: 3, TTL: 120},
+		mailworld.Domain{Name: "implicit.test", NoMX: true, TTL: 100},
+		mailworld.Domain{Name: "null.test", NullMX: true, TTL: 200},
+		mailworld.Domain{Name: "nx.test", NXDomain: true, TTL: 40},
+		mailworld.Domain{Name: "noaddr.test", NoAddress: true, TTL: 50},
+		mailworld.Domain{Name: "pd.test", PrimaryDown: true},
+		mailworld.Domain{Name: "hosted.test", Provider: "bigmail.test", MXHosts: 2},
+	)
+	r, _ := newResolver(w.DNSAddr(), Config{MinTTL: -1})
+
+	res := mustLookup(t, r, "OK.Test.")
+	if res.Domain != "ok.test" || res.Status != OK || res.Implicit || len(res.MX) != 3 || res.TTL != 120*time.Second {
+		t.Fatalf("ok: %+v", res)
+	}
+	want := ips(t, w, "ok.test")
+	for i, mx := range res.MX {
+		if mx.Host != fmt.Sprintf("mx%d.ok.test", i+1) || mx.Pref != uint16(10*(i+1)) || len(mx.Addrs) != 1 || mx.Addrs[0] != want[i] {
+			t.Fatalf("MX %d: %+v (want %v)", i, mx, want[i])
+		}
+	}
+
+	res = mustLookup(t, r, "implicit.test")
+	if res.Status != OK || !res.Implicit || len(res.MX) != 1 || res.MX[0].Host != "implicit.test" || res.MX[0].Pref != 0 ||
+		res.MX[0].Addrs[0] != ips(t, w, "implicit.test")[0] || res.TTL != 100*time.Second {
+		t.Fatalf("implicit: %+v", res)
+	}
+
+	res = mustLookup(t, r, "null.test")
+	if res.Status != NullMX || len(res.MX) != 0 || res.TTL != 200*time.Second {
+		t.Fatalf("null: %+v", res)
+	}
+	if w.DNSQueries("null.test", "A") != 0 {
+		t.Fatal("null MX must not fall back to A")
+	}
+
+	res = mustLookup(t, r, "nx.test")
+	if res.Status != NXDomain || res.TTL != 40*time.Second {
+		t.Fatalf("nx: %+v", res)
+	}
+	if res = mustLookup(t, r, "never-declared.test"); res.Status != NXDomain {
+		t.Fatalf("unknown: %+v", res)
+	}
+
+	res = mustLookup(t, r, "noaddr.test")
+	if res.Status != NoAddress || res.TTL != 50*time.Second {
+		t.Fatalf("noaddr: %+v", res)
+	}
+
+	// Secondary MX: the primary's port is down but DNS still lists both, in order.
+	res = mustLookup(t, r, "pd.test")
+	if res.Status != OK || len(res.MX) != 2 || res.MX[0].Host != "mx1.pd.test" || res.MX[1].Host != "mx2.pd.test" ||
+		res.MX[1].Addrs[0] != ips(t, w, "pd.test")[1] {
+		t.Fatalf("pd: %+v", res)
+	}
+	res = mustLookup(t, r, "hosted.test")
+	if res.Status != OK || len(res.MX) != 2 || res.MX[0].Host != "mx1.bigmail.test" {
+		t.Fatalf("hosted: %+v", res)
+	}
+	if st := r.Stats(); st.Lookups != 8 || st.CacheHits != 0 || st.Resolutions != 8 || st.CacheSize != 8 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestPreferenceOrderAndDroppedHosts(t *testing.T) {
+	f := newFakeDNS(t,
+		"order.test. 300 IN MX 20 b.mx.test.",
+		"order.test. 300 IN MX 5 z.mx.test.",
+		"order.test. 300 IN MX 20 a.mx.test.",
+		"order.test. 300 IN MX 30 gone.mx.test.", // no address: dropped
+		"order.test. 300 IN MX 40 A.MX.TEST.",    // duplicate of a.mx.test
+		"a.mx.test. 60 IN A 127.0.0.3",
+		"a.mx.test. 60 IN AAAA ::1",
+		"a.mx.test. 60 IN A 127.0.0.2",
+		"b.mx.test. 300 IN A 127.0.0.4",
+		"z.mx.test. 300 IN AAAA ::1",
+		"dead.test. 300 IN MX 10 gone.mx.test.",
+		"dead.test. 300 IN MX 20 gone2.mx.test.",
+	)
+	f.set(func(f *fakeDNS) { f.nx["gone2.mx.test."] = true })
+	r, _ := newResolver(f.addr, Config{MinTTL: -1})
+	res := mustLookup(t, r, "order.test")
+	var got []string
+	for _, mx := range res.MX {
+		got = append(got, fmt.Sprintf("%d %s %v", mx.Pref, mx.Host, mx.Addrs))
+	}
+	want := []string{"5 z.mx.test [::1]", "20 a.mx.test [127.0.0.2 127.0.0.3 ::1]", "20 b.mx.test [127.0.0.4]"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || res.Status != OK {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	// min(MX 300, a.mx A 60, the dropped host's negative TTL 15 from the SOA);
+	// z.mx.test's missing A does not count since it has an AAAA.
+	if res.TTL != 15*time.Second {
+		t.Fatalf("TTL %v, want the min of the relevant TTLs", res.TTL)
+	}
+	res = mustLookup(t, r, "dead.test")
+	if res.Status != NoAddress || len(res.MX) != 0 {
+		t.Fatalf("dead: %+v", res)
+	}
+	// gone.mx.test was resolved once and cached for both domains.
+	if n := f.count("gone.mx.test", "A"); n != 1 {
+		t.Fatalf("gone.mx.test A queried %d times", n)
+	}
+}
+
+func TestCNAME(t *testing.T) {
+	recs := []string{
+		"alias.test. 100 IN CNAME real.test.",
+		"real.test. 300 IN MX 10 mxalias.real.test.",
+		"mxalias.real.test. 300 IN CNAME host.real.test.",
+		"host.real.test. 300 IN A 127.0.0.7",
+		"web.test. 50 IN CNAME www.real.test.",
+		"www.real.test. 300 IN A 127.0.0.8",
+		"loop1.test. 300 IN CNAME loop2.test.",
+		"loop2.test. 300 IN CNAME loop1.test.",
+	}
+	for _, chase := range []bool{true, false} {
+		t.Run(fmt.Sprintf("chase=%v", chase), func(t *testing.T) {
+			f := newFakeDNS(t, recs...)
+			f.set(func(f *fakeDNS) { f.chase = chase })
+			r, _ := newResolver(f.addr, Config{MinTTL: -1})
+			res := mustLookup(t, r, "alias.test")
+			if res.Status != OK || len(res.MX) != 1 || res.MX[0].Host != "mxalias.real.test" ||
+				res.MX[0].Addrs[0] != netip.MustParseAddr("127.0.0.7") || res.TTL != 100*time.Second {
+				t.Fatalf("alias: %+v", res)
+			}
+			res = mustLookup(t, r, "web.test") // CNAME, no MX: implicit MX via the CNAME target's A
+			if res.Status != OK || !res.Implicit || res.MX[0].Addrs[0] != netip.MustParseAddr("127.0.0.8") {
+				t.Fatalf("web: %+v", res)
+			}
+			res, err := r.Lookup(context.Background(), "loop1.test")
+			if !errors.Is(err, errCNAMELoop) || res.Status != ServFail {
+				t.Fatalf("loop: %+v %v", res, err)
+			}
+			n := f.count("loop1.test", "MX") + f.count("loop2.test", "MX")
+			r.Lookup(context.Background(), "loop1.test") // cached for TempTTL
+			if m := f.count("loop1.test", "MX") + f.count("loop2.test", "MX"); m != n || n > maxCNAME+1 {
+				t.Fatalf("loop queries: %d then %d", n, m)
+			}
+		})
+	}
+}
+
+func TestTTLExpiry(t *testing.T) {
+	w := startWorld(t, mailworld.Domain{Name: "short.test", TTL: 2}, mailworld.Domain{Name: "gone.test", NXDomain: true, TTL: 3})
+	r, clk := newResolver(w.DNSAddr(), Config{MinTTL: -1})
+	for _, d := range []string{"short.test", "gone.test"} {
+		mustLookup(t, r, d)
+	}
+	q0 := r.Stats().Queries
+	clk.Advance(1500 * time.Millisecond)
+	res := mustLookup(t, r, "short.test")
+	mustLookup(t, r, "gone.test")
+	if r.Stats().Queries != q0 || res.TTL != 500*time.Millisecond {
+		t.Fatalf("expected cache hits: queries %d→%d, TTL %v", q0, r.Stats().Queries, res.TTL)
+	}
+	clk.Advance(time.Second) // short.test expired (2s), gone.test not (3s)
+	mustLookup(t, r, "short.test")
+	mustLookup(t, r, "gone.test")
+	if got := w.DNSQueries("short.test", "MX"); got != 2 {
+		t.Fatalf("short.test MX queries = %d, want 2", got)
+	}
+	if got := w.DNSQueries("gone.test", "MX"); got != 1 {
+		t.Fatalf("gone.test MX queries = %d, want 1", got)
+	}
+	clk.Advance(time.Second)
+	mustLookup(t, r, "gone.test")
+	if got := w.DNSQueries("gone.test", "MX"); got != 2 {
+		t.Fatalf("gone.test MX queries = %d, want 2", got)
+	}
+
+	// Clamping: MinTTL raises, NegativeTTL caps negative answers.
+	r2, _ := newResolver(w.DNSAddr(), Config{MinTTL: 10 * time.Second, MaxTTL: time.Minute, NegativeTTL: 20 * time.Second})
+	if res := mustLookup(t, r2, "short.test"); res.TTL != 10*time.Second {
+		t.Fatalf("min clamp: %v", res.TTL)
+	}
+	w2 := startWorld(t, mailworld.Domain{Name: "long.test", TTL: 86400}, mailworld.Domain{Name: "nxlong.test", NXDomain: true, TTL: 86400})
+	r3, _ := newResolver(w2.DNSAddr(), Config{MinTTL: 5 * time.Second, MaxTTL: time.Minute, NegativeTTL: 20 * time.Second})
+	if res := mustLookup(t, r3, "long.test"); res.TTL != time.Minute {
+		t.Fatalf("max clamp: %v", res.TTL)
+	}
+	if res := mustLookup(t, r3, "nxlong.test"); res.TTL != 20*time.Second {
+		t.Fatalf("negative clamp: %v", res.TTL)
+	}
+}
+
+func TestCacheBound(t *testing.T) {
+	var ds []mailworld.Domain
+	for i := 0; i < 6; i++ {
+		ds = append(ds, mailworld.Domain{Name: fmt.Sprintf("d%d.test", i)})
+	}
+	w := startWorld(t, ds...)
+	r, _ := newResolver(w.DNSAddr(), Config{CacheSize: 3})
+	for i := 0; i < 3; i++ {
+		mustLookup(t, r, fmt.Sprintf("d%d.test", i))
+	}
+	mustLookup(t, r, "d0.test") // touch: d1 is now the least recently used
+	for i := 3; i < 5; i++ {
+		mustLookup(t, r, fmt.Sprintf("d%d.test", i))
+	}
+	st := r.Stats()
+	if st.CacheSize != 3 || st.CacheHits != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	mustLookup(t, r, "d0.test") // kept
+	if w.DNSQueries("d0.test", "MX") != 1 {
+		t.Fatal("d0 was evicted")
+	}
+	mustLookup(t, r, "d1.test") // evicted
+	if w.DNSQueries("d1.test", "MX") != 2 {
+		t.Fatal("d1 should have been evicted")
+	}
+	if st := r.Stats(); st.CacheSize != 3 || st.Evictions < 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestSingleflight(t *testing.T) {
+	// Against mailworld: however the goroutines interleave, one set of queries.
+	w := startWorld(t, mailworld.Domain{Name: "hot.test", MXHosts: 2})
+	r, _ := newResolver(w.DNSAddr(), Config{})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if res, err := r.Lookup(context.Background(), "hot.test"); err != nil || len(res.MX) != 2 {
+				t.Errorf("Lookup: %+v %v", res, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if got := w.DNSQueries("hot.test", "MX"); got != 1 {
+		t.Fatalf("MX queries = %d, want 1", got)
+	}
+	for _, h := range []string{"mx1.hot.test", "mx2.hot.test"} {
+		if w.DNSQueries(h, "A") != 1 || w.DNSQueries(h, "AAAA") != 1 {
+			t.Fatalf("%s: A=%d AAAA=%d", h, w.DNSQueries(h, "A"), w.DNSQueries(h, "AAAA"))
+		}
+	}
+	if st := r.Stats(); st.Queries != 5 || st.Resolutions != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// Against a slow server: every caller is in flight at the same time.
+	f := newFakeDNS(t, "slow.test. 300 IN MX 10 mx.slow.test.", "mx.slow.test. 300 IN A 127.0.0.9")
+	f.set(func(f *fakeDNS) { f.delay = 100 * time.Millisecond })
+	r2, _ := newResolver(f.addr, Config{})
+	var ready sync.WaitGroup
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		ready.Add(1)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			if _, err := r2.Lookup(context.Background(), "slow.test"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := r2.Stats(); st.Resolutions != 1 || f.count("slow.test", "MX") != 1 || st.Queries != 3 {
+		t.Fatalf("stats %+v, MX queries %d", st, f.count("slow.test", "MX"))
+	}
+}
+
+// tarpitUDP is a UDP socket that never answers.
+func tarpitUDP(t testing.TB) string {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc.LocalAddr().String()
+}
+
+func TestTimeoutNotCached(t *testing.T) {
+	r, _ := newResolver(tarpitUDP(t), Config{Timeout: 100 * time.Millisecond, Attempts: 2})
+	t0 := time.Now()
+	res, err := r.Lookup(context.Background(), "example.test")
+	var e *Error
+	if err == nil || !errors.As(err, &e) || !e.Timeout() || !e.Temporary() || res.Status != Timeout || !res.Status.Temporary() {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	if d := time.Since(t0); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("took %v, want ~2 attempts x 100ms", d)
+	}
+	if st := r.Stats(); st.Queries != 2 || st.Timeouts != 2 || st.CacheSize != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, err := r.Lookup(context.Background(), "example.test"); err == nil {
+		t.Fatal("second lookup succeeded")
+	}
+	if st := r.Stats(); st.Queries != 4 || st.CacheHits != 0 {
+		t.Fatalf("timeout was cached: %+v", st)
+	}
+}
+
+func TestContextCancellation(t *testing.T) {
+	r, _ := newResolver(tarpitUDP(t), Config{Timeout: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	res, err := r.Lookup(ctx, "example.test")
+	if !errors.Is(err, context.DeadlineExceeded) || res.Status != Timeout {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Fatalf("Lookup ignored ctx: %v", d)
+	}
+	done, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if _, err := r.Lookup(done, "other.test"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+}
+
+func TestServFailCachedBriefly(t *testing.T) {
+	f := newFakeDNS(t)
+	f.set(func(f *fakeDNS) { f.servfail["broken.test."] = true })
+	r, clk := newResolver(f.addr, Config{TempTTL: 5 * time.Second})
+	for i := 0; i < 3; i++ {
+		res, err := r.Lookup(context.Background(), "broken.test")
+		if !errors.Is(err, ErrServerFailure) || res.Status != ServFail {
+			t.Fatalf("got %+v %v", res, err)
+		}
+	}
+	if n := f.count("broken.test", "MX"); n != 1 {
+		t.Fatalf("MX queries %d, want 1 (SERVFAIL cached)", n)
+	}
+	clk.Advance(6 * time.Second)
+	r.Lookup(context.Background(), "broken.test")
+	if n := f.count("broken.test", "MX"); n != 2 {
+		t.Fatalf("MX queries %d, want 2 after TempTTL", n)
+	}
+}
+
+func TestTruncatedRetriesOverTCP(t *testing.T) {
+	f := newFakeDNS(t, "big.test. 300 IN MX 10 mx.big.test.", "mx.big.test. 300 IN A 127.0.0.5")
+	f.set(func(f *fakeDNS) { f.truncUDP = true })
+	r, _ := newResolver(f.addr, Config{})
+	res := mustLookup(t, r, "big.test")
+	if res.Status != OK || res.MX[0].Addrs[0] != netip.MustParseAddr("127.0.0.5") {
+		t.Fatalf("%+v", res)
+	}
+	if udp, tcp := f.transports(); r.Stats().TCPFallbacks != 3 || tcp != 3 || udp != 3 {
+		t.Fatalf("stats %+v udp=%d tcp=%d", r.Stats(), udp, tcp)
+	}
+}
+
+func TestPartialHostFailure(t *testing.T) {
+	f := newFakeDNS(t,
+		"part.test. 3600 IN MX 10 good.part.test.",
+		"part.test. 3600 IN MX 20 bad.part.test.",
+		"good.part.test. 3600 IN A 127.0.0.6",
+		"allbad.test. 3600 IN MX 10 bad.part.test.",
+	)
+	f.set(func(f *fakeDNS) { f.servfail["bad.part.test."] = true })
+	r, _ := newResolver(f.addr, Config{TempTTL: 5 * time.Second})
+	res := mustLookup(t, r, "part.test")
+	if res.Status != OK || len(res.MX) != 1 || res.TTL != 5*time.Second {
+		t.Fatalf("partial: %+v", res)
+	}
+	res, err := r.Lookup(context.Background(), "allbad.test")
+	if res.Status != ServFail || !errors.Is(err, ErrServerFailure) {
+		t.Fatalf("allbad: %+v %v", res, err)
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	for in, want := range map[string]string{
+		"example.test": "example.test", "Example.TEST.": "example.test", "bücher.test": "xn--bcher-kva.test",
+		"BÜCHER.test": "xn--bcher-kva.test", "_dmarc.x.test": "_dmarc.x.test",
+	} {
+		if got, ok := normalize(in); !ok || got != want {
+			t.Errorf("normalize(%q) = %q, %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"", ".", "a..b", "a b.test", "[127.0.0.1]", string(make([]byte, 64)) + ".test", "x@y.test"} {
+		if _, ok := normalize(in); ok {
+			t.Errorf("normalize(%q) accepted", in)
+		}
+	}
+	r, _ := newResolver(tarpitUDP(t), Config{})
+	res, err := r.Lookup(context.Background(), "a..b")
+	if err != nil || res.Status != NXDomain || r.Stats().Queries != 0 {
+		t.Fatalf("invalid: %+v %v", res, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { normalize("mail.example.test") }); n != 0 {
+		t.Fatalf("normalize allocates %v", n)
+	}
+}
+
+func TestDefaultServer(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]string{
+		"# x\nsearch a.b\nnameserver 10.96.0.10\nnameserver 1.1.1.1\n": "10.96.0.10:53",
+		"nameserver fe80::1%eth0\n":                                    "[fe80::1%eth0]:53",
+		"nameserver bogus\nnameserver ::1\n":                           "[::1]:53",
+		"options ndots:5\n":                                            "127.0.0.1:53",
+	} {
+		p := filepath.Join(dir, "resolv.conf")
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := defaultServerFrom(p); got != want {
+			t.Errorf("%q: got %q want %q", content, got, want)
+		}
+	}
+	if got := defaultServerFrom(filepath.Join(dir, "missing")); got != "127.0.0.1:53" {
+		t.Errorf("missing file: %q", got)
+	}
+	if DefaultServer() == "" {
+		t.Error("empty DefaultServer")
+	}
+}
+
+func TestCachedLookupDoesNotAllocate(t *testing.T) {
+	w := startWorld(t, mailworld.Domain{Name: "a.test"})
+	r, _ := newResolver(w.DNSAddr(), Config{})
+	mustLookup(t, r, "a.test")
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() { r.Lookup(ctx, "a.test") }); n != 0 {
+		t.Fatalf("cached Lookup allocates %v times", n)
+	}
+}
+
+func BenchmarkLookupCached(b *testing.B) {
+	w := startWorld(b, mailworld.Domain{Name: "bench.test", MXHosts: 2})
+	r := New(Config{Server: w.DNSAddr()})
+	ctx := context.Background()
+	if _, err := r.Lookup(ctx, "bench.test"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := r.Lookup(ctx, "bench.test"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLookupCachedParallel(b *testing.B) {
+	domains, _ := mailworld.Generate(1, 1000, 0)
+	w := startWorld(b, domains...)
+	r := New(Config{Server: w.DNSAddr()})
+	ctx := context.Background()
+	names := w.Domains()
+	for _, d := range names {
+		r.Lookup(ctx, d)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			r.Lookup(ctx, names[i%len(names)])
+			i++
+		}
+	})
+}
+
+// BenchmarkLookupUncached measures a full resolution (MX + A/AAAA of the
+// hosts) against the loopback mailworld DNS server.
+func BenchmarkLookupUncached(b *testing.B) {
+	w := startWorld(b, mailworld.Domain{Name: "bench.test", MXHosts: 2})
+	r := New(Config{Server: w.DNSAddr()})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		r.Flush()
+		if _, err := r.Lookup(ctx, "bench.test"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Queries reuse pooled UDP sockets instead of opening one each.
+func TestUDPSocketsReused(t *testing.T) {
+	var recs []string
+	for i := range 40 {
+		recs = append(recs, fmt.Sprintf("d%d.test. 300 IN MX 10 mx.d%d.test.", i, i), fmt.Sprintf("mx.d%d.test. 300 IN A 192.0.2.%d", i, i+1))
+	}
+	f := newFakeDNS(t, recs...)
+	r := New(Config{Server: f.addr, Timeout: time.Second})
+	for i := range 40 {
+		if res, err := r.Lookup(context.Background(), fmt.Sprintf("d%d.test", i)); err != nil || res.Status != OK {
+			t.Fatalf("d%d: %v %v", i, res.Status, err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.udpN < 80 || len(f.ports) > 2 {
+		t.Fatalf("%d UDP queries from %d sockets", f.udpN, len(f.ports))
+	}
+}

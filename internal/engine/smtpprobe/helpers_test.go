@@ -1,0 +1,121 @@
+package smtpprobe
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+// env is a mail world with a resolver for it.
+type env struct {
+	t testing.TB
+	w *mailworld.World
+	r *mxdns.Resolver
+}
+
+// startWorld starts a mail world and checks, when the test ends, that no
+// DATA command ever reached it.
+func startWorld(t testing.TB, opts mailworld.Options, domains ...mailworld.Domain) *env {
+	t.Helper()
+	w, err := mailworld.Start(context.Background(), domains, opts)
+	if err != nil {
+		t.Fatalf("mailworld.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if st := w.Stats(); st.DATA != 0 {
+			t.Errorf("DATA sent %d times", st.DATA)
+		}
+		w.Close()
+	})
+	return &env{t: t, w: w, r: mxdns.New(mxdns.Config{Server: w.DNSAddr(), Timeout: time.Second})}
+}
+
+func (e *env) mx(domain string) []mxdns.MXHost {
+	e.t.Helper()
+	res, err := e.r.Lookup(context.Background(), domain)
+	if err != nil || res.Status != mxdns.OK {
+		e.t.Fatalf("Lookup(%s): %v %v", domain, res.Status, err)
+	}
+	return res.MX
+}
+
+// loopbackDialer refuses (and reports) any address outside 127.0.0.0/8.
+func loopbackDialer(t testing.TB) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !ip.Is4() || !ip.IsLoopback() {
+			t.Errorf("dial outside 127.0.0.0/8: %s", addr)
+			return nil, errors.New("test dialer: not loopback")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// testConfig is a Config with short timeouts for the world's port.
+func (e *env) config() Config {
+	return Config{
+		Port:               e.w.SMTPPort(),
+		HELOName:           "verify.example.test",
+		MailFrom:           "verify@example.test",
+		ConnectTimeout:     500 * time.Millisecond,
+		CommandTimeout:     time.Second,
+		MaxConnsPerHost:    2,
+		RatePerHost:        1000,
+		GreylistRetry:      200 * time.Millisecond,
+		MaxGreylistRetries: 2,
+		Dialer:             loopbackDialer(e.t),
+	}
+}
+
+func (e *env) prober(mod func(*Config)) *Prober {
+	cfg := e.config()
+	if mod != nil {
+		mod(&cfg)
+	}
+	return New(cfg)
+}
+
+// truthOf maps an outcome to mailworld's ground-truth category.
+func truthOf(o Outcome) string {
+	switch o {
+	case Deliverable:
+		return mailworld.TruthDeliverable
+	case CatchAll:
+		return mailworld.TruthCatchAll
+	case Missing:
+		return mailworld.TruthMissing
+	case Full:
+		return mailworld.TruthFull
+	case Policy:
+		return mailworld.TruthPolicy
+	case Timeout:
+		return mailworld.TruthTimeout
+	}
+	return mailworld.TruthUnconfirmed
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func hostStats(e *env, host string) mailworld.HostStats {
+	e.t.Helper()
+	hs, ok := e.w.Stats().Hosts[host]
+	if !ok {
+		e.t.Fatalf("no host %s", host)
+	}
+	return hs
+}

@@ -1,0 +1,136 @@
+package smtpprobe
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/proxypool"
+	"github.com/emaildata/emaildata/internal/engine/proxypool/socks5test"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+func socksServer(t *testing.T) *socks5test.Server {
+	t.Helper()
+	s, err := socks5test.Start("probe", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func proxyDialer(t *testing.T, servers ...*socks5test.Server) *proxypool.Pool {
+	t.Helper()
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, "socks5://probe:pw@"+s.Addr())
+	}
+	pool, err := proxypool.New(proxypool.Config{URLs: urls, Forward: loopbackDialer(t), Backoff: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// The SMTP conversation goes through the SOCKS5 proxy, and the address
+// guard applies to the final destination: a refused MX host is never
+// asked of the proxy.
+func TestProxySMTP(t *testing.T) {
+	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "ok.test", Mailboxes: okBoxes, MXHosts: 2})
+	mxa := e.w.MXAddrs("ok.test")
+	denied := netip.MustParseAddrPort(mxa[0]).Addr()
+	px := socksServer(t)
+	pool := proxyDialer(t, px)
+	p := e.prober(func(c *Config) {
+		c.Dialer = pool.Dial
+		c.AllowAddr = func(a netip.Addr) error {
+			if a == denied {
+				return errors.New("not a public address")
+			}
+			return nil
+		}
+	})
+	for _, tc := range []struct {
+		addr string
+		want Outcome
+	}{{"alice@ok.test", Deliverable}, {"bob@ok.test", Full}, {"nobody@ok.test", Missing}} {
+		if r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("ok.test"), tc.addr); r.Outcome != tc.want || r.Host != "mx2.ok.test" {
+			t.Fatalf("%s: %+v", tc.addr, r)
+		}
+	}
+	targets := px.Targets()
+	if len(targets) == 0 || slices.Contains(targets, mxa[0]) || targets[0] != mxa[1] {
+		t.Fatalf("proxy relayed %v; want only %s (never the guarded %s)", targets, mxa[1], mxa[0])
+	}
+	if hs := hostStats(e, "mx2.ok.test"); hs.Total != len(targets) || hs.RCPT == 0 {
+		t.Fatalf("mx2 saw %d connections, the proxy relayed %d", hs.Total, len(targets))
+	}
+	if hs := hostStats(e, "mx1.ok.test"); hs.Total != 0 {
+		t.Fatalf("the guarded host saw %d connections", hs.Total)
+	}
+}
+
+// A proxy that dies mid-session fails over: the addresses it carried are
+// retried through the other proxy, and none is lost or blamed on the host.
+func TestProxyDiesMidSession(t *testing.T) {
+	boxes := map[string]mailworld.Behaviour{}
+	var addrs []string
+	for i := range 60 {
+		lp := fmt.Sprintf("u%d", i)
+		addrs = append(addrs, lp+"@slow.test")
+		if i%3 != 0 {
+			boxes[lp] = mailworld.Exists
+		}
+	}
+	e := startWorld(t, mailworld.Options{Latency: 20 * time.Millisecond}, mailworld.Domain{Name: "slow.test", Mailboxes: boxes})
+	a, b := socksServer(t), socksServer(t)
+	pool := proxyDialer(t, a, b)
+	p := e.prober(func(c *Config) { c.Dialer = pool.Dial; c.MaxConnsPerHost = 1; c.PipelineDepth = 2 })
+	res := make([]Result, len(addrs))
+	pd, err := p.Start(ctxTimeout(t, 10*time.Second), "slow.test", e.mx("slow.test"), addrs, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill whichever proxy carries the session, once it is under way.
+	for p.Stats().RCPT < 10 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	first, second := a, b
+	if b.Accepted() > 0 {
+		first, second = b, a
+	}
+	first.Kill()
+	if err := pd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if truthOf(r.Outcome) != e.w.GroundTruth(addrs[i]) {
+			t.Fatalf("%s: %+v", addrs[i], r)
+		}
+	}
+	st := p.Stats()
+	if st.ProxyFailovers == 0 || second.Accepted() == 0 || st.HostFailures != 0 {
+		t.Fatalf("stats %+v, second proxy accepted %d", st, second.Accepted())
+	}
+	if ps := pool.Stats(); ps.Down != 1 {
+		t.Fatalf("pool %+v", ps)
+	}
+}
+
+// With every proxy down, addresses wait and retry, then end Unconfirmed
+// saying why; the MX host is not blamed.
+func TestNoProxy(t *testing.T) {
+	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "ok.test", Mailboxes: okBoxes})
+	px := socksServer(t)
+	pool := proxyDialer(t, px)
+	px.Close()
+	p := e.prober(func(c *Config) { c.Dialer = pool.Dial })
+	r := p.Probe(ctxTimeout(t, 500*time.Millisecond), e.mx("ok.test"), "alice@ok.test")
+	if r.Outcome != Timeout || p.penalties.len() != 0 || p.Stats().HostFailures != 0 {
+		t.Fatalf("got %+v, stats %+v", r, p.Stats())
+	}
+}

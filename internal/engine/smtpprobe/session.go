@@ -1,0 +1,395 @@
+package smtpprobe
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/proxypool"
+)
+
+// session is one SMTP connection to an MX host. It is used by one
+// goroutine at a time.
+type session struct {
+	p      *Prober
+	tg     target
+	c      net.Conn
+	in     *countReader // bytes the server sent
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	budget time.Time // caller deadline bounding the current exchange; zero: none
+	t0     time.Time
+
+	kind                 serverKind
+	rules                serverRules
+	pipelining, smtputf8 bool
+	inTx                 bool          // a MAIL was sent and no RSET since: RSET before the next MAIL
+	txUTF8               bool          // the open transaction's MAIL carried SMTPUTF8
+	txQueued             bool          // an RCPT of the open transaction was accepted (the server opened its queue file)
+	txRcpts              int           // RCPTs sent in the open transaction
+	probeTx              bool          // a 452 ended the first transaction: try one RCPT in the next before trusting it
+	rcpts                int           // RCPTs sent in this session
+	answered             int           // RCPT replies other than "too many recipients"
+	rejects, rejectCap   int           // rejections so far; their budget (0: none)
+	nonmail, nonmailCap  int           // non-mail commands sent after EHLO (RSET, HELO); their budget
+	verdicts             int           // RCPT replies received in an accepted transaction
+	setup                time.Duration // connect to end of EHLO
+	rtt                  time.Duration // last exchange's round trip
+	broken               bool          // I/O failed or the server is closing: close without QUIT
+	lastReply            reply         // last reply read (for failures)
+}
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// hostError is a failure to get a usable session from one host.
+type hostError struct {
+	tg    target
+	reply reply // the refusing reply, if any
+	err   error
+}
+
+func (e *hostError) Error() string {
+	if e.err != nil {
+		return e.tg.host + " (" + e.tg.addr + "): " + e.err.Error()
+	}
+	return e.tg.host + " (" + e.tg.addr + "): " + e.reply.last
+}
+
+func (e *hostError) Unwrap() error { return e.err }
+
+// refusalError: the host asked to slow down. It answered 421 or another
+// 4xx to the greeting, EHLO, MAIL or RSET, or refused, reset or dropped a
+// connection (or let it time out) after it had answered before. Nothing in
+// it is an address's verdict: the addresses wait for the host's backoff.
+type refusalError struct {
+	tg    target
+	reply reply // the refusing reply; code 0 for a refused or dropped connection
+	err   error
+}
+
+func (e *refusalError) Error() string {
+	msg := e.reply.last
+	if e.err != nil {
+		msg = e.err.Error()
+	}
+	return "smtpprobe: " + e.tg.host + " (" + e.tg.addr + ") asked to slow down: " + msg
+}
+
+func (e *refusalError) Unwrap() error { return e.err }
+
+// errNoAnswer marks a connection the server closed (or reset) before
+// sending a byte: on first contact, a host that never answered (a tarpit
+// that hangs up), like one whose greeting never came.
+var errNoAnswer = errors.New("connection closed before the server sent a byte")
+
+// budgetError marks a failure caused by the caller's context (cancelled,
+// past its deadline, or a per-host wait that cannot end before it).
+type budgetError struct{ err error }
+
+func (e *budgetError) Error() string { return "smtpprobe: " + fmt.Sprint(e.err) }
+func (e *budgetError) Unwrap() error { return e.err }
+
+func isBudget(err error) bool {
+	var be *budgetError
+	return errors.As(err, &be)
+}
+
+// proxyLostError marks a session lost because its SOCKS proxy died: the
+// mail server is not to blame, and the items go back as they were.
+type proxyLostError struct{ err error }
+
+func (e *proxyLostError) Error() string { return "smtpprobe: proxy lost: " + e.err.Error() }
+func (e *proxyLostError) Unwrap() error { return e.err }
+
+func isProxyLost(err error) bool {
+	var pl *proxyLostError
+	return errors.As(err, &pl)
+}
+
+// noRoute reports a dial failure that is nobody's answer about the host:
+// no proxy is available.
+func noRoute(err error) bool { return errors.Is(err, proxypool.ErrNoProxy) }
+
+// ctxErr is ctx's error, or DeadlineExceeded once the deadline has passed
+// even if ctx has not noticed yet.
+func ctxErr(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// allowed applies Config.AllowAddr to a target.
+func (p *Prober) allowed(tg target) error {
+	if p.cfg.AllowAddr == nil {
+		return nil
+	}
+	ip, err := netip.ParseAddr(tg.ip)
+	if err == nil {
+		err = p.cfg.AllowAddr(ip)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNotAllowed, tg.ip, err)
+	}
+	return nil
+}
+
+// dial connects, reads the greeting and says EHLO (HELO if EHLO is
+// refused). Errors are *budgetError (the deadline), *refusalError (the host
+// asks to slow down) or *hostError. On first contact (answered false), a
+// host whose connect timed out or was refused, or that sent no byte before
+// its greeting was due or it closed the connection, is penalised (see
+// Config.HostPenaltyTTL); the same at a host that has answered before is
+// a refusal. A host that gets as far as a usable session is forgiven.
+func (p *Prober) dial(tg target, budget time.Time, answered bool) (*session, error) {
+	if err := p.allowed(tg); err != nil {
+		return nil, &hostError{tg: tg, err: err}
+	}
+	if !budget.IsZero() && !time.Now().Before(budget) {
+		return nil, &budgetError{context.DeadlineExceeded}
+	}
+	t0 := time.Now()
+	p.st.dials.Add(1)
+	ctx := context.Background()
+	if !budget.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, budget)
+		defer cancel()
+	}
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	c, err := p.cfg.Dialer(dctx, "tcp", tg.addr)
+	connectTimedOut := dctx.Err() != nil
+	cancel()
+	if err != nil {
+		return nil, p.connectFailed(tg, t0, ctx, err, connectTimedOut, answered)
+	}
+	in := &countReader{r: c}
+	s := &session{
+		p: p, tg: tg, c: c, in: in, budget: budget, t0: t0,
+		br: bufio.NewReaderSize(in, maxReplyLine),
+		bw: bufio.NewWriterSize(c, 4096),
+	}
+	if err := s.hello(); err != nil {
+		s.close()
+		return nil, p.helloFailed(s, t0, err, answered)
+	}
+	p.penalties.clear(tg.addr)
+	s.setup = time.Since(t0)
+	p.st.setupHist.Observe(s.setup)
+	p.st.sessions.Add(1)
+	p.noteSession(tg.addr, t0)
+	return s, nil
+}
+
+// connectFailed classifies a failed connect.
+func (p *Prober) connectFailed(tg target, t0 time.Time, ctx context.Context, err error, timedOut, answered bool) error {
+	switch {
+	case ctx.Err() != nil:
+		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
+	case noRoute(err):
+		return err
+	case timedOut:
+		err = fmt.Errorf("%w: %w", errConnectTimeout, err)
+	}
+	if answered && (timedOut || unreachable(err) || errors.Is(err, syscall.ECONNRESET)) {
+		// It answered before: busy (a full backlog, a firewall's rate
+		// limit), not dead.
+		return &refusalError{tg: tg, err: err}
+	}
+	if timedOut {
+		p.stalled(tg, t0, err)
+	} else if unreachable(err) {
+		p.penalties.mark(tg.addr, err)
+	}
+	return &hostError{tg: tg, err: err}
+}
+
+// helloFailed classifies a failed greeting or EHLO/HELO.
+func (p *Prober) helloFailed(s *session, t0 time.Time, err error, answered bool) error {
+	if isBudget(err) || isProxyLost(err) || s.in.n > 0 {
+		return err
+	}
+	// Not a byte from the server, however the connection ended: its
+	// greeting timeout ran out, it closed or reset the connection before,
+	// at or after that moment.
+	err = fmt.Errorf("%w: %w", errNoAnswer, err)
+	if answered {
+		return &refusalError{tg: s.tg, err: err}
+	}
+	err = &hostError{tg: s.tg, err: err}
+	p.stalled(s.tg, t0, err)
+	return err
+}
+
+// stalled records a host that never answered.
+func (p *Prober) stalled(tg target, t0 time.Time, err error) {
+	p.st.stalled.Add(1)
+	p.st.stalledNs.Add(int64(time.Since(t0)))
+	p.penalties.mark(tg.addr, err)
+}
+
+// arm sets the connection deadline for the next exchange: d from now, cut
+// by the budget.
+func (s *session) arm(d time.Duration) error {
+	dl := time.Now().Add(d)
+	if !s.budget.IsZero() {
+		if !time.Now().Before(s.budget) {
+			return &budgetError{context.DeadlineExceeded}
+		}
+		if s.budget.Before(dl) {
+			dl = s.budget
+		}
+	}
+	return s.c.SetDeadline(dl)
+}
+
+// fail classifies an I/O error of the session: the caller's deadline, or
+// the host.
+func (s *session) fail(err error) error {
+	s.broken = true
+	if isBudget(err) || isProxyLost(err) {
+		return err
+	}
+	if pc, ok := s.c.(interface{ ProxyLost() bool }); ok && pc.ProxyLost() {
+		s.p.st.failovers.Add(1)
+		return &proxyLostError{err}
+	}
+	if !s.budget.IsZero() && !time.Now().Before(s.budget) {
+		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
+	}
+	return &hostError{tg: s.tg, err: err, reply: s.lastReply}
+}
+
+func (s *session) read() (reply, error) {
+	r, err := readReply(s.br)
+	if err != nil {
+		return r, s.fail(err)
+	}
+	s.lastReply = r
+	return r, nil
+}
+
+// exchange1 sends one command and reads its reply within CommandTimeout.
+func (s *session) exchange1(cmd string) (reply, error) {
+	if err := s.arm(s.p.cfg.CommandTimeout); err != nil {
+		return reply{}, s.fail(err)
+	}
+	s.bw.WriteString(cmd)
+	s.bw.WriteString("\r\n")
+	if err := s.bw.Flush(); err != nil {
+		return reply{}, s.fail(err)
+	}
+	return s.read()
+}
+
+func (s *session) hello() error {
+	if err := s.arm(s.p.cfg.GreetingTimeout); err != nil {
+		return s.fail(err)
+	}
+	g, err := s.read()
+	if err != nil {
+		return err
+	}
+	switch {
+	case g.class() == 4:
+		return &refusalError{tg: s.tg, reply: g}
+	case g.code != 220:
+		return &hostError{tg: s.tg, reply: g}
+	}
+	s.kind = recognise(g.text)
+	s.rules = rulesFor(s.kind)
+	s.nonmailCap = s.rules.nonmail
+	if s.rules.rejects {
+		s.rejectCap = s.p.cfg.MaxRejectsPerSession
+	}
+	r, err := s.exchange1("EHLO " + s.p.cfg.HELOName)
+	if err != nil {
+		return err
+	}
+	switch r.class() {
+	case 2:
+		for _, l := range strings.Split(r.text, "\n")[1:] {
+			kw, _, _ := strings.Cut(strings.ToUpper(strings.TrimSpace(l)), " ")
+			switch kw {
+			case "PIPELINING":
+				s.pipelining = true
+			case "SMTPUTF8":
+				s.smtputf8 = true
+			}
+		}
+		return nil
+	case 4:
+		return &refusalError{tg: s.tg, reply: r}
+	}
+	s.nonmail++ // a second HELO/EHLO counts for Exim
+	if r, err = s.exchange1("HELO " + s.p.cfg.HELOName); err != nil {
+		return err
+	}
+	switch r.class() {
+	case 2:
+		return nil
+	case 4:
+		return &refusalError{tg: s.tg, reply: r}
+	}
+	return &hostError{tg: s.tg, reply: r}
+}
+
+// end closes the session: QUIT unless it is broken.
+func (s *session) end() {
+	switch {
+	case s.broken:
+		s.close()
+	case s.rules.rejects && s.rejects >= postfixSoftErrors:
+		// A Postfix session in its slow zone (see fitSessionLocked)
+		// sleeps a second before answering QUIT (or noticing a closed
+		// connection): wait for it, so that its process is gone when the
+		// host's slot goes to the next session.
+		s.quit(postfixErrorSleep + quitTimeout)
+	default:
+		s.quit(quitTimeout)
+	}
+}
+
+// quit ends the session politely (QUIT, read 221, wait for the server to
+// close, all within wait), closes the connection.
+func (s *session) quit(wait time.Duration) {
+	s.budget = time.Time{}
+	if s.arm(min(s.p.cfg.CommandTimeout, wait)) == nil {
+		s.bw.WriteString("QUIT\r\n")
+		if s.bw.Flush() == nil {
+			if _, err := readReply(s.br); err == nil {
+				// Let the server close first: its side of the connection is
+				// gone when the slot is handed to the next session.
+				io.Copy(io.Discard, io.LimitReader(s.br, 64<<10))
+			}
+		}
+	}
+	s.close()
+}
+
+func (s *session) close() {
+	s.c.Close()
+	d := time.Since(s.t0)
+	s.p.st.sessionNs.Add(int64(d))
+	s.p.st.sessionHist.Observe(d)
+}

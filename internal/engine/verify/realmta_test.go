@@ -1,0 +1,417 @@
+package verify_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/emaillists"
+	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/engine/typo"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/kits/realmta"
+)
+
+// The engine (verify.Engine over smtpprobe.Prober, production limits, only
+// the waits shortened) against real Postfix, postgrey, Exim and NSD
+// (internal/kits/realmta). What the engine did is judged by the answers against
+// the configuration's ground truth and by the servers' own logs.
+
+// Timings of the world and the engine, shortened from production's so the
+// test takes seconds: what matters is the order between them.
+const (
+	realGreyDelay = 3 * time.Second // postgrey --delay
+	realAnvilUnit = 6 * time.Second // anvil_rate_time_unit (Postfix: 60s)
+	realGreetWait = 2 * time.Second // postscreen_greet_wait (Postfix: 6s)
+	realRcptMax   = 20              // Exim's recipients_max
+	realTarpit    = 10 * time.Second
+	realHangUp    = 4 * time.Second
+)
+
+// realHosts: one host per behaviour under test, so that each subtest reads
+// its own host's log.
+func realHosts() []realmta.Host {
+	return []realmta.Host{
+		{Name: "mx.flow.test", Software: realmta.Postfix}, // spends the flow-control tokens first
+		{Name: "mx.plain.test", Software: realmta.Postfix},
+		{Name: "mx.sparse.test", Software: realmta.Postfix},
+		{Name: "mx.anvil.test", Software: realmta.Postfix, ConnRateLimit: 3},
+		{Name: "mx.single.test", Software: realmta.Postfix, ConnCountLimit: 1},
+		{Name: "mx.grey.test", Software: realmta.Postfix, Greylist: true},
+		{Name: "mx.screen.test", Software: realmta.Postfix, Postscreen: true},
+		{Name: "mx.aonly.test", Software: realmta.Postfix},
+		{Name: "mx.exim.test", Software: realmta.Exim},
+		{Name: "mx.tarpit.test", Software: realmta.Postfix, Tarpit: realTarpit},
+		{Name: "mx.hangup.test", Software: realmta.Postfix, HangUp: realHangUp},
+		{Name: "mx.down.test", Software: realmta.Down},
+	}
+}
+
+// locals returns n local parts prefix0..prefix(n-1).
+func locals(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%03d", prefix, i)
+	}
+	return out
+}
+
+// list is the addresses of domain: the first boxes of its mailboxes and
+// missing ones.
+func list(domain string, boxes []string, missing int) []string {
+	var out []string
+	for _, b := range boxes {
+		out = append(out, b+"@"+domain)
+	}
+	for _, l := range locals("nobody", missing) {
+		out = append(out, l+"@"+domain)
+	}
+	return out
+}
+
+func realWorld() realmta.World {
+	dom := func(name, host string, boxes []string) realmta.Domain {
+		return realmta.Domain{Name: name, Host: host, Mailboxes: boxes}
+	}
+	return realmta.World{
+		Hosts: realHosts(),
+		Domains: []realmta.Domain{
+			dom("flow.test", "mx.flow.test", []string{"spend"}),
+			dom("plain.test", "mx.plain.test", locals("user", 300)),
+			{Name: "plainall.test", Host: "mx.plain.test", CatchAll: true},
+			{Name: "plainfull.test", Host: "mx.plain.test", Mailboxes: []string{"ann"}, Full: []string{"bob"}},
+			{Name: "plainpolicy.test", Host: "mx.plain.test", Mailboxes: []string{"ann"}, Policy: true},
+			dom("sparse.test", "mx.sparse.test", locals("user", 10)),
+			dom("anvil.test", "mx.anvil.test", locals("user", 10)),
+			dom("single.test", "mx.single.test", locals("user", 120)),
+			dom("grey.test", "mx.grey.test", locals("user", 20)),
+			{Name: "greyall.test", Host: "mx.grey.test", CatchAll: true},
+			dom("screen.test", "mx.screen.test", locals("user", 10)),
+			{Name: "aonly.test", Shape: realmta.ShapeAOnly, Host: "mx.aonly.test", Mailboxes: []string{"ann"}},
+			dom("exim.test", "mx.exim.test", locals("user", 160)),
+			{Name: "eximall.test", Host: "mx.exim.test", CatchAll: true},
+			dom("tarpit.test", "mx.tarpit.test", []string{"ann"}),
+			dom("hangup.test", "mx.hangup.test", []string{"ann"}),
+			dom("down.test", "mx.down.test", []string{"ann"}),
+			{Name: "nullmx.test", Shape: realmta.ShapeNullMX},
+			{Name: "nomail.test", Shape: realmta.ShapeNoAddress},
+			{Name: "gone.test", Shape: realmta.ShapeNXDomain},
+		},
+	}
+}
+
+// realEngine is the engine with production's per-host limits and budgets
+// (2 sessions and 5 new connections a second per host, 100 RCPTs a
+// transaction, 9 rejections a session at Postfix, 10 RSETs at Exim),
+// pointed at the world, with the waits scaled to it.
+func realEngine(r *realmta.Running, mod func(*smtpprobe.Config)) (*verify.Engine, *smtpprobe.Prober) {
+	loopback := netip.MustParsePrefix("127.0.0.0/8")
+	cfg := smtpprobe.Config{
+		Port: r.SMTPPort(), HELOName: "verify.example.test", MailFrom: "probe@verify.example.test",
+		ConnectTimeout: 2 * time.Second, GreetingTimeout: 5 * time.Second, CommandTimeout: 5 * time.Second,
+		GreylistRetry:  realGreyDelay + 700*time.Millisecond,
+		RefusalWindow:  realAnvilUnit,
+		RefusalBackoff: 500 * time.Millisecond,
+		AllowAddr: func(a netip.Addr) error {
+			if !loopback.Contains(a) {
+				return fmt.Errorf("%s is outside 127.0.0.0/8", a)
+			}
+			return nil
+		},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p := smtpprobe.New(cfg)
+	return &verify.Engine{
+		Lists:     emaillists.Default,
+		Typos:     typo.Default(),
+		DNS:       mxdns.New(mxdns.Config{Server: r.DNSAddr(), Timeout: time.Second}),
+		ExtraTLDs: map[string]bool{"test": true},
+		SMTP:      p,
+	}, p
+}
+
+// verifyReal verifies addrs in one batch within budget and requires each
+// code to be its ground truth's, greylisting waited out (Truth.Underlying).
+// It returns the wall time.
+func verifyReal(t tb, r *realmta.Running, e *verify.Engine, addrs []string, budget time.Duration) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	res := make([]verify.Result, len(addrs))
+	t0 := time.Now()
+	if err := e.VerifyBatch(ctx, addrs, res, verify.Options{SMTP: true}); err != nil {
+		t.Fatalf("VerifyBatch: %v", err)
+	}
+	took := time.Since(t0)
+	wrong := 0
+	for i, a := range addrs {
+		tr := r.Truth(a)
+		want, ok := truthCodes[tr.Underlying]
+		if !ok {
+			t.Fatalf("%s: no code for ground truth %+v", a, tr)
+		}
+		if res[i].Code != want {
+			if wrong++; wrong <= 10 {
+				t.Errorf("%s: code %d, want %d (ground truth %s on %s)", a, res[i].Code, want, tr.Underlying, tr.Kind)
+			}
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of %d addresses wrong", wrong, len(addrs))
+	}
+	return took
+}
+
+// settled is the host's own view once its sessions are over.
+func settled(t tb, r *realmta.Running, host string) realmta.HostCounts {
+	t.Helper()
+	hc, err := r.HostSettled(host, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Logf("%s saw: %d sessions, %d MAIL, %d RCPT (%d accepted), %d RSET, %d queue files, anvil 421s %d (rate %d, conns %d), too many errors %d, most rejected/RSETs in a session %d/%d, nonmail drops %d",
+		host, hc.Sessions, hc.MAIL, hc.RCPT, hc.RCPTAccepted, hc.RSET, hc.QueueFiles, hc.AnvilRefused, hc.AnvilRate, hc.AnvilCount,
+		hc.TooManyErrors, hc.MaxRejected, hc.MaxRSET, hc.TooManyNonmail)
+	return hc
+}
+
+// tb is what the cases use of testing.T.
+type tb interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// realCase runs in its own goroutine and keeps what it reports; Fatalf
+// ends the goroutine (runtime.Goexit, as testing does).
+type realCase struct {
+	name string
+	run  func(t tb)
+
+	mu     sync.Mutex
+	logs   []string
+	failed bool
+}
+
+func (c *realCase) Helper() {}
+func (c *realCase) Logf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logs = append(c.logs, fmt.Sprintf(format, args...))
+}
+func (c *realCase) Errorf(format string, args ...any) {
+	c.Logf("ERROR: "+format, args...)
+	c.mu.Lock()
+	c.failed = true
+	c.mu.Unlock()
+}
+func (c *realCase) Fatalf(format string, args ...any) {
+	c.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+// runRealCases runs the cases at once, then reports each as a subtest.
+func runRealCases(t *testing.T, cases []*realCase) {
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			defer func() { c.Logf("(%v)", time.Since(t0).Round(10*time.Millisecond)) }()
+			c.run(c)
+		}()
+	}
+	wg.Wait()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, l := range c.logs {
+				t.Log(l)
+			}
+			if c.failed {
+				t.Fail()
+			}
+		})
+	}
+}
+
+// TestEngineRealMTAs: the engine's behaviours against the servers that
+// motivated them (issue 21). Every subtest has its own host (anvil's
+// counters are per listener) and its own Prober, and they run side by
+// side; the Postfix instance's flow-control tokens are spent first, as on
+// a quiet MX, so that every new transaction with an accepted RCPT waits
+// in_flow_delay (1s, Postfix's default) at every Postfix host.
+func TestEngineRealMTAs(t *testing.T) {
+	t.Parallel()
+	r := realmta.StartT(t, realWorld(), realmta.Options{
+		GreylistDelay: realGreyDelay, AnvilRateTimeUnit: realAnvilUnit, PostscreenGreetWait: realGreetWait,
+		EximMain: map[string]string{"recipients_max": fmt.Sprint(realRcptMax)},
+	})
+	n, err := r.SpendFlowTokens("mx.flow.test")
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Logf("flow-control tokens spent after %d transactions", n)
+
+	// The cases run side by side whatever go test's -parallel (most of
+	// their time is waiting for the servers), then each reports as a
+	// subtest.
+	var cases []*realCase
+	add := func(name string, run func(t tb)) { cases = append(cases, &realCase{name: name, run: run}) }
+
+	add("many RCPTs a transaction, flow control on", func(t tb) {
+		e, p := realEngine(r, nil)
+		addrs := append(list("plain.test", locals("user", 300), 20),
+			"x@plainall.test", "ann@plainfull.test", "bob@plainfull.test", "ann@plainpolicy.test")
+		took := verifyReal(t, r, e, addrs, 60*time.Second)
+		hc := settled(t, r, "mx.plain.test")
+		// One queue file (and one in_flow_delay pause) a transaction, not
+		// an address: an engine with a transaction per address would
+		// open 300 here and wait about 300 s.
+		if hc.MAIL*20 > hc.RCPT || hc.QueueFiles > hc.MAIL || hc.QueueFiles > 12 {
+			t.Errorf("%d MAIL and %d queue files for %d RCPTs: want a transaction to carry many", hc.MAIL, hc.QueueFiles, hc.RCPT)
+		}
+		if took > 20*time.Second {
+			t.Errorf("took %v: flow control made it slow", took)
+		}
+		if hc.TooManyErrors != 0 || hc.MaxRejected >= 10 {
+			t.Errorf("Postfix's error limits met: %d sessions closed, %d rejections in one session", hc.TooManyErrors, hc.MaxRejected)
+		}
+		st := p.Stats()
+		t.Logf("%v; engine: %d sessions, %d MAIL, %d RCPT, %d RSET", took, st.Sessions, st.MAIL, st.RCPT, st.RSET)
+	})
+
+	add("many missing mailboxes, Postfix's error limits", func(t tb) {
+		e, _ := realEngine(r, nil)
+		took := verifyReal(t, r, e, list("sparse.test", locals("user", 10), 200), 60*time.Second)
+		hc := settled(t, r, "mx.sparse.test")
+		// Never "421 too many errors" (20), never into the slow zone
+		// (from the 10th error on, a second before every reply), RSETs
+		// far from smtpd_junk_command_limit (100).
+		if hc.TooManyErrors != 0 || hc.MaxRejected >= 10 || hc.MaxRSET >= 100 {
+			t.Errorf("error limits: %d closed for too many errors, %d rejections and %d RSETs in one session", hc.TooManyErrors, hc.MaxRejected, hc.MaxRSET)
+		}
+		if took > 30*time.Second {
+			t.Errorf("took %v", took)
+		}
+	})
+
+	add("anvil's connection rate limit met mid-list", func(t tb) {
+		e, p := realEngine(r, nil)
+		// 40 missing mailboxes need 5 sessions at Postfix's error budget
+		// (9 a session); anvil takes 3 a window (6s here, 60s by default),
+		// so its 421 comes mid-list.
+		took := verifyReal(t, r, e, list("anvil.test", locals("user", 10), 40), 60*time.Second)
+		hc := settled(t, r, "mx.anvil.test")
+		if hc.AnvilRate < 1 {
+			t.Errorf("anvil never refused (%d sessions): the test does not reach the limit", hc.Sessions)
+		}
+		// The 421 is retried, not taken as a dead host (every verdict is
+		// right, none is 20), and the host is slowed down: anvil says the
+		// same "too many connections" for its rate and its concurrency
+		// limits, so a refusal while another session is open lowers the
+		// sessions at once, and one with none open teaches the window.
+		// Two refusals at most.
+		if hc.AnvilRefused > 2 {
+			t.Errorf("%d anvil refusals: the engine did not slow down", hc.AnvilRefused)
+		}
+		if hc.TooManyErrors != 0 {
+			t.Errorf("%d sessions closed for too many errors", hc.TooManyErrors)
+		}
+		st := p.Stats()
+		if st.Refusals < 1 {
+			t.Errorf("engine counted %d refusals", st.Refusals)
+		}
+		t.Logf("%v; engine: %d connections, %d sessions, %d refusals", took, st.Dials, st.Sessions, st.Refusals)
+	})
+
+	add("anvil's concurrency limit", func(t tb) {
+		e, _ := realEngine(r, nil)
+		// Enough work for a second session at once, which anvil refuses.
+		verifyReal(t, r, e, list("single.test", locals("user", 120), 30), 60*time.Second)
+		hc := settled(t, r, "mx.single.test")
+		if hc.AnvilCount < 1 || hc.AnvilRefused > 3 {
+			t.Errorf("%d anvil concurrency refusals (%d in all), want 1 to 3", hc.AnvilCount, hc.AnvilRefused)
+		}
+	})
+
+	add("Exim's non-mail limit", func(t tb) {
+		e, p := realEngine(r, nil)
+		// recipients_max 20: 300 addresses are 15 transactions and more
+		// (the engine learns the limit from Exim's 452), where a session
+		// may send 1 + 10 RSETs.
+		addrs := append(list("exim.test", locals("user", 160), 140), "x@eximall.test", "y@eximall.test")
+		verifyReal(t, r, e, addrs, 60*time.Second)
+		hc := settled(t, r, "mx.exim.test")
+		st := p.Stats()
+		if st.MAIL <= 11 {
+			t.Fatalf("%d transactions: the test needs more than 11", st.MAIL)
+		}
+		if hc.TooManyNonmail != 0 || hc.Sessions < 2 {
+			t.Errorf("%d sessions dropped for too many nonmail commands, %d sessions for %d transactions", hc.TooManyNonmail, hc.Sessions, st.MAIL)
+		}
+		t.Logf("engine: %d sessions, %d MAIL, %d RCPT, %d RSET", st.Sessions, st.MAIL, st.RCPT, st.RSET)
+	})
+
+	add("postgrey waited out", func(t tb) {
+		e, _ := realEngine(r, nil)
+		addrs := append(list("grey.test", locals("user", 20), 10), "x@greyall.test", "y@greyall.test")
+		took := verifyReal(t, r, e, addrs, 30*time.Second)
+		hc := settled(t, r, "mx.grey.test")
+		if hc.Greylisted < 20 {
+			t.Errorf("%d RCPTs greylisted: the test did not meet postgrey", hc.Greylisted)
+		}
+		if took > realGreyDelay+10*time.Second {
+			t.Errorf("took %v for a greylisting delay of %v", took, realGreyDelay)
+		}
+	})
+
+	add("postscreen", func(t tb) {
+		e, _ := realEngine(r, nil)
+		verifyReal(t, r, e, list("screen.test", locals("user", 10), 10), 30*time.Second)
+		hc := settled(t, r, "mx.screen.test")
+		if hc.Pregreet != 0 || hc.PostscreenPassNew != 1 {
+			t.Errorf("postscreen: %d pregreet violations, %d new clients passed; want 0 and 1", hc.Pregreet, hc.PostscreenPassNew)
+		}
+	})
+
+	add("DNS shapes", func(t tb) {
+		e, _ := realEngine(r, nil)
+		verifyReal(t, r, e, []string{"ann@aonly.test", "nobody@aonly.test", "ann@nullmx.test", "ann@nomail.test",
+			"ann@gone.test", "ann@undeclared.test"}, 30*time.Second)
+	})
+
+	// Hosts that never send a byte: 5, however the connection ends, with
+	// the greeting timeout before, at or after Postfix's hang-up.
+	for _, c := range []struct {
+		name   string
+		domain string
+		greet  time.Duration
+	}{
+		{"tarpit", "tarpit.test", time.Second},
+		{"hang-up before the greeting timeout", "hangup.test", realHangUp + 2*time.Second},
+		{"hang-up at the greeting timeout", "hangup.test", realHangUp},
+		{"hang-up after the greeting timeout", "hangup.test", realHangUp - 2*time.Second},
+		{"down", "down.test", time.Second},
+	} {
+		add(c.name, func(t tb) {
+			e, p := realEngine(r, func(cfg *smtpprobe.Config) { cfg.GreetingTimeout = c.greet })
+			took := verifyReal(t, r, e, list(c.domain, []string{"ann"}, 3), 30*time.Second)
+			if limit := min(c.greet, realHangUp) + 2*time.Second; took > limit {
+				t.Errorf("took %v, want under %v", took, limit)
+			}
+			if st := p.Stats(); st.Sessions != 0 {
+				t.Errorf("%d sessions with a host that never spoke", st.Sessions)
+			}
+		})
+	}
+	runRealCases(t, cases)
+}

@@ -1,0 +1,152 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chartDir      = "../../../charts/emaildata"
+	releaseName   = "emaildata"
+	releaseNS     = "emaildata-system"
+	kustomizeBase = "../../../config/default"
+)
+
+// renderChart renders the chart as `helm template emaildata charts/emaildata
+// -n emaildata-system` would with vals over the chart's values.yaml.
+func renderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := renderChartErr(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart: %w", err)
+	}
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, Revision: 1, IsInstall: true}
+	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	files, err := engine.Render(ch, rv)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var objs []*unstructured.Unstructured
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(filepath.Base(name), "_") {
+			continue
+		}
+		got, err := decodeDocs([]byte(files[name]))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		objs = append(objs, got...)
+	}
+	return objs, nil
+}
+
+// renderKustomize renders config/default as `kubectl apply -k` would.
+func renderKustomize(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	return kustomize(t, kustomizeBase)
+}
+
+// kustomize renders a kustomization directory with kubectl.
+func kustomize(t *testing.T, dir string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("kubectl is needed to render the kustomizations")
+	}
+	out, err := exec.Command(kubectl, append([]string{"kustomize", dir}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	objs, err := decodeDocs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+var docSep = regexp.MustCompile(`(?m)^---\s*$`)
+
+// decodeDocs splits a YAML stream into objects, skipping empty documents.
+func decodeDocs(data []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for i, doc := range docSep.Split(string(data), -1) {
+		if len(bytes.TrimSpace([]byte(stripComments(doc)))) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.UnmarshalStrict([]byte(doc), &m); err != nil {
+			return nil, fmt.Errorf("document %d: %w\n%s", i, err, doc)
+		}
+		if m == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
+			return nil, fmt.Errorf("document %d has no apiVersion, kind or name:\n%s", i, doc)
+		}
+		objs = append(objs, u)
+	}
+	return objs, nil
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// key names an object as kind/namespace/name.
+func key(u *unstructured.Unstructured) string {
+	return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+}
+
+func byKey(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	m := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		m[key(o)] = o
+	}
+	return m
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s among %d objects", kind, name, len(objs))
+	return nil
+}

@@ -1,0 +1,408 @@
+package localstack_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/sdkcontract"
+	"github.com/emaildata/emaildata/internal/refdata/people"
+)
+
+// TestMakeRunE2E does what a new user does: start the local stack (the
+// program behind `make run`), `kubectl apply -f config/samples/`, watch the
+// list reach Results, find its result file in the store, then Ctrl-C.
+func TestMakeRunE2E(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		kubectl = filepath.Join(assets, "kubectl")
+	}
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "localstack")
+	build := exec.Command("go", "build", "-o", bin, "./hack/localstack")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build localstack: %v\n%s", err, out)
+	}
+
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", freeAddr(t), "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0",
+		"--api-metrics-bind-address", "127.0.0.1:0")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncWriter{b: &strings.Builder{}}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	// The banner prints the kubeconfig and the apply line.
+	var kubeconfig, applyLine, apiURL, apiKey, validationKey, callbacks string
+	var mm metricsBanner
+	deadline := time.After(90 * time.Second)
+	for applyLine == "" || !mm.complete() {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("localstack exited early; logs:\n%s", logs.String())
+			}
+			f := strings.Fields(l)
+			switch {
+			case len(f) == 2 && f[0] == "kubeconfig:":
+				kubeconfig = f[1]
+			case len(f) >= 3 && f[0] == "REST" && f[1] == "API:":
+				apiURL = f[2]
+			case len(f) >= 3 && f[0] == "API" && f[1] == "key:":
+				apiKey = f[2]
+			case len(f) >= 3 && f[0] == "Validation" && f[1] == "key:":
+				validationKey = f[2]
+			case len(f) >= 3 && f[0] == "callbacks:":
+				callbacks = strings.Join(f[1:], " ")
+			}
+			mm.parse(f)
+			if strings.Contains(l, "kubectl apply -f") {
+				applyLine = strings.TrimSpace(l)
+			}
+		case <-deadline:
+			t.Fatalf("no banner within 90s; logs:\n%s", logs.String())
+		}
+	}
+	if kubeconfig == "" || apiURL == "" || apiKey == "" {
+		t.Fatalf("banner lacks kubeconfig (%q), REST API (%q) or API key (%q)", kubeconfig, apiURL, apiKey)
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+
+	run := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		c.Dir = root
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// Exactly the printed command.
+	out := run(strings.Fields(strings.TrimPrefix(applyLine, "kubectl "))...)
+	if !strings.Contains(out, "emaillist.lists.emaildata.io/sample-list created") {
+		t.Fatalf("apply output:\n%s", out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		phase := run("get", "emaillist", "sample-list", "-o", "jsonpath={.status.phase}")
+		if phase == "Results" {
+			break
+		}
+		if phase == "Failed" {
+			t.Fatalf("sample list failed:\n%s", run("get", "emaillist", "sample-list", "-o", "yaml"))
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("sample list did not reach Results (phase %q); logs:\n%s", phase, logs.String())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+
+	table := run("get", "emaillists")
+	header := strings.Fields(strings.SplitN(table, "\n", 2)[0])
+	if strings.Join(header, " ") != "NAME LISTID SERVICE ACTION PHASE PROGRESS AGE" {
+		t.Errorf("kubectl get emaillists columns: %v", header)
+	}
+	if !strings.Contains(table, "email_validation") || !strings.Contains(table, "Results") {
+		t.Errorf("kubectl get emaillists:\n%s", table)
+	}
+	// -o wide adds the Ready condition's reason and message.
+	wide := run("get", "emaillists", "-o", "wide")
+	if h := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); strings.Join(h, " ") != "NAME LISTID SERVICE ACTION PHASE PROGRESS AGE REASON MESSAGE" {
+		t.Errorf("kubectl get emaillists -o wide columns: %v", h)
+	}
+	if !strings.Contains(wide, "results are ready to download") {
+		t.Errorf("kubectl get emaillists -o wide lacks the Ready message:\n%s", wide)
+	}
+	if short := run("get", "el"); !strings.Contains(short, "sample-list") {
+		t.Errorf("short name el does not work:\n%s", short)
+	}
+
+	key := run("get", "emaillist", "sample-list", "-o", "jsonpath={.status.result.key}")
+	data, err := os.ReadFile(filepath.Join(dir, "store", key))
+	if err != nil {
+		t.Fatalf("result file not in the store: %v", err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if !strings.HasSuffix(rows[0], "ev_status,ev_status_code,ev_domain_type,ev_role_account,ev_correction,ev_duplicate,ev_valid,ev_from_history") || len(rows) < 3 {
+		t.Errorf("result file:\n%s", data)
+	}
+
+	// Applying again, with kustomize this time, changes nothing.
+	if out := run("apply", "-k", "config/samples/"); !strings.Contains(out, "unchanged") {
+		t.Errorf("apply -k output:\n%s", out)
+	}
+
+	// The README's REST examples work as written against the printed API and key.
+	runREADMEBlock(t, root, apiURL, apiKey)
+	runDemographicsList(t, apiURL, apiKey)
+	runSDKCalls(t, apiURL, apiKey)
+	runLocalKeysAndCallbacks(t, apiURL, apiKey, validationKey, callbacks)
+	// The lists and calls above moved the manager's and the API's metrics.
+	checkMetrics(t, mm, apiURL, apiKey)
+
+	// Ctrl-C stops everything cleanly.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("localstack exit: %v; logs:\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("localstack did not stop within 60s of Ctrl-C")
+	}
+}
+
+// syncWriter collects the child's logs while the test reads them.
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// runREADMEBlock runs the README's REST API curl block, as a user would
+// paste it, and checks what it produced.
+func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "<!-- e2e:rest-api -->\n```sh\n")
+	if !ok {
+		t.Fatal("README has no e2e:rest-api block")
+	}
+	script, _, _ := strings.Cut(after, "```")
+	work := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "config"), filepath.Join(work, "config")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "API="+apiURL, "KEY="+apiKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README REST block failed: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`,
+		`"age":"65+","gender":"Male"`, `"match_level":"Individual"`, `{"age":"65+","life_stage_group":"Retirees","rfm_last_order":"2024-10-21"}`,
+		`{"postal_address":{"first_name":"Joseph","last_name":"Lee","address":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}}`,
+		`{"email_append":[{"email":"josephl@example.org","email_match_type":"Individual"}]}`,
+		`{"alternate_email":[{"email":"alee@example.org","email_match_type":"Household"},`,
+		`{"phone_verification":{"phone_number":"16502530000","line_type":"landline_or_mobile","status":"valid","country_code":"US","country_calling_code":1}}`,
+		`{"total_records":1,"skipped_records":0}`, `"code":"email_reported"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("README block output lacks %s:\n%s", want, text)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(work, "people-*-results.csv"))
+	if len(files) != 1 {
+		t.Fatalf("curl -OJ saved %v, want one people-<id>-results.csv", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	if !strings.HasPrefix(string(data), "id,first_name,last_name,email,ev_status") {
+		t.Errorf("downloaded result:\n%s", data)
+	}
+}
+
+// runSDKCalls makes every call of the official SDKs (internal/kits/sdkcontract)
+// against the local stack, about people it loaded: each must work.
+func runSDKCalls(t *testing.T, apiURL, apiKey string) {
+	t.Helper()
+	a, b, ok := sdkcontract.Pick(people.GenerateSlice(1, 20_000)) // the local stack's people
+	if !ok {
+		t.Fatal("no two people the SDK calls can name")
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, c := range sdkcontract.Calls(sdkcontract.Params{Key: apiKey, Person: a, Other: b, Typo: "john@gmial.com"}) {
+		resp, body, err := c.Do(context.Background(), client, apiURL)
+		if err != nil {
+			t.Errorf("%s %s: %v", c.SDK, c.Method, err)
+			continue
+		}
+		if err := c.Check(resp.StatusCode, resp.Header, body); err != nil {
+			t.Errorf("%s %s against make run: %v", c.SDK, c.Method, err)
+		}
+	}
+}
+
+// runDemographicsList submits an email_intelligence report list of people
+// the local stack loaded, checks the reporting, purchases it and downloads
+// the appended demographics: the two-step flow with a real service.
+func runDemographicsList(t *testing.T, apiURL, apiKey string) {
+	t.Helper()
+	var csv strings.Builder
+	csv.WriteString("email\n")
+	for _, p := range people.GenerateSlice(1, 30) {
+		csv.WriteString(p.Email + "\n")
+	}
+	csv.WriteString("nobody@nowhere.example\n")
+	call := func(method, path, ct string, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, apiURL+path, strings.NewReader(body))
+		req.Header.Set("api_key", apiKey)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := call("POST", "/v5/list?service=email_intelligence&action=report&header=true&delimiter=%2C&name=people.csv", "text/csv", csv.String())
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var sub struct {
+		ListID int64 `json:"list_id"`
+	}
+	_ = json.Unmarshal([]byte(body), &sub)
+	var st struct {
+		Status    string                      `json:"status"`
+		Reporting map[string]map[string]int64 `json:"reporting"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for st.Status != "Processed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("report list did not reach Processed: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+		_, body = call("GET", fmt.Sprintf("/v5/list/%d", sub.ListID), "", "")
+		_ = json.Unmarshal([]byte(body), &st)
+		if st.Status == "Failed" {
+			t.Fatalf("report list failed: %s", body)
+		}
+	}
+	if st.Reporting["age"]["Total Count"] != 30 {
+		t.Errorf("reporting %v: want 30 people matched with an age", st.Reporting)
+	}
+	if code, body = call("POST", fmt.Sprintf("/v5/list/%d/purchase", sub.ListID), "application/json", ""); code != http.StatusOK {
+		t.Fatalf("purchase: %d %s", code, body)
+	}
+	code, body = call("GET", fmt.Sprintf("/v5/list/%d/results", sub.ListID), "", "")
+	if code != http.StatusOK || !strings.HasPrefix(body, "email,age,gender,") {
+		t.Fatalf("results: %d %.300s", code, body)
+	}
+	if got := strings.Count(body, "\n"); got != 32 {
+		t.Errorf("%d lines, want header + 31 rows", got)
+	}
+}
+
+// runLocalKeysAndCallbacks: the banner's validation key submits a list
+// without service= (the all-services key must name one), and a callback
+// reaches a receiver on this machine, as the banner says it may.
+func runLocalKeysAndCallbacks(t *testing.T, apiURL, apiKey, validationKey, callbacks string) {
+	t.Helper()
+	if validationKey == "" || validationKey == apiKey {
+		t.Fatalf("banner validation key %q (all-services key %q)", validationKey, apiKey)
+	}
+	if !strings.Contains(callbacks, "127.0.0.0/8") {
+		t.Errorf("banner callbacks line %q does not say loopback is allowed", callbacks)
+	}
+	got := make(chan map[string]any, 4)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		got <- m
+	}))
+	defer recv.Close()
+	submit := func(key, query string) (int, string) {
+		req, _ := http.NewRequest("POST", apiURL+"/v5/list?"+query, strings.NewReader("a@example.com\nb@example.org\n"))
+		req.Header.Set("api_key", key)
+		req.Header.Set("Content-Type", "text/csv")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := submit(apiKey, "name=x.txt"); code != http.StatusBadRequest || !strings.Contains(body, "several list services") {
+		t.Errorf("all-services key without service=: %d %s", code, body)
+	}
+	code, body := submit(validationKey, "name=cb.txt&callback_url="+url.QueryEscape(recv.URL+"/done"))
+	if code != http.StatusAccepted {
+		t.Fatalf("validation key without service=, with a loopback callback: %d %s", code, body)
+	}
+	var sub struct {
+		ListID float64 `json:"list_id"`
+	}
+	_ = json.Unmarshal([]byte(body), &sub)
+	select {
+	case m := <-got:
+		if m["list_id"] != sub.ListID || m["status"] != "Results" {
+			t.Errorf("callback %v, want list %v in Results", m, sub.ListID)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("no callback to the loopback receiver within 60s")
+	}
+}

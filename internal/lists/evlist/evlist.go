@@ -1,0 +1,210 @@
+// Package evlist runs email verification over lists: the email_validation
+// list service.
+//
+// Rows are verified in batches by a Checker (the verify.Engine's batch
+// mode in production), and each row gets the result columns appended.
+package evlist
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/platform/services"
+)
+
+// Name is the service's name in lists (EmailList spec.service, the REST
+// API's service parameter).
+const Name = services.EmailValidation
+
+// Columns appended to every row, after the input's own columns.
+// ev_duplicate marks an address (trimmed, lower-cased) that appeared
+// earlier in the list, in any shard: the pipeline finds the repeats of the
+// whole list once, from DedupKey, and hands them over in Row.Repeat.
+// ev_from_history says the mailbox verdict came from the verification
+// history instead of a probe now. New columns go at the end, so the
+// positions clients read keep their meaning.
+var columns = []string{"ev_status", "ev_status_code", "ev_domain_type", "ev_role_account", "ev_correction", "ev_duplicate", "ev_valid", "ev_from_history"}
+
+// Checker verifies one batch of addresses with o; results[i] is for
+// addrs[i].
+type Checker func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error
+
+// SyntaxOnly checks syntax and nothing else.
+func SyntaxOnly(_ context.Context, addrs []string, results []verify.Result, _ verify.Options) error {
+	for i, a := range addrs {
+		results[i] = verify.CheckSyntax(a)
+	}
+	return nil
+}
+
+// EngineChecker verifies batches with the engine's batch mode.
+func EngineChecker(e *verify.Engine) Checker {
+	return func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error {
+		return e.VerifyBatch(ctx, addrs, results, o)
+	}
+}
+
+// Service is the email_validation list service.
+type Service struct {
+	Checker Checker
+	// Batch is the number of rows verified together (default 1,000).
+	Batch int
+	// InFlight is the number of rows a shard keeps in verification at once
+	// (default 100,000): every wait of the rows in flight (greylisting
+	// delays, slow hosts) overlaps, so a shard of up to InFlight rows pays
+	// the greylisting delay once.
+	InFlight int
+	// Counters, when set, snapshots the verification engine's work
+	// counters; a shard's summary gets the difference over its run (with
+	// several lists in one process, their counters overlap).
+	Counters func() map[string]float64
+}
+
+func (s *Service) batchSize() int {
+	if s.Batch > 0 {
+		return s.Batch
+	}
+	return 1_000
+}
+
+func (s *Service) inFlight() int {
+	if s.InFlight > 0 {
+		return s.InFlight
+	}
+	return 100_000
+}
+
+// New returns the service using check for verification.
+func New(check Checker) *Service { return &Service{Checker: check} }
+
+// Columns implements listservice.Service.
+func (s *Service) Columns() []string { return append([]string(nil), columns...) }
+
+// Check implements listservice.Service; any delimited input with an email
+// column works.
+func (s *Service) Check(listservice.Input) error { return nil }
+
+// NewProcessor implements listservice.Service.
+func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
+	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{},
+		opts: verify.Options{SMTP: true, MaxAge: in.MaxAge}}
+	if s.Counters != nil {
+		p.start = s.Counters()
+	}
+	return p, nil
+}
+
+type processor struct {
+	svc    *Service
+	col    int
+	report listservice.Reporting
+	start  map[string]float64 // engine counters when the shard began
+	opts   verify.Options     // the list's: SMTP on, its maximum age
+}
+
+// Counters implements listservice.CounterReporter: the engine's work
+// during this processor's life.
+func (p *processor) Counters() map[string]float64 {
+	if p.svc.Counters == nil {
+		return nil
+	}
+	out := p.svc.Counters()
+	for k, v := range out {
+		out[k] = v - p.start[k]
+	}
+	return out
+}
+
+// Output columns.
+const (
+	colStatus = iota
+	colCode
+	colDomainType
+	colRole
+	colCorrection
+	colDuplicate
+	colValid
+	colFromHistory
+)
+
+// ProcessBatch verifies a batch; the pipeline runs several at once
+// (listservice.Streamer), so it touches no shared state.
+func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, out [][]string) error {
+	addrs := make([]string, len(rows))
+	for i, r := range rows {
+		addrs[i] = r.Field(p.col)
+	}
+	res := make([]verify.Result, len(rows))
+	if err := p.svc.Checker(ctx, addrs, res, p.opts); err != nil {
+		return err
+	}
+	for i, r := range res {
+		valid := "false"
+		if r.Status == verify.StatusValid || r.Status == verify.StatusSafeToSend {
+			valid = "true"
+		}
+		role := "false"
+		if r.RoleAccount {
+			role = "true"
+		}
+		correction := ""
+		if len(r.Corrections) > 0 {
+			correction = r.Corrections[0]
+		}
+		out[i][colStatus] = string(r.Status)
+		out[i][colCode] = strconv.Itoa(int(r.Code))
+		out[i][colDomainType] = r.DomainType
+		out[i][colRole] = role
+		out[i][colCorrection] = correction
+		out[i][colValid] = valid
+		out[i][colFromHistory] = strconv.FormatBool(r.FromHistory)
+	}
+	return nil
+}
+
+// FinishBatch marks duplicates and counts, in row order.
+func (p *processor) FinishBatch(rows []listservice.Row, out [][]string) {
+	statuses, codes := p.counts("status"), p.counts("status_code")
+	for i, r := range rows {
+		dup := "false"
+		if r.Repeat {
+			dup = "true"
+		}
+		out[i][colDuplicate] = dup
+		statuses[out[i][colStatus]]++
+		codes[out[i][colCode]]++
+		if out[i][colFromHistory] == "true" {
+			p.report.Add("from_history", "true", 1)
+		}
+	}
+}
+
+// counts is the reporting's buckets of field, made when missing.
+func (p *processor) counts(field string) map[string]int64 {
+	m := p.report[field]
+	if m == nil {
+		m = map[string]int64{}
+		p.report[field] = m
+	}
+	return m
+}
+
+// RowsInFlight lets the pipeline keep many batches in verification.
+func (p *processor) RowsInFlight() int { return p.svc.inFlight() }
+
+func (p *processor) Reporting() listservice.Reporting { return p.report }
+
+// DedupKey implements listservice.Deduper: addresses repeat when they are
+// equal once padding is trimmed and letters lower-cased; an empty one
+// never repeats.
+func (s *Service) DedupKey(addr string) string {
+	return strings.ToLower(verify.TrimPadding(addr))
+}
+
+// BatchSize is the rows verified together: enough to group a batch's
+// addresses by domain; the SMTP stage shares sessions across batches.
+func (p *processor) BatchSize() int { return p.svc.batchSize() }
+func (p *processor) Close() error   { return nil }

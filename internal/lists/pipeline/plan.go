@@ -1,0 +1,123 @@
+// Package pipeline runs a list through a data service in three steps:
+// Prepare (stage the input and plan shards), RunShard (one per Job index),
+// and Merge (one result file). The controller runs Prepare and Merge; the
+// worker runs RunShard, in a Job pod or in-process.
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+)
+
+// PlanVersion changes when the plan document changes shape. Version 2:
+// repeats are found at preparation (Repeats), not by each shard.
+const PlanVersion = 2
+
+// maxPlanBytes bounds plan documents read back from the store.
+const maxPlanBytes = 4 << 20
+
+// Plan is everything a shard needs, stored as JSON in the blob store.
+type Plan struct {
+	Version int    `json:"version"`
+	Service string `json:"service"`
+	// InputKey is the plain delimited input (extracted from a zip when needed).
+	InputKey string `json:"inputKey"`
+	// Zip says the result must be zipped, with ZipEntry as its file name.
+	Zip      bool   `json:"zip,omitempty"`
+	ZipEntry string `json:"zipEntry,omitempty"`
+
+	Delimiter   byte            `json:"delimiter"`
+	Header      bool            `json:"header"`
+	EmailColumn listfile.Column `json:"emailColumn"` // 1-based, as in the request
+	// Width is the widest input row; shorter rows are padded to it so the
+	// appended columns line up.
+	Width int  `json:"width"`
+	CRLF  bool `json:"crlf,omitempty"`
+	// InputHeader is the input's header row, when it had one.
+	InputHeader []string `json:"inputHeader,omitempty"`
+	// OutputHeader is the result's header row: input columns then service columns.
+	OutputHeader []string `json:"outputHeader"`
+	// Columns are the service's appended columns.
+	Columns []string `json:"columns"`
+	// MaxAge is the list's maximum age of verdicts from the verification
+	// history (nanoseconds; absent: the service's default). A field added
+	// without a version change: older plans simply lack it.
+	MaxAge *time.Duration `json:"maxAge,omitempty"`
+
+	SizeBytes int64            `json:"sizeBytes"`
+	Records   int64            `json:"records"`
+	Shards    []listfile.Shard `json:"shards"`
+	// Repeats counts, per shard, the rows that repeat an earlier row of
+	// the list (blobstore.ListKeys.Repeats lists them); nil when the
+	// service flags no duplicates (listservice.Deduper).
+	Repeats []int64 `json:"repeats,omitempty"`
+}
+
+// Dialect returns the listfile dialect of the plan.
+func (p *Plan) Dialect() listfile.Dialect {
+	return listfile.Dialect{Delimiter: p.Delimiter, Header: p.Header, EmailColumn: p.EmailColumn}
+}
+
+// Shard returns shard i of the plan.
+func (p *Plan) Shard(i int) (listfile.Shard, error) {
+	if i < 0 || i >= len(p.Shards) {
+		return listfile.Shard{}, fmt.Errorf("shard index %d is outside the plan's %d shards", i, len(p.Shards))
+	}
+	return p.Shards[i], nil
+}
+
+// ExitBadInput is the exit code of a worker whose shard failed on a problem
+// with the list itself (an InputError): the Job's pod failure policy fails
+// the index at once instead of retrying.
+const ExitBadInput = 42
+
+// InputError is a problem with the list itself. Retrying cannot fix it, so
+// the list fails at once (and a Job index fails without retries).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// BadInput wraps err as an InputError.
+func BadInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return err
+	}
+	return &InputError{Err: err}
+}
+
+// BadInputf formats an InputError.
+func BadInputf(format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf(format, args...)}
+}
+
+// IsBadInput reports whether err is a problem with the list itself.
+func IsBadInput(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}
+
+// Summary is a shard's small outcome document.
+type Summary struct {
+	Index     int                         `json:"index"`
+	Rows      int64                       `json:"rows"`
+	Reporting map[string]map[string]int64 `json:"reporting,omitempty"`
+	// Counters are the service's work counters for the shard (see
+	// listservice.CounterReporter): no per-row data.
+	Counters map[string]float64 `json:"counters,omitempty"`
+	// Error is set when the shard failed; BadInput says retrying is useless.
+	Error    string `json:"error,omitempty"`
+	BadInput bool   `json:"badInput,omitempty"`
+}
+
+// ProgressDoc is a shard's running count, rewritten while it works.
+type ProgressDoc struct {
+	Rows int64 `json:"rows"`
+}

@@ -1,0 +1,192 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"gocloud.dev/blob"
+
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+)
+
+// Delivery narrows a result file at purchase time.
+type Delivery struct {
+	// Fields keeps only these service columns (all when empty); the
+	// input's own columns are always kept. CheckDelivery refuses unknown
+	// names before anything is written.
+	Fields []string
+	// IndividualOnly blanks email_append matches that are not Individual.
+	IndividualOnly bool
+}
+
+// MatchTypeColumn is the email_append column IndividualOnly acts on.
+const MatchTypeColumn = "email_match_type"
+
+// CheckDelivery refuses a delivery that names columns the list's service
+// does not append, or asks for Individual matches of a service without
+// match types; the message names what is valid.
+func CheckDelivery(columns []string, d Delivery) error {
+	for _, f := range d.Fields {
+		if !slices.Contains(columns, f) {
+			return fmt.Errorf("unknown field %q; this list's service delivers: %s", truncField(f), strings.Join(columns, ", "))
+		}
+	}
+	if d.IndividualOnly && !slices.Contains(columns, MatchTypeColumn) {
+		return fmt.Errorf("match type I applies to email_append lists only; this list's service delivers: %s", strings.Join(columns, ", "))
+	}
+	return nil
+}
+
+func truncField(s string) string {
+	if len(s) > 60 {
+		s = s[:60] + "..."
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+// Empty reports whether d changes nothing.
+func (d Delivery) Empty() bool { return len(d.Fields) == 0 && !d.IndividualOnly }
+
+// Restrict writes the delivered file: the merged result with only the
+// chosen service columns and, for IndividualOnly, household matches
+// blanked. It returns the new file's outcome (under result/delivered-).
+// It streams: memory does not grow with the result.
+func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, res *Outcome, d Delivery) (*Outcome, error) {
+	plain, closeResult, err := openResult(ctx, store, plan, res)
+	if err != nil {
+		return nil, err
+	}
+	defer closeResult()
+	delivered := &Outcome{Key: keys.Prefix() + "result/delivered-" + res.FileName, FileName: res.FileName, Reporting: res.Reporting}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wr, err := store.NewWriter(wctx, delivered.Key, &blob.WriterOptions{ContentType: ContentType(delivered.FileName), BufferSize: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(wr, h)}
+	narrow := func(w io.Writer) error {
+		var err error
+		delivered.Rows, err = restrictRows(plain, w, plan, d)
+		return err
+	}
+	if plan.Zip {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(narrow(pw)) }()
+		err = listfile.WriteZip(cw, zipEntryName(plan.ZipEntry, delivered.FileName), pr)
+		pr.CloseWithError(err)
+	} else {
+		err = narrow(cw)
+	}
+	if err != nil {
+		cancel()
+		_ = wr.Close()
+		return nil, err
+	}
+	if err := wr.Close(); err != nil {
+		return nil, fmt.Errorf("write delivered result: %w", err)
+	}
+	delivered.Bytes = cw.n
+	delivered.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return delivered, nil
+}
+
+// restrictRows copies the result rows from plain to out with only the
+// delivered columns, and returns the data rows written.
+func restrictRows(plain io.Reader, out io.Writer, plan *Plan, d Delivery) (int64, error) {
+	keep, matchCol, emailCol := deliveredColumns(plan, d)
+	w := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
+	rd := listfile.NewReader(plain, listfile.Dialect{Delimiter: plan.Delimiter, EmailColumn: 1}, listfile.Limits{})
+	fields := make([]string, 0, len(plan.OutputHeader))
+	row := make([]string, 0, len(keep))
+	var rows int64
+	for first := true; ; first = false {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return rows, fmt.Errorf("read result row: %w", err)
+		}
+		fields = fields[:0]
+		for i := 0; i < rec.NumFields(); i++ {
+			fields = append(fields, rec.Field(i))
+		}
+		if !first && matchCol >= 0 && matchCol < len(fields) && fields[matchCol] != "" && fields[matchCol] != "Individual" {
+			fields[matchCol] = ""
+			if emailCol >= 0 && emailCol < len(fields) {
+				fields[emailCol] = ""
+			}
+		}
+		row = row[:0]
+		for _, i := range keep {
+			if i < len(fields) {
+				row = append(row, fields[i])
+			} else {
+				row = append(row, "")
+			}
+		}
+		if err := w.WriteFields(row); err != nil {
+			return rows, fmt.Errorf("write delivered row: %w", err)
+		}
+		if !first {
+			rows++
+		}
+	}
+	return rows, w.Flush()
+}
+
+// deliveredColumns lists the result columns kept (the input's, then the
+// asked-for service columns) and, for IndividualOnly, where the match type
+// and appended email are (-1: absent).
+func deliveredColumns(plan *Plan, d Delivery) (keep []int, matchCol, emailCol int) {
+	inputCols := len(plan.OutputHeader) - len(plan.Columns)
+	keep = make([]int, 0, len(plan.OutputHeader))
+	for i := 0; i < inputCols; i++ {
+		keep = append(keep, i)
+	}
+	for j, c := range plan.Columns {
+		if len(d.Fields) == 0 || slices.Contains(d.Fields, c) {
+			keep = append(keep, inputCols+j)
+		}
+	}
+	matchCol, emailCol = -1, -1
+	if d.IndividualOnly {
+		for j, c := range plan.Columns {
+			switch c {
+			case MatchTypeColumn:
+				matchCol = inputCols + j
+			case "email":
+				emailCol = inputCols + j
+			}
+		}
+	}
+	return keep, matchCol, emailCol
+}
+
+// openResult opens the result for reading, unzipped; the caller closes it.
+func openResult(ctx context.Context, store *blobstore.Store, plan *Plan, res *Outcome) (io.Reader, func() error, error) {
+	if !plan.Zip {
+		r, err := store.NewReader(ctx, res.Key, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read result: %w", err)
+		}
+		return r, r.Close, nil
+	}
+	ra, size, err := store.NewReaderAt(ctx, res.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read result: %w", err)
+	}
+	_, rc, err := listfile.OpenZip(ra, size, listfile.Limits{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open zipped result: %w", err)
+	}
+	return rc, rc.Close, nil
+}

@@ -1,0 +1,332 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/emaillists"
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
+	"github.com/emaildata/emaildata/internal/engine/fleet"
+	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/engine/proxypool"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/engine/typo"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/lists/callback"
+)
+
+// VerifyConfig configures the verification engine. The API, the manager
+// (for the local executor) and the worker take the same flags, and the
+// manager passes them on to worker Jobs (see Args).
+type VerifyConfig struct {
+	// DNSServer is the resolver ("host:port"), "system" for the one in
+	// /etc/resolv.conf, or "off" to stop at syntax and list checks.
+	DNSServer  string
+	DNSTimeout time.Duration
+	// DNSWorkers bounds the domains of a batch looked up at once.
+	DNSWorkers int
+	// SMTP turns the mailbox check on.
+	SMTP            bool
+	SMTPPort        int
+	HELOName        string
+	MailFrom        string
+	MaxConnsPerHost int
+	RatePerHost     float64
+	// MaxSessions caps the SMTP connections open at once (all hosts).
+	MaxSessions int
+	// MaxRcptPerTransaction and MaxRcptPerSession: RCPTs after one MAIL
+	// FROM, and in one session (see smtpprobe.Config).
+	MaxRcptPerTransaction int
+	MaxRcptPerSession     int
+	// MaxRejectsPerSession: rejected RCPTs a session to a Postfix server
+	// may get before reconnecting (see smtpprobe.Config).
+	MaxRejectsPerSession int
+	PipelineDepth        int
+	// RefusalBackoff is the first wait before trying again a host that
+	// asked to slow down (see smtpprobe.Config).
+	RefusalBackoff  time.Duration
+	ConnectTimeout  time.Duration
+	GreetingTimeout time.Duration
+	CommandTimeout  time.Duration
+	HostPenaltyTTL  time.Duration
+	// SMTPAllowCIDRs opens private or loopback ranges to SMTP probes, which
+	// by default only reach public addresses (MX records can point
+	// anywhere, so this guards the cluster's own network).
+	SMTPAllowCIDRs string
+	GreylistRetry  time.Duration
+	// Proxies are SOCKS5 relays for SMTP (socks5://[user:pass@]host:port),
+	// comma separated or repeated; ProxyMaxConns bounds the connections
+	// open through each.
+	Proxies       StringList
+	ProxyMaxConns int
+	// RowsInFlight is the number of rows a process keeps in verification
+	// at once (shared by the shards it runs, see SharedBy): every wait of
+	// the rows in flight overlaps. Each costs about 0.7 KB of memory.
+	RowsInFlight int
+	// ListsDir holds operator list extensions (a mounted ConfigMap). It is
+	// the manager's own and not passed to workers.
+	ListsDir string
+	// ListsBlobKey names the extensions the manager publishes to the blob
+	// store for worker Jobs (see PublishLists); workers apply them.
+	ListsBlobKey string
+	// ExtraTLDs are accepted in addition to ICANN TLDs (comma separated).
+	ExtraTLDs string
+	// NotAllowed, when set, hears of each MX host address the SSRF guard
+	// refused (once per address).
+	NotAllowed func(ip string) `json:"-"`
+
+	// Fleet: the shared backend and this process's place in it (see
+	// FleetConfig).
+	Fleet FleetConfig
+	// HistoryURL names the verification history: "" the fleet backend
+	// when FleetURL is set (else none), "off" none, or redis://,
+	// postgres://, bolt:///path.db.
+	HistoryURL string
+	// HistoryTTLs say how long each kind of verdict is reused.
+	HistoryTTLs evhistory.TTLs
+	// History, when set, is used instead of opening HistoryURL (one bolt
+	// file shared by the engines of one process).
+	History *evhistory.History `json:"-"`
+	// Log hears of the fleet's switches and weaker settings (default: the
+	// process's slog default).
+	Log *slog.Logger `json:"-"`
+}
+
+// DefaultVerifyConfig is production's starting point for lists: the SMTP
+// prober's own defaults (smtpprobe.DefaultConfig: patient timeouts, since a
+// list can wait and a slow server is not a dead one, and stalled hosts
+// remembered for a shard's lifetime), with a real EHLO name and sender.
+func DefaultVerifyConfig() VerifyConfig {
+	p := smtpprobe.DefaultConfig()
+	return VerifyConfig{
+		DNSServer: "system", DNSTimeout: 2 * time.Second, DNSWorkers: 64,
+		SMTP: true, SMTPPort: p.Port, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
+		MaxConnsPerHost: p.MaxConnsPerHost, RatePerHost: p.RatePerHost, MaxSessions: p.MaxSessions,
+		MaxRcptPerTransaction: p.MaxRcptPerTransaction, MaxRcptPerSession: p.MaxRcptPerSession,
+		MaxRejectsPerSession: p.MaxRejectsPerSession, PipelineDepth: p.PipelineDepth, RefusalBackoff: p.RefusalBackoff,
+		ConnectTimeout: p.ConnectTimeout, GreetingTimeout: p.GreetingTimeout, CommandTimeout: p.CommandTimeout,
+		HostPenaltyTTL: p.HostPenaltyTTL, GreylistRetry: p.GreylistRetry, ProxyMaxConns: 100, RowsInFlight: 100_000,
+		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
+		HistoryURL: os.Getenv("HISTORY_URL"), HistoryTTLs: evhistory.DefaultTTLs(),
+	}
+}
+
+// DefaultAPIVerifyConfig is the starting point for the API: GET /v5/ev and
+// GET /fr answer within seconds, so the SMTP timeouts are short and a
+// stalled host is retried sooner.
+func DefaultAPIVerifyConfig() VerifyConfig {
+	c := DefaultVerifyConfig()
+	c.ConnectTimeout, c.GreetingTimeout, c.CommandTimeout = 5*time.Second, 10*time.Second, 10*time.Second
+	c.HostPenaltyTTL = 5 * time.Minute
+	return c
+}
+
+// managerOnly flags are not passed on to workers (see Args); the fleet
+// seats are the Job's own (JobConfig adds them per list).
+var managerOnly = map[string]bool{"lists-dir": true, "fleet-seat": true, "fleet-seats": true}
+
+// secretURLFlags are not passed on to workers when their URL holds a
+// password: Job specs are readable by more people than Secrets. Workers
+// then read FLEET_URL and HISTORY_URL from --worker-env-secret.
+var secretURLFlags = map[string]bool{"fleet-url": true, "history-url": true}
+
+// BindFlags registers the flags on fs.
+func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DNSServer, "dns-server", c.DNSServer, `DNS resolver host:port, "system" (/etc/resolv.conf) or "off" (no DNS: no SMTP either)`)
+	fs.DurationVar(&c.DNSTimeout, "dns-timeout", c.DNSTimeout, "timeout of one DNS query")
+	fs.IntVar(&c.DNSWorkers, "dns-workers", c.DNSWorkers, "domains of a batch looked up at once")
+	fs.BoolVar(&c.SMTP, "smtp", c.SMTP, "check mailboxes over SMTP")
+	fs.IntVar(&c.SMTPPort, "smtp-port", c.SMTPPort, "SMTP port of mail hosts")
+	fs.StringVar(&c.HELOName, "smtp-helo", c.HELOName, "EHLO name")
+	fs.StringVar(&c.MailFrom, "smtp-mail-from", c.MailFrom, "envelope sender of probes")
+	fs.IntVar(&c.MaxConnsPerHost, "smtp-max-conns-per-host", c.MaxConnsPerHost, "concurrent connections per mail host address")
+	fs.Float64Var(&c.RatePerHost, "smtp-rate-per-host", c.RatePerHost, "new connections per second per mail host address")
+	fs.IntVar(&c.MaxSessions, "smtp-max-sessions", c.MaxSessions, "SMTP connections open at once, all hosts together")
+	fs.IntVar(&c.MaxRcptPerTransaction, "smtp-max-rcpt-per-transaction", c.MaxRcptPerTransaction, "RCPTs after one MAIL FROM (RFC 5321: servers take at least 100; hosts with a lower limit are learnt)")
+	fs.IntVar(&c.MaxRcptPerSession, "smtp-max-rcpt-per-session", c.MaxRcptPerSession, "RCPTs in one SMTP session before reconnecting")
+	fs.IntVar(&c.MaxRejectsPerSession, "smtp-max-rejects-per-session", c.MaxRejectsPerSession, "rejected RCPTs in one session to a Postfix server before reconnecting (Postfix slows every reply from the 10th error on; -1: no limit)")
+	fs.IntVar(&c.PipelineDepth, "smtp-pipeline-depth", c.PipelineDepth, "RCPTs per round trip to servers offering PIPELINING (1: none)")
+	fs.DurationVar(&c.RefusalBackoff, "smtp-refusal-backoff", c.RefusalBackoff, "first wait before trying again a mail host that asked to slow down (421); doubles with each refusal in a row")
+	fs.DurationVar(&c.ConnectTimeout, "smtp-connect-timeout", c.ConnectTimeout, "TCP connect timeout")
+	fs.DurationVar(&c.GreetingTimeout, "smtp-greeting-timeout", c.GreetingTimeout, "wait for a server's greeting (silent longer: a tarpit)")
+	fs.DurationVar(&c.CommandTimeout, "smtp-command-timeout", c.CommandTimeout, "wait for the replies to each command")
+	fs.DurationVar(&c.HostPenaltyTTL, "smtp-host-penalty-ttl", c.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
+	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
+	fs.DurationVar(&c.GreylistRetry, "smtp-greylist-retry", c.GreylistRetry, "delay before retrying a greylisted address")
+	fs.Var(&c.Proxies, "smtp-proxy", "SOCKS5 proxy for SMTP, socks5://[user:pass@]host:port (repeat or comma-separate for a pool)")
+	fs.IntVar(&c.ProxyMaxConns, "smtp-proxy-max-conns", c.ProxyMaxConns, "connections open through one SOCKS5 proxy")
+	fs.IntVar(&c.RowsInFlight, "rows-in-flight", c.RowsInFlight, "rows in verification at once in this process, shared by its shards (about 0.7 KB of memory each; offline verification keeps at most 8000)")
+	fs.StringVar(&c.ListsDir, "lists-dir", c.ListsDir, "directory of list extensions (disposable.txt, free.txt, role.txt, ...)")
+	fs.StringVar(&c.ListsBlobKey, "lists-blob-key", c.ListsBlobKey, "blob key of list extensions published by the manager (workers)")
+	fs.StringVar(&c.ExtraTLDs, "extra-tlds", c.ExtraTLDs, "top-level domains accepted besides ICANN's, comma separated")
+	c.Fleet.BindFlags(fs)
+	fs.StringVar(&c.HistoryURL, "history-url", c.HistoryURL, `verification history: redis://host:port/db, postgres://..., bolt:///path.db, or "off" (default: $HISTORY_URL, else the --fleet-url backend, else none); keys are keyed with $HISTORY_KEY`)
+	c.HistoryTTLs.BindFlags(fs)
+}
+
+// Args renders the config as flags, for worker Jobs: every flag BindFlags
+// knows, but the manager's own.
+func (c VerifyConfig) Args() []string {
+	fs := flag.NewFlagSet("args", flag.ContinueOnError)
+	c.BindFlags(fs)
+	var args []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !managerOnly[f.Name] && !(secretURLFlags[f.Name] && hasPassword(f.Value.String())) {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return args
+}
+
+// OmittedArgs names the flags Args leaves out because their URL holds a
+// password (for the manager to say so).
+func (c VerifyConfig) OmittedArgs() []string {
+	var out []string
+	for _, f := range []struct{ name, v string }{{"fleet-url", c.Fleet.URL}, {"history-url", c.HistoryURL}} {
+		if hasPassword(f.v) {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+func hasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return strings.Contains(raw, "@") // unparseable: err on the safe side
+	}
+	_, ok := u.User.Password()
+	return ok
+}
+
+// StringList is a flag that may be repeated or comma separated.
+type StringList []string
+
+func (l *StringList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+// Set adds the comma-separated values of s.
+func (l *StringList) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+// NewEngine builds the verification engine. With a lists directory it
+// keeps the lists reloaded until ctx ends.
+func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
+	e := &verify.Engine{Typos: typo.Default(), ExtraTLDs: map[string]bool{}, DomainWorkers: c.DNSWorkers}
+	if err := openShared(ctx, e, c); err != nil {
+		return nil, err
+	}
+	base := emaillists.Default()
+	e.Lists = func() *emaillists.Lists { return base }
+	if c.ListsDir != "" {
+		w := emaillists.NewWatcher(base, c.ListsDir, emaillists.DefaultWatchInterval)
+		if err := w.LastError(); err != nil {
+			return nil, fmt.Errorf("lists in %s: %w", c.ListsDir, err)
+		}
+		go func() { _ = w.Run(ctx) }()
+		e.Lists = w.Lists
+	}
+	for _, t := range strings.Split(c.ExtraTLDs, ",") {
+		if t = strings.Trim(strings.ToLower(strings.TrimSpace(t)), "."); t != "" {
+			e.ExtraTLDs[t] = true
+		}
+	}
+	switch c.DNSServer {
+	case "", "off":
+		return e, nil
+	case "system":
+		c.DNSServer = mxdns.DefaultServer()
+	}
+	e.DNS = mxdns.New(mxdns.Config{Server: c.DNSServer, Timeout: c.DNSTimeout})
+	if !c.SMTP {
+		return e, nil
+	}
+	prober, err := NewProber(c)
+	if err != nil {
+		return nil, err
+	}
+	e.SMTP = prober
+	return e, nil
+}
+
+// NewProber builds the SMTP stage from the config: the SSRF guard on every
+// MX host address, direct or through the SOCKS5 proxies.
+func NewProber(c VerifyConfig) (*smtpprobe.Prober, error) {
+	policy, err := callback.ParsePolicy(c.SMTPAllowCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("--smtp-allow-cidrs: %w", err)
+	}
+	cfg := smtpprobe.Config{
+		Port: c.SMTPPort, HELOName: c.HELOName, MailFrom: c.MailFrom,
+		MaxConnsPerHost: c.MaxConnsPerHost, RatePerHost: c.RatePerHost, MaxSessions: c.MaxSessions,
+		MaxRcptPerTransaction: c.MaxRcptPerTransaction, MaxRcptPerSession: c.MaxRcptPerSession,
+		MaxRejectsPerSession: c.MaxRejectsPerSession, PipelineDepth: c.PipelineDepth, RefusalBackoff: c.RefusalBackoff,
+		ConnectTimeout: c.ConnectTimeout, GreetingTimeout: c.GreetingTimeout, CommandTimeout: c.CommandTimeout,
+		HostPenaltyTTL: c.HostPenaltyTTL, GreylistRetry: c.GreylistRetry,
+		AllowAddr: allowAddr(policy, c.NotAllowed),
+		Dialer:    guardedDialer(policy),
+	}
+	if len(c.Proxies) > 0 {
+		pool, err := proxypool.New(proxypool.Config{URLs: c.Proxies, MaxConnsPerProxy: c.ProxyMaxConns})
+		if err != nil {
+			return nil, fmt.Errorf("--smtp-proxy: %w", err)
+		}
+		// The proxies are the operator's own: the guard applies to the
+		// destinations (AllowAddr), not to the proxies' addresses.
+		cfg.Dialer = pool.Dial
+	}
+	return smtpprobe.New(cfg), nil
+}
+
+// allowAddr is the SSRF guard on MX host addresses, telling notify of each
+// refused address once.
+func allowAddr(p callback.Policy, notify func(ip string)) func(netip.Addr) error {
+	var seen sync.Map
+	return func(a netip.Addr) error {
+		if p.Allowed(a) {
+			return nil
+		}
+		if _, dup := seen.LoadOrStore(a, true); !dup && notify != nil {
+			notify(a.String())
+		}
+		return errors.New("not a public address (see --smtp-allow-cidrs)")
+	}
+}
+
+// guardedDialer refuses connections to addresses the policy does not allow
+// (loopback, private, link-local... by default), checked on the resolved
+// address at connect time.
+func guardedDialer(p callback.Policy) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return err
+		}
+		if !p.Allowed(ap.Addr()) {
+			return fmt.Errorf("smtp probe to %s refused: not a public address", ap.Addr())
+		}
+		return nil
+	}}
+	return d.DialContext
+}

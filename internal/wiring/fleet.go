@@ -1,0 +1,141 @@
+package wiring
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
+	"github.com/emaildata/emaildata/internal/engine/fleet"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+)
+
+// FleetConfig names the shared backend of per-host limits, learnt host
+// state and (by default) the verification history, and this process's
+// place in the fleet.
+//
+// Issue 22 phase 1: the backend is opened, watched (fallback, metrics) and
+// serves the history; the SMTP engine still keeps its own per-host limits
+// and learnt state until phase 2 wires internal/engine/smtpprobe to it (see the
+// internal/engine/fleet package comment for the seam). Until then the manager
+// divides each host's budget among a list's pods (JobConfig.SMTPBudget)
+// even with a backend.
+type FleetConfig struct {
+	// URL is redis://host:port/db ("" none: in-process limits).
+	URL string
+	// Egress names this cluster's own address as an egress identity;
+	// each SOCKS5 proxy counts on its own.
+	Egress string
+	// LeaseTTL: a killed process's connection slots are free again
+	// within it.
+	LeaseTTL time.Duration
+	// Seat and Seats: this process's share of each host's budget while
+	// the backend is unreachable (Job pods: the completion index of the
+	// list's shards; -1: $JOB_COMPLETION_INDEX, else 0).
+	Seat, Seats int
+}
+
+// BindFlags registers the fleet flags on fs.
+func (c *FleetConfig) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.URL, "fleet-url", c.URL, "shared backend of per-host SMTP limits, learnt host state and the verification history: redis://[:password@]host:port/db[?prefix=emaildata:] (default $FLEET_URL; empty: this process's own)")
+	fs.StringVar(&c.Egress, "fleet-egress", c.Egress, "name of this cluster's own address as an egress identity (per-host limits are counted per egress; each --smtp-proxy counts on its own)")
+	fs.DurationVar(&c.LeaseTTL, "fleet-lease-ttl", c.LeaseTTL, "how long a connection slot outlives a process that stopped refreshing it (a killed pod's slots are free within it)")
+	fs.IntVar(&c.Seat, "fleet-seat", c.Seat, "this process's seat among --fleet-seats sharing each host's budget while the fleet backend is unreachable (-1: $JOB_COMPLETION_INDEX, else 0)")
+	fs.IntVar(&c.Seats, "fleet-seats", c.Seats, "processes sharing each host's budget while the fleet backend is unreachable (a list's Job: its shards)")
+}
+
+// share is the divided share of a process.
+func (c FleetConfig) share() fleet.Share {
+	seat := c.Seat
+	if seat < 0 {
+		seat, _ = strconv.Atoi(os.Getenv("JOB_COMPLETION_INDEX"))
+	}
+	return fleet.Share{Seat: seat, Seats: max(1, c.Seats)}
+}
+
+// openShared opens the fleet backend and the verification history of c
+// into e; both close when ctx ends.
+func openShared(ctx context.Context, e *verify.Engine, c VerifyConfig) error {
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	var f *fleet.Fleet
+	if c.Fleet.URL != "" {
+		var err error
+		f, err = fleet.Open(ctx, c.Fleet.URL, fleet.Options{LeaseTTL: c.Fleet.LeaseTTL, Share: c.Fleet.share()})
+		if err != nil {
+			return fmt.Errorf("--fleet-url: %w", err)
+		}
+		f.OnMode = func(m fleet.Mode, why string) {
+			if m == fleet.ModeFallback {
+				log.Warn("fleet backend unreachable: each host's budget is divided (never unlimited) until it answers", "reason", why)
+			} else {
+				log.Info("fleet backend in use", "reason", why)
+			}
+		}
+		log.Info("fleet backend", "url", fleet.Redacted(c.Fleet.URL), "mode", string(f.Mode()), "egress", c.Fleet.Egress)
+		e.Reporters = append(e.Reporters, f)
+		context.AfterFunc(ctx, func() { _ = f.Close() })
+	}
+	h, err := openHistory(ctx, c, f, log)
+	if err != nil {
+		return err
+	}
+	if h != nil {
+		e.History = h
+		e.Reporters = append(e.Reporters, h)
+	}
+	return nil
+}
+
+// openHistory opens c's verification history: c.History, HistoryURL, or
+// the fleet backend; nil for none.
+func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.Logger) (*evhistory.History, error) {
+	if c.History != nil {
+		return c.History, nil
+	}
+	url := c.HistoryURL
+	o := evhistory.Options{TTLs: c.HistoryTTLs, Warn: func(m string) { log.Warn(m) }}
+	switch {
+	case url == "off":
+		return nil, nil
+	case url == "" && f != nil:
+		url = c.Fleet.URL
+		o.Redis = f.Backend().Client()
+	case url == "":
+		return nil, nil
+	case url == c.Fleet.URL && f != nil:
+		o.Redis = f.Backend().Client()
+	}
+	h, err := evhistory.Open(ctx, url, o)
+	if err != nil {
+		return nil, fmt.Errorf("--history-url: %w", err)
+	}
+	log.Info("verification history", "url", fleet.Redacted(url))
+	context.AfterFunc(ctx, func() { _ = h.Close() }) // a shared fleet client stays open
+	return h, nil
+}
+
+// FleetHealth returns whether e's fleet backend answers, and why not; nil
+// when e has none.
+func FleetHealth(e *verify.Engine) func() (up bool, detail string) {
+	if e == nil {
+		return nil
+	}
+	for _, r := range e.Reporters {
+		if f, ok := r.(*fleet.Fleet); ok {
+			return func() (bool, string) {
+				if f.Mode() == fleet.ModeFallback {
+					return false, "unreachable since the last health checks"
+				}
+				return true, ""
+			}
+		}
+	}
+	return nil
+}

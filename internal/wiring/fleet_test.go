@@ -1,0 +1,102 @@
+package wiring
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// needRedis fails under CI=true, else skips, without the test Redis.
+func needRedis(t *testing.T) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Redis not reachable (required under CI=true): %v", err)
+		}
+		t.Skipf("Redis not reachable: %v", err)
+	}
+}
+
+// With --fleet-url, the history lives in the fleet backend unless
+// --history-url says otherwise, and the engine reports both's counters.
+func TestEngineSharedParts(t *testing.T) {
+	needRedis(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := DefaultVerifyConfig()
+	c.DNSServer = "off"
+	prefix := "catalogtest:" + t.Name() + ":"
+	c.Fleet.URL = "redis://127.0.0.1:6379/0?prefix=" + prefix
+	t.Cleanup(func() {
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+		defer rdb.Close()
+		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	e, err := NewEngine(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.History == nil {
+		t.Fatal("no history with --fleet-url")
+	}
+	got := EngineCounters(e)
+	for _, k := range []string{"fleet_fallbacks", "fleet_lease_waits", "history_hits", "history_errors"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("counter %s missing from %v", k, got)
+		}
+	}
+	c.HistoryURL = "off"
+	if e, err = NewEngine(ctx, c); err != nil || e.History != nil {
+		t.Errorf("--history-url=off: %v %v", e.History, err)
+	}
+	c.HistoryURL = "bolt://" + filepath.Join(t.TempDir(), "h.db")
+	if e, err = NewEngine(ctx, c); err != nil || e.History == nil {
+		t.Errorf("--history-url=bolt: %v %v", e.History, err)
+	}
+}
+
+// A fleet backend unreachable at start is no reason to stop: the engine
+// starts, the fleet in fallback, the history skipped until it answers.
+func TestEngineWithBackendDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := DefaultVerifyConfig()
+	c.DNSServer = "off"
+	c.Fleet.URL = "redis://" + addr + "/0"
+	e, err := NewEngine(ctx, c)
+	if err != nil {
+		t.Fatalf("engine with the backend down: %v", err)
+	}
+	if got := EngineCounters(e)["fleet_fallbacks"]; got != 1 {
+		t.Errorf("fleet_fallbacks = %v, want 1", got)
+	}
+	if up, _ := FleetHealth(e)(); up {
+		t.Error("FleetHealth says up with the backend down")
+	}
+	if _, err := e.History.Lookup(ctx, []string{"a@example.test"}, nil); err == nil {
+		t.Error("a history lookup with the backend down did not fail (it must be skipped, not trusted)")
+	}
+	for _, bad := range []string{"http://x", "redis://127.0.0.1:6379/x"} {
+		c.Fleet.URL = bad
+		if _, err := NewEngine(ctx, c); err == nil {
+			t.Errorf("--fleet-url=%s accepted", bad)
+		}
+	}
+}
