@@ -1,6 +1,7 @@
-// Package archtest keeps the import rules of the developers' guide: which
-// package may link which. It reads the import graph with `go list -deps`, so
-// a rule broken by an indirect import fails as well as a direct one.
+// Package archtest keeps the import rules written down in
+// docs/architecture.md: which package may link which, and where a new
+// package may live. It reads the import graph with `go list -deps`, so a rule
+// broken by an indirect import fails as well as a direct one.
 package archtest
 
 import (
@@ -8,54 +9,76 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path"
+	"sort"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/emaildata/emaildata"
 
-// engines are the domain engines: they never link Kubernetes, the API
-// types or the controllers.
-var engines = []string{
-	"internal/engine/verify", "internal/lists/listfile", "internal/engine/smtpprobe", "internal/engine/mxdns",
-	"internal/refdata/people", "internal/refdata/fraud", "internal/lists/pipeline", "internal/lists/blobstore",
-	"internal/platform/apikey", "internal/platform/services", "internal/lists/listservice", "internal/refdata/phone",
-	"internal/engine/fleet", "internal/engine/evhistory",
-}
+// The groups of internal/, by role. Rules name groups, not packages, so a
+// package added to a group is covered the day it lands.
+const (
+	engine   = "internal/engine"   // verification engine: syntax, DNS, lists, SMTP, fleet, history
+	lists    = "internal/lists"    // list pipeline and the list services
+	refdata  = "internal/refdata"  // reference data: people, fraud, phone
+	platform = "internal/platform" // helpers every binary uses: keys, logs, metrics
+	wiring   = "internal/wiring"   // assembles the engine and services from configuration
+	kits     = "internal/kits"     // test and development kits
+	operator = "internal/operator"
+	restapi  = "internal/restapi"
+)
 
-// kits are test and development kits: only tests and hack/ import them,
-// so no binary links one. (Issue 24's regrouping of internal/ adds the
-// older kits here.)
-var kits = []string{"internal/kits/testkit"}
+// groups are the only folders internal/ may hold (issue 24: at most 15).
+var groups = []string{engine, lists, refdata, platform, wiring, kits, operator, restapi}
 
-// rule: no package in from (module-relative) may depend, directly or not,
+// kubeFree is the domain code: it never links Kubernetes, the API types or
+// the controllers, so it runs the same in a Job pod, the API, `worker run`
+// and a benchmark. listid is the one exception: it is the list-number
+// counter, a ConfigMap on the API server, and has its own rule below.
+var (
+	kubeFree       = []string{engine, lists, refdata, platform, wiring}
+	kubeFreeExcept = []string{"internal/lists/listid"}
+)
+
+// rule: no package under from (module-relative; a group covers its
+// packages), other than those under except, may depend, directly or not,
 // on a package matching any of deny (module-relative paths, or an external
 // prefix ending in "/").
 type rule struct {
-	from []string
-	deny []string
-	why  string
+	from, except, deny []string
+	why                string
 }
 
 var rules = []rule{
-	{[]string{"internal/restapi", "cmd/api"}, []string{"controllers", "internal/operator"},
+	{[]string{restapi, "cmd/api"}, nil, []string{"controllers", operator},
 		"the API binary must not link the manager"},
-	{[]string{"controllers"}, []string{"internal/restapi"}, "controllers and restapi never import each other"},
-	{[]string{"cmd/worker"}, []string{"controllers", "internal/operator"}, "the worker runs one list; it links no controller"},
-	{[]string{"internal/wiring"}, []string{"api/v1alpha1", "controllers"}, "the service catalog knows no CRD types"},
-	{engines, []string{"k8s.io/", "sigs.k8s.io/", "api/v1alpha1", "controllers", "internal/operator", "internal/restapi"},
-		"domain engines know nothing of Kubernetes, the API types or the controllers"},
+	{[]string{"controllers"}, nil, []string{restapi}, "controllers and restapi never import each other"},
+	{[]string{"cmd/worker"}, nil, []string{"controllers", operator}, "the worker runs one list; it links no controller"},
+	{[]string{wiring}, nil, []string{"api", "controllers"}, "the wiring knows no CRD types"},
+	{kubeFree, kubeFreeExcept,
+		[]string{"k8s.io/", "sigs.k8s.io/", "api", "controllers", operator, restapi},
+		"domain code knows nothing of Kubernetes, the API types or the controllers"},
+	{kubeFreeExcept, nil, []string{"api", "controllers", operator, restapi},
+		"the list-number counter talks to the API server, but knows no CRD type or controller"},
+	// The layers, lowest first: platform, engine, refdata, lists, wiring.
+	{[]string{platform}, nil, []string{engine, refdata, lists, wiring},
+		"platform helpers sit below every domain group"},
+	{[]string{engine}, nil, []string{refdata, lists, wiring},
+		"the engine checks addresses; it knows no list, reference data or wiring"},
+	{[]string{refdata}, nil, []string{lists, wiring}, "reference data knows no list pipeline or wiring"},
+	{[]string{lists}, nil, []string{wiring}, "the list pipeline is given its services; it does not assemble them"},
 }
 
-// deps returns each listed package's transitive (non-test) dependencies.
-func deps(t *testing.T, pkgs []string) map[string][]string {
+// graph is every package of the main module (hack/compare and hack/s3server
+// are modules of their own) with its transitive non-test dependencies, keyed
+// by module-relative path.
+func graph(t *testing.T) map[string][]string {
 	t.Helper()
-	args := []string{"list", "-deps=false", "-json=ImportPath,Deps"}
-	for _, p := range pkgs {
-		args = append(args, module+"/"+p)
-	}
-	cmd := exec.Command("go", args...)
+	cmd := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Deps", module+"/...")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -76,7 +99,23 @@ func deps(t *testing.T, pkgs []string) map[string][]string {
 		}
 		got[strings.TrimPrefix(p.ImportPath, module+"/")] = p.Deps
 	}
+	for _, want := range []string{"cmd/manager", "cmd/api", "cmd/worker", "internal/engine/verify"} {
+		if _, ok := got[want]; !ok {
+			t.Fatalf("go list did not report %s (%d packages)", want, len(got))
+		}
+	}
 	return got
+}
+
+// under reports whether the module-relative package pkg is one of paths or
+// below one.
+func under(pkg string, paths []string) bool {
+	for _, p := range paths {
+		if pkg == p || strings.HasPrefix(pkg, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func denied(dep string, deny []string) bool {
@@ -84,56 +123,87 @@ func denied(dep string, deny []string) bool {
 		if strings.HasSuffix(d, "/") && strings.HasPrefix(dep, d) {
 			return true
 		}
-		if dep == module+"/"+d || strings.HasPrefix(dep, module+"/"+d+"/") {
-			return true
-		}
 	}
-	return false
+	rel, ok := strings.CutPrefix(dep, module+"/")
+	return ok && under(rel, deny)
+}
+
+// isKit: the kits group, and the test doubles kept beside the package they
+// stand in for, Go's httptest convention (proxypool/socks5test,
+// listservice/listservicetest, controllers/phasetest).
+func isKit(pkg string) bool {
+	return under(pkg, []string{kits}) || strings.HasSuffix(path.Base(pkg), "test")
 }
 
 func TestImportRules(t *testing.T) {
-	var all []string
+	g := graph(t)
 	for _, r := range rules {
-		all = append(all, r.from...)
-	}
-	graph := deps(t, all)
-	for _, r := range rules {
-		for _, from := range r.from {
-			ds, ok := graph[from]
-			if !ok {
-				t.Errorf("go list did not report %s", from)
+		matched := 0
+		for from, ds := range g {
+			if !under(from, r.from) || under(from, r.except) {
 				continue
 			}
+			matched++
 			for _, d := range ds {
 				if denied(d, r.deny) {
 					t.Errorf("%s depends on %s: %s", from, d, r.why)
 				}
 			}
 		}
+		if matched == 0 {
+			t.Errorf("rule %q covers no package (from %v)", r.why, r.from)
+		}
 	}
 }
 
-// TestKitsOnlyInTestsAndHack: no package of the module outside hack/ and
-// the kits themselves links a kit (test files are not in go list's Deps).
+// TestKitsOnlyInTestsAndHack: outside hack/ and the kits themselves, no
+// package of the module links a kit (test files are not in go list's Deps),
+// so no binary under cmd/ links one.
 func TestKitsOnlyInTestsAndHack(t *testing.T) {
-	graph := deps(t, []string{"..."})
-	if len(graph) < 10 {
-		t.Fatalf("go list reported %d packages", len(graph))
-	}
-	for from, ds := range graph {
-		if strings.HasPrefix(from, "hack/") || denied(module+"/"+from, kits) {
+	g := graph(t)
+	for from, ds := range g {
+		if strings.HasPrefix(from, "hack/") || isKit(from) {
 			continue
 		}
 		for _, d := range ds {
-			if denied(d, kits) {
-				t.Errorf("%s depends on the test kit %s: kits are for tests and hack/ only", from, d)
+			if rel, ok := strings.CutPrefix(d, module+"/"); ok && isKit(rel) {
+				what := "package"
+				if strings.HasPrefix(from, "cmd/") {
+					what = "binary"
+				}
+				t.Errorf("%s %s links the kit %s: kits are for tests and hack/ only", what, from, rel)
 			}
 		}
 	}
 }
 
-// TestDenied checks the matcher the rules rely on.
-func TestDenied(t *testing.T) {
+// TestInternalFolders: internal/ holds the groups and nothing else, so a
+// new package is placed by role (docs/architecture.md, "where to change
+// what").
+func TestInternalFolders(t *testing.T) {
+	entries, err := os.ReadDir("../../../internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		if e.IsDir() {
+			got = append(got, "internal/"+e.Name())
+		}
+	}
+	sort.Strings(got)
+	for _, d := range got {
+		if !under(d, groups) {
+			t.Errorf("%s is not a group of internal/ (%v): put the package in the group of its role", d, groups)
+		}
+	}
+	if len(got) > 15 {
+		t.Errorf("internal/ holds %d folders, more than 15: %v", len(got), got)
+	}
+}
+
+// TestMatchers checks the matchers the rules rely on.
+func TestMatchers(t *testing.T) {
 	tests := []struct {
 		dep  string
 		deny []string
@@ -145,11 +215,29 @@ func TestDenied(t *testing.T) {
 		{module + "/controllers/sub", []string{"controllers"}, true},
 		{module + "/controllersx", []string{"controllers"}, false},
 		{module + "/api/v1alpha1", []string{"api/v1alpha1"}, true},
+		{module + "/api/v1alpha1", []string{"api"}, true},
+		{module + "/api/kubescheme", []string{"api"}, true},
 		{module + "/internal/restapi", []string{"controllers"}, false},
+		{module + "/internal/engine/smtpprobe", []string{engine}, true},
+		{module + "/internal/engineroom", []string{engine}, false},
+		{"example.com/internal/engine/x", []string{engine}, false},
 	}
 	for _, tt := range tests {
 		if got := denied(tt.dep, tt.deny); got != tt.want {
 			t.Errorf("denied(%q, %q) = %v, want %v", tt.dep, tt.deny, got, tt.want)
+		}
+	}
+	kit := map[string]bool{
+		"internal/kits/mailworld":                    true,
+		"internal/kits/testkit/builders":             true,
+		"internal/engine/proxypool/socks5test":       true,
+		"internal/lists/listservice/listservicetest": true,
+		"internal/engine/smtpprobe":                  false,
+		"internal/kitsch":                            false,
+	}
+	for pkg, want := range kit {
+		if got := isKit(pkg); got != want {
+			t.Errorf("isKit(%q) = %v, want %v", pkg, got, want)
 		}
 	}
 }
