@@ -117,7 +117,7 @@ func classifyAfterShip(res *emailverifier.Result, err error) (string, string) {
 // pointed at the world's DNS server and SMTP port.
 func newEngine(dnsAddr string, s settings) (*verify.Engine, *smtpprobe.Prober) {
 	// The per-host limits are smtpprobe's defaults, as the binaries' are;
-	// the timeouts are wiring.DefaultAPIVerifyConfig's (catalog is not
+	// the timeouts are wiring.DefaultAPIVerifyConfig's (wiring is not
 	// imported: it would pull the blob store clients into this module).
 	p := smtpprobe.New(smtpprobe.Config{
 		Port: s.port, HELOName: "verify.test", MailFrom: "probe@verify.test",

@@ -108,7 +108,7 @@ func TestProberDefaultsAreSMTPProbes(t *testing.T) {
 	for i := range gv.NumField() {
 		f := gv.Type().Field(i)
 		if k := f.Type.Kind(); k == reflect.Func || k == reflect.Interface {
-			continue // the guard and the dialer are catalog's own
+			continue // the guard and the dialer are wiring's own
 		}
 		compared++
 		if g, w := gv.Field(i).Interface(), wv.Field(i).Interface(); !reflect.DeepEqual(g, w) {
