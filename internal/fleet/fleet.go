@@ -196,17 +196,29 @@ type Penalty struct {
 
 // HostLimits are limits a host showed. Zero fields are unknown.
 type HostLimits struct {
+	// RcptPerTransaction: RCPTs a transaction before the host answered
+	// "452 4.5.3 too many recipients".
+	RcptPerTransaction int
 	// RcptPerSession: RCPTs a session before the host said "too many"
 	// (452 4.5.3, or 421 after some RCPTs).
 	RcptPerSession int
 	// RejectsPerSession: rejections a session before the host slowed down.
 	RejectsPerSession int
+	// NonmailPerSession: non-mail commands (RSETs) a session before the
+	// host dropped it (Exim's smtp_accept_max_nonmail).
+	NonmailPerSession int
 	// Conns: connections at once the host accepts (421 "too many
 	// connections").
 	Conns int
 	// ConnInterval: spacing between new connections after the host asked
 	// for a slow-down (421 4.7.0 "try again later" and the like).
 	ConnInterval time.Duration
+	// ConnsPerWindow: connections the host accepts in its counting window
+	// (Postfix's anvil) before it refuses.
+	ConnsPerWindow int
+	// Answered: the host has sent an SMTP reply before (a host that has
+	// answered and then refuses is busy, not dead).
+	Answered bool
 }
 
 // merge lowers caps and lengthens spacings with o.
@@ -220,10 +232,14 @@ func (h HostLimits) merge(o HostLimits) HostLimits {
 		}
 		return a
 	}
+	h.RcptPerTransaction = low(h.RcptPerTransaction, o.RcptPerTransaction)
 	h.RcptPerSession = low(h.RcptPerSession, o.RcptPerSession)
 	h.RejectsPerSession = low(h.RejectsPerSession, o.RejectsPerSession)
+	h.NonmailPerSession = low(h.NonmailPerSession, o.NonmailPerSession)
 	h.Conns = low(h.Conns, o.Conns)
 	h.ConnInterval = max(h.ConnInterval, o.ConnInterval)
+	h.ConnsPerWindow = low(h.ConnsPerWindow, o.ConnsPerWindow)
+	h.Answered = h.Answered || o.Answered
 	return h
 }
 

@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/fleet"
 	"github.com/emaildata/emaildata/internal/proxypool"
 )
 
@@ -44,6 +46,61 @@ type session struct {
 	rtt                  time.Duration // last exchange's round trip
 	broken               bool          // I/O failed or the server is closing: close without QUIT
 	lastReply            reply         // last reply read (for failures)
+
+	lease     *fleet.Lease  // the connection slot (see hold)
+	leaseStop chan struct{} // closed when the connection is
+	cutAt     atomic.Int64  // unix ns after which no I/O may go on (the lease ended); 0: none
+}
+
+// leaseGrace is how long an exchange under way may go on once its lease
+// is lost or runs out: enough for a reply in flight, not for a tarpit.
+const leaseGrace = 2 * time.Second
+
+// leaseMargin is the least time left on a lease worth another exchange.
+const leaseMargin = time.Second
+
+// hold ties the session to its connection slot: it is released when the
+// connection is closed, and once it is lost (or its deadline passes) the
+// session takes no more work and its I/O is cut leaseGrace later.
+func (s *session) hold(l *fleet.Lease) {
+	s.lease = l
+	s.leaseStop = make(chan struct{})
+	dl, ok := l.Deadline()
+	go func() {
+		var at <-chan time.Time
+		if ok {
+			t := time.NewTimer(time.Until(dl))
+			defer t.Stop()
+			at = t.C
+		}
+		select {
+		case <-s.leaseStop:
+			return
+		case <-l.Lost():
+		case <-at:
+		}
+		cut := time.Now().Add(leaseGrace)
+		s.cutAt.Store(cut.UnixNano())
+		_ = s.c.SetDeadline(cut)
+	}()
+}
+
+// leaseEnding reports whether the session must end now rather than take
+// more work: its lease is lost or about to run out.
+func (s *session) leaseEnding() bool {
+	if s.lease == nil {
+		return false
+	}
+	if s.cutAt.Load() != 0 {
+		return true
+	}
+	select {
+	case <-s.lease.Lost():
+		return true
+	default:
+	}
+	dl, ok := s.lease.Deadline()
+	return ok && time.Until(dl) < max(leaseMargin, 2*s.rtt)
 }
 
 // countReader counts the bytes read through it.
@@ -252,6 +309,9 @@ func (p *Prober) stalled(tg target, t0 time.Time, err error) {
 // by the budget.
 func (s *session) arm(d time.Duration) error {
 	dl := time.Now().Add(d)
+	if c := s.cutAt.Load(); c != 0 && time.Unix(0, c).Before(dl) {
+		dl = time.Unix(0, c)
+	}
 	if !s.budget.IsZero() {
 		if !time.Now().Before(s.budget) {
 			return &budgetError{context.DeadlineExceeded}
@@ -389,6 +449,10 @@ func (s *session) quit(wait time.Duration) {
 
 func (s *session) close() {
 	s.c.Close()
+	if s.lease != nil {
+		close(s.leaseStop)
+		s.lease.Release()
+	}
 	d := time.Since(s.t0)
 	s.p.st.sessionNs.Add(int64(d))
 	s.p.st.sessionHist.Observe(d)

@@ -126,6 +126,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/durhist"
+	"github.com/emaildata/emaildata/internal/fleet"
 	"github.com/emaildata/emaildata/internal/mxdns"
 	"github.com/emaildata/emaildata/internal/verify"
 )
@@ -229,6 +230,22 @@ type Config struct {
 	// AllowAddr, when set, must accept an MX host address before anything
 	// is dialled (directly or through a proxy): the SSRF guard.
 	AllowAddr func(netip.Addr) error
+	// Limiter holds each host's connection slots (MaxConnsPerHost lowered
+	// by what was learnt) and new connections a second (RatePerHost) for
+	// every process that shares it (issue 22): a fleet.Fleet with
+	// --fleet-url; default fleet.NewLocal, this Prober's own. Each session
+	// takes a lease before it dials, ends before the lease does, and
+	// gives it back when its connection is closed.
+	Limiter fleet.Limiter
+	// Learnt, when set, shares what sessions learn with the processes
+	// that share it: catch-all verdicts (CatchAllCacheTTL), stalled and
+	// refusing hosts (HostPenaltyTTL) and learnt per-host limits
+	// (HostMemoryTTL; unless HostMemory is set). Nil: this Prober's own
+	// memory only.
+	Learnt fleet.Learnt
+	// Egress names where direct connections leave from, the identity
+	// per-host limits are counted against (default fleet.DefaultEgress).
+	Egress string
 }
 
 func (c *Config) setDefaults() {
@@ -286,8 +303,17 @@ func (c *Config) setDefaults() {
 		var d net.Dialer
 		c.Dialer = d.DialContext
 	}
+	if c.Egress == "" {
+		c.Egress = fleet.DefaultEgress
+	}
+	if c.Limiter == nil {
+		c.Limiter = fleet.NewLocal(0)
+	}
 	if c.HostMemory == nil {
 		c.HostMemory = NewHostMemory(c.HostPenaltySize, c.HostMemoryTTL)
+		if c.Learnt != nil {
+			c.HostMemory = newSharedHostMemory(c.HostMemory, c.Learnt, c.Egress, c.HostMemoryTTL)
+		}
 	}
 }
 
@@ -506,7 +532,7 @@ func New(cfg Config) *Prober {
 	p := &Prober{
 		cfg:       cfg,
 		cache:     newVerdictCache(cfg.CatchAllCacheSize, cfg.CatchAllCacheTTL),
-		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL),
+		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL, cfg.Learnt, cfg.Egress),
 		mailFrom:  "<" + cfg.MailFrom + ">",
 		hosts:     make(map[string]*hostQ),
 		sweepAt:   minSweep,
