@@ -36,30 +36,30 @@
 // answers, Turns (and a Local memory of learnt state) while it does not —
 // never unlimited. See Fleet for the switching rules.
 //
-// # The seam with the engine (issue 22, phase 2)
+// # The seam with the engine
 //
-// The SMTP engine (internal/smtpprobe) keeps its own in-process limits
-// until phase 2 wires it to a Limiter and a Learnt. Where it calls them:
+// The SMTP engine (internal/smtpprobe, shared.go) calls them here:
 //
-//   - before each connection (sched.go, Prober.session, where hostQ.lim is
-//     reserved today): lease, err := Acquire(ctx, Key{egress, addr}, lim),
-//     then Wait(ctx, key, lim), then dial. The session ends (QUIT) before
-//     lease.Deadline() and at once when lease.Lost() is closed, and calls
-//     lease.Release() when the connection is closed. hostQ.sessions stays
-//     the local count that decides whether to start another session.
-//   - lim is the configured Limits lowered by HostLimits.Conns and spaced
-//     by HostLimits.ConnInterval (the 421 slow-down of issue 21).
-//   - catch-all verdicts (job.go, verdictCache get/put): CatchAll and
-//     SetCatchAll, per domain.
-//   - stalled and refusing hosts (penalty.go: check/mark/clear): Penalty,
-//     SetPenalty, ClearPenalty, per Key.
-//   - learnt per-session limits (exchange.go learnLimitLocked and the
-//     rejection budget; issue 21's slow-downs): HostLimits when a hostQ is
-//     created (and every few seconds while it lives), LowerHostLimits when
-//     a lesson is learnt.
-//   - the egress: the dial decides the proxy today (proxypool.Pool.Dial);
-//     phase 2 picks the proxy first (EgressForProxy names it) so that the
-//     lease is taken on the right Key.
+//   - before each connection (sched.go, Prober.session): Acquire(ctx,
+//     Key{egress, addr}, lim), then Wait(ctx, key, lim), then dial. The
+//     session takes no more work once lease.Lost() is closed or
+//     lease.Deadline() is near, its I/O is cut shortly after, and
+//     lease.Release() is called when the connection is closed.
+//     hostQ.sessions stays the local count that decides whether to start
+//     another session.
+//   - lim is the configured Limits lowered by the learnt limits (and, with
+//     a shared Learnt, spaced to a host's anvil window).
+//   - catch-all verdicts (job.go): CatchAll when a call starts and before
+//     a probe is sent, SetCatchAll when one is found.
+//   - stalled and refusing hosts (penalty.go): Penalty before each
+//     session, SetPenalty and ClearPenalty as they are found.
+//   - learnt per-host limits: the Prober's HostMemory reads HostLimits in
+//     the background (every few seconds per host while its sessions run)
+//     and sends every lesson on with LowerHostLimits.
+//   - the egress: with SOCKS5 proxies the pool picks the proxy as it
+//     dials, after the lease, so every proxy's connections count against
+//     the process's one egress for now (EgressForProxy is for when the
+//     proxy is chosen first).
 package fleet
 
 import (

@@ -311,14 +311,17 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		}
 	}
 	// Without a fleet backend holding them, pods divide each mail host's
-	// budget. Issue 22 phase 1: the SMTP engine does not take its limits
-	// from the backend yet, so budgets are divided with --fleet-url too;
-	// phase 2 sets Shared when o.Verify.Fleet.URL is set.
+	// budget. With one, every pod takes its connection slots and rates
+	// from it and gets the whole budget; --fleet-required makes a pod
+	// that did not get the URL (it travels in --worker-env-secret when it
+	// holds a password) fail rather than spend the budget alone.
 	if o.Verify.SMTP && o.Verify.DNSServer != "off" {
-		o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost}
+		shared := o.Verify.Fleet.URL != ""
+		o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost, Shared: shared}
 		if o.Job.SMTPBudget.Rate <= 0 {
 			o.Job.SMTPBudget.Rate = 5
 		}
+		o.Verify.Fleet.Required = o.Verify.Fleet.Required || shared
 	}
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
