@@ -1,0 +1,228 @@
+package smtpprobe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/emaildata/emaildata/internal/fleet"
+	"github.com/emaildata/emaildata/internal/mailworld"
+)
+
+// Issue 22: engines that share a fleet backend (the real Redis at
+// 127.0.0.1:6379) keep each host's limits together and share what they
+// learn. Each engine has its own fleet.Fleet (its own connections and
+// health checks), as separate processes do.
+
+const testRedisAddr = "127.0.0.1:6379"
+
+// fleetURL returns a URL on the test Redis with a key prefix of the
+// test's own, deleted at the end. Under CI=true an unreachable Redis
+// fails the test.
+func fleetURL(t testing.TB) string {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: testRedisAddr})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Redis not reachable at %s (required under CI=true): %v", testRedisAddr, err)
+		}
+		t.Skipf("Redis not reachable at %s: %v", testRedisAddr, err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "smtpprobetest:" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, pat := range []string{prefix + "*", "rate:" + prefix + "*"} {
+			keys, _ := rdb.Keys(ctx, pat).Result()
+			if len(keys) > 0 {
+				rdb.Del(ctx, keys...)
+			}
+		}
+		_ = rdb.Close()
+	})
+	return "redis://" + testRedisAddr + "/0?prefix=" + prefix
+}
+
+func openFleet(t testing.TB, url string, o fleet.Options) *fleet.Fleet {
+	t.Helper()
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = time.Second
+	}
+	o.HealthInterval = 100 * time.Millisecond
+	f, err := fleet.Open(context.Background(), url, o)
+	if err != nil {
+		t.Fatalf("fleet.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// withFleet makes a Prober use f for its limits and learnt state.
+func withFleet(f *fleet.Fleet, more func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.Limiter, c.Learnt = f, f
+		if more != nil {
+			more(c)
+		}
+	}
+}
+
+// shortSessions makes many short sessions: a few RCPTs each.
+func shortSessions(c *Config) { c.MaxRcptPerSession = 4 }
+
+// probeAll runs every prober on its own addresses of domain at once and
+// checks that every address got want.
+func probeAll(t *testing.T, e *env, domain string, per int, want Outcome, probers ...*Prober) {
+	t.Helper()
+	ctx := ctxTimeout(t, 60*time.Second)
+	mx := e.mx(domain)
+	var wg sync.WaitGroup
+	for i, p := range probers {
+		addrs := make([]string, per)
+		for k := range addrs {
+			addrs[k] = fmt.Sprintf("u%d-%d@%s", i, k, domain)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]Result, len(addrs))
+			if err := p.ProbeBatch(ctx, domain, mx, addrs, res); err != nil {
+				t.Errorf("prober %d: %v", i, err)
+			}
+			for k, r := range res {
+				if r.Outcome != want {
+					t.Errorf("prober %d: %s: %v %q %v", i, addrs[k], r.Outcome, r.Reply, r.Err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Two engines sharing a backend never open more than the host's limit
+// together; the same two engines each on their own do (the measure at the
+// server is sensitive).
+func TestFleetTwoEnginesKeepHostLimit(t *testing.T) {
+	url := fleetURL(t)
+	e := startWorld(t, mailworld.Options{Latency: 5 * time.Millisecond},
+		mailworld.Domain{Name: "own.test"}, mailworld.Domain{Name: "shared.test"})
+
+	probeAll(t, e, "own.test", 200, Missing, e.prober(shortSessions), e.prober(shortSessions))
+	own := hostStats(e, "mx1.own.test")
+	if own.MaxConcurrent <= 2 {
+		t.Fatalf("without a fleet, two engines opened at most %d sessions at once: the test cannot tell", own.MaxConcurrent)
+	}
+
+	f1, f2 := openFleet(t, url, fleet.Options{}), openFleet(t, url, fleet.Options{})
+	p1, p2 := e.prober(withFleet(f1, shortSessions)), e.prober(withFleet(f2, shortSessions))
+	probeAll(t, e, "shared.test", 200, Missing, p1, p2)
+	hs := hostStats(e, "mx1.shared.test")
+	if hs.MaxConcurrent > 2 || hs.Total < 50 {
+		t.Fatalf("sharing a fleet: %d sessions at once (limit 2) over %d connections", hs.MaxConcurrent, hs.Total)
+	}
+	t.Logf("on their own: %d at once over %d connections; sharing a fleet: %d over %d",
+		own.MaxConcurrent, own.Total, hs.MaxConcurrent, hs.Total)
+}
+
+// A catch-all verdict found by one engine spares the other its probe; a
+// tarpit found by one is skipped by the other, whose addresses are Timeout
+// all the same.
+func TestFleetSharedLessons(t *testing.T) {
+	url := fleetURL(t)
+	e := startWorld(t, mailworld.Options{},
+		mailworld.Domain{Name: "ca.test", DefaultBehaviour: mailworld.CatchAll},
+		mailworld.Domain{Name: "pit.test", Tarpit: true})
+	f1, f2 := openFleet(t, url, fleet.Options{}), openFleet(t, url, fleet.Options{})
+	quick := func(c *Config) { c.GreetingTimeout = 300 * time.Millisecond }
+	p1, p2 := e.prober(withFleet(f1, quick)), e.prober(withFleet(f2, quick))
+	ctx := ctxTimeout(t, 20*time.Second)
+
+	if r := p1.Probe(ctx, e.mx("ca.test"), "a@ca.test"); r.Outcome != CatchAll {
+		t.Fatalf("first engine: %v %q", r.Outcome, r.Reply)
+	}
+	waitFor(t, "the catch-all verdict in the fleet", func() bool {
+		_, ok, _ := f2.CatchAll(ctx, "ca.test")
+		return ok
+	})
+	if r := p2.Probe(ctx, e.mx("ca.test"), "b@ca.test"); r.Outcome != CatchAll {
+		t.Fatalf("second engine: %v %q", r.Outcome, r.Reply)
+	}
+	if a, b := p1.Stats(), p2.Stats(); a.CatchAllProbes != 1 || b.CatchAllProbes != 0 || b.CatchAllCached == 0 {
+		t.Fatalf("catch-all probes: first %d, second %d (cached %d); want 1, 0 and the fleet's verdict", a.CatchAllProbes, b.CatchAllProbes, b.CatchAllCached)
+	}
+
+	if r := p1.Probe(ctx, e.mx("pit.test"), "a@pit.test"); r.Outcome != Timeout {
+		t.Fatalf("tarpit, first engine: %v %v", r.Outcome, r.Err)
+	}
+	mxPit := e.mx("pit.test")
+	waitFor(t, "the tarpit's penalty in the fleet", func() bool {
+		_, ok, _ := f2.Penalty(ctx, fleet.Key{Egress: fleet.DefaultEgress, Host: mxPit[0].Addrs[0].String() + fmt.Sprintf(":%d", e.w.SMTPPort())})
+		return ok
+	})
+	before := hostStats(e, "mx1.pit.test").Total
+	start := time.Now()
+	r := p2.Probe(ctx, mxPit, "b@pit.test")
+	if r.Outcome != Timeout || p2.Stats().HostsSkipped == 0 || hostStats(e, "mx1.pit.test").Total != before {
+		t.Fatalf("tarpit, second engine: %v %v, skipped %d, connections %d -> %d; want Timeout without a connection",
+			r.Outcome, r.Err, p2.Stats().HostsSkipped, before, hostStats(e, "mx1.pit.test").Total)
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Fatalf("the skipped tarpit took %v", d)
+	}
+}
+
+// Learnt limits travel too: a host that showed a limit of RCPTs a
+// transaction to one engine is sent no more by the other.
+func TestFleetSharedHostLimits(t *testing.T) {
+	url := fleetURL(t)
+	f1, f2 := openFleet(t, url, fleet.Options{}), openFleet(t, url, fleet.Options{})
+	m1 := newSharedHostMemory(NewHostMemory(10, time.Minute), f1, "direct", time.Minute)
+	m2 := newSharedHostMemory(NewHostMemory(10, time.Minute), f2, "direct", time.Minute)
+	m1.Learn("192.0.2.1:25", HostState{RcptsPerTransaction: 7, ConnRate: 0.5, Answered: true})
+	waitFor(t, "the lesson in the second engine", func() bool {
+		m2.mu.Lock()
+		delete(m2.fetched, "192.0.2.1:25") // read again at once
+		m2.mu.Unlock()
+		return m2.Load("192.0.2.1:25").RcptsPerTransaction == 7
+	})
+	if s := m2.Load("192.0.2.1:25"); s.ConnRate != 0.5 || !s.Answered {
+		t.Fatalf("second engine learnt %+v", s)
+	}
+}
+
+// With the backend unreachable, an engine keeps its divided share of the
+// host's budget (one connection of two for seat 0 of 2): never unlimited.
+func TestFleetBackendDownDividesBudget(t *testing.T) {
+	e := startWorld(t, mailworld.Options{Latency: 5 * time.Millisecond}, mailworld.Domain{Name: "down.test"})
+	f := openFleet(t, "redis://127.0.0.1:1/0", fleet.Options{LeaseTTL: 200 * time.Millisecond, Share: fleet.Share{Seat: 0, Seats: 2}})
+	p := e.prober(withFleet(f, shortSessions))
+	probeAll(t, e, "down.test", 200, Missing, p)
+	if hs := hostStats(e, "mx1.down.test"); hs.MaxConcurrent != 1 {
+		t.Fatalf("backend down: %d sessions at once, want this seat's 1 of 2", hs.MaxConcurrent)
+	}
+	if f.Mode() != fleet.ModeFallback {
+		t.Fatalf("mode %s", f.Mode())
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
