@@ -38,6 +38,8 @@ type settings struct {
 	singleTimeout time.Duration
 	worker        string   // worker binary ("": build it)
 	workerArgs    []string // more flags for worker run
+	procs         int      // ours-list: worker run processes sharing the list
+	fleetURL      string   // ours-list: their --fleet-url ("": none)
 }
 
 // runAfterShip verifies every address with AfterShip's Verify, from a
@@ -156,27 +158,77 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 			return nil, nil, 0, "", fmt.Errorf("build worker: %w", err)
 		}
 	}
-	in, out := filepath.Join(dir, "list.csv"), filepath.Join(dir, "result.csv")
-	if err := writeList(in, rows); err != nil {
+	procs := max(1, s.procs)
+	type proc struct {
+		cmd    *exec.Cmd
+		out    string
+		rows   int
+		stderr strings.Builder
+	}
+	ps := make([]*proc, 0, procs)
+	for i := range procs {
+		// Contiguous parts, as a list's shards are.
+		lo, hi := len(rows)*i/procs, len(rows)*(i+1)/procs
+		in := filepath.Join(dir, fmt.Sprintf("list%d.csv", i))
+		if err := writeList(in, rows[lo:hi]); err != nil {
+			return nil, nil, 0, "", err
+		}
+		pr := &proc{out: filepath.Join(dir, fmt.Sprintf("result%d.csv", i)), rows: hi - lo}
+		pr.cmd = exec.Command(bin, "run", "--in", in, "--out", pr.out, "--delimiter", "comma", "--header", "--email-column", "1",
+			"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
+			"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
+			"--smtp-greylist-retry", s.greylistRetry.String(),
+			"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
+			"--stats", "--progress", "30s", "--fleet-url", s.fleetURL,
+			"--fleet-seat", strconv.Itoa(i), "--fleet-seats", strconv.Itoa(procs))
+		if s.fleetURL == "" {
+			pr.cmd.Args = append(pr.cmd.Args, "--history-url", "off")
+		}
+		pr.cmd.Args = append(pr.cmd.Args, s.workerArgs...)
+		pr.cmd.Env = append(os.Environ(), "FLEET_URL=", "HISTORY_URL=")
+		pr.cmd.Stderr = &pr.stderr
+		if procs == 1 {
+			pr.cmd.Stderr = io.MultiWriter(&pr.stderr, os.Stderr)
+		}
+		ps = append(ps, pr)
+	}
+	for _, pr := range ps {
+		if err := pr.cmd.Start(); err != nil {
+			return nil, nil, 0, "", fmt.Errorf("worker run: %w", err)
+		}
+	}
+	var errs []error
+	for i, pr := range ps {
+		if err := pr.cmd.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("worker run %d: %w: %s", i, err, pr.stderr.String()))
+		}
+		if ru, ok := pr.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, nil, 0, "", err
 	}
-	var stderr strings.Builder
-	cmd := exec.Command(bin, "run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1",
-		"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
-		"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
-		"--smtp-greylist-retry", s.greylistRetry.String(),
-		"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
-		"--stats", "--progress", "30s")
-	cmd.Args = append(cmd.Args, s.workerArgs...)
-	cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
-	if err := cmd.Run(); err != nil {
-		return nil, nil, 0, "", fmt.Errorf("worker run: %w", err)
+	var notes []string
+	for i, pr := range ps {
+		p, r, err := readResult(pr.out, pr.rows)
+		if err != nil {
+			return nil, nil, 0, "", fmt.Errorf("result %d: %w", i, err)
+		}
+		pred, raw = append(pred, p...), append(raw, r...)
+		if procs == 1 {
+			notes = append(notes, pr.stderr.String())
+		} else {
+			notes = append(notes, fmt.Sprintf("process %d:\n%s", i, lastLines(pr.stderr.String(), 12)))
+		}
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-	}
-	pred, raw, err = readResult(out, len(rows))
-	return pred, raw, cpu, stderr.String(), err
+	return pred, raw, cpu, strings.Join(notes, ""), nil
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	l := strings.SplitAfter(s, "\n")
+	return strings.Join(l[max(0, len(l)-n-1):], "")
 }
 
 func writeList(path string, rows []string) error {

@@ -690,6 +690,7 @@ type HostStats struct {
 	Down          bool   // refuses connections (PrimaryDown, AllDown, NullMX sink)
 	Current       int    // open connections now
 	MaxConcurrent int    // peak of Current
+	MaxPerSecond  int    // most connections accepted within one second (sliding)
 	Total         int    // connections accepted
 	Rejected      int    // connections turned away with 421 at the greeting (MaxConns, ConnRateLimit)
 	EHLO          int    // EHLO and HELO commands
@@ -713,6 +714,7 @@ type WorldStats struct {
 	Current        int                  // open now, all hosts
 	PeakConcurrent int                  // world-wide peak of open connections
 	MaxConcurrent  int                  // highest per-host MaxConcurrent
+	MaxPerSecond   int                  // highest per-host MaxPerSecond
 	Rejected       int
 	EHLO           int
 	MAIL           int
@@ -738,6 +740,7 @@ func (w *World) Stats() WorldStats {
 		s.Connections += hs.Total
 		s.Current += hs.Current
 		s.MaxConcurrent = max(s.MaxConcurrent, hs.MaxConcurrent)
+		s.MaxPerSecond = max(s.MaxPerSecond, hs.MaxPerSecond)
 		s.Rejected += hs.Rejected
 		s.EHLO += hs.EHLO
 		s.MAIL += hs.MAIL
