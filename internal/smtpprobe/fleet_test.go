@@ -5,8 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"os"
+	"os/exec"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/fleet"
 	"github.com/emaildata/emaildata/internal/mailworld"
+	"github.com/emaildata/emaildata/internal/mxdns"
 )
 
 // Issue 22: engines that share a fleet backend (the real Redis at
@@ -220,6 +225,73 @@ func TestFleetBackendDownDividesBudget(t *testing.T) {
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The child side of TestFleetKilledHolderLeaseExpires: a Prober sharing
+// the fleet keeps two sessions open to the slow host until it is killed.
+func fleetChild(t *testing.T) {
+	port, _ := strconv.Atoi(os.Getenv("SMTPPROBE_CHILD_PORT"))
+	f := openFleet(t, os.Getenv("SMTPPROBE_CHILD_FLEET"), fleet.Options{LeaseTTL: time.Second})
+	p := New(Config{Port: port, Limiter: f, Learnt: f, MaxConnsPerHost: 2, RatePerHost: 1000, CommandTimeout: time.Minute})
+	mx := []mxdns.MXHost{{Host: "mx1.slow.test", Pref: 10, Addrs: []netip.Addr{netip.MustParseAddr(os.Getenv("SMTPPROBE_CHILD_IP"))}}}
+	addrs := make([]string, 400)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("child%d@slow.test", i)
+	}
+	_ = p.ProbeBatch(context.Background(), "slow.test", mx, addrs, make([]Result, len(addrs)))
+	t.Fatal("the child was to be killed before it finished")
+}
+
+// A process killed with SIGKILL while it holds a host's connection slots
+// frees them within the lease TTL (1 s here): not at once (the leases
+// were real) and not later.
+func TestFleetKilledHolderLeaseExpires(t *testing.T) {
+	if os.Getenv("SMTPPROBE_FLEET_CHILD") == "1" {
+		fleetChild(t)
+		return
+	}
+	url := fleetURL(t)
+	e := startWorld(t, mailworld.Options{Latency: 300 * time.Millisecond}, mailworld.Domain{Name: "slow.test"})
+	mx := e.mx("slow.test")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFleetKilledHolderLeaseExpires$")
+	cmd.Env = append(os.Environ(), "SMTPPROBE_FLEET_CHILD=1", "SMTPPROBE_CHILD_FLEET="+url,
+		"SMTPPROBE_CHILD_PORT="+strconv.Itoa(e.w.SMTPPort()), "SMTPPROBE_CHILD_IP="+mx[0].Addrs[0].String())
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitForIn(t, 20*time.Second, "the child's two sessions", func() bool { return hostStats(e, "mx1.slow.test").Current == 2 })
+
+	f := openFleet(t, url, fleet.Options{LeaseTTL: time.Second})
+	p := e.prober(withFleet(f, nil))
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	_ = cmd.Wait()
+	before := hostStats(e, "mx1.slow.test").Total
+	done := make(chan Result, 1)
+	go func() { done <- p.Probe(ctxTimeout(t, 20*time.Second), mx, "after@slow.test") }()
+	waitForIn(t, 10*time.Second, "a connection after the kill", func() bool { return hostStats(e, "mx1.slow.test").Total > before })
+	waited := time.Since(killed)
+	if r := <-done; r.Outcome != Missing {
+		t.Fatalf("after the kill: %v %v", r.Outcome, r.Err)
+	}
+	if waited < 500*time.Millisecond || waited > 2*time.Second {
+		t.Fatalf("the killed holder's slots were free %v after the kill; want within the lease TTL (1s), not at once", waited)
+	}
+	t.Logf("slots free %v after SIGKILL (lease TTL 1s)", waited.Round(time.Millisecond))
+}
+
+func waitForIn(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !ok(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
