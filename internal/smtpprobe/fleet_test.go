@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -297,4 +298,91 @@ func waitForIn(t *testing.T, d time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A Redis of the test's own, which it can kill and restart.
+type ownRedis struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+}
+
+func startOwnRedis(t *testing.T) *ownRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server not installed (required under CI=true): %v", err)
+		}
+		t.Skipf("redis-server not installed: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ownRedis{t: t, port: ln.Addr().(*net.TCPAddr).Port}
+	ln.Close()
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *ownRedis) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
+
+func (r *ownRedis) start() {
+	r.t.Helper()
+	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	waitForIn(r.t, 5*time.Second, "redis-server", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+func (r *ownRedis) kill() {
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		_ = r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+// Redis killed and restarted (without its data) while two engines share
+// it: they fall back to their divided shares and come back, the host never
+// sees more than its limit, and every verdict is right.
+func TestFleetRedisRestartMidRun(t *testing.T) {
+	r := startOwnRedis(t)
+	e := startWorld(t, mailworld.Options{Latency: 10 * time.Millisecond}, mailworld.Domain{Name: "rr.test"})
+	var ps []*Prober
+	var fs []*fleet.Fleet
+	for seat := range 2 {
+		f := openFleet(t, r.url(), fleet.Options{LeaseTTL: 500 * time.Millisecond,
+			Share: fleet.Share{Seat: seat, Seats: 2, Turn: time.Second, Skew: 50 * time.Millisecond}})
+		fs = append(fs, f)
+		ps = append(ps, e.prober(withFleet(f, func(c *Config) { c.MaxRcptPerSession = 3; c.RatePerHost = 20 })))
+	}
+	go func() {
+		time.Sleep(time.Second)
+		r.kill()
+		time.Sleep(1500 * time.Millisecond)
+		r.start()
+	}()
+	start := time.Now()
+	probeAll(t, e, "rr.test", 300, Missing, ps...)
+	hs := hostStats(e, "mx1.rr.test")
+	if hs.MaxConcurrent > 2 {
+		t.Fatalf("%d sessions at once across the restart, limit 2", hs.MaxConcurrent)
+	}
+	var fallbacks uint64
+	for _, f := range fs {
+		fallbacks += f.Stats().Fallbacks
+	}
+	if time.Since(start) < 3*time.Second || fallbacks == 0 {
+		t.Fatalf("the run (%v, %d fallbacks) did not span the restart: make it longer", time.Since(start), fallbacks)
+	}
+	t.Logf("%v, %d connections, %d fallbacks", time.Since(start).Round(time.Millisecond), hs.Total, fallbacks)
 }
