@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/exec"
@@ -40,6 +41,7 @@ type settings struct {
 	workerArgs    []string // more flags for worker run
 	procs         int      // ours-list: worker run processes sharing the list
 	fleetURL      string   // ours-list: their --fleet-url ("": none)
+	split         string   // ours-list with procs: "rows" (contiguous parts) or "domain"
 }
 
 // runAfterShip verifies every address with AfterShip's Verify, from a
@@ -166,14 +168,17 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 		stderr strings.Builder
 	}
 	ps := make([]*proc, 0, procs)
-	for i := range procs {
-		// Contiguous parts, as a list's shards are.
-		lo, hi := len(rows)*i/procs, len(rows)*(i+1)/procs
+	parts := splitRows(rows, procs, s.split)
+	for i, part := range parts {
 		in := filepath.Join(dir, fmt.Sprintf("list%d.csv", i))
-		if err := writeList(in, rows[lo:hi]); err != nil {
+		sub := make([]string, len(part))
+		for k, ix := range part {
+			sub[k] = rows[ix]
+		}
+		if err := writeList(in, sub); err != nil {
 			return nil, nil, 0, "", err
 		}
-		pr := &proc{out: filepath.Join(dir, fmt.Sprintf("result%d.csv", i)), rows: hi - lo}
+		pr := &proc{out: filepath.Join(dir, fmt.Sprintf("result%d.csv", i)), rows: len(part)}
 		pr.cmd = exec.Command(bin, "run", "--in", in, "--out", pr.out, "--delimiter", "comma", "--header", "--email-column", "1",
 			"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
 			"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
@@ -210,12 +215,15 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 		return nil, nil, 0, "", err
 	}
 	var notes []string
+	pred, raw = make([]string, len(rows)), make([]string, len(rows))
 	for i, pr := range ps {
 		p, r, err := readResult(pr.out, pr.rows)
 		if err != nil {
 			return nil, nil, 0, "", fmt.Errorf("result %d: %w", i, err)
 		}
-		pred, raw = append(pred, p...), append(raw, r...)
+		for k, ix := range parts[i] {
+			pred[ix], raw[ix] = p[k], r[k]
+		}
 		if procs == 1 {
 			notes = append(notes, pr.stderr.String())
 		} else {
@@ -223,6 +231,28 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 		}
 	}
 	return pred, raw, cpu, strings.Join(notes, ""), nil
+}
+
+// splitRows gives each of n processes its rows (indices into rows):
+// contiguous parts ("rows", as a list's shards are), or by a hash of the
+// row's domain ("domain": every row of a domain, so of its mail hosts
+// mostly, in one process).
+func splitRows(rows []string, n int, by string) [][]int {
+	parts := make([][]int, n)
+	for i, r := range rows {
+		p := i * n / len(rows)
+		if by == "domain" {
+			d := strings.ToLower(strings.TrimSpace(r))
+			if at := strings.LastIndexByte(d, '@'); at >= 0 {
+				d = d[at+1:]
+			}
+			h := fnv.New32a()
+			h.Write([]byte(d))
+			p = int(h.Sum32() % uint32(n))
+		}
+		parts[p] = append(parts[p], i)
+	}
+	return parts
 }
 
 // lastLines is the last n lines of s.

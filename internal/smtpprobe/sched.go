@@ -305,23 +305,30 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	answered := q.hs.Answered
 	lim := p.limitsLocked(q)
 	p.mu.Unlock()
-	if items = p.settleSharedCatchAll(items); len(items) == 0 {
+	if len(items) == 0 {
 		return false
 	}
 	tg := items[0].tg
 	budget := latestDeadline(items)
-	if err := p.penalties.checkShared(tg.addr); err != nil {
-		// Another session (or process) found it stalled meanwhile.
-		p.st.skipped.Add(1)
-		p.hostFailed(q, items, &hostError{tg: tg, err: err})
-		return false
-	}
 	// The connection slot and the rate token are waited for without a
 	// connection open.
 	lease, err := p.lease(tg, budget, lim)
 	if err != nil {
 		p.abortJobs(items, err)
 		return true
+	}
+	// What other processes found while this one waited for its slot.
+	if items = p.settleSharedCatchAll(items); len(items) == 0 {
+		lease.Release()
+		return false
+	}
+	if err := p.penalties.checkShared(tg.addr); err != nil {
+		// Another session (or process) found it stalled meanwhile: while
+		// this one waited for its slot, say, behind that tarpit.
+		lease.Release()
+		p.st.skipped.Add(1)
+		p.hostFailed(q, items, &hostError{tg: tg, err: err})
+		return false
 	}
 	t0 := time.Now()
 	s, err := p.dial(tg, budget, answered)
