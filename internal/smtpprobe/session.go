@@ -52,16 +52,14 @@ type session struct {
 	cutAt     atomic.Int64  // unix ns after which no I/O may go on (the lease ended); 0: none
 }
 
-// leaseGrace is how long an exchange under way may go on once its lease
-// is lost or runs out: enough for a reply in flight, not for a tarpit.
-const leaseGrace = 2 * time.Second
-
 // leaseMargin is the least time left on a lease worth another exchange.
 const leaseMargin = time.Second
 
 // hold ties the session to its connection slot: it is released when the
 // connection is closed, and once it is lost (or its deadline passes) the
-// session takes no more work and its I/O is cut leaseGrace later.
+// connection is cut at once: other processes may have the slot within the
+// lease TTL. What was in flight goes back to the queue (slotLostError),
+// and the host is not blamed.
 func (s *session) hold(l *fleet.Lease) {
 	s.lease = l
 	s.leaseStop = make(chan struct{})
@@ -79,7 +77,7 @@ func (s *session) hold(l *fleet.Lease) {
 		case <-l.Lost():
 		case <-at:
 		}
-		cut := time.Now().Add(leaseGrace)
+		cut := time.Now()
 		s.cutAt.Store(cut.UnixNano())
 		_ = s.c.SetDeadline(cut)
 	}()
@@ -175,10 +173,20 @@ type proxyLostError struct{ err error }
 func (e *proxyLostError) Error() string { return "smtpprobe: proxy lost: " + e.err.Error() }
 func (e *proxyLostError) Unwrap() error { return e.err }
 
+// isProxyLost reports a session lost through no fault of the host: its
+// proxy died, or its connection slot was lost (slotLostError).
 func isProxyLost(err error) bool {
 	var pl *proxyLostError
-	return errors.As(err, &pl)
+	var sl *slotLostError
+	return errors.As(err, &pl) || errors.As(err, &sl)
 }
+
+// slotLostError marks a session cut because its connection slot was lost
+// (the fleet backend went away or restarted) or ran out (a divided turn).
+type slotLostError struct{ err error }
+
+func (e *slotLostError) Error() string { return "smtpprobe: connection slot lost: " + e.err.Error() }
+func (e *slotLostError) Unwrap() error { return e.err }
 
 // noRoute reports a dial failure that is nobody's answer about the host:
 // no proxy is available.
@@ -329,6 +337,9 @@ func (s *session) fail(err error) error {
 	s.broken = true
 	if isBudget(err) || isProxyLost(err) {
 		return err
+	}
+	if s.cutAt.Load() != 0 {
+		return &slotLostError{err}
 	}
 	if pc, ok := s.c.(interface{ ProxyLost() bool }); ok && pc.ProxyLost() {
 		s.p.st.failovers.Add(1)
