@@ -305,11 +305,16 @@ func newProber(c VerifyConfig, f *fleet.Fleet) (*smtpprobe.Prober, error) {
 		// The proxies are the operator's own: the guard applies to the
 		// destinations (AllowAddr), not to the proxies' addresses.
 		cfg.Dialer = pool.Dial
-		// The pool picks a proxy as it dials, after the lease was taken:
-		// the connections through all the proxies count against this one
-		// egress (stricter than per proxy, never above the limits).
-		// Counting each proxy on its own (fleet.EgressForProxy) needs the
-		// proxy chosen before the lease: not done yet.
+		// Each session picks its proxy before it leases a slot: per-host
+		// limits count per proxy, each proxy being an egress identity.
+		cfg.PickRoute = func() (string, smtpprobe.DialFunc, error) {
+			r, err := pool.Pick()
+			if err != nil {
+				return "", nil, err
+			}
+			return r.Name(), r.Dial, nil
+		}
+		cfg.Routes = len(c.Proxies)
 	}
 	return smtpprobe.New(cfg), nil
 }

@@ -56,10 +56,10 @@
 //   - learnt per-host limits: the Prober's HostMemory reads HostLimits in
 //     the background (every few seconds per host while its sessions run)
 //     and sends every lesson on with LowerHostLimits.
-//   - the egress: with SOCKS5 proxies the pool picks the proxy as it
-//     dials, after the lease, so every proxy's connections count against
-//     the process's one egress for now (EgressForProxy is for when the
-//     proxy is chosen first).
+//   - the egress: with SOCKS5 proxies each session picks its proxy first
+//     (proxypool.Pool.Pick, Config.PickRoute) and leases on that proxy's
+//     Key (its name is EgressForProxy's); direct connections use the
+//     configured egress (--fleet-egress).
 package fleet
 
 import (

@@ -219,7 +219,7 @@ func TestHostPenaltyClearedOnSession(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 	// Another batch already past the check succeeds: the mark goes.
-	s, err := p.dial(target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), ip: addr}, time.Now().Add(5*time.Second), false)
+	s, err := p.dial(target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), ip: addr}, time.Now().Add(5*time.Second), false, p.cfg.Dialer)
 	if err != nil {
 		t.Fatal(err)
 	}

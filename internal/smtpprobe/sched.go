@@ -100,6 +100,15 @@ func (p *Prober) maxConns(q *hostQ) int {
 	return capBy(p.cfg.MaxConnsPerHost, q.hs.Conns)
 }
 
+// routes is the number of egresses sessions leave from: each has its own
+// per-host limits (the Limiter holds each).
+func (p *Prober) routes() int {
+	if p.cfg.PickRoute == nil {
+		return 1
+	}
+	return p.cfg.Routes
+}
+
 // connRate is q's new connections a second.
 func (p *Prober) connRate(q *hostQ) float64 {
 	if r := q.hs.ConnRate; r > 0 && r < p.cfg.RatePerHost {
@@ -187,7 +196,7 @@ func (p *Prober) kick(q *hostQ) {
 	// several round trips' work (sessions at a Postfix host carry a
 	// window or two before their rejection budget is spent): a new one
 	// costs a connect, a greeting and EHLO first.
-	if q.sessions >= p.maxConns(q) || (q.sessions > 0 && q.n < secondSessionBacklog) {
+	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && q.n < secondSessionBacklog) {
 		return
 	}
 	if time.Now().Before(q.backoffUntil) {
@@ -310,9 +319,17 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	}
 	tg := items[0].tg
 	budget := latestDeadline(items)
+	egress, dialer := p.cfg.Egress, p.cfg.Dialer
+	if p.cfg.PickRoute != nil {
+		var err error
+		if egress, dialer, err = p.cfg.PickRoute(); err != nil {
+			p.noRoute(items, err)
+			return false
+		}
+	}
 	// The connection slot and the rate token are waited for without a
 	// connection open.
-	lease, err := p.lease(tg, budget, lim)
+	lease, err := p.lease(fleet.Key{Egress: egress, Host: tg.addr}, budget, lim)
 	if err != nil {
 		p.abortJobs(items, err)
 		return true
@@ -331,7 +348,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		return false
 	}
 	t0 := time.Now()
-	s, err := p.dial(tg, budget, answered)
+	s, err := p.dial(tg, budget, answered, dialer)
 	if err != nil {
 		lease.Release()
 	} else {
@@ -388,14 +405,13 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 
 // lease takes a connection slot to tg and waits for the rate, within
 // budget (zero: none). Its error is a *budgetError.
-func (p *Prober) lease(tg target, budget time.Time, lim fleet.Limits) (*fleet.Lease, error) {
+func (p *Prober) lease(k fleet.Key, budget time.Time, lim fleet.Limits) (*fleet.Lease, error) {
 	ctx := context.Background()
 	if !budget.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, budget)
 		defer cancel()
 	}
-	k := p.key(tg.addr)
 	lease, err := p.cfg.Limiter.Acquire(ctx, k, lim)
 	if err == nil {
 		if err = p.cfg.Limiter.Wait(ctx, k, lim); err != nil {
@@ -403,7 +419,7 @@ func (p *Prober) lease(tg target, budget time.Time, lim fleet.Limits) (*fleet.Le
 		}
 	}
 	if err != nil {
-		return nil, &budgetError{fmt.Errorf("%w: no connection to %s possible before the deadline: %w", context.DeadlineExceeded, tg.addr, err)}
+		return nil, &budgetError{fmt.Errorf("%w: no connection to %s possible before the deadline: %w", context.DeadlineExceeded, k.Host, err)}
 	}
 	return lease, nil
 }

@@ -226,7 +226,7 @@ func (p *Prober) allowed(tg target) error {
 // its greeting was due or it closed the connection, is penalised (see
 // Config.HostPenaltyTTL); the same at a host that has answered before is
 // a refusal. A host that gets as far as a usable session is forgiven.
-func (p *Prober) dial(tg target, budget time.Time, answered bool) (*session, error) {
+func (p *Prober) dial(tg target, budget time.Time, answered bool, dialer DialFunc) (*session, error) {
 	if err := p.allowed(tg); err != nil {
 		return nil, &hostError{tg: tg, err: err}
 	}
@@ -242,7 +242,7 @@ func (p *Prober) dial(tg target, budget time.Time, answered bool) (*session, err
 		defer cancel()
 	}
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
-	c, err := p.cfg.Dialer(dctx, "tcp", tg.addr)
+	c, err := dialer(dctx, "tcp", tg.addr)
 	connectTimedOut := dctx.Err() != nil
 	cancel()
 	if err != nil {
@@ -273,6 +273,9 @@ func (p *Prober) connectFailed(tg target, t0 time.Time, ctx context.Context, err
 		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
 	case noRoute(err):
 		return err
+	case errors.Is(err, proxypool.ErrProxyFailed):
+		p.st.failovers.Add(1)
+		return &proxyLostError{err} // another route next time
 	case timedOut:
 		err = fmt.Errorf("%w: %w", errConnectTimeout, err)
 	}

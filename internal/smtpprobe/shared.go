@@ -21,9 +21,6 @@ import (
 // that is treated as saying nothing (fleet.Fleet falls back on its own).
 const sharedTimeout = time.Second
 
-// key is the fleet's key of an MX host address from this Prober's egress.
-func (p *Prober) key(addr string) fleet.Key { return fleet.Key{Egress: p.cfg.Egress, Host: addr} }
-
 // limitsLocked is what q may take of the fleet's limits: the configured
 // ones lowered by what was learnt. With a shared Limiter, a host that
 // counts connections in windows (anvil) also gets its window's share as a

@@ -226,7 +226,17 @@ type Config struct {
 	HostMemoryTTL time.Duration
 	// Dialer opens connections (default: a net.Dialer). ConnectTimeout is
 	// applied through the context. A ProxyPool's Dial fits here.
-	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	Dialer DialFunc
+	// PickRoute, when set, chooses where each session's connection leaves
+	// from before its slot is leased (a SOCKS5 proxy of a pool): the
+	// egress identity its per-host limits count against, and the dial
+	// through it. An error wrapping proxypool.ErrNoProxy parks the work
+	// for a while; a dial failing with proxypool.ErrProxyFailed puts it
+	// back for the next route.
+	PickRoute func() (egress string, dial DialFunc, err error)
+	// Routes is the number of egresses PickRoute chooses among (default
+	// 1): a host may have MaxConnsPerHost sessions through each.
+	Routes int
 	// AllowAddr, when set, must accept an MX host address before anything
 	// is dialled (directly or through a proxy): the SSRF guard.
 	AllowAddr func(netip.Addr) error
@@ -271,6 +281,7 @@ func (c *Config) setDefaults() {
 	def(&c.CatchAllCacheTTL, time.Hour)
 	def(&c.GreylistRetry, 60*time.Second)
 	defInt(&c.MaxConnsPerHost, 2)
+	defInt(&c.Routes, 1)
 	defInt(&c.MaxSessions, 1000)
 	defInt(&c.MaxRcptPerTransaction, 100)
 	defInt(&c.MaxRcptPerSession, 1000)
@@ -316,6 +327,9 @@ func (c *Config) setDefaults() {
 		}
 	}
 }
+
+// DialFunc opens a connection.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Outcome is the verdict of a probe. The zero value is Unconfirmed, so an
 // unset Result never reads as deliverable.
