@@ -20,6 +20,7 @@ import (
 	"github.com/emaildata/emaildata/internal/fleet"
 	"github.com/emaildata/emaildata/internal/mailworld"
 	"github.com/emaildata/emaildata/internal/mxdns"
+	"github.com/emaildata/emaildata/internal/verify"
 )
 
 // Issue 22: engines that share a fleet backend (the real Redis at
@@ -385,4 +386,35 @@ func TestFleetRedisRestartMidRun(t *testing.T) {
 		t.Fatalf("the run (%v, %d fallbacks) did not span the restart: make it longer", time.Since(start), fallbacks)
 	}
 	t.Logf("%v, %d connections, %d fallbacks", time.Since(start).Round(time.Millisecond), hs.Total, fallbacks)
+}
+
+// The verification history keeps a lasting unconfirmed verdict (a host
+// that drops the session) but not a deferral (a 4xx that outlasted the
+// retries): StartMailboxVerdicts tells them apart.
+func TestMailboxVerdictsTellDeferrals(t *testing.T) {
+	e := startWorld(t, mailworld.Options{},
+		mailworld.Domain{Name: "ok.test", Mailboxes: okBoxes},
+		mailworld.Domain{Name: "greylong.test", Greylist: time.Hour, Mailboxes: aliceOnly},
+		mailworld.Domain{Name: "drop.test", DropConnection: true})
+	p := e.prober(func(c *Config) { c.MaxGreylistRetries = -1 })
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, tc := range []struct {
+		domain, addr string
+		code         verify.Code
+		deferred     bool
+	}{
+		{"ok.test", "alice@ok.test", verify.CodeDeliverable, false},
+		{"ok.test", "dave@ok.test", verify.CodeValidDomain, true}, // 450 every time
+		{"greylong.test", "alice@greylong.test", verify.CodeValidDomain, true},
+		{"drop.test", "x@drop.test", verify.CodeValidDomain, false}, // dropped after the greeting
+	} {
+		out, deferred := make([]verify.Code, 1), make([]bool, 1)
+		wait, err := p.StartMailboxVerdicts(ctx, tc.domain, e.mx(tc.domain), []string{tc.addr}, out, deferred)
+		if err == nil {
+			err = wait()
+		}
+		if err != nil || out[0] != tc.code || deferred[0] != tc.deferred {
+			t.Errorf("%s: code %d deferred %v (%v), want %d %v", tc.addr, out[0], deferred[0], err, tc.code, tc.deferred)
+		}
+	}
 }
