@@ -206,6 +206,12 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Now is the clock used for greylisting (default time.Now).
 	Now func() time.Time
+	// LoopbackBase, when 16 or more, is the second byte of the hosts'
+	// 127.B.x.y addresses, so that worlds started one after another give
+	// every host the same address (runs that reuse what was learnt about
+	// hosts); default: one derived from the process and world, to keep
+	// concurrent worlds apart.
+	LoopbackBase int
 }
 
 // Ground-truth categories returned by GroundTruth.
@@ -435,6 +441,9 @@ func (w *World) layoutHosts() error {
 	// concurrent worlds apart (port clashes are retried anyway).
 	seq := worldSeq.Add(1)
 	b := 16 + (uint32(os.Getpid())*31+seq*7)%224
+	if w.opts.LoopbackBase >= 16 && w.opts.LoopbackBase < 240 {
+		b = uint32(w.opts.LoopbackBase)
+	}
 	next := 0
 	nextIP := func() netip.Addr {
 		i := next
