@@ -24,9 +24,7 @@ type SMTPBudget struct {
 	Conns int
 	Rate  float64
 	// Shared: a fleet backend holds the limits for every pod, which then
-	// get the whole budget. Issue 22 phase 2 sets it once the SMTP engine
-	// takes its limits from the backend; until then budgets are divided
-	// even with --fleet-url.
+	// get the whole budget (the manager sets it with --fleet-url).
 	Shared bool
 }
 

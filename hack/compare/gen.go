@@ -26,6 +26,7 @@ type gen struct {
 	decorations bool          // realistic: padded rows, typos, disposable, garbage
 	postfix     bool          // realistic: Postfix's default error limits at some hosts
 	pushback    bool          // realistic: flow control, anvil, Exim's non-mail limit, tarpits that hang up (mailworld.RealisticPushback)
+	loopback    int           // synthetic: the hosts' 127.B.x.y byte B (0: one per world)
 }
 
 func (g *gen) bind(fs *flag.FlagSet) {
@@ -39,6 +40,7 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&g.tarpits, "tarpits", true, "realistic: some hosts are tarpits; real: a Postfix tarpit, a Postfix that hangs up without a byte and a host that is down (realmta.TarpitHosts)")
 	fs.DurationVar(&g.latencyMax, "latency-max", 40*time.Millisecond, "realistic: SMTP round trips drawn from 5ms up to this (0: none)")
 	fs.DurationVar(&g.greetMax, "greeting-max", 250*time.Millisecond, "realistic: greetings drawn from 0 to this late (connect-time checks)")
+	fs.IntVar(&g.loopback, "loopback-base", 0, "synthetic: the hosts' addresses are 127.B.x.y with this B (16-239), the same in every world, so that a run can reuse what an earlier one learnt about hosts (0: a B per world)")
 	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
 	fs.BoolVar(&g.decorations, "decorations", true, "realistic: padded rows, typos, disposable domains, garbage rows")
 	fs.BoolVar(&g.postfix, "postfix", true, "realistic: Postfix's default error limits on a third of the ordinary domains and two hosting providers")
@@ -50,7 +52,8 @@ func (g gen) args() []string {
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
 		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
-		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback)}
+		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback),
+		"-loopback-base", strconv.Itoa(g.loopback)}
 }
 
 // real: the world is internal/kits/realmta's.

@@ -64,6 +64,9 @@ func main() {
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
 		workerArgs  = flag.String("worker-args", "", "more flags for worker run, space separated (e.g. --cpuprofile /tmp/w.prof)")
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
+		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
+		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are) or domain (by a hash of the domain: each domain's rows in one process)")
+		fleetURL    = flag.String("fleet-url", "", "ours-list: the workers' --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
 	)
 	g.bind(flag.CommandLine)
 	flag.Parse()
@@ -90,7 +93,7 @@ func main() {
 			retry = g.greylist
 		}
 	}
-	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs)}
+	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs), procs: *procs, fleetURL: *fleetURL, split: *split}
 	var truth, under, shapes []string
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/exec"
@@ -38,6 +39,9 @@ type settings struct {
 	singleTimeout time.Duration
 	worker        string   // worker binary ("": build it)
 	workerArgs    []string // more flags for worker run
+	procs         int      // ours-list: worker run processes sharing the list
+	fleetURL      string   // ours-list: their --fleet-url ("": none)
+	split         string   // ours-list with procs: "rows" (contiguous parts) or "domain"
 }
 
 // runAfterShip verifies every address with AfterShip's Verify, from a
@@ -156,27 +160,105 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 			return nil, nil, 0, "", fmt.Errorf("build worker: %w", err)
 		}
 	}
-	in, out := filepath.Join(dir, "list.csv"), filepath.Join(dir, "result.csv")
-	if err := writeList(in, rows); err != nil {
+	procs := max(1, s.procs)
+	type proc struct {
+		cmd    *exec.Cmd
+		out    string
+		rows   int
+		stderr strings.Builder
+	}
+	ps := make([]*proc, 0, procs)
+	parts := splitRows(rows, procs, s.split)
+	for i, part := range parts {
+		in := filepath.Join(dir, fmt.Sprintf("list%d.csv", i))
+		sub := make([]string, len(part))
+		for k, ix := range part {
+			sub[k] = rows[ix]
+		}
+		if err := writeList(in, sub); err != nil {
+			return nil, nil, 0, "", err
+		}
+		pr := &proc{out: filepath.Join(dir, fmt.Sprintf("result%d.csv", i)), rows: len(part)}
+		pr.cmd = exec.Command(bin, "run", "--in", in, "--out", pr.out, "--delimiter", "comma", "--header", "--email-column", "1",
+			"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
+			"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
+			"--smtp-greylist-retry", s.greylistRetry.String(),
+			"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
+			"--stats", "--progress", "30s", "--fleet-url", s.fleetURL,
+			"--fleet-seat", strconv.Itoa(i), "--fleet-seats", strconv.Itoa(procs))
+		if s.fleetURL == "" {
+			pr.cmd.Args = append(pr.cmd.Args, "--history-url", "off")
+		}
+		pr.cmd.Args = append(pr.cmd.Args, s.workerArgs...)
+		pr.cmd.Env = append(os.Environ(), "FLEET_URL=", "HISTORY_URL=")
+		pr.cmd.Stderr = &pr.stderr
+		if procs == 1 {
+			pr.cmd.Stderr = io.MultiWriter(&pr.stderr, os.Stderr)
+		}
+		ps = append(ps, pr)
+	}
+	for _, pr := range ps {
+		if err := pr.cmd.Start(); err != nil {
+			return nil, nil, 0, "", fmt.Errorf("worker run: %w", err)
+		}
+	}
+	var errs []error
+	for i, pr := range ps {
+		if err := pr.cmd.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("worker run %d: %w: %s", i, err, pr.stderr.String()))
+		}
+		if ru, ok := pr.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, nil, 0, "", err
 	}
-	var stderr strings.Builder
-	cmd := exec.Command(bin, "run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1",
-		"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
-		"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
-		"--smtp-greylist-retry", s.greylistRetry.String(),
-		"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
-		"--stats", "--progress", "30s")
-	cmd.Args = append(cmd.Args, s.workerArgs...)
-	cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
-	if err := cmd.Run(); err != nil {
-		return nil, nil, 0, "", fmt.Errorf("worker run: %w", err)
+	var notes []string
+	pred, raw = make([]string, len(rows)), make([]string, len(rows))
+	for i, pr := range ps {
+		p, r, err := readResult(pr.out, pr.rows)
+		if err != nil {
+			return nil, nil, 0, "", fmt.Errorf("result %d: %w", i, err)
+		}
+		for k, ix := range parts[i] {
+			pred[ix], raw[ix] = p[k], r[k]
+		}
+		if procs == 1 {
+			notes = append(notes, pr.stderr.String())
+		} else {
+			notes = append(notes, fmt.Sprintf("process %d:\n%s", i, lastLines(pr.stderr.String(), 12)))
+		}
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	return pred, raw, cpu, strings.Join(notes, ""), nil
+}
+
+// splitRows gives each of n processes its rows (indices into rows):
+// contiguous parts ("rows", as a list's shards are), or by a hash of the
+// row's domain ("domain": every row of a domain, so of its mail hosts
+// mostly, in one process).
+func splitRows(rows []string, n int, by string) [][]int {
+	parts := make([][]int, n)
+	for i, r := range rows {
+		p := i * n / len(rows)
+		if by == "domain" {
+			d := strings.ToLower(strings.TrimSpace(r))
+			if at := strings.LastIndexByte(d, '@'); at >= 0 {
+				d = d[at+1:]
+			}
+			h := fnv.New32a()
+			h.Write([]byte(d))
+			p = int(h.Sum32() % uint32(n))
+		}
+		parts[p] = append(parts[p], i)
 	}
-	pred, raw, err = readResult(out, len(rows))
-	return pred, raw, cpu, stderr.String(), err
+	return parts
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	l := strings.SplitAfter(s, "\n")
+	return strings.Join(l[max(0, len(l)-n-1):], "")
 }
 
 func writeList(path string, rows []string) error {

@@ -52,7 +52,7 @@ func runWorldChild(g gen, port int) {
 	defer cancel()
 	doms, addrs := g.generate()
 	out := json.NewEncoder(os.Stdout)
-	w, err := mailworld.Start(ctx, doms, mailworld.Options{SMTPPort: port})
+	w, err := mailworld.Start(ctx, doms, mailworld.Options{SMTPPort: port, LoopbackBase: g.loopback})
 	if err != nil {
 		_ = out.Encode(worldHello{Err: err.Error()})
 		os.Exit(1)

@@ -310,16 +310,7 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 			return err
 		}
 	}
-	// Without a fleet backend holding them, pods divide each mail host's
-	// budget. Issue 22 phase 1: the SMTP engine does not take its limits
-	// from the backend yet, so budgets are divided with --fleet-url too;
-	// phase 2 sets Shared when o.Verify.Fleet.URL is set.
-	if o.Verify.SMTP && o.Verify.DNSServer != "off" {
-		o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost}
-		if o.Job.SMTPBudget.Rate <= 0 {
-			o.Job.SMTPBudget.Rate = 5
-		}
-	}
+	setSMTPBudget(o)
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
@@ -328,6 +319,24 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		"--max-expanded-bytes="+strconv.FormatInt(o.Pipeline.Limits.MaxExpandedBytes, 10),
 		"--max-record-bytes="+strconv.Itoa(o.Pipeline.Limits.MaxRecordBytes)), o.Job.ExtraArgs...)
 	return nil
+}
+
+// setSMTPBudget sets the Job pods' share of each mail host's budget.
+// Without a fleet backend holding them, pods divide it. With one, every
+// pod takes its connection slots and rates from it and gets the whole
+// budget; --fleet-required makes a pod that did not get the URL (it
+// travels in --worker-env-secret when it holds a password) fail rather
+// than spend the budget alone.
+func setSMTPBudget(o *Options) {
+	if !o.Verify.SMTP || o.Verify.DNSServer == "off" {
+		return
+	}
+	shared := o.Verify.Fleet.URL != ""
+	o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost, Shared: shared}
+	if o.Job.SMTPBudget.Rate <= 0 {
+		o.Job.SMTPBudget.Rate = 5
+	}
+	o.Verify.Fleet.Required = o.Verify.Fleet.Required || shared
 }
 
 // httpPolicies parses the callback allow list and builds the client that

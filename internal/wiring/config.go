@@ -234,7 +234,8 @@ func (l *StringList) Set(s string) error {
 // keeps the lists reloaded until ctx ends.
 func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
 	e := &verify.Engine{Typos: typo.Default(), ExtraTLDs: map[string]bool{}, DomainWorkers: c.DNSWorkers}
-	if err := openShared(ctx, e, c); err != nil {
+	f, err := openShared(ctx, e, c)
+	if err != nil {
 		return nil, err
 	}
 	base := emaillists.Default()
@@ -262,7 +263,7 @@ func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
 	if !c.SMTP {
 		return e, nil
 	}
-	prober, err := NewProber(c)
+	prober, err := newProber(c, f)
 	if err != nil {
 		return nil, err
 	}
@@ -271,8 +272,13 @@ func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
 }
 
 // NewProber builds the SMTP stage from the config: the SSRF guard on every
-// MX host address, direct or through the SOCKS5 proxies.
-func NewProber(c VerifyConfig) (*smtpprobe.Prober, error) {
+// MX host address, direct or through the SOCKS5 proxies; per-host limits
+// and learnt state of this process alone.
+func NewProber(c VerifyConfig) (*smtpprobe.Prober, error) { return newProber(c, nil) }
+
+// newProber is NewProber with the fleet's per-host limits and shared
+// learnt state when f is not nil.
+func newProber(c VerifyConfig, f *fleet.Fleet) (*smtpprobe.Prober, error) {
 	policy, err := callback.ParsePolicy(c.SMTPAllowCIDRs)
 	if err != nil {
 		return nil, fmt.Errorf("--smtp-allow-cidrs: %w", err)
@@ -286,6 +292,10 @@ func NewProber(c VerifyConfig) (*smtpprobe.Prober, error) {
 		HostPenaltyTTL: c.HostPenaltyTTL, GreylistRetry: c.GreylistRetry,
 		AllowAddr: allowAddr(policy, c.NotAllowed),
 		Dialer:    guardedDialer(policy),
+		Egress:    c.Fleet.Egress,
+	}
+	if f != nil {
+		cfg.Limiter, cfg.Learnt = f, f
 	}
 	if len(c.Proxies) > 0 {
 		pool, err := proxypool.New(proxypool.Config{URLs: c.Proxies, MaxConnsPerProxy: c.ProxyMaxConns})
@@ -295,6 +305,16 @@ func NewProber(c VerifyConfig) (*smtpprobe.Prober, error) {
 		// The proxies are the operator's own: the guard applies to the
 		// destinations (AllowAddr), not to the proxies' addresses.
 		cfg.Dialer = pool.Dial
+		// Each session picks its proxy before it leases a slot: per-host
+		// limits count per proxy, each proxy being an egress identity.
+		cfg.PickRoute = func() (string, smtpprobe.DialFunc, error) {
+			r, err := pool.Pick()
+			if err != nil {
+				return "", nil, err
+			}
+			return r.Name(), r.Dial, nil
+		}
+		cfg.Routes = len(c.Proxies)
 	}
 	return smtpprobe.New(cfg), nil
 }

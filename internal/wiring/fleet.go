@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -16,14 +17,10 @@ import (
 
 // FleetConfig names the shared backend of per-host limits, learnt host
 // state and (by default) the verification history, and this process's
-// place in the fleet.
-//
-// Issue 22 phase 1: the backend is opened, watched (fallback, metrics) and
-// serves the history; the SMTP engine still keeps its own per-host limits
-// and learnt state until phase 2 wires internal/engine/smtpprobe to it (see the
-// internal/engine/fleet package comment for the seam). Until then the manager
-// divides each host's budget among a list's pods (JobConfig.SMTPBudget)
-// even with a backend.
+// place in the fleet. The SMTP engine takes its per-host connection slots
+// and rates from the backend and shares what it learns through it (issue
+// 22); without a URL a process keeps its own, and the manager divides each
+// host's budget among a list's pods (JobConfig.SMTPBudget).
 type FleetConfig struct {
 	// URL is redis://host:port/db ("" none: in-process limits).
 	URL string
@@ -37,6 +34,10 @@ type FleetConfig struct {
 	// the backend is unreachable (Job pods: the completion index of the
 	// list's shards; -1: $JOB_COMPLETION_INDEX, else 0).
 	Seat, Seats int
+	// Required: refuse to start without a URL (the manager sets it for Job
+	// pods when it gives them the whole budget, so that a pod missing the
+	// URL, say from --worker-env-secret, cannot spend it alone).
+	Required bool
 }
 
 // BindFlags registers the fleet flags on fs.
@@ -46,6 +47,7 @@ func (c *FleetConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseTTL, "fleet-lease-ttl", c.LeaseTTL, "how long a connection slot outlives a process that stopped refreshing it (a killed pod's slots are free within it)")
 	fs.IntVar(&c.Seat, "fleet-seat", c.Seat, "this process's seat among --fleet-seats sharing each host's budget while the fleet backend is unreachable (-1: $JOB_COMPLETION_INDEX, else 0)")
 	fs.IntVar(&c.Seats, "fleet-seats", c.Seats, "processes sharing each host's budget while the fleet backend is unreachable (a list's Job: its shards)")
+	fs.BoolVar(&c.Required, "fleet-required", c.Required, "refuse to start without --fleet-url (set by the manager on Job pods that get each host's whole budget because a fleet backend shares it)")
 }
 
 // share is the divided share of a process.
@@ -58,18 +60,22 @@ func (c FleetConfig) share() fleet.Share {
 }
 
 // openShared opens the fleet backend and the verification history of c
-// into e; both close when ctx ends.
-func openShared(ctx context.Context, e *verify.Engine, c VerifyConfig) error {
+// into e; both close when ctx ends. The fleet (nil without --fleet-url) is
+// for the SMTP engine.
+func openShared(ctx context.Context, e *verify.Engine, c VerifyConfig) (*fleet.Fleet, error) {
 	log := c.Log
 	if log == nil {
 		log = slog.Default()
+	}
+	if c.Fleet.Required && c.Fleet.URL == "" {
+		return nil, errors.New("--fleet-required: no --fleet-url (nor $FLEET_URL): this process would spend each mail host's whole budget alone; give it the fleet backend's URL (Job pods: in --worker-env-secret when it holds a password)")
 	}
 	var f *fleet.Fleet
 	if c.Fleet.URL != "" {
 		var err error
 		f, err = fleet.Open(ctx, c.Fleet.URL, fleet.Options{LeaseTTL: c.Fleet.LeaseTTL, Share: c.Fleet.share()})
 		if err != nil {
-			return fmt.Errorf("--fleet-url: %w", err)
+			return nil, fmt.Errorf("--fleet-url: %w", err)
 		}
 		f.OnMode = func(m fleet.Mode, why string) {
 			if m == fleet.ModeFallback {
@@ -84,13 +90,13 @@ func openShared(ctx context.Context, e *verify.Engine, c VerifyConfig) error {
 	}
 	h, err := openHistory(ctx, c, f, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if h != nil {
 		e.History = h
 		e.Reporters = append(e.Reporters, h)
 	}
-	return nil
+	return f, nil
 }
 
 // openHistory opens c's verification history: c.History, HistoryURL, or

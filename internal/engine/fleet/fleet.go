@@ -36,30 +36,30 @@
 // answers, Turns (and a Local memory of learnt state) while it does not —
 // never unlimited. See Fleet for the switching rules.
 //
-// # The seam with the engine (issue 22, phase 2)
+// # The seam with the engine
 //
-// The SMTP engine (internal/engine/smtpprobe) keeps its own in-process limits
-// until phase 2 wires it to a Limiter and a Learnt. Where it calls them:
+// The SMTP engine (internal/engine/smtpprobe, shared.go) calls them here:
 //
-//   - before each connection (sched.go, Prober.session, where hostQ.lim is
-//     reserved today): lease, err := Acquire(ctx, Key{egress, addr}, lim),
-//     then Wait(ctx, key, lim), then dial. The session ends (QUIT) before
-//     lease.Deadline() and at once when lease.Lost() is closed, and calls
-//     lease.Release() when the connection is closed. hostQ.sessions stays
-//     the local count that decides whether to start another session.
-//   - lim is the configured Limits lowered by HostLimits.Conns and spaced
-//     by HostLimits.ConnInterval (the 421 slow-down of issue 21).
-//   - catch-all verdicts (job.go, verdictCache get/put): CatchAll and
-//     SetCatchAll, per domain.
-//   - stalled and refusing hosts (penalty.go: check/mark/clear): Penalty,
-//     SetPenalty, ClearPenalty, per Key.
-//   - learnt per-session limits (exchange.go learnLimitLocked and the
-//     rejection budget; issue 21's slow-downs): HostLimits when a hostQ is
-//     created (and every few seconds while it lives), LowerHostLimits when
-//     a lesson is learnt.
-//   - the egress: the dial decides the proxy today (proxypool.Pool.Dial);
-//     phase 2 picks the proxy first (EgressForProxy names it) so that the
-//     lease is taken on the right Key.
+//   - before each connection (sched.go, Prober.session): Acquire(ctx,
+//     Key{egress, addr}, lim), then Wait(ctx, key, lim), then dial. The
+//     session takes no more work once lease.Lost() is closed or
+//     lease.Deadline() is near, its I/O is cut shortly after, and
+//     lease.Release() is called when the connection is closed.
+//     hostQ.sessions stays the local count that decides whether to start
+//     another session.
+//   - lim is the configured Limits lowered by the learnt limits (and, with
+//     a shared Learnt, spaced to a host's anvil window).
+//   - catch-all verdicts (job.go): CatchAll when a call starts and before
+//     a probe is sent, SetCatchAll when one is found.
+//   - stalled and refusing hosts (penalty.go): Penalty before each
+//     session, SetPenalty and ClearPenalty as they are found.
+//   - learnt per-host limits: the Prober's HostMemory reads HostLimits in
+//     the background (every few seconds per host while its sessions run)
+//     and sends every lesson on with LowerHostLimits.
+//   - the egress: with SOCKS5 proxies each session picks its proxy first
+//     (proxypool.Pool.Pick, Config.PickRoute) and leases on that proxy's
+//     Key (its name is EgressForProxy's); direct connections use the
+//     configured egress (--fleet-egress).
 package fleet
 
 import (
@@ -196,17 +196,29 @@ type Penalty struct {
 
 // HostLimits are limits a host showed. Zero fields are unknown.
 type HostLimits struct {
+	// RcptPerTransaction: RCPTs a transaction before the host answered
+	// "452 4.5.3 too many recipients".
+	RcptPerTransaction int
 	// RcptPerSession: RCPTs a session before the host said "too many"
 	// (452 4.5.3, or 421 after some RCPTs).
 	RcptPerSession int
 	// RejectsPerSession: rejections a session before the host slowed down.
 	RejectsPerSession int
+	// NonmailPerSession: non-mail commands (RSETs) a session before the
+	// host dropped it (Exim's smtp_accept_max_nonmail).
+	NonmailPerSession int
 	// Conns: connections at once the host accepts (421 "too many
 	// connections").
 	Conns int
 	// ConnInterval: spacing between new connections after the host asked
 	// for a slow-down (421 4.7.0 "try again later" and the like).
 	ConnInterval time.Duration
+	// ConnsPerWindow: connections the host accepts in its counting window
+	// (Postfix's anvil) before it refuses.
+	ConnsPerWindow int
+	// Answered: the host has sent an SMTP reply before (a host that has
+	// answered and then refuses is busy, not dead).
+	Answered bool
 }
 
 // merge lowers caps and lengthens spacings with o.
@@ -220,10 +232,14 @@ func (h HostLimits) merge(o HostLimits) HostLimits {
 		}
 		return a
 	}
+	h.RcptPerTransaction = low(h.RcptPerTransaction, o.RcptPerTransaction)
 	h.RcptPerSession = low(h.RcptPerSession, o.RcptPerSession)
 	h.RejectsPerSession = low(h.RejectsPerSession, o.RejectsPerSession)
+	h.NonmailPerSession = low(h.NonmailPerSession, o.NonmailPerSession)
 	h.Conns = low(h.Conns, o.Conns)
 	h.ConnInterval = max(h.ConnInterval, o.ConnInterval)
+	h.ConnsPerWindow = low(h.ConnsPerWindow, o.ConnsPerWindow)
+	h.Answered = h.Answered || o.Answered
 	return h
 }
 

@@ -320,8 +320,10 @@ func (r *Redis) HostLimits(ctx context.Context, k Key) (HostLimits, error) {
 	}
 	n := func(f string) int { v, _ := strconv.Atoi(m[f]); return v }
 	return HostLimits{
-		RcptPerSession: n("rcpt"), RejectsPerSession: n("rejects"), Conns: n("conns"),
-		ConnInterval: time.Duration(n("interval_ms")) * time.Millisecond,
+		RcptPerTransaction: n("rcpt_tx"), RcptPerSession: n("rcpt"), RejectsPerSession: n("rejects"),
+		NonmailPerSession: n("nonmail"), Conns: n("conns"),
+		ConnInterval:   time.Duration(n("interval_ms")) * time.Millisecond,
+		ConnsPerWindow: n("window"), Answered: n("answered") > 0,
 	}, nil
 }
 
@@ -340,6 +342,10 @@ merge('rcpt', ARGV[1], 'min')
 merge('rejects', ARGV[2], 'min')
 merge('conns', ARGV[3], 'min')
 merge('interval_ms', ARGV[4], 'max')
+merge('rcpt_tx', ARGV[6], 'min')
+merge('nonmail', ARGV[7], 'min')
+merge('window', ARGV[8], 'min')
+merge('answered', ARGV[9], 'max')
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return 1
 `)
@@ -350,8 +356,16 @@ func (r *Redis) LowerHostLimits(ctx context.Context, k Key, h HostLimits, ttl ti
 		return nil
 	}
 	err := lowerLimits.Run(ctx, r.rdb, []string{r.prefix + "lim:" + k.String()},
-		h.RcptPerSession, h.RejectsPerSession, h.Conns, h.ConnInterval.Milliseconds(), ttl.Milliseconds()).Err()
+		h.RcptPerSession, h.RejectsPerSession, h.Conns, h.ConnInterval.Milliseconds(), ttl.Milliseconds(),
+		h.RcptPerTransaction, h.NonmailPerSession, h.ConnsPerWindow, b2i(h.Answered)).Err()
 	return ctxErr(ctx, err)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // health is what one backend check found.

@@ -18,7 +18,8 @@ import (
 //   - Backend back: the first process to see it sets a shared resume time
 //     (LeaseTTL + 2 HealthIntervals ahead); every process keeps its divided
 //     budget until then, then gives up its divided leases and takes shared
-//     ones. Processes that never lost the backend pause new leases until
+//     ones 1.5 HealthIntervals later (each sees the time at its own next
+//     health check). Processes that never lost the backend pause new leases until
 //     the resume time too.
 //   - Backend restarted without its data (its epoch key changed or
 //     vanished): the shared leases are lost and new ones wait for the
@@ -225,9 +226,21 @@ func (f *Fleet) state() (mode Mode, notBefore time.Time, changed <-chan struct{}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.mode == ModeShared {
-		return f.mode, f.pauseUntil, f.changed
+		return f.mode, f.sharedFrom(), f.changed
 	}
 	return f.mode, f.readyAt, f.changed
+}
+
+// sharedFrom is when shared leases may be taken after a pause: every
+// process switches back at the agreed resume time, but sees it at its
+// next health check, so a process's divided leases may outlive the resume
+// time by up to a HealthInterval (more on a loaded machine); shared ones
+// wait that long and half as much again.
+func (f *Fleet) sharedFrom() time.Time {
+	if f.pauseUntil.IsZero() {
+		return f.pauseUntil
+	}
+	return f.pauseUntil.Add(f.o.HealthInterval + f.o.HealthInterval/2)
 }
 
 // until waits for t, a switch or ctx; it reports whether to go on.

@@ -207,6 +207,64 @@ func (p *Pool) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 	return nil, fmt.Errorf("%w: last: %w", ErrNoProxy, lastErr)
 }
 
+// ErrProxyFailed wraps a failure of the proxy itself on a Route's dial
+// (unreachable, credentials refused, its own error): the proxy is set
+// aside, and the destination is not to blame.
+var ErrProxyFailed = errors.New("proxypool: proxy failed")
+
+// Route is one proxy chosen before dialling, so that the caller can count
+// its connections per proxy (its egress identity) before it dials.
+type Route struct{ px *socksProxy }
+
+// Name is the proxy's identity: socks5://host:port, no credentials.
+func (r Route) Name() string { return "socks5://" + r.px.name }
+
+// Dial connects to addr through this proxy only, waiting for one of its
+// slots. A failure of the proxy itself wraps ErrProxyFailed: pick another
+// route.
+func (r Route) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	px := r.px
+	px.pool.dials.Add(1)
+	select {
+	case px.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c, err, proxyFault := px.dial(ctx, network, addr)
+	if proxyFault {
+		px.pool.failovers.Add(1)
+		return nil, fmt.Errorf("%w: %w", ErrProxyFailed, err)
+	}
+	return c, err
+}
+
+// Pick chooses the next healthy proxy in turn, preferring one with a free
+// slot; ErrNoProxy when every proxy is set aside.
+func (p *Pool) Pick() (Route, error) {
+	n := len(p.proxies)
+	start := int(p.next.Add(1) % uint64(n))
+	now := time.Now()
+	var healthy *socksProxy
+	var lastErr error
+	for i := range n {
+		px := p.proxies[(start+i)%n]
+		if px.isDown(now) {
+			lastErr = px.err()
+			continue
+		}
+		if len(px.slots) < cap(px.slots) {
+			return Route{px}, nil
+		}
+		if healthy == nil {
+			healthy = px
+		}
+	}
+	if healthy != nil {
+		return Route{healthy}, nil
+	}
+	return Route{}, fmt.Errorf("%w: last: %w", ErrNoProxy, lastErr)
+}
+
 // dial dials through px, whose slot the caller holds. proxyFault reports a
 // failure of the proxy itself (px is then set aside).
 func (px *socksProxy) dial(ctx context.Context, network, addr string) (c net.Conn, err error, proxyFault bool) {

@@ -106,7 +106,11 @@ func (p *Prober) newJob(ctx context.Context, domain string, mx []mxdns.MXHost, a
 		j.items = append(j.items, &item{job: j, idx: i, addr: a, heapIx: -1})
 	}
 	j.remaining = len(j.items)
-	if v, ok := p.cache.get(domain); ok {
+	v, ok := p.cache.get(domain)
+	if !ok && j.remaining > 0 {
+		v, ok = p.sharedCatchAll(ctx, domain) // another process's verdict
+	}
+	if ok {
 		p.st.caCached.Add(1)
 		j.ca = caNo
 		if v {
@@ -447,8 +451,10 @@ func (j *job) caVerdictLocked(v caState) {
 	switch v {
 	case caYes:
 		j.p.cache.put(j.domain, true)
+		j.p.shareCatchAll(j.domain, true)
 	case caNo:
 		j.p.cache.put(j.domain, false)
+		j.p.shareCatchAll(j.domain, false)
 	}
 }
 

@@ -219,7 +219,7 @@ func TestHostPenaltyClearedOnSession(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 	// Another batch already past the check succeeds: the mark goes.
-	s, err := p.dial(target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), ip: addr}, time.Now().Add(5*time.Second), false)
+	s, err := p.dial(target{host: mx[0].Host, addr: net.JoinHostPort(addr, fmt.Sprint(p.cfg.Port)), ip: addr}, time.Now().Add(5*time.Second), false, p.cfg.Dialer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestHostPenaltyClearedOnSession(t *testing.T) {
 
 func TestHostPenaltiesLRU(t *testing.T) {
 	now := time.Unix(1000, 0)
-	h := newHostPenalties(2, time.Minute)
+	h := newHostPenalties(2, time.Minute, nil, "")
 	h.now = func() time.Time { return now }
 	boom := errors.New("boom")
 	h.mark("a", boom)
@@ -247,7 +247,7 @@ func TestHostPenaltiesLRU(t *testing.T) {
 	if h.check("b") != nil || h.check("c") != nil || h.len() != 0 {
 		t.Fatalf("expiry: len %d", h.len())
 	}
-	if newHostPenalties(10, -1) != nil {
+	if newHostPenalties(10, -1, nil, "") != nil {
 		t.Fatal("negative TTL: want no memory")
 	}
 	var nilH *hostPenalties

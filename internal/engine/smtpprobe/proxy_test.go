@@ -134,3 +134,58 @@ func TestNoProxy(t *testing.T) {
 		t.Fatalf("got %+v, stats %+v", r, p.Stats())
 	}
 }
+
+// With a route picked per session, each proxy is an egress of its own:
+// a host gets MaxConnsPerHost sessions through each proxy, never more
+// (without PickRoute, all the proxies share one budget).
+func TestProxyRoutesCountPerProxy(t *testing.T) {
+	e := startWorld(t, mailworld.Options{Latency: 5 * time.Millisecond},
+		mailworld.Domain{Name: "one.test"}, mailworld.Domain{Name: "two.test"})
+	pool := proxyDialer(t, socksServer(t), socksServer(t))
+	shared := e.prober(func(c *Config) { c.Dialer, c.MaxConnsPerHost, c.MaxRcptPerSession = pool.Dial, 1, 4 })
+	probeAll(t, e, "one.test", 200, Missing, shared)
+	perProxy := e.prober(func(c *Config) {
+		c.Dialer, c.MaxConnsPerHost, c.MaxRcptPerSession, c.Routes = pool.Dial, 1, 4, 2
+		c.PickRoute = func() (string, DialFunc, error) {
+			r, err := pool.Pick()
+			if err != nil {
+				return "", nil, err
+			}
+			return r.Name(), r.Dial, nil
+		}
+	})
+	probeAll(t, e, "two.test", 200, Missing, perProxy)
+	one, two := hostStats(e, "mx1.one.test"), hostStats(e, "mx1.two.test")
+	if one.MaxConcurrent != 1 || two.MaxConcurrent != 2 {
+		t.Fatalf("sessions at once: %d with one budget for both proxies (want 1), %d with one per proxy (want 2)", one.MaxConcurrent, two.MaxConcurrent)
+	}
+}
+
+// A picked proxy that is down is set aside and the work goes out through
+// the other: the mail host is not blamed.
+func TestProxyRouteFailsOver(t *testing.T) {
+	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "ok.test", Mailboxes: okBoxes})
+	down := socksServer(t)
+	pool := proxyDialer(t, down, socksServer(t))
+	down.Close()
+	p := e.prober(func(c *Config) {
+		c.Dialer, c.Routes = pool.Dial, 2
+		c.PickRoute = func() (string, DialFunc, error) {
+			r, err := pool.Pick()
+			if err != nil {
+				return "", nil, err
+			}
+			return r.Name(), r.Dial, nil
+		}
+	})
+	ctx := ctxTimeout(t, 10*time.Second)
+	for range 4 {
+		if r := p.Probe(ctx, e.mx("ok.test"), "alice@ok.test"); r.Outcome != Deliverable {
+			t.Fatalf("%v %q %v", r.Outcome, r.Reply, r.Err)
+		}
+		time.Sleep(2 * holdIdle) // a new session, a new pick
+	}
+	if st := pool.Stats(); st.Down != 1 {
+		t.Fatalf("pool %+v: want the dead proxy set aside", st)
+	}
+}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/emaildata/emaildata/internal/engine/fleet"
 )
 
 // hostQ is the work queue of one MX host address (ip:port): items of any
@@ -21,7 +21,6 @@ type hostQ struct {
 	sessions int     // sessions running for this host (waiting, connecting or open)
 	idle     int     // of which waiting for work
 	wake     chan struct{}
-	lim      *rate.Limiter
 	hs       HostState     // what was learnt about the host (Config.HostMemory)
 	estimate time.Duration // one more session for a retry takes about this long
 
@@ -68,20 +67,18 @@ func (p *Prober) host(key string) *hostQ {
 			p.sweepLocked()
 		}
 		q = &hostQ{key: key, wake: make(chan struct{}), hs: p.cfg.HostMemory.Load(key)}
-		q.lim = rate.NewLimiter(rate.Limit(p.connRate(q)), p.burst(q))
 		p.hosts[key] = q
 	}
 	return q
 }
 
-// sweepLocked forgets idle hosts whose rate bucket is full again, so that
-// forgetting one never grants a fresh burst early. (What was learnt about
-// them stays in Config.HostMemory.)
+// sweepLocked forgets idle hosts. (What was learnt about them stays in
+// Config.HostMemory, their rate buckets in Config.Limiter.)
 func (p *Prober) sweepLocked() {
 	now := time.Now()
 	for k, q := range p.hosts {
 		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && !now.Before(q.backoffUntil) &&
-			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) && q.lim.TokensAt(now) >= float64(q.lim.Burst()) {
+			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
 			delete(p.hosts, k)
 		}
 	}
@@ -101,6 +98,15 @@ func (p *Prober) txCap(q *hostQ) int {
 // maxConns is the number of sessions q may have at once.
 func (p *Prober) maxConns(q *hostQ) int {
 	return capBy(p.cfg.MaxConnsPerHost, q.hs.Conns)
+}
+
+// routes is the number of egresses sessions leave from: each has its own
+// per-host limits (the Limiter holds each).
+func (p *Prober) routes() int {
+	if p.cfg.PickRoute == nil {
+		return 1
+	}
+	return p.cfg.Routes
 }
 
 // connRate is q's new connections a second.
@@ -135,8 +141,6 @@ func (p *Prober) learnLocked(q *hostQ, s HostState) {
 		return
 	}
 	q.hs = p.cfg.HostMemory.Learn(q.key, s)
-	q.lim.SetLimit(rate.Limit(p.connRate(q)))
-	q.lim.SetBurst(p.burst(q))
 }
 
 func (p *Prober) enqueue(q *hostQ, it *item, front bool) {
@@ -192,7 +196,7 @@ func (p *Prober) kick(q *hostQ) {
 	// several round trips' work (sessions at a Postfix host carry a
 	// window or two before their rejection budget is spent): a new one
 	// costs a connect, a greeting and EHLO first.
-	if q.sessions >= p.maxConns(q) || (q.sessions > 0 && q.n < secondSessionBacklog) {
+	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && q.n < secondSessionBacklog) {
 		return
 	}
 	if time.Now().Before(q.backoffUntil) {
@@ -301,35 +305,55 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.mu.Unlock()
 		return false // the host asked to slow down: kick starts a session later
 	}
+	q.hs = q.hs.Merge(p.cfg.HostMemory.Load(q.key)) // what other processes learnt meanwhile
 	items := p.take(q, min(p.cfg.PipelineDepth, p.perSession(q)))
 	if len(items) > 0 && !p.windowSlotLocked(q, time.Now()) {
 		p.requeueLocked(items, false, nil) // to wait for the host's next window
 		items = nil
 	}
 	answered := q.hs.Answered
+	lim := p.limitsLocked(q)
 	p.mu.Unlock()
 	if len(items) == 0 {
 		return false
 	}
 	tg := items[0].tg
 	budget := latestDeadline(items)
-	// The rate token is waited for without a connection open.
-	if r := q.lim.Reserve(); r.Delay() > 0 {
-		if d := r.Delay(); !budget.IsZero() && time.Now().Add(d).After(budget) {
-			r.Cancel()
-			p.abortJobs(items, &budgetError{fmt.Errorf("%w: no connection to %s possible before the deadline", context.DeadlineExceeded, tg.addr)})
-			return true
+	egress, dialer := p.cfg.Egress, p.cfg.Dialer
+	if p.cfg.PickRoute != nil {
+		var err error
+		if egress, dialer, err = p.cfg.PickRoute(); err != nil {
+			p.noRoute(items, err)
+			return false
 		}
-		time.Sleep(r.Delay())
 	}
-	if err := p.penalties.check(tg.addr); err != nil {
-		// Another session found it stalled meanwhile.
+	// The connection slot and the rate token are waited for without a
+	// connection open.
+	lease, err := p.lease(fleet.Key{Egress: egress, Host: tg.addr}, budget, lim)
+	if err != nil {
+		p.abortJobs(items, err)
+		return true
+	}
+	// What other processes found while this one waited for its slot.
+	if items = p.settleSharedCatchAll(items); len(items) == 0 {
+		lease.Release()
+		return false
+	}
+	if err := p.penalties.checkShared(tg.addr); err != nil {
+		// Another session (or process) found it stalled meanwhile: while
+		// this one waited for its slot, say, behind that tarpit.
+		lease.Release()
 		p.st.skipped.Add(1)
 		p.hostFailed(q, items, &hostError{tg: tg, err: err})
 		return false
 	}
 	t0 := time.Now()
-	s, err := p.dial(tg, budget, answered)
+	s, err := p.dial(tg, budget, answered, dialer)
+	if err != nil {
+		lease.Release()
+	} else {
+		s.hold(lease)
+	}
 	var refused *refusalError
 	switch {
 	case err == nil:
@@ -370,10 +394,34 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 			}
 			return p.endSession(q, s, sl)
 		}
+		if s.leaseEnding() {
+			return p.endSession(q, s, sl) // the next session takes a new lease
+		}
 		if items = p.next(q, room); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}
 	}
+}
+
+// lease takes a connection slot to tg and waits for the rate, within
+// budget (zero: none). Its error is a *budgetError.
+func (p *Prober) lease(k fleet.Key, budget time.Time, lim fleet.Limits) (*fleet.Lease, error) {
+	ctx := context.Background()
+	if !budget.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, budget)
+		defer cancel()
+	}
+	lease, err := p.cfg.Limiter.Acquire(ctx, k, lim)
+	if err == nil {
+		if err = p.cfg.Limiter.Wait(ctx, k, lim); err != nil {
+			lease.Release()
+		}
+	}
+	if err != nil {
+		return nil, &budgetError{fmt.Errorf("%w: no connection to %s possible before the deadline: %w", context.DeadlineExceeded, k.Host, err)}
+	}
+	return lease, nil
 }
 
 // fitSessionLocked applies what q taught to its new session s: the

@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/engine/fleet"
 	"github.com/emaildata/emaildata/internal/engine/proxypool"
 )
 
@@ -44,6 +46,59 @@ type session struct {
 	rtt                  time.Duration // last exchange's round trip
 	broken               bool          // I/O failed or the server is closing: close without QUIT
 	lastReply            reply         // last reply read (for failures)
+
+	lease     *fleet.Lease  // the connection slot (see hold)
+	leaseStop chan struct{} // closed when the connection is
+	cutAt     atomic.Int64  // unix ns after which no I/O may go on (the lease ended); 0: none
+}
+
+// leaseMargin is the least time left on a lease worth another exchange.
+const leaseMargin = time.Second
+
+// hold ties the session to its connection slot: it is released when the
+// connection is closed, and once it is lost (or its deadline passes) the
+// connection is cut at once: other processes may have the slot within the
+// lease TTL. What was in flight goes back to the queue (slotLostError),
+// and the host is not blamed.
+func (s *session) hold(l *fleet.Lease) {
+	s.lease = l
+	s.leaseStop = make(chan struct{})
+	dl, ok := l.Deadline()
+	go func() {
+		var at <-chan time.Time
+		if ok {
+			t := time.NewTimer(time.Until(dl))
+			defer t.Stop()
+			at = t.C
+		}
+		select {
+		case <-s.leaseStop:
+			return
+		case <-l.Lost():
+		case <-at:
+		}
+		cut := time.Now()
+		s.cutAt.Store(cut.UnixNano())
+		_ = s.c.SetDeadline(cut)
+	}()
+}
+
+// leaseEnding reports whether the session must end now rather than take
+// more work: its lease is lost or about to run out.
+func (s *session) leaseEnding() bool {
+	if s.lease == nil {
+		return false
+	}
+	if s.cutAt.Load() != 0 {
+		return true
+	}
+	select {
+	case <-s.lease.Lost():
+		return true
+	default:
+	}
+	dl, ok := s.lease.Deadline()
+	return ok && time.Until(dl) < max(leaseMargin, 2*s.rtt)
 }
 
 // countReader counts the bytes read through it.
@@ -118,10 +173,20 @@ type proxyLostError struct{ err error }
 func (e *proxyLostError) Error() string { return "smtpprobe: proxy lost: " + e.err.Error() }
 func (e *proxyLostError) Unwrap() error { return e.err }
 
+// isProxyLost reports a session lost through no fault of the host: its
+// proxy died, or its connection slot was lost (slotLostError).
 func isProxyLost(err error) bool {
 	var pl *proxyLostError
-	return errors.As(err, &pl)
+	var sl *slotLostError
+	return errors.As(err, &pl) || errors.As(err, &sl)
 }
+
+// slotLostError marks a session cut because its connection slot was lost
+// (the fleet backend went away or restarted) or ran out (a divided turn).
+type slotLostError struct{ err error }
+
+func (e *slotLostError) Error() string { return "smtpprobe: connection slot lost: " + e.err.Error() }
+func (e *slotLostError) Unwrap() error { return e.err }
 
 // noRoute reports a dial failure that is nobody's answer about the host:
 // no proxy is available.
@@ -161,7 +226,7 @@ func (p *Prober) allowed(tg target) error {
 // its greeting was due or it closed the connection, is penalised (see
 // Config.HostPenaltyTTL); the same at a host that has answered before is
 // a refusal. A host that gets as far as a usable session is forgiven.
-func (p *Prober) dial(tg target, budget time.Time, answered bool) (*session, error) {
+func (p *Prober) dial(tg target, budget time.Time, answered bool, dialer DialFunc) (*session, error) {
 	if err := p.allowed(tg); err != nil {
 		return nil, &hostError{tg: tg, err: err}
 	}
@@ -177,7 +242,7 @@ func (p *Prober) dial(tg target, budget time.Time, answered bool) (*session, err
 		defer cancel()
 	}
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
-	c, err := p.cfg.Dialer(dctx, "tcp", tg.addr)
+	c, err := dialer(dctx, "tcp", tg.addr)
 	connectTimedOut := dctx.Err() != nil
 	cancel()
 	if err != nil {
@@ -208,6 +273,9 @@ func (p *Prober) connectFailed(tg target, t0 time.Time, ctx context.Context, err
 		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
 	case noRoute(err):
 		return err
+	case errors.Is(err, proxypool.ErrProxyFailed):
+		p.st.failovers.Add(1)
+		return &proxyLostError{err} // another route next time
 	case timedOut:
 		err = fmt.Errorf("%w: %w", errConnectTimeout, err)
 	}
@@ -252,6 +320,9 @@ func (p *Prober) stalled(tg target, t0 time.Time, err error) {
 // by the budget.
 func (s *session) arm(d time.Duration) error {
 	dl := time.Now().Add(d)
+	if c := s.cutAt.Load(); c != 0 && time.Unix(0, c).Before(dl) {
+		dl = time.Unix(0, c)
+	}
 	if !s.budget.IsZero() {
 		if !time.Now().Before(s.budget) {
 			return &budgetError{context.DeadlineExceeded}
@@ -269,6 +340,9 @@ func (s *session) fail(err error) error {
 	s.broken = true
 	if isBudget(err) || isProxyLost(err) {
 		return err
+	}
+	if s.cutAt.Load() != 0 {
+		return &slotLostError{err}
 	}
 	if pc, ok := s.c.(interface{ ProxyLost() bool }); ok && pc.ProxyLost() {
 		s.p.st.failovers.Add(1)
@@ -389,6 +463,10 @@ func (s *session) quit(wait time.Duration) {
 
 func (s *session) close() {
 	s.c.Close()
+	if s.lease != nil {
+		close(s.leaseStop)
+		s.lease.Release()
+	}
 	d := time.Since(s.t0)
 	s.p.st.sessionNs.Add(int64(d))
 	s.p.st.sessionHist.Observe(d)

@@ -125,6 +125,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/engine/fleet"
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/platform/durhist"
@@ -225,10 +226,36 @@ type Config struct {
 	HostMemoryTTL time.Duration
 	// Dialer opens connections (default: a net.Dialer). ConnectTimeout is
 	// applied through the context. A ProxyPool's Dial fits here.
-	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	Dialer DialFunc
+	// PickRoute, when set, chooses where each session's connection leaves
+	// from before its slot is leased (a SOCKS5 proxy of a pool): the
+	// egress identity its per-host limits count against, and the dial
+	// through it. An error wrapping proxypool.ErrNoProxy parks the work
+	// for a while; a dial failing with proxypool.ErrProxyFailed puts it
+	// back for the next route.
+	PickRoute func() (egress string, dial DialFunc, err error)
+	// Routes is the number of egresses PickRoute chooses among (default
+	// 1): a host may have MaxConnsPerHost sessions through each.
+	Routes int
 	// AllowAddr, when set, must accept an MX host address before anything
 	// is dialled (directly or through a proxy): the SSRF guard.
 	AllowAddr func(netip.Addr) error
+	// Limiter holds each host's connection slots (MaxConnsPerHost lowered
+	// by what was learnt) and new connections a second (RatePerHost) for
+	// every process that shares it (issue 22): a fleet.Fleet with
+	// --fleet-url; default fleet.NewLocal, this Prober's own. Each session
+	// takes a lease before it dials, ends before the lease does, and
+	// gives it back when its connection is closed.
+	Limiter fleet.Limiter
+	// Learnt, when set, shares what sessions learn with the processes
+	// that share it: catch-all verdicts (CatchAllCacheTTL), stalled and
+	// refusing hosts (HostPenaltyTTL) and learnt per-host limits
+	// (HostMemoryTTL; unless HostMemory is set). Nil: this Prober's own
+	// memory only.
+	Learnt fleet.Learnt
+	// Egress names where direct connections leave from, the identity
+	// per-host limits are counted against (default fleet.DefaultEgress).
+	Egress string
 }
 
 func (c *Config) setDefaults() {
@@ -254,6 +281,7 @@ func (c *Config) setDefaults() {
 	def(&c.CatchAllCacheTTL, time.Hour)
 	def(&c.GreylistRetry, 60*time.Second)
 	defInt(&c.MaxConnsPerHost, 2)
+	defInt(&c.Routes, 1)
 	defInt(&c.MaxSessions, 1000)
 	defInt(&c.MaxRcptPerTransaction, 100)
 	defInt(&c.MaxRcptPerSession, 1000)
@@ -286,10 +314,22 @@ func (c *Config) setDefaults() {
 		var d net.Dialer
 		c.Dialer = d.DialContext
 	}
+	if c.Egress == "" {
+		c.Egress = fleet.DefaultEgress
+	}
+	if c.Limiter == nil {
+		c.Limiter = fleet.NewLocal(0)
+	}
 	if c.HostMemory == nil {
 		c.HostMemory = NewHostMemory(c.HostPenaltySize, c.HostMemoryTTL)
+		if c.Learnt != nil {
+			c.HostMemory = newSharedHostMemory(c.HostMemory, c.Learnt, c.Egress, c.HostMemoryTTL)
+		}
 	}
 }
+
+// DialFunc opens a connection.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Outcome is the verdict of a probe. The zero value is Unconfirmed, so an
 // unset Result never reads as deliverable.
@@ -506,7 +546,7 @@ func New(cfg Config) *Prober {
 	p := &Prober{
 		cfg:       cfg,
 		cache:     newVerdictCache(cfg.CatchAllCacheSize, cfg.CatchAllCacheTTL),
-		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL),
+		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL, cfg.Learnt, cfg.Egress),
 		mailFrom:  "<" + cfg.MailFrom + ">",
 		hosts:     make(map[string]*hostQ),
 		sweepAt:   minSweep,

@@ -29,6 +29,12 @@ type host struct {
 	slowed, tooManyErrors             atomic.Int64
 	sent421, flowDelays, nonmailDrops atomic.Int64
 
+	// recent: the times of the last connections accepted, for the most
+	// new connections within one second (maxRate).
+	rateMu  sync.Mutex
+	recent  []time.Time
+	maxRate int
+
 	// anvil: connections per client IP in the current fixed window
 	// (ConnRateLimit).
 	anvilMu sync.Mutex
@@ -56,6 +62,20 @@ func (h *host) countConn(ip string, limit int, window time.Duration, now time.Ti
 	}
 	a.n++
 	return a.n <= limit
+}
+
+// noteConn records a new connection and the most seen within any second.
+func (h *host) noteConn(now time.Time) {
+	h.rateMu.Lock()
+	defer h.rateMu.Unlock()
+	keep := h.recent[:0]
+	for _, t := range h.recent {
+		if now.Sub(t) < time.Second {
+			keep = append(keep, t)
+		}
+	}
+	h.recent = append(keep, now)
+	h.maxRate = max(h.maxRate, len(h.recent))
 }
 
 func (h *host) addr(port int) string {
@@ -97,6 +117,7 @@ func (h *host) snapshot(port int) HostStats {
 		Down:          h.down,
 		Current:       int(h.cur.Load()),
 		MaxConcurrent: int(h.maxCur.Load()),
+		MaxPerSecond:  h.rate(),
 		Total:         int(h.total.Load()),
 		Rejected:      int(h.rejected.Load()),
 		EHLO:          int(h.ehlo.Load()),
@@ -118,9 +139,18 @@ func (h *host) reset() {
 		c.Store(0)
 	}
 	h.maxCur.Store(h.cur.Load())
+	h.rateMu.Lock()
+	h.recent, h.maxRate = nil, 0
+	h.rateMu.Unlock()
 	h.anvilMu.Lock()
 	h.anvil = nil
 	h.anvilMu.Unlock()
+}
+
+func (h *host) rate() int {
+	h.rateMu.Lock()
+	defer h.rateMu.Unlock()
+	return h.maxRate
 }
 
 func storeMax(m *atomic.Int64, v int64) {

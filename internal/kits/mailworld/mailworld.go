@@ -206,6 +206,12 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Now is the clock used for greylisting (default time.Now).
 	Now func() time.Time
+	// LoopbackBase, when 16 or more, is the second byte of the hosts'
+	// 127.B.x.y addresses, so that worlds started one after another give
+	// every host the same address (runs that reuse what was learnt about
+	// hosts); default: one derived from the process and world, to keep
+	// concurrent worlds apart.
+	LoopbackBase int
 }
 
 // Ground-truth categories returned by GroundTruth.
@@ -435,6 +441,9 @@ func (w *World) layoutHosts() error {
 	// concurrent worlds apart (port clashes are retried anyway).
 	seq := worldSeq.Add(1)
 	b := 16 + (uint32(os.Getpid())*31+seq*7)%224
+	if w.opts.LoopbackBase >= 16 && w.opts.LoopbackBase < 240 {
+		b = uint32(w.opts.LoopbackBase)
+	}
 	next := 0
 	nextIP := func() netip.Addr {
 		i := next
@@ -690,6 +699,7 @@ type HostStats struct {
 	Down          bool   // refuses connections (PrimaryDown, AllDown, NullMX sink)
 	Current       int    // open connections now
 	MaxConcurrent int    // peak of Current
+	MaxPerSecond  int    // most connections accepted within one second (sliding)
 	Total         int    // connections accepted
 	Rejected      int    // connections turned away with 421 at the greeting (MaxConns, ConnRateLimit)
 	EHLO          int    // EHLO and HELO commands
@@ -713,6 +723,7 @@ type WorldStats struct {
 	Current        int                  // open now, all hosts
 	PeakConcurrent int                  // world-wide peak of open connections
 	MaxConcurrent  int                  // highest per-host MaxConcurrent
+	MaxPerSecond   int                  // highest per-host MaxPerSecond
 	Rejected       int
 	EHLO           int
 	MAIL           int
@@ -738,6 +749,7 @@ func (w *World) Stats() WorldStats {
 		s.Connections += hs.Total
 		s.Current += hs.Current
 		s.MaxConcurrent = max(s.MaxConcurrent, hs.MaxConcurrent)
+		s.MaxPerSecond = max(s.MaxPerSecond, hs.MaxPerSecond)
 		s.Rejected += hs.Rejected
 		s.EHLO += hs.EHLO
 		s.MAIL += hs.MAIL

@@ -49,6 +49,7 @@ func (w *World) serve(h *host, c net.Conn) {
 	n := h.cur.Add(1)
 	storeMax(&h.maxCur, n)
 	h.total.Add(1)
+	h.noteConn(time.Now())
 	storeMax(&w.peak, w.cur.Add(1))
 	defer func() {
 		h.cur.Add(-1)
