@@ -185,6 +185,15 @@ type Learnt interface {
 	// LowerHostLimits merges l into k's learnt limits (caps keep the lowest
 	// value, spacings the longest) and keeps them ttl from now.
 	LowerHostLimits(ctx context.Context, k Key, l HostLimits, ttl time.Duration) error
+	// Claim takes the claim on name for holder for ttl, unless another
+	// holder has it (ok false). The holder's own claim is taken again, its
+	// TTL renewed. Claims keep work that every process might start at
+	// the same moment (a domain's catch-all probe) to one of them; a
+	// holder that dies frees its claim when the TTL runs out.
+	Claim(ctx context.Context, name, holder string, ttl time.Duration) (ok bool, err error)
+	// Unclaim gives up holder's claim on name (nothing if another holds
+	// it), so that others need not wait for its TTL.
+	Unclaim(ctx context.Context, name, holder string) error
 }
 
 // Penalty is a host found stalled (no greeting, connect timed out) or

@@ -19,6 +19,7 @@ type Local struct {
 	slots  map[Key]*semaphore
 	limits map[Key]*rate.Limiter
 	sweep  int
+	claims map[string]localClaim
 
 	state localState
 }

@@ -115,6 +115,7 @@ var engineCounters = []engineCounter{
 	{"smtp_sessions", "SMTP sessions that reached EHLO/HELO."},
 	{"smtp_rcpt", "SMTP RCPT commands sent (catch-all probes included)."},
 	{"smtp_catchall_probes", "SMTP RCPTs for a random local part (catch-all detection)."},
+	{"smtp_catchall_claims_lost", "SMTP catch-all probes not sent because another process sharing the fleet had claimed the domain's probe; its verdict was awaited."},
 	{"smtp_mail", "SMTP MAIL commands sent: transactions, each carrying many RCPTs."},
 	{"smtp_refusals", "Times an SMTP host asked to slow down (421 or 4xx greeting or session reply, refused connection after a session): its queue waited out a backoff."},
 	{"smtp_deferred", "Addresses deferred after a 4xx (greylisting) for a later retry."},

@@ -1,0 +1,85 @@
+package fleet
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A claim goes to one holder of many asking at once; the holder takes it
+// again (renewing it), others do not until it is given up or expires.
+func TestClaimOneHolder(t *testing.T) {
+	ctx := context.Background()
+	for name, pair := range learntImpls(t) {
+		t.Run(name, func(t *testing.T) {
+			var won atomic.Int32
+			var wg sync.WaitGroup
+			for i := range 16 {
+				l := pair[i%2] // two processes' clients
+				holder := "holder-" + string(rune('a'+i))
+				wg.Go(func() {
+					ok, err := l.Claim(ctx, "catchall:one.test", holder, 300*time.Millisecond)
+					if err != nil {
+						t.Error(err)
+					}
+					if ok {
+						won.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if n := won.Load(); n != 1 {
+				t.Fatalf("%d holders won the claim at once, want 1", n)
+			}
+
+			a, b := pair[0], pair[1]
+			claim := func(l Learnt, holder string, ttl time.Duration) bool {
+				ok, err := l.Claim(ctx, "catchall:two.test", holder, ttl)
+				must(t, err)
+				return ok
+			}
+			if !claim(a, "h1", 300*time.Millisecond) || claim(b, "h2", time.Minute) {
+				t.Fatal("first claim lost, or a second holder took a held claim")
+			}
+			if !claim(b, "h1", 300*time.Millisecond) {
+				t.Fatal("the holder could not renew its claim")
+			}
+			must(t, b.Unclaim(ctx, "catchall:two.test", "h2")) // not its claim: nothing
+			if claim(a, "h2", time.Minute) {
+				t.Fatal("another holder's Unclaim freed the claim")
+			}
+			time.Sleep(400 * time.Millisecond)
+			if !claim(b, "h2", time.Minute) {
+				t.Fatal("the claim outlived its TTL")
+			}
+			must(t, a.Unclaim(ctx, "catchall:two.test", "h2"))
+			if !claim(a, "h3", time.Minute) {
+				t.Fatal("the claim was not given up")
+			}
+		})
+	}
+}
+
+// With the backend away a Fleet claims in the process: never an error,
+// never a wait, still one holder.
+func TestClaimFallsBackToProcess(t *testing.T) {
+	url := "redis://" + closedPort(t) + "/0?prefix=" + testPrefix()
+	f, err := Open(context.Background(), url, fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	a, errA := f.Claim(ctx, "catchall:down.test", "a", time.Minute)
+	b, errB := f.Claim(ctx, "catchall:down.test", "b", time.Minute)
+	if !a || b || errA != nil || errB != nil {
+		t.Fatalf("claims in the fallback: %v %v (%v %v), want the first only", a, b, errA, errB)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("claims in the fallback took %v", d)
+	}
+}
