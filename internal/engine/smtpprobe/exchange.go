@@ -12,7 +12,7 @@ import (
 // server asked to close, slow down or reached its per-session limit, or
 // refused our sender).
 func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
-	items = p.dropUnsendable(s, items)
+	items = p.claimProbes(p.dropUnsendable(s, items))
 	if len(items) == 0 {
 		return true
 	}

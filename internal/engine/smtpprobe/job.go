@@ -67,6 +67,7 @@ type job struct {
 	ca        caState
 	caItem    *item
 	caWaiters []*item // other jobs' sub items waiting for caItem's verdict
+	claimed   bool    // this job's probe holds the fleet-wide claim (claim.go)
 	dead      error   // all targets failed
 	overErr   error   // ctx ended: wraps context.Canceled or DeadlineExceeded
 	finished  bool
@@ -313,6 +314,7 @@ func (j *job) caDoneLocked(it *item) {
 	if p.caOwner[j.domain] == j {
 		delete(p.caOwner, j.domain)
 	}
+	p.releaseClaimLocked(j)
 	waiters := j.caWaiters
 	j.caWaiters = nil
 	for _, w := range waiters {
@@ -474,6 +476,7 @@ func (j *job) temporaryLocked(it *item, r reply, estimate time.Duration) {
 	if it.tries <= p.cfg.MaxGreylistRetries && fits && j.dead == nil && j.overErr == nil {
 		p.st.deferred.Add(1)
 		p.deferLocked(it, time.Now().Add(delay))
+		p.holdClaimLocked(it, delay)
 		if it.idx >= 0 {
 			// Start the random address's greylisting window now too, so
 			// that the verdict is ready when the address is retried.

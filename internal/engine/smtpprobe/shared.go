@@ -98,18 +98,24 @@ func (p *Prober) settleSharedCatchAll(items []*item) []*item {
 			out = append(out, it)
 			continue
 		}
-		if it.done {
-			continue
-		}
-		j := it.job
-		j.ca = caNo
-		if v {
-			j.ca = caYes
-		}
-		p.st.caCached.Add(1)
-		j.finalLocked(it, Result{})
+		p.takeSharedVerdictLocked(it, v)
 	}
 	return out
+}
+
+// takeSharedVerdictLocked ends the catch-all probe it with the verdict
+// another process found; the jobs waiting for it in this one get it too.
+func (p *Prober) takeSharedVerdictLocked(it *item, catchAll bool) {
+	if it.done {
+		return
+	}
+	j := it.job
+	j.ca = caNo
+	if catchAll {
+		j.ca = caYes
+	}
+	p.st.caCached.Add(1)
+	j.finalLocked(it, Result{})
 }
 
 // sharedHostMemory is the HostMemory of a Prober with Config.Learnt: a

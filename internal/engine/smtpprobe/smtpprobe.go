@@ -115,6 +115,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -444,22 +445,25 @@ var (
 // (holding nothing), QueueTime is addresses queued for a session slot or a
 // rate token.
 type Stats struct {
-	Dials            uint64 // connection attempts
-	Sessions         uint64 // sessions that reached a usable EHLO/HELO state
-	RCPT             uint64 // RCPT commands sent (catch-all probes included)
-	RSET             uint64 // RSET commands sent
-	MAIL             uint64 // MAIL commands sent: transactions
-	Refusals         uint64 // times a host asked to slow down (421 or 4xx greeting or session reply, refused connection after a session)
-	CatchAllProbes   uint64 // RCPTs for a random local part
-	CatchAllCached   uint64 // calls that took the catch-all verdict from the cache
-	Deferred         uint64 // addresses deferred after a 4xx for a later retry
-	Retries          uint64 // deferred addresses sent again
-	SessionLimits    uint64 // sessions ended early by a server's per-session limit (RCPTs, or a Postfix server's rejection budget)
-	HostFailures     uint64 // sessions that failed before any RCPT verdict
-	HostsSkipped     uint64 // MX host addresses skipped as recently stalled or unreachable
-	Stalled          uint64 // hosts that timed out on connect or greeting (tarpits)
-	ProxyFailovers   uint64 // connections moved to another proxy after a proxy failed
-	OpenSessionsPeak uint64 // most sessions open at once
+	Dials          uint64 // connection attempts
+	Sessions       uint64 // sessions that reached a usable EHLO/HELO state
+	RCPT           uint64 // RCPT commands sent (catch-all probes included)
+	RSET           uint64 // RSET commands sent
+	MAIL           uint64 // MAIL commands sent: transactions
+	Refusals       uint64 // times a host asked to slow down (421 or 4xx greeting or session reply, refused connection after a session)
+	CatchAllProbes uint64 // RCPTs for a random local part
+	CatchAllCached uint64 // calls that took the catch-all verdict from the cache
+	// CatchAllClaimsLost counts catch-all probes not sent because another
+	// process sharing Config.Learnt had claimed the domain's probe.
+	CatchAllClaimsLost uint64
+	Deferred           uint64 // addresses deferred after a 4xx for a later retry
+	Retries            uint64 // deferred addresses sent again
+	SessionLimits      uint64 // sessions ended early by a server's per-session limit (RCPTs, or a Postfix server's rejection budget)
+	HostFailures       uint64 // sessions that failed before any RCPT verdict
+	HostsSkipped       uint64 // MX host addresses skipped as recently stalled or unreachable
+	Stalled            uint64 // hosts that timed out on connect or greeting (tarpits)
+	ProxyFailovers     uint64 // connections moved to another proxy after a proxy failed
+	OpenSessionsPeak   uint64 // most sessions open at once
 
 	SessionTime  time.Duration
 	StalledTime  time.Duration // part of SessionTime spent on connects and greetings that timed out
@@ -486,23 +490,24 @@ var sessionBounds = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60
 // (workers' shard summaries; the manager adds them up). Times are seconds.
 func (s Stats) Counters() map[string]float64 {
 	m := map[string]float64{
-		"smtp_dials":            float64(s.Dials),
-		"smtp_sessions":         float64(s.Sessions),
-		"smtp_rcpt":             float64(s.RCPT),
-		"smtp_mail":             float64(s.MAIL),
-		"smtp_refusals":         float64(s.Refusals),
-		"smtp_catchall_probes":  float64(s.CatchAllProbes),
-		"smtp_deferred":         float64(s.Deferred),
-		"smtp_retries":          float64(s.Retries),
-		"smtp_session_limits":   float64(s.SessionLimits),
-		"smtp_host_failures":    float64(s.HostFailures),
-		"smtp_hosts_skipped":    float64(s.HostsSkipped),
-		"smtp_stalled_hosts":    float64(s.Stalled),
-		"smtp_proxy_failovers":  float64(s.ProxyFailovers),
-		"smtp_session_seconds":  s.SessionTime.Seconds(),
-		"smtp_stalled_seconds":  s.StalledTime.Seconds(),
-		"smtp_deferred_seconds": s.DeferredTime.Seconds(),
-		"smtp_queued_seconds":   s.QueueTime.Seconds(),
+		"smtp_dials":                float64(s.Dials),
+		"smtp_sessions":             float64(s.Sessions),
+		"smtp_rcpt":                 float64(s.RCPT),
+		"smtp_mail":                 float64(s.MAIL),
+		"smtp_refusals":             float64(s.Refusals),
+		"smtp_catchall_probes":      float64(s.CatchAllProbes),
+		"smtp_catchall_claims_lost": float64(s.CatchAllClaimsLost),
+		"smtp_deferred":             float64(s.Deferred),
+		"smtp_retries":              float64(s.Retries),
+		"smtp_session_limits":       float64(s.SessionLimits),
+		"smtp_host_failures":        float64(s.HostFailures),
+		"smtp_hosts_skipped":        float64(s.HostsSkipped),
+		"smtp_stalled_hosts":        float64(s.Stalled),
+		"smtp_proxy_failovers":      float64(s.ProxyFailovers),
+		"smtp_session_seconds":      s.SessionTime.Seconds(),
+		"smtp_stalled_seconds":      s.StalledTime.Seconds(),
+		"smtp_deferred_seconds":     s.DeferredTime.Seconds(),
+		"smtp_queued_seconds":       s.QueueTime.Seconds(),
 	}
 	s.SessionLatency.AddCounters(m, SessionDurationKey)
 	s.SetupLatency.AddCounters(m, SetupDurationKey)
@@ -529,15 +534,17 @@ type Prober struct {
 	timer    *time.Timer
 	timerAt  time.Time
 	caOwner  map[string]*job // domain → the job whose catch-all probe is in flight
+	// holder names this Prober in fleet-wide claims (claim.go).
+	holder string
 
 	st counters
 }
 
 type counters struct {
-	dials, sessions, rcpts, rsets, mails, refusals, caProbes, caCached, deferred, retries, limits atomic.Uint64
-	hostFails, skipped, stalled, failovers, peak                                                  atomic.Uint64
-	sessionNs, stalledNs, deferredNs, queueNs                                                     atomic.Int64
-	sessionHist, setupHist                                                                        *durhist.Histogram
+	dials, sessions, rcpts, rsets, mails, refusals, caProbes, caCached, caClaimsLost, deferred, retries, limits atomic.Uint64
+	hostFails, skipped, stalled, failovers, peak                                                                atomic.Uint64
+	sessionNs, stalledNs, deferredNs, queueNs                                                                   atomic.Int64
+	sessionHist, setupHist                                                                                      *durhist.Histogram
 }
 
 // New returns a Prober for cfg. It sends nothing until the first probe.
@@ -555,6 +562,9 @@ func New(cfg Config) *Prober {
 	p.st.sessionHist = durhist.New(sessionBounds...)
 	p.st.setupHist = durhist.New(sessionBounds...)
 	rand.Read(p.secret[:])
+	var id [8]byte
+	rand.Read(id[:])
+	p.holder = hex.EncodeToString(id[:])
 	return p
 }
 
@@ -565,28 +575,29 @@ func (p *Prober) Config() Config { return p.cfg }
 func (p *Prober) Stats() Stats {
 	c := &p.st
 	return Stats{
-		Dials:            c.dials.Load(),
-		Sessions:         c.sessions.Load(),
-		RCPT:             c.rcpts.Load(),
-		RSET:             c.rsets.Load(),
-		MAIL:             c.mails.Load(),
-		Refusals:         c.refusals.Load(),
-		CatchAllProbes:   c.caProbes.Load(),
-		CatchAllCached:   c.caCached.Load(),
-		Deferred:         c.deferred.Load(),
-		Retries:          c.retries.Load(),
-		SessionLimits:    c.limits.Load(),
-		HostFailures:     c.hostFails.Load(),
-		HostsSkipped:     c.skipped.Load(),
-		Stalled:          c.stalled.Load(),
-		ProxyFailovers:   c.failovers.Load(),
-		OpenSessionsPeak: c.peak.Load(),
-		SessionTime:      time.Duration(c.sessionNs.Load()),
-		StalledTime:      time.Duration(c.stalledNs.Load()),
-		DeferredTime:     time.Duration(c.deferredNs.Load()),
-		QueueTime:        time.Duration(c.queueNs.Load()),
-		SessionLatency:   c.sessionHist.Snapshot(),
-		SetupLatency:     c.setupHist.Snapshot(),
+		Dials:              c.dials.Load(),
+		Sessions:           c.sessions.Load(),
+		RCPT:               c.rcpts.Load(),
+		RSET:               c.rsets.Load(),
+		MAIL:               c.mails.Load(),
+		Refusals:           c.refusals.Load(),
+		CatchAllProbes:     c.caProbes.Load(),
+		CatchAllCached:     c.caCached.Load(),
+		CatchAllClaimsLost: c.caClaimsLost.Load(),
+		Deferred:           c.deferred.Load(),
+		Retries:            c.retries.Load(),
+		SessionLimits:      c.limits.Load(),
+		HostFailures:       c.hostFails.Load(),
+		HostsSkipped:       c.skipped.Load(),
+		Stalled:            c.stalled.Load(),
+		ProxyFailovers:     c.failovers.Load(),
+		OpenSessionsPeak:   c.peak.Load(),
+		SessionTime:        time.Duration(c.sessionNs.Load()),
+		StalledTime:        time.Duration(c.stalledNs.Load()),
+		DeferredTime:       time.Duration(c.deferredNs.Load()),
+		QueueTime:          time.Duration(c.queueNs.Load()),
+		SessionLatency:     c.sessionHist.Snapshot(),
+		SetupLatency:       c.setupHist.Snapshot(),
 	}
 }
 

@@ -1,0 +1,134 @@
+package smtpprobe
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Catch-all claims (issue 22). Processes sharing Config.Learnt that reach
+// a domain's catch-all probe at the same moment would each send one (the
+// shared verdict only exists once found). So a probe is claimed
+// fleet-wide just before it is sent; a process that loses the claim keeps
+// the probe item (and so its job's accepted addresses) pending and takes
+// the holder's verdict once it is shared, or claims and probes itself when
+// the claim ends without one (the holder died or got no answer).
+
+// Polling the shared verdict for a probe another process holds backs off
+// between these bounds.
+const (
+	claimPollMin = 20 * time.Millisecond
+	claimPollMax = 500 * time.Millisecond
+)
+
+func claimName(domain string) string { return "catchall:" + domain }
+
+// claimTTL is how long a probe's claim lasts: the wait for its reply in
+// an open session, and no longer than its call may take.
+func (p *Prober) claimTTL(j *job) time.Duration {
+	ttl := p.cfg.CommandTimeout
+	if !j.deadline.IsZero() {
+		ttl = min(ttl, time.Until(j.deadline))
+	}
+	return max(ttl, claimPollMin)
+}
+
+// claim takes the fleet-wide claim on it (a job's own catch-all probe)
+// for ttl. A backend that does not answer claims nothing: the probe is
+// sent, as without a fleet.
+func (p *Prober) claim(it *item, ttl time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	ok, err := p.cfg.Learnt.Claim(ctx, claimName(it.job.domain), p.holder, ttl)
+	return ok || err != nil
+}
+
+// claimProbes claims the catch-all probes among items about to be sent
+// and returns the items to send: a probe whose claim another process
+// holds waits for that one's verdict (awaitClaimed) instead.
+func (p *Prober) claimProbes(items []*item) []*item {
+	if p.cfg.Learnt == nil {
+		return items
+	}
+	out := items[:0]
+	for _, it := range items {
+		// idx, sub and job never change: no lock needed to read them.
+		if it.idx >= 0 || it.sub {
+			out = append(out, it)
+			continue
+		}
+		if p.claim(it, p.claimTTL(it.job)) {
+			p.mu.Lock()
+			it.job.claimed = true
+			p.mu.Unlock()
+			out = append(out, it)
+			continue
+		}
+		p.st.caClaimsLost.Add(1)
+		go p.awaitClaimed(it)
+	}
+	return out
+}
+
+// awaitClaimed polls, with backoff, the shared verdict of a probe whose
+// claim another process holds, until the verdict comes, the item ends
+// otherwise (a "user unknown" here, the call's end), or the claim is free
+// again: then it is this process's, and the probe goes back to its host.
+func (p *Prober) awaitClaimed(it *item) {
+	wait := claimPollMin
+	for {
+		t := time.NewTimer(wait/2 + rand.N(wait))
+		select {
+		case <-t.C:
+		case <-it.job.done:
+			t.Stop()
+			return
+		}
+		if p.itemDone(it) {
+			return
+		}
+		if v, ok := p.sharedCatchAll(context.Background(), it.job.domain); ok {
+			p.mu.Lock()
+			p.takeSharedVerdictLocked(it, v)
+			p.mu.Unlock()
+			return
+		}
+		if p.claim(it, p.claimTTL(it.job)) {
+			p.mu.Lock()
+			it.job.requeueLocked(it, false, nil)
+			p.mu.Unlock()
+			return
+		}
+		wait = min(2*wait, claimPollMax)
+	}
+}
+
+func (p *Prober) itemDone(it *item) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return it.done
+}
+
+// holdClaimLocked keeps the claim of a probe deferred for a 4xx until
+// after its retry: the others would be deferred alike, and a probe of
+// their own would only start its greylisting window later.
+func (p *Prober) holdClaimLocked(it *item, delay time.Duration) {
+	if p.cfg.Learnt == nil || it.idx >= 0 || it.sub {
+		return
+	}
+	ttl := delay + p.claimTTL(it.job)
+	go p.claim(it, ttl)
+}
+
+// releaseClaimLocked gives up the claim of a probe that ended without a
+// verdict, so that the processes waiting for it probe at once rather than
+// after its TTL. A verdict keeps the claim until it expires: the waiters
+// read the verdict first, even when sharing it is slow.
+func (p *Prober) releaseClaimLocked(j *job) {
+	if p.cfg.Learnt == nil || j.ca == caYes || j.ca == caNo || !j.claimed {
+		return
+	}
+	j.claimed = false
+	l, name, holder := p.cfg.Learnt, claimName(j.domain), p.holder
+	background(func(ctx context.Context) error { return l.Unclaim(ctx, name, holder) })
+}

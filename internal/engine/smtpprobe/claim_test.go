@@ -1,0 +1,147 @@
+package smtpprobe
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/fleet"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+// caRCPTs verifies per addresses of each catch-all domain with every
+// prober at once, one domain after another, and returns the catch-all
+// probes the server saw: its RCPTs beyond the addresses (every address is
+// accepted at once, so nothing is sent twice).
+func caRCPTs(t *testing.T, e *env, domains []string, per int, probers ...*Prober) int {
+	t.Helper()
+	probes := 0
+	for _, d := range domains {
+		before := hostStats(e, "mx1."+d).RCPT
+		probeAll(t, e, d, per, CatchAll, probers...)
+		probes += hostStats(e, "mx1."+d).RCPT - before - per*len(probers)
+	}
+	return probes
+}
+
+func catchAllWorld(t *testing.T, n int) (*env, []string) {
+	var doms []mailworld.Domain
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("ca%d.test", i))
+		doms = append(doms, mailworld.Domain{Name: names[i], DefaultBehaviour: mailworld.CatchAll})
+	}
+	return startWorld(t, mailworld.Options{Latency: 20 * time.Millisecond}, doms...), names
+}
+
+// Two engines sharing a backend that verify the same catch-all domain at
+// the same moment send one catch-all probe between them (the claim), and
+// both get CatchAll for every address. Without the shared backend each
+// sends its own: the count at the server can tell.
+func TestFleetClaimOneProbePerDomain(t *testing.T) {
+	url := fleetURL(t)
+	e, domains := catchAllWorld(t, 8)
+
+	alone := caRCPTs(t, e, domains[:4], 10, e.prober(nil), e.prober(nil))
+	if alone != 8 {
+		t.Fatalf("engines on their own sent %d catch-all probes for 4 domains, want 8: the test cannot tell", alone)
+	}
+
+	f1, f2 := openFleet(t, url, fleet.Options{}), openFleet(t, url, fleet.Options{})
+	p1, p2 := e.prober(withFleet(f1, nil)), e.prober(withFleet(f2, nil))
+	shared := caRCPTs(t, e, domains[4:], 10, p1, p2)
+	s1, s2 := p1.Stats(), p2.Stats()
+	if shared != 4 || s1.CatchAllProbes+s2.CatchAllProbes != 4 {
+		t.Fatalf("sharing a backend: %d catch-all probes at the server (engines say %d + %d) for 4 domains, want 4",
+			shared, s1.CatchAllProbes, s2.CatchAllProbes)
+	}
+	t.Logf("4 domains: %d probes on their own, %d sharing a backend (%d + %d claims lost)",
+		alone, shared, s1.CatchAllClaimsLost, s2.CatchAllClaimsLost)
+}
+
+// A claim whose holder died (it claimed and never answered) holds the
+// others back until its TTL, then one of them probes: the verdicts are
+// right either way, and a verdict the holder shares ends the wait early.
+func TestFleetClaimHolderDies(t *testing.T) {
+	url := fleetURL(t)
+	e := startWorld(t, mailworld.Options{},
+		mailworld.Domain{Name: "ca.test", DefaultBehaviour: mailworld.CatchAll},
+		mailworld.Domain{Name: "ok.test", Mailboxes: aliceOnly},
+		mailworld.Domain{Name: "told.test", DefaultBehaviour: mailworld.CatchAll},
+		mailworld.Domain{Name: "warm.test", Mailboxes: aliceOnly})
+	f := openFleet(t, url, fleet.Options{})
+	dead := openFleet(t, url, fleet.Options{}) // the holder's process
+	p := e.prober(withFleet(f, nil))
+	const ttl = time.Second
+	ctx := ctxTimeout(t, 20*time.Second)
+	// A new backend holds leases back for a while (fleet.Fleet): past it
+	// first, so that the waits below are the claims'.
+	if r := p.Probe(ctx, e.mx("warm.test"), "alice@warm.test"); r.Outcome != Deliverable {
+		t.Fatalf("warm-up: %v %v", r.Outcome, r.Err)
+	}
+	for _, tc := range []struct {
+		addr string
+		want Outcome
+	}{
+		{"a@ca.test", CatchAll},
+		{"alice@ok.test", Deliverable},
+	} {
+		domain := tc.addr[2:]
+		if tc.want == Deliverable {
+			domain = "ok.test"
+		}
+		if ok, err := dead.Claim(ctx, claimName(domain), "dead-holder", ttl); !ok || err != nil {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		start := time.Now()
+		before := p.Stats()
+		r := p.Probe(ctx, e.mx(domain), tc.addr)
+		took, st := time.Since(start), p.Stats()
+		if r.Outcome != tc.want {
+			t.Fatalf("%s: %v %q %v, want %v", tc.addr, r.Outcome, r.Reply, r.Err, tc.want)
+		}
+		if took < ttl-100*time.Millisecond || took > ttl+time.Second {
+			t.Fatalf("%s took %v: want the claim's TTL (%v) and a probe", tc.addr, took, ttl)
+		}
+		if st.CatchAllProbes-before.CatchAllProbes != 1 || st.CatchAllClaimsLost-before.CatchAllClaimsLost != 1 {
+			t.Fatalf("%s: %d probes, %d claims lost; want 1 and 1", tc.addr,
+				st.CatchAllProbes-before.CatchAllProbes, st.CatchAllClaimsLost-before.CatchAllClaimsLost)
+		}
+		t.Logf("%s: %v after %v", tc.addr, r.Outcome, took.Round(time.Millisecond))
+	}
+
+	// A live holder shares its verdict: no probe, no wait for the TTL.
+	if ok, _ := dead.Claim(ctx, claimName("told.test"), "live-holder", time.Minute); !ok {
+		t.Fatal("claim not taken")
+	}
+	time.AfterFunc(200*time.Millisecond, func() { _ = dead.SetCatchAll(context.Background(), "told.test", true, time.Minute) })
+	start := time.Now()
+	before := p.Stats().CatchAllProbes
+	if r := p.Probe(ctx, e.mx("told.test"), "a@told.test"); r.Outcome != CatchAll {
+		t.Fatalf("told.test: %v %q", r.Outcome, r.Reply)
+	}
+	if took := time.Since(start); p.Stats().CatchAllProbes != before || took > 2*time.Second {
+		t.Fatalf("told.test: %d probes sent, %v: want the holder's verdict", p.Stats().CatchAllProbes-before, took)
+	}
+}
+
+// With fleet.Local as the learnt state nothing changes for one engine
+// (one probe, the right verdicts, the cache), and two engines sharing
+// it in one process send one probe between them.
+func TestLocalClaimAsBefore(t *testing.T) {
+	e, domains := catchAllWorld(t, 4)
+	l := fleet.NewLocal(0)
+	local := func(c *Config) { c.Limiter, c.Learnt = l, l }
+	p := e.prober(local)
+	if n := caRCPTs(t, e, domains[:1], 10, p); n != 1 || p.Stats().CatchAllClaimsLost != 0 {
+		t.Fatalf("one engine: %d probes, %d claims lost; want 1 and none", n, p.Stats().CatchAllClaimsLost)
+	}
+	if n := caRCPTs(t, e, domains[:1], 5, p); n != 0 {
+		t.Fatalf("one engine again: %d probes, want the cached verdict", n)
+	}
+	p1, p2 := e.prober(local), e.prober(local)
+	if n := caRCPTs(t, e, domains[1:], 10, p1, p2); n != 3 {
+		t.Fatalf("two engines on one Local: %d probes for 3 domains, want 3", n)
+	}
+}
