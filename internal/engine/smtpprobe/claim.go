@@ -15,10 +15,14 @@ import (
 // the claim ends without one (the holder died or got no answer).
 
 // Polling the shared verdict for a probe another process holds backs off
-// between these bounds.
+// from claimPollMin to claimPollMax, or claimPollMaxCall for a call with
+// a deadline (an API call waits for it). A list's rows have time, and a
+// list can have a thousand probes waiting at once, two round trips a
+// poll each: their CPU is measured in docs/benchmarks.md.
 const (
-	claimPollMin = 20 * time.Millisecond
-	claimPollMax = 500 * time.Millisecond
+	claimPollMin     = 20 * time.Millisecond
+	claimPollMax     = 2 * time.Second
+	claimPollMaxCall = 250 * time.Millisecond
 )
 
 func claimName(domain string) string { return "catchall:" + domain }
@@ -100,6 +104,9 @@ func (p *Prober) awaitClaimed(it *item) {
 			return
 		}
 		wait = min(2*wait, claimPollMax)
+		if !it.job.deadline.IsZero() {
+			wait = min(wait, claimPollMaxCall)
+		}
 	}
 }
 

@@ -295,8 +295,11 @@ func (j *job) finalLocked(it *item, r Result) {
 		}
 		j.caDoneLocked(it)
 	}
-	// Only the catch-all probe left, and nothing needs its verdict.
-	if ca := j.caItem; ca != nil && !ca.done && !j.caNeeded() {
+	// Only the catch-all probe left, and nothing needs its verdict. A
+	// probe claimed fleet-wide is kept: other processes may be waiting
+	// for its verdict, and would start a probe (and its greylisting
+	// window) of their own only once its claim is given up.
+	if ca := j.caItem; ca != nil && !ca.done && !j.caNeeded() && !j.claimed {
 		ca.settled = true
 		j.finalLocked(ca, Result{})
 	}
