@@ -50,7 +50,9 @@
 //   - lim is the configured Limits lowered by the learnt limits (and, with
 //     a shared Learnt, spaced to a host's anvil window).
 //   - catch-all verdicts (job.go): CatchAll when a call starts and before
-//     a probe is sent, SetCatchAll when one is found.
+//     a probe is sent, SetCatchAll when one is found; Claim just before a
+//     probe is sent, so that one process of those reaching it at once
+//     sends it (claim.go), and Unclaim when it ended without a verdict.
 //   - stalled and refusing hosts (penalty.go): Penalty before each
 //     session, SetPenalty and ClearPenalty as they are found.
 //   - learnt per-host limits: the Prober's HostMemory reads HostLimits in
