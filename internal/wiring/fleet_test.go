@@ -3,46 +3,20 @@ package wiring
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
 )
-
-// needRedis fails under CI=true, else skips, without the test Redis.
-func needRedis(t *testing.T) {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis not reachable (required under CI=true): %v", err)
-		}
-		t.Skipf("Redis not reachable: %v", err)
-	}
-}
 
 // With --fleet-url, the history lives in the fleet backend unless
 // --history-url says otherwise, and the engine reports both's counters.
 func TestEngineSharedParts(t *testing.T) {
-	needRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := DefaultVerifyConfig()
 	c.DNSServer = "off"
-	prefix := "catalogtest:" + t.Name() + ":"
-	c.Fleet.URL = "redis://127.0.0.1:6379/0?prefix=" + prefix
-	t.Cleanup(func() {
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-		defer rdb.Close()
-		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	})
+	c.Fleet.URL = redistest.URL(t, "wiringtest") // fails under CI=true without Redis
 	e, err := NewEngine(ctx, c)
 	if err != nil {
 		t.Fatal(err)

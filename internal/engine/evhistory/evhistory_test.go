@@ -17,6 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
 )
 
 func randHex(n int) string {
@@ -45,22 +46,13 @@ type backend struct {
 }
 
 func redisBackend(t testing.TB) backend {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	need(t, "Redis at 127.0.0.1:6379", rdb.Ping(ctx).Err())
-	prefix := "evhtest:" + randHex(6) + ":"
+	rdb := redistest.Need(t)
+	prefix := redistest.Prefix(t, rdb, "evhtest")
 	keys := func() []string {
 		ks, _ := rdb.Keys(context.Background(), prefix+"*").Result()
 		return ks
 	}
-	t.Cleanup(func() {
-		if ks := keys(); len(ks) > 0 {
-			rdb.Del(context.Background(), ks...)
-		}
-		rdb.Close()
-	})
-	return backend{url: "redis://127.0.0.1:6379/0?prefix=" + prefix, dump: func(t testing.TB) []byte {
+	return backend{url: "redis://" + redistest.Addr + "/0?prefix=" + prefix, dump: func(t testing.TB) []byte {
 		var b bytes.Buffer
 		for _, k := range keys() {
 			v, _ := rdb.Get(context.Background(), k).Bytes()

@@ -7,38 +7,22 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
 )
 
-const redisAddr = "127.0.0.1:6379"
-
 // redisURL returns a URL on the test Redis with a key prefix of the
-// test's own, whose keys are deleted at the end. Under CI=true an
-// unreachable Redis fails the test.
+// test's own, whose keys are deleted at the end (redistest: under CI=true
+// an unreachable Redis fails the test).
 func redisURL(t testing.TB) string {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis not reachable at %s (required under CI=true): %v", redisAddr, err)
-		}
-		t.Skipf("Redis not reachable at %s: %v", redisAddr, err)
-	}
-	prefix := testPrefix()
-	t.Cleanup(func() {
-		deletePrefix(rdb, prefix)
-		_ = rdb.Close()
-	})
-	return "redis://" + redisAddr + "/0?prefix=" + prefix
+	return redistest.URL(t, "fleettest")
 }
 
 func testPrefix() string {
@@ -47,22 +31,9 @@ func testPrefix() string {
 	return "fleettest:" + hex.EncodeToString(b[:]) + ":"
 }
 
-// deletePrefix deletes every key of prefix (and the rate keys
-// redis_rate puts before it): what a Redis restart without persistence
-// does to them.
-func deletePrefix(rdb *redis.Client, prefix string) {
-	ctx := context.Background()
-	for _, pat := range []string{prefix + "*", "rate:" + prefix + "*"} {
-		iter := rdb.Scan(ctx, 0, pat, 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			rdb.Del(ctx, keys...)
-		}
-	}
-}
+// deletePrefix is what a Redis restart without persistence does to
+// prefix's keys.
+func deletePrefix(rdb *redis.Client, prefix string) { redistest.DeletePrefix(rdb, prefix) }
 
 func fastOptions() Options {
 	return Options{LeaseTTL: time.Second, HealthInterval: 100 * time.Millisecond, FailAfter: 2}
@@ -199,7 +170,7 @@ func (c *cutter) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			out, err := net.Dial("tcp", redisAddr)
+			out, err := net.Dial("tcp", redistest.Addr)
 			if err != nil {
 				in.Close()
 				continue

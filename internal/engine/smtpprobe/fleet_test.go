@@ -2,8 +2,6 @@ package smtpprobe
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/emaildata/emaildata/internal/engine/fleet"
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
 )
 
 // Issue 22: engines that share a fleet backend (the real Redis at
@@ -28,37 +25,12 @@ import (
 // learn. Each engine has its own fleet.Fleet (its own connections and
 // health checks), as separate processes do.
 
-const testRedisAddr = "127.0.0.1:6379"
-
 // fleetURL returns a URL on the test Redis with a key prefix of the
-// test's own, deleted at the end. Under CI=true an unreachable Redis
-// fails the test.
+// test's own, deleted at the end (redistest: under CI=true an unreachable
+// Redis fails the test).
 func fleetURL(t testing.TB) string {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: testRedisAddr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis not reachable at %s (required under CI=true): %v", testRedisAddr, err)
-		}
-		t.Skipf("Redis not reachable at %s: %v", testRedisAddr, err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "smtpprobetest:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for _, pat := range []string{prefix + "*", "rate:" + prefix + "*"} {
-			keys, _ := rdb.Keys(ctx, pat).Result()
-			if len(keys) > 0 {
-				rdb.Del(ctx, keys...)
-			}
-		}
-		_ = rdb.Close()
-	})
-	return "redis://" + testRedisAddr + "/0?prefix=" + prefix
+	return redistest.URL(t, "smtpprobetest")
 }
 
 func openFleet(t testing.TB, url string, o fleet.Options) *fleet.Fleet {
