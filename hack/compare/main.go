@@ -58,7 +58,7 @@ func main() {
 		child       = flag.Bool("world-child", false, "internal: serve the mail world (child process)")
 		concurrency = flag.Int("concurrency", 100, "AfterShip workers; our --smtp-max-sessions and --dns-workers; our single-address workers")
 		port        = flag.Int("port", 25, "SMTP port of the world's MX hosts (AfterShip only dials 25)")
-		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-single (GET /v5/ev's path); empty: only the world and its floors")
+		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-single (GET /v5/ev's path), ours-mix (-lists lists at once plus -api-procs API processes, see mix.go); empty: only the world and its floors")
 		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
@@ -66,8 +66,20 @@ func main() {
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
 		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are) or domain (by a hash of the domain: each domain's rows in one process)")
-		fleetURL    = flag.String("fleet-url", "", "ours-list: the workers' --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
+		fleetURL    = flag.String("fleet-url", "", "ours-list and ours-mix: the workers' (and API processes') --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
+		mix         mixSettings
+		api         apiChild
+		apiChildRun = flag.Bool("api-child", false, "internal: one API process of ours-mix (child process)")
 	)
+	flag.IntVar(&mix.lists, "lists", 3, "ours-mix: lists run at once (the rows not given to the API processes, dealt out in turn), each by -procs worker run processes")
+	flag.IntVar(&mix.apiProcs, "api-procs", 2, "ours-mix: API processes answering GET /v5/ev-style single addresses at the same time")
+	flag.IntVar(&mix.apiRows, "api-rows", 2000, "ours-mix: rows verified by the API processes (spread evenly over the list), shared among them")
+	flag.IntVar(&mix.apiConc, "api-concurrency", 10, "ours-mix: requests in flight per API process")
+	flag.StringVar(&api.in, "api-in", "", "internal: the API child's addresses")
+	flag.StringVar(&api.out, "api-out", "", "internal: the API child's answers")
+	flag.StringVar(&api.dns, "api-dns", "", "internal: the API child's DNS server")
+	flag.IntVar(&api.seat, "api-seat", 0, "internal: the API child's fleet seat")
+	flag.IntVar(&api.seats, "api-seats", 1, "internal: the fleet seats of the mix")
 	g.bind(flag.CommandLine)
 	flag.Parse()
 	if *child {
@@ -75,6 +87,13 @@ func main() {
 		return
 	}
 	log.SetFlags(log.Ltime)
+	if *apiChildRun {
+		s := settings{concurrency: *concurrency, port: *port, greylistRetry: *greyRetry, singleTimeout: *singleTO, fleetURL: *fleetURL}
+		if err := runAPIChild(api, s); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	installResolver()
 	http.DefaultTransport = denyTransport{}
 	http.DefaultClient = &http.Client{Transport: denyTransport{}}
@@ -126,6 +145,12 @@ func main() {
 			r.cpu = cputime.Self().Seconds() - cpu0
 		case "ours-list":
 			r.pred, r.raw, r.cpu, r.note, err = runOursList(w.hello.DNS, rows, s)
+			if err != nil {
+				w.stop()
+				log.Fatal(err)
+			}
+		case "ours-mix":
+			r.pred, r.raw, r.cpu, r.note, err = runOursMix(w.hello.DNS, rows, w.hello.Truth, w.hello.Underlying, s, mix)
 			if err != nil {
 				w.stop()
 				log.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	emailverifier "github.com/AfterShip/email-verifier"
 
 	"github.com/emaildata/emaildata/internal/engine/emaillists"
+	"github.com/emaildata/emaildata/internal/engine/fleet"
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
 	"github.com/emaildata/emaildata/internal/engine/typo"
@@ -118,17 +119,23 @@ func classifyAfterShip(res *emailverifier.Result, err error) (string, string) {
 // newEngine builds our engine for the single-address path the way
 // internal/wiring.NewEngine does for the API (lists, typos, mxdns,
 // smtpprobe with the API's timeouts and the production per-host limits),
-// pointed at the world's DNS server and SMTP port.
-func newEngine(dnsAddr string, s settings) (*verify.Engine, *smtpprobe.Prober) {
+// pointed at the world's DNS server and SMTP port; with f, the per-host
+// limits and learnt state are the fleet's, as wiring gives them with
+// --fleet-url, and the API's host penalty TTL (5 min) applies.
+func newEngine(dnsAddr string, s settings, f *fleet.Fleet) (*verify.Engine, *smtpprobe.Prober) {
 	// The per-host limits are smtpprobe's defaults, as the binaries' are;
 	// the timeouts are wiring.DefaultAPIVerifyConfig's (wiring is not
 	// imported: it would pull the blob store clients into this module).
-	p := smtpprobe.New(smtpprobe.Config{
+	cfg := smtpprobe.Config{
 		Port: s.port, HELOName: "verify.test", MailFrom: "probe@verify.test",
 		MaxSessions:    s.concurrency,
 		ConnectTimeout: 5 * time.Second, GreetingTimeout: 10 * time.Second, CommandTimeout: 10 * time.Second,
 		GreylistRetry: s.greylistRetry,
-	})
+	}
+	if f != nil {
+		cfg.Limiter, cfg.Learnt, cfg.HostPenaltyTTL = f, f, 5*time.Minute
+	}
+	p := smtpprobe.New(cfg)
 	e := &verify.Engine{
 		Lists:         emaillists.Default,
 		Typos:         typo.Default(),
@@ -151,14 +158,9 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 		return nil, nil, 0, "", err
 	}
 	defer os.RemoveAll(dir)
-	bin := s.worker
-	if bin == "" {
-		bin = filepath.Join(dir, "worker")
-		build := exec.Command("go", "build", "-o", bin, "github.com/emaildata/emaildata/cmd/worker")
-		build.Dir, build.Stderr = "../..", os.Stderr
-		if err := build.Run(); err != nil {
-			return nil, nil, 0, "", fmt.Errorf("build worker: %w", err)
-		}
+	bin, err := workerBinary(dir, s)
+	if err != nil {
+		return nil, nil, 0, "", err
 	}
 	procs := max(1, s.procs)
 	type proc struct {
@@ -179,18 +181,7 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 			return nil, nil, 0, "", err
 		}
 		pr := &proc{out: filepath.Join(dir, fmt.Sprintf("result%d.csv", i)), rows: len(part)}
-		pr.cmd = exec.Command(bin, "run", "--in", in, "--out", pr.out, "--delimiter", "comma", "--header", "--email-column", "1",
-			"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
-			"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
-			"--smtp-greylist-retry", s.greylistRetry.String(),
-			"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
-			"--stats", "--progress", "30s", "--fleet-url", s.fleetURL,
-			"--fleet-seat", strconv.Itoa(i), "--fleet-seats", strconv.Itoa(procs))
-		if s.fleetURL == "" {
-			pr.cmd.Args = append(pr.cmd.Args, "--history-url", "off")
-		}
-		pr.cmd.Args = append(pr.cmd.Args, s.workerArgs...)
-		pr.cmd.Env = append(os.Environ(), "FLEET_URL=", "HISTORY_URL=")
+		pr.cmd = workerCmd(bin, in, pr.out, dnsAddr, s, i, procs)
 		pr.cmd.Stderr = &pr.stderr
 		if procs == 1 {
 			pr.cmd.Stderr = io.MultiWriter(&pr.stderr, os.Stderr)
@@ -231,6 +222,38 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 		}
 	}
 	return pred, raw, cpu, strings.Join(notes, ""), nil
+}
+
+// workerBinary is s.worker, or the worker built into dir.
+func workerBinary(dir string, s settings) (string, error) {
+	if s.worker != "" {
+		return s.worker, nil
+	}
+	bin := filepath.Join(dir, "worker")
+	build := exec.Command("go", "build", "-o", bin, "github.com/emaildata/emaildata/cmd/worker")
+	build.Dir, build.Stderr = "../..", os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build worker: %w", err)
+	}
+	return bin, nil
+}
+
+// workerCmd is `worker run` over the list in, its result to out, as seat
+// of seats processes sharing s.fleetURL.
+func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) *exec.Cmd {
+	cmd := exec.Command(bin, "run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1",
+		"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
+		"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
+		"--smtp-greylist-retry", s.greylistRetry.String(),
+		"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
+		"--stats", "--progress", "30s", "--fleet-url", s.fleetURL,
+		"--fleet-seat", strconv.Itoa(seat), "--fleet-seats", strconv.Itoa(seats))
+	if s.fleetURL == "" {
+		cmd.Args = append(cmd.Args, "--history-url", "off")
+	}
+	cmd.Args = append(cmd.Args, s.workerArgs...)
+	cmd.Env = append(os.Environ(), "FLEET_URL=", "HISTORY_URL=")
+	return cmd
 }
 
 // splitRows gives each of n processes its rows (indices into rows):
@@ -308,7 +331,7 @@ func readResult(path string, n int) (pred, raw []string, err error) {
 // runOursSingle is the API's path: Verify per address within a deadline
 // (GET /v5/ev defaults to 10 s), from a worker pool.
 func runOursSingle(dnsAddr string, addrs []string, s settings) (pred, raw []string, st smtpprobe.Stats) {
-	e, p := newEngine(dnsAddr, s)
+	e, p := newEngine(dnsAddr, s, nil)
 	res := make([]verify.Result, len(addrs))
 	pool(len(addrs), s.concurrency, func(i int) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.singleTimeout)
