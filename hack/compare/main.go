@@ -12,6 +12,13 @@
 //
 //	go run . -world real -domains 400 -rows 4000 -concurrency 100
 //
+// -tools ours-mix is issue 22's mixed load: -lists lists at once, each by
+// its own worker run process (or -procs), plus -api-procs processes
+// answering /v5/ev-style single addresses, all on one world and sharing
+// -fleet-url (mix.go):
+//
+//	go run . -tools ours-mix -lists 3 -api-procs 2 -api-rows 2000 -fleet-url 'redis://127.0.0.1:6397/0?prefix=m1:'
+//
 // AfterShip dials port 25 (hard-coded), so the world's MX hosts listen on
 // port 25 of their 127.x.y.z addresses: run as root (or with
 // CAP_NET_BIND_SERVICE). Its DNS lookups go through net.DefaultResolver,

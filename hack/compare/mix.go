@@ -165,7 +165,7 @@ func runOursMix(dnsAddr string, rows, truth, under []string, s settings, m mixSe
 	}
 	pred, raw = make([]string, len(rows)), make([]string, len(rows))
 	var tab strings.Builder
-	tab.WriteString("\n### Participants\n\n| participant | rows | wall | CPU | accuracy (exact) | its SMTP counts |\n| --- | ---: | ---: | ---: | ---: | --- |\n")
+	tab.WriteString("\n### Participants\n\n| participant | rows | wall | CPU | accuracy (exact) | its SMTP counts | its DNS counts | its fleet backend |\n| --- | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
 	for _, pr := range ps {
 		var p, r []string
 		if pr.api {
@@ -184,21 +184,23 @@ func runOursMix(dnsAddr string, rows, truth, under []string, s settings, m mixSe
 			}
 		}
 		cpu += pr.cpu
-		fmt.Fprintf(&tab, "| %s | %d | %.1f s | %.2f s | %s | %s |\n", pr.name, len(pr.idx), pr.wall, pr.cpu, pct(ok, len(pr.idx)),
-			smtpLine(pr.stderr.String()))
+		log := pr.stderr.String()
+		fmt.Fprintf(&tab, "| %s | %d | %.1f s | %.2f s | %s | %s | %s | %s |\n", pr.name, len(pr.idx), pr.wall, pr.cpu, pct(ok, len(pr.idx)),
+			logLine(log, "smtp: ", "prober: "), logLine(log, "dns: "), logLine(log, "fleet: ", "fleet mode "))
 	}
 	return pred, raw, cpu, tab.String(), nil
 }
 
-// smtpLine is the SMTP counts line of a participant's log: the worker's
-// --stats "smtp:" line, the API child's "prober:" line.
-func smtpLine(text string) string {
+// logLine is the rest of a participant's first log line holding one of
+// the markers: the worker's --stats lines ("smtp: ", "dns: ", "fleet: "),
+// the API child's ("prober: ", "fleet mode ", a change of the fleet's
+// mode).
+func logLine(text string, markers ...string) string {
 	for _, l := range strings.Split(text, "\n") {
-		if i := strings.Index(l, "smtp: "); i >= 0 {
-			return strings.TrimSpace(l[i+len("smtp: "):])
-		}
-		if i := strings.Index(l, "prober: "); i >= 0 {
-			return strings.TrimSpace(l[i+len("prober: "):])
+		for _, m := range markers {
+			if i := strings.Index(l, m); i >= 0 {
+				return strings.TrimSpace(l[i+len(m):])
+			}
 		}
 	}
 	return "–"
@@ -290,6 +292,13 @@ func runAPIChild(c apiChild, s settings) error {
 	if err := errors.Join(cw.Error(), w.Flush(), of.Close()); err != nil {
 		return err
 	}
+	failed := 0
+	for _, r := range res {
+		if r.Code == verify.CodeSystemError {
+			failed++
+		}
+	}
+	log.Printf("dns: %d lookups failed (999 system error)", failed)
 	st := p.Stats()
 	log.Printf("%d addresses; prober: %d dials, %d sessions, %d catch-all probes, %d deferred (4xx)", len(addrs), st.Dials, st.Sessions, st.CatchAllProbes, st.Deferred)
 	return nil
