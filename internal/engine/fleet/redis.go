@@ -202,7 +202,10 @@ func (r *Redis) hold(lock *redislock.Lock) *Lease {
 				return
 			default:
 				r.st.backendErrors.Add(1)
-				if time.Since(last) >= r.ttl-r.ttl/6 {
+				// Lost at half the TTL without a refresh (the second failed
+				// refresh in a row), so the session ends well before the key
+				// expires and others' divided budget starts (Fleet).
+				if time.Since(last) >= r.ttl/2 {
 					r.lose(l)
 					return
 				}

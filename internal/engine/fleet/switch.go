@@ -13,14 +13,15 @@ import (
 //
 //   - Backend unreachable (FailAfter health checks in a row, every
 //     HealthInterval): the shared leases are lost at once (the engine
-//     ends their sessions) and the divided budget starts LeaseTTL later,
-//     when every other process's leases have expired or been given up.
+//     ends their sessions) and the divided budget starts LeaseTTL and a
+//     HealthInterval later, when every other process's leases have
+//     expired or been given up.
 //   - Backend back: the first process to see it sets a shared resume time
 //     (LeaseTTL + 2 HealthIntervals ahead); every process keeps its divided
-//     budget until then, then gives up its divided leases and takes shared
-//     ones 1.5 HealthIntervals later (each sees the time at its own next
-//     health check). Processes that never lost the backend pause new leases until
-//     the resume time too.
+//     budget until then (a timer at that time), then gives up its divided
+//     leases and takes shared ones 1.5 HealthIntervals later. Processes
+//     that never lost the backend pause new leases until the resume time
+//     too.
 //   - Backend restarted without its data (its epoch key changed or
 //     vanished): the shared leases are lost and new ones wait for the
 //     resume time, so leases the restart wiped are given up first.
@@ -167,6 +168,13 @@ func (f *Fleet) tick(ctx context.Context) {
 	if h.resumeAt.After(now) && h.resumeAt.After(f.pauseUntil) {
 		f.pauseUntil = h.resumeAt
 		f.signalLocked()
+		if f.mode == ModeFallback {
+			// Switch at the agreed time itself, not at the next health
+			// check (late on a busy machine), so that every process gives
+			// up its divided leases together, before shared ones are taken.
+			at := f.pauseUntil
+			time.AfterFunc(time.Until(at), func() { f.resumeAt(at) })
+		}
 	}
 	// The switch back waits for a resume time every process agreed on.
 	if f.mode == ModeFallback && !f.pauseUntil.IsZero() && !now.Before(f.pauseUntil) {
@@ -174,10 +182,23 @@ func (f *Fleet) tick(ctx context.Context) {
 	}
 }
 
+// resumeAt switches back to shared leases at the agreed time at, unless
+// the mode or the agreement changed since.
+func (f *Fleet) resumeAt(at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mode == ModeFallback && f.pauseUntil.Equal(at) {
+		f.toSharedLocked()
+	}
+}
+
 func (f *Fleet) toFallbackLocked(why string) {
 	f.mode = ModeFallback
 	f.since = time.Now()
-	f.readyAt = f.since.Add(f.o.LeaseTTL)
+	// Every other process's shared leases end by LeaseTTL (most by half of
+	// it, see Redis.hold); a HealthInterval more covers a session's cut on
+	// a busy machine.
+	f.readyAt = f.since.Add(f.o.LeaseTTL + f.o.HealthInterval)
 	f.pauseUntil = time.Time{}
 	f.st.fallbacks.Add(1)
 	f.r.loseAll()
