@@ -220,16 +220,9 @@ func readAPIResult(path string, n int) (pred, raw []string, err error) {
 	if len(recs) != n {
 		return nil, nil, fmt.Errorf("%d answers, want %d", len(recs), n)
 	}
-	res := make([]verify.Result, n)
-	for i, rec := range recs {
-		code, err := strconv.Atoi(rec[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("answer %d: %q", i+1, rec)
-		}
-		res[i].SetCode(verify.Code(code))
-		if rec[1] != "" {
-			res[i].Corrections = []string{rec[1]}
-		}
+	res, err := resultsOf(recs, 0, 1)
+	if err != nil {
+		return nil, nil, err
 	}
 	pred, raw = classifyOurs(res)
 	return pred, raw, nil

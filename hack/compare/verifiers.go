@@ -313,19 +313,29 @@ func readResult(path string, n int) (pred, raw []string, err error) {
 	if len(recs) != n+1 {
 		return nil, nil, fmt.Errorf("result has %d rows, want %d", len(recs)-1, n)
 	}
-	res := make([]verify.Result, n)
-	for i, rec := range recs[1:] {
-		code, err := strconv.Atoi(rec[2])
-		if err != nil {
-			return nil, nil, fmt.Errorf("row %d: %q", i+1, rec)
-		}
-		res[i].SetCode(verify.Code(code))
-		if rec[5] != "" {
-			res[i].Corrections = []string{rec[5]}
-		}
+	res, err := resultsOf(recs[1:], 2, 5)
+	if err != nil {
+		return nil, nil, err
 	}
 	pred, raw = classifyOurs(res)
 	return pred, raw, nil
+}
+
+// resultsOf reads our answers from CSV records: the status code in column
+// codeCol and a suggested correction (may be empty) in column corrCol.
+func resultsOf(recs [][]string, codeCol, corrCol int) ([]verify.Result, error) {
+	res := make([]verify.Result, len(recs))
+	for i, rec := range recs {
+		code, err := strconv.Atoi(rec[codeCol])
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %q", i+1, rec)
+		}
+		res[i].SetCode(verify.Code(code))
+		if rec[corrCol] != "" {
+			res[i].Corrections = []string{rec[corrCol]}
+		}
+	}
+	return res, nil
 }
 
 // runOursSingle is the API's path: Verify per address within a deadline
