@@ -148,7 +148,9 @@ func (t *Turns) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) 
 	for {
 		now := t.now()
 		w, mine := t.window(k, ln, now)
-		if !mine || now.Before(w.start) || w.end.Sub(now) < t.minLease() {
+		// At exactly minLease left the deadline below has passed already:
+		// wait for the next turn rather than try again at the same instant.
+		if !mine || now.Before(w.start) || w.end.Sub(now) <= t.minLease() {
 			if err := sleepUntil(ctx, t.nextStart(k, ln, now)); err != nil {
 				return nil, err
 			}
