@@ -46,9 +46,14 @@ func (l *Local) Claim(_ context.Context, name, holder string, ttl time.Duration)
 // Unclaim implements Learnt.
 func (l *Local) Unclaim(_ context.Context, name, holder string) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c, ok := l.claims[name]; ok && c.holder == holder {
+	c, ok := l.claims[name]
+	ok = ok && c.holder == holder
+	if ok {
 		delete(l.claims, name)
+	}
+	l.mu.Unlock()
+	if ok {
+		l.watch.wake(name)
 	}
 	return nil
 }
@@ -75,12 +80,19 @@ func (r *Redis) Claim(ctx context.Context, name, holder string, ttl time.Duratio
 	return false, ctxErr(ctx, err)
 }
 
-// unclaim deletes a claim key only while holder's token is its value.
-var unclaim = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+// unclaim deletes a claim key only while holder's token is its value, and
+// then wakes its waiters (Watch): ARGV[2] is the claim channel, ARGV[3]
+// the claim's name.
+var unclaim = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then
+  redis.call("del", KEYS[1])
+  redis.call("publish", ARGV[2], ARGV[3])
+  return 1
+end
+return 0`)
 
 // Unclaim implements Learnt.
 func (r *Redis) Unclaim(ctx context.Context, name, holder string) error {
-	return ctxErr(ctx, unclaim.Run(ctx, r.rdb, []string{r.claimKey(name)}, claimToken(holder)).Err())
+	return ctxErr(ctx, unclaim.Run(ctx, r.rdb, []string{r.claimKey(name)}, claimToken(holder), r.claimChannel(), name).Err())
 }
 
 // Claim implements Learnt: the backend's claim while it answers; the

@@ -52,7 +52,9 @@
 //   - catch-all verdicts (job.go): CatchAll when a call starts and before
 //     a probe is sent, SetCatchAll when one is found; Claim just before a
 //     probe is sent, so that one process of those reaching it at once
-//     sends it (claim.go), and Unclaim when it ended without a verdict.
+//     sends it (claim.go), and Unclaim when it ended without a verdict;
+//     the processes that lost the claim Watch it (watch.go) and are woken
+//     by the holder's SetCatchAll or Unclaim.
 //   - stalled and refusing hosts (penalty.go): Penalty before each
 //     session, SetPenalty and ClearPenalty as they are found.
 //   - learnt per-host limits: the Prober's HostMemory reads HostLimits in
@@ -196,6 +198,14 @@ type Learnt interface {
 	// Unclaim gives up holder's claim on name (nothing if another holds
 	// it), so that others need not wait for its TTL.
 	Unclaim(ctx context.Context, name, holder string) error
+	// Watch returns a channel that receives when name's claim may have
+	// ended: its holder gave it up (Unclaim) or stored its verdict
+	// (SetCatchAll, for the claim CatchAllClaim names). Call stop when
+	// done. A waiter calls Watch before it reads the verdict again, so a
+	// wake-up in between is not lost. A claim that expires (its holder
+	// killed) says nothing, and a wake-up can be lost while the backend
+	// reconnects: waiters still poll, slowly.
+	Watch(name string) (woken <-chan struct{}, stop func())
 }
 
 // Penalty is a host found stalled (no greeting, connect timed out) or

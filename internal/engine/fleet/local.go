@@ -20,6 +20,7 @@ type Local struct {
 	limits map[Key]*rate.Limiter
 	sweep  int
 	claims map[string]localClaim
+	watch  watchers
 
 	state localState
 }
@@ -155,6 +156,7 @@ func (l *Local) CatchAll(_ context.Context, domain string) (bool, bool, error) {
 
 // SetCatchAll implements Learnt.
 func (l *Local) SetCatchAll(_ context.Context, domain string, catchAll bool, ttl time.Duration) error {
+	defer l.watch.wake(CatchAllClaim(domain))
 	l.state.put("ca|"+domain, catchAll, ttl)
 	return nil
 }

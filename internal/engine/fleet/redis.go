@@ -29,6 +29,8 @@ type Redis struct {
 	ttl    time.Duration // lease TTL
 	st     *counters
 
+	sub *claimSub
+
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
 }
@@ -93,11 +95,15 @@ func NewRedis(rawURL string, o Options) (*Redis, error) {
 	return &Redis{
 		rdb: rdb, locks: redislock.New(rdb), rates: redis_rate.NewLimiter(rdb),
 		prefix: prefix, ttl: o.LeaseTTL, st: &counters{}, leases: map[*Lease]struct{}{},
+		sub: &claimSub{rdb: rdb, channel: prefix + "claims"},
 	}, nil
 }
 
 // Close closes the connections.
-func (r *Redis) Close() error { return r.rdb.Close() }
+func (r *Redis) Close() error {
+	r.sub.close()
+	return r.rdb.Close()
+}
 
 // Client is the underlying client (the verification history shares it).
 func (r *Redis) Client() *redis.Client { return r.rdb }
@@ -278,13 +284,19 @@ func (r *Redis) CatchAll(ctx context.Context, domain string) (bool, bool, error)
 	return v == "1", true, nil
 }
 
-// SetCatchAll implements Learnt.
+// SetCatchAll implements Learnt, and wakes the waiters of the domain's
+// claim (Watch) in the same round trip, after the verdict is stored.
 func (r *Redis) SetCatchAll(ctx context.Context, domain string, catchAll bool, ttl time.Duration) error {
 	v := "0"
 	if catchAll {
 		v = "1"
 	}
-	return ctxErr(ctx, r.rdb.Set(ctx, r.prefix+"ca:"+domain, v, ttl).Err())
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, r.prefix+"ca:"+domain, v, ttl)
+		p.Publish(ctx, r.claimChannel(), CatchAllClaim(domain))
+		return nil
+	})
+	return ctxErr(ctx, err)
 }
 
 // Penalty implements Learnt.

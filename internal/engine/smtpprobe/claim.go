@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/fleet"
 )
 
 // Catch-all claims (issue 22). Processes sharing Config.Learnt that reach
@@ -14,18 +16,29 @@ import (
 // the holder's verdict once it is shared, or claims and probes itself when
 // the claim ends without one (the holder died or got no answer).
 
-// Polling the shared verdict for a probe another process holds backs off
-// from claimPollMin to claimPollMax, or claimPollMaxCall for a call with
-// a deadline (an API call waits for it). A list's rows have time, and a
-// list can have a thousand probes waiting at once, two round trips a
-// poll each: their CPU is measured in docs/benchmarks.md.
+// A probe waiting for another process's claim is woken by the holder's
+// verdict or its giving up (fleet.Learnt.Watch), and polls only as a
+// safety net: for a holder killed (its claim expires without a word) and
+// a wake-up lost while the backend reconnected. Every claimPollList for a
+// list's probe (its rows have time, and a list can have a thousand probes
+// waiting at once, two round trips a poll each), claimPollCall for a call
+// with a deadline (an API call waits for it). Polling was all there was
+// before: backoff from 20 ms to 2 s cost 1.6x the workers' CPU
+// (docs/benchmarks.md, claims).
 const (
-	claimPollMin     = 20 * time.Millisecond
-	claimPollMax     = 2 * time.Second
-	claimPollMaxCall = 250 * time.Millisecond
+	claimPollList = 5 * time.Second
+	claimPollCall = 500 * time.Millisecond
+	claimTTLMin   = 20 * time.Millisecond
 )
 
-func claimName(domain string) string { return "catchall:" + domain }
+func claimPollFor(j *job) time.Duration {
+	if j.deadline.IsZero() {
+		return claimPollList
+	}
+	return claimPollCall
+}
+
+func claimName(domain string) string { return fleet.CatchAllClaim(domain) }
 
 // claimTTL is how long a probe's claim lasts: the wait for its reply in
 // an open session, and no longer than its call may take.
@@ -34,7 +47,7 @@ func (p *Prober) claimTTL(j *job) time.Duration {
 	if !j.deadline.IsZero() {
 		ttl = min(ttl, time.Until(j.deadline))
 	}
-	return max(ttl, claimPollMin)
+	return max(ttl, claimTTLMin)
 }
 
 // claim takes the fleet-wide claim on it (a job's own catch-all probe)
@@ -74,20 +87,17 @@ func (p *Prober) claimProbes(items []*item) []*item {
 	return out
 }
 
-// awaitClaimed polls, with backoff, the shared verdict of a probe whose
-// claim another process holds, until the verdict comes, the item ends
-// otherwise (a "user unknown" here, the call's end), or the claim is free
-// again: then it is this process's, and the probe goes back to its host.
+// awaitClaimed waits for the shared verdict of a probe whose claim
+// another process holds, until the verdict comes, the item ends otherwise
+// (a "user unknown" here, the call's end), or the claim is free again:
+// then it is this process's, and the probe goes back to its host. It
+// watches the claim before its first read, so a verdict shared after that
+// read wakes it; the claim's TTL and lost wake-ups are the poll's.
 func (p *Prober) awaitClaimed(it *item) {
-	wait := claimPollMin
+	woken, stop := p.cfg.Learnt.Watch(claimName(it.job.domain))
+	defer stop()
+	poll := p.claimPoll(it.job)
 	for {
-		t := time.NewTimer(wait/2 + rand.N(wait))
-		select {
-		case <-t.C:
-		case <-it.job.done:
-			t.Stop()
-			return
-		}
 		if p.itemDone(it) {
 			return
 		}
@@ -97,16 +107,23 @@ func (p *Prober) awaitClaimed(it *item) {
 			p.mu.Unlock()
 			return
 		}
+		// Tried again at once too: the holder may have given it up between
+		// this process's first try and Watch, a wake-up this one missed.
 		if p.claim(it, p.claimTTL(it.job)) {
 			p.mu.Lock()
 			it.job.requeueLocked(it, false, nil)
 			p.mu.Unlock()
 			return
 		}
-		wait = min(2*wait, claimPollMax)
-		if !it.job.deadline.IsZero() {
-			wait = min(wait, claimPollMaxCall)
+		t := time.NewTimer(poll/2 + rand.N(poll))
+		select {
+		case <-woken:
+		case <-t.C:
+		case <-it.job.done:
+			t.Stop()
+			return
 		}
+		t.Stop()
 	}
 }
 

@@ -536,6 +536,9 @@ type Prober struct {
 	caOwner  map[string]*job // domain → the job whose catch-all probe is in flight
 	// holder names this Prober in fleet-wide claims (claim.go).
 	holder string
+	// claimPoll is the safety-net poll of a probe waiting for another
+	// process's claim (claimPollList or claimPollCall); tests lengthen it.
+	claimPoll func(j *job) time.Duration
 
 	st counters
 }
@@ -565,6 +568,7 @@ func New(cfg Config) *Prober {
 	var id [8]byte
 	rand.Read(id[:])
 	p.holder = hex.EncodeToString(id[:])
+	p.claimPoll = claimPollFor
 	return p
 }
 
