@@ -145,3 +145,52 @@ func TestLocalClaimAsBefore(t *testing.T) {
 		t.Fatalf("two engines on one Local: %d probes for 3 domains, want 3", n)
 	}
 }
+
+// A probe waiting for another process's claim is woken by that process:
+// by its verdict (no probe here), or by its giving the claim up (a probe
+// of its own). The safety-net poll is an hour here and the call has 20 s,
+// so an answer at all is the wake-up's; the holder acts only once the
+// waiter has lost the claim.
+func TestFleetClaimWaiterWoken(t *testing.T) {
+	url := fleetURL(t)
+	e := startWorld(t, mailworld.Options{},
+		mailworld.Domain{Name: "told.test", DefaultBehaviour: mailworld.CatchAll},
+		mailworld.Domain{Name: "gave.test", DefaultBehaviour: mailworld.CatchAll},
+		mailworld.Domain{Name: "warm.test", Mailboxes: aliceOnly})
+	f, holder := openFleet(t, url, fleet.Options{}), openFleet(t, url, fleet.Options{})
+	p := e.prober(withFleet(f, nil))
+	p.claimPoll = func(*job) time.Duration { return time.Hour }
+	ctx := ctxTimeout(t, 20*time.Second)
+	if r := p.Probe(ctx, e.mx("warm.test"), "alice@warm.test"); r.Outcome != Deliverable {
+		t.Fatalf("warm-up: %v %v", r.Outcome, r.Err)
+	}
+	for _, tc := range []struct {
+		domain string
+		end    func(ctx context.Context, domain string) error
+		probes uint64
+	}{
+		{"told.test", func(ctx context.Context, d string) error { return holder.SetCatchAll(ctx, d, true, time.Minute) }, 0},
+		{"gave.test", func(ctx context.Context, d string) error { return holder.Unclaim(ctx, claimName(d), "live-holder") }, 1},
+	} {
+		if ok, err := holder.Claim(ctx, claimName(tc.domain), "live-holder", time.Minute); !ok || err != nil {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		before := p.Stats()
+		ended := make(chan error, 1)
+		go func() { // once the waiter has lost the claim
+			for p.Stats().CatchAllClaimsLost == before.CatchAllClaimsLost && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			ended <- tc.end(ctx, tc.domain)
+		}()
+		r := p.Probe(ctx, e.mx(tc.domain), "a@"+tc.domain)
+		if err := <-ended; err != nil {
+			t.Fatal(err)
+		}
+		st := p.Stats()
+		if r.Outcome != CatchAll || st.CatchAllProbes-before.CatchAllProbes != tc.probes || st.CatchAllClaimsLost-before.CatchAllClaimsLost != 1 {
+			t.Fatalf("%s: %v %q %v, %d probes, %d claims lost; want CatchAll, %d probes, 1 claim lost", tc.domain, r.Outcome, r.Reply, r.Err,
+				st.CatchAllProbes-before.CatchAllProbes, st.CatchAllClaimsLost-before.CatchAllClaimsLost, tc.probes)
+		}
+	}
+}
