@@ -2,10 +2,14 @@ package fleet
 
 import (
 	"context"
+	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,8 +28,10 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
 
-func benchFleet(b *testing.B) (*Fleet, *roundTrips) {
-	url := redisURL(b)
+func benchFleet(b *testing.B) (*Fleet, *roundTrips) { return benchFleetAt(b, redisURL(b)) }
+
+// benchFleetAt opens a process's Fleet on url (processes of one fleet share it).
+func benchFleetAt(b *testing.B, url string) (*Fleet, *roundTrips) {
 	f, err := Open(context.Background(), url, Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -143,5 +149,71 @@ func BenchmarkLocalSession(b *testing.B) {
 			b.Fatal(err)
 		}
 		ls.Release()
+	}
+}
+
+// Waiting for another process's catch-all verdict: claimWaiters probes
+// of claimDomains domains, in one process, lose the claim to another
+// process, which stores the verdicts claimDelay later. "poll" is the
+// waiters' loop before pub/sub (smtpprobe's awaitClaimed polled with a
+// backoff from 20 ms to 2 s: a verdict read and a claim try each time),
+// "watch" is today's (Watch, a read and a claim try, then a wake-up or a
+// 5 s safety-net poll). One op is one round: every waiter has its verdict.
+// Per op: the waiting process's round trips and the test process's CPU.
+func BenchmarkClaimWait(b *testing.B) {
+	const claimWaiters, claimDomains, claimDelay = 1000, 50, 2 * time.Second
+	for _, mode := range []string{"poll", "watch"} {
+		b.Run(mode, func(b *testing.B) {
+			url := redisURL(b)
+			holder, _ := benchFleetAt(b, url)
+			waiter, rt := benchFleetAt(b, url)
+			ctx := context.Background()
+			round := 0
+			done := measure(b, rt)
+			for range b.N {
+				round++
+				var wg sync.WaitGroup
+				for d := range claimDomains {
+					domain := fmt.Sprintf("r%d-d%d.test", round, d)
+					if ok, _ := holder.Claim(ctx, CatchAllClaim(domain), "holder", time.Minute); !ok {
+						b.Fatal("claim not taken")
+					}
+					time.AfterFunc(claimDelay, func() { _ = holder.SetCatchAll(ctx, domain, true, time.Minute) })
+					for range claimWaiters / claimDomains {
+						wg.Go(func() { awaitVerdict(ctx, waiter, domain, mode == "watch") })
+					}
+				}
+				wg.Wait()
+			}
+			done()
+		})
+	}
+}
+
+// awaitVerdict is one waiter: until the verdict is read (or, as in the
+// engine, the claim is its own).
+func awaitVerdict(ctx context.Context, f *Fleet, domain string, watch bool) {
+	claim := CatchAllClaim(domain)
+	var woken <-chan struct{}
+	wait, most := 20*time.Millisecond, 2*time.Second
+	if watch {
+		ch, stop := f.Watch(claim)
+		defer stop()
+		woken, wait, most = ch, 5*time.Second, 5*time.Second
+	}
+	for {
+		if _, ok, _ := f.CatchAll(ctx, domain); ok {
+			return
+		}
+		if ok, _ := f.Claim(ctx, claim, "waiter", time.Minute); ok {
+			return
+		}
+		t := time.NewTimer(wait/2 + mrand.N(wait))
+		select {
+		case <-t.C:
+		case <-woken:
+		}
+		t.Stop()
+		wait = min(2*wait, most)
 	}
 }
