@@ -82,4 +82,9 @@ func TestClaimFallsBackToProcess(t *testing.T) {
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Fatalf("claims in the fallback took %v", d)
 	}
+	// Its waiters are the process's own, woken by the holder giving up.
+	woke, stop := f.Watch(CatchAllClaim("down.test"))
+	defer stop()
+	must(t, f.Unclaim(ctx, "catchall:down.test", "a"))
+	woken(t, woke, "unclaim in the fallback")
 }

@@ -156,8 +156,8 @@ func (l *Local) CatchAll(_ context.Context, domain string) (bool, bool, error) {
 
 // SetCatchAll implements Learnt.
 func (l *Local) SetCatchAll(_ context.Context, domain string, catchAll bool, ttl time.Duration) error {
-	defer l.watch.wake(CatchAllClaim(domain))
 	l.state.put("ca|"+domain, catchAll, ttl)
+	l.watch.wake(CatchAllClaim(domain))
 	return nil
 }
 
