@@ -204,6 +204,18 @@ func (s *Service) DedupKey(addr string) string {
 	return strings.ToLower(verify.TrimPadding(addr))
 }
 
+// ShardKey implements listservice.HostSharder: the domain of DedupKey's
+// normal form (after the last '@'), so that a shard holds every repeat of
+// an address as well as every address of a domain; "" without one.
+func (s *Service) ShardKey(addr string) string {
+	key := s.DedupKey(addr)
+	at := strings.LastIndexByte(key, '@')
+	if at < 0 || at == len(key)-1 {
+		return ""
+	}
+	return key[at+1:]
+}
+
 // BatchSize is the rows verified together: enough to group a batch's
 // addresses by domain; the SMTP stage shares sessions across batches.
 func (p *processor) BatchSize() int { return p.svc.batchSize() }
