@@ -6,6 +6,7 @@ package pipeline
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -38,6 +39,15 @@ const (
 
 // ShardByModes lists the valid modes, for flag help and checks.
 var ShardByModes = []string{ShardByRows, ShardByDomain}
+
+// BindShardBy binds the --shard-by flag to mode with default def (the
+// manager's is ShardByDomain; `worker run`'s ShardByRows, since one
+// process gains nothing from it).
+func BindShardBy(fs *flag.FlagSet, mode *string, def string) {
+	fs.StringVar(mode, ShardByFlag, def, "how lists are cut into shards: "+ShardByDomain+
+		" (rows go to shards by their email's domain, for services whose work is per mail host, so that one pod talks to each host; others are cut by rows) or "+
+		ShardByRows+" (contiguous runs of rows)")
+}
 
 // CheckShardBy refuses an unknown mode ("" is rows).
 func CheckShardBy(mode string) error {
