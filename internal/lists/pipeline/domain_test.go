@@ -364,3 +364,48 @@ func benchDomain(b *testing.B, s *blobstore.Store, data []byte, rows int64, mode
 	b.ReportMetric(float64(shards), "shards")
 	b.ReportMetric(float64(rows), "rows")
 }
+
+// FuzzDomainShards: whatever the list, domain shards give rows mode's
+// result, or both modes refuse it. The seeds run with the tests.
+func FuzzDomainShards(f *testing.F) {
+	for _, seed := range []string{
+		"a@x.com\nb@y.org\nA@X.COM\n",
+		"\"q\nx\"@x.com,1\r\nb@y.org\r\n\r\nc@z.net,\"a,b\"",
+		"x\ny\nz@\n@\n\"\"\n",
+		"a@x.com\rb@y.org\n",
+	} {
+		f.Add(seed, int64(8))
+	}
+	f.Fuzz(func(t *testing.T, data string, shardBytes int64) {
+		cfg := testConfig()
+		cfg.ShardBytes, cfg.MaxShards, cfg.DistributeMemory = max(shardBytes%512, 1), 40, 128
+		d := listfile.Dialect{Delimiter: ',', EmailColumn: 1}
+		s := memStore(t)
+		res := map[string][]byte{}
+		for _, mode := range []string{ShardByRows, ShardByDomain} {
+			cfg.ShardBy = mode
+			keys := blobstore.ListKeys{UID: mode}
+			put(t, s, "up/"+mode, []byte(data))
+			plan, err := Prepare(context.Background(), s, keys, Request{Source: Source{Key: "up/" + mode, Name: "l.csv"}, Dialect: d, Service: hostName}, hostService{}, cfg)
+			if err != nil {
+				res[mode] = []byte("refused")
+				continue
+			}
+			reg := listservice.NewRegistry()
+			reg.Register(hostName, hostService{})
+			for i := range plan.Shards {
+				if _, err := RunShard(context.Background(), s, keys, i, reg, cfg.Limits); err != nil {
+					t.Fatalf("%s: RunShard(%d): %v", mode, i, err)
+				}
+			}
+			var buf bytes.Buffer
+			if _, err := WriteResult(context.Background(), s, keys, plan, "l.csv", &buf, nil); err != nil {
+				t.Fatalf("%s: %v", mode, err)
+			}
+			res[mode] = buf.Bytes()
+		}
+		if !bytes.Equal(res[ShardByRows], res[ShardByDomain]) {
+			t.Fatalf("rows mode:\n%q\ndomain mode:\n%q", res[ShardByRows], res[ShardByDomain])
+		}
+	})
+}

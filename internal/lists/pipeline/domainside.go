@@ -64,7 +64,7 @@ func (d *domainSide) length(n int64) error {
 // finish checks that every row number was used and stores the lengths.
 func (d *domainSide) finish() error {
 	if _, err := d.br.ReadByte(); err != io.EOF || d.left != 0 {
-		return fmt.Errorf("row numbers of shard %d do not match its %d rows; prepare the list again", d.index, d.left)
+		return fmt.Errorf("row numbers of shard %d do not match its rows (%d unused); prepare the list again", d.index, d.left)
 	}
 	err := d.lengths.close()
 	d.lengths = nil

@@ -201,6 +201,9 @@ func (st *streamer) run(rd *listfile.Reader) (int64, error) {
 			break
 		}
 		if err != nil {
+			if st.side != nil { // by domain: the list row is not known here
+				return st.done, classify(fmt.Errorf("row %d of shard %d: %w", st.read+int64(b.len())+1, st.shard.Index, err))
+			}
 			return st.done, classify(fmt.Errorf("row %d: %w", st.shard.FirstRow+st.read+int64(b.len())+1, err))
 		}
 		b.add(rec)
