@@ -136,6 +136,9 @@ func (d *distributor) start(dataStart int64) error {
 		d.off = true // rows mode: one shard holds every domain anyway
 		return nil
 	}
+	// The buffer is sized once, for the list or the budget, whichever is
+	// less, rather than grown by doubling.
+	d.data = make([]byte, 0, min(d.budget, max(d.size-dataStart, 0)+d.size/16+4096))
 	d.prev, d.rows, d.firstRow = make([]int64, d.n), make([]int64, d.n), make([]int64, d.n)
 	for i := range d.prev {
 		d.prev[i], d.firstRow[i] = -1, -1
