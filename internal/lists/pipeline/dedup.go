@@ -165,10 +165,15 @@ const (
 // row takes data row n (0-based) of the list, which goes to shard (0
 // unless sharded by domain).
 func (f *repeatFinder) row(n int64, shard int, rec *listfile.Record) error {
+	return f.rowEmail(n, shard, string(rec.FieldBytes(f.col)))
+}
+
+// rowEmail is row with the email column's value already taken out.
+func (f *repeatFinder) rowEmail(n int64, shard int, email string) error {
 	if n&0xffff == 0 && f.ctx.Err() != nil {
 		return f.ctx.Err()
 	}
-	key := f.dd.DedupKey(string(rec.FieldBytes(f.col)))
+	key := f.dd.DedupKey(email)
 	if key == "" {
 		return nil
 	}

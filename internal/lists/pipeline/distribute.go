@@ -148,8 +148,9 @@ func (d *distributor) start(dataStart int64) error {
 	return err
 }
 
-// add places data row n and returns its shard.
-func (d *distributor) add(row int64, rec *listfile.Record) (int, error) {
+// add places data row n, whose email column holds email, and returns its
+// shard.
+func (d *distributor) add(row int64, rec *listfile.Record, email string) (int, error) {
 	if d.n == 0 {
 		if err := d.start(rec.Offset); err != nil {
 			return 0, err
@@ -158,7 +159,7 @@ func (d *distributor) add(row int64, rec *listfile.Record) (int, error) {
 	if d.off {
 		return 0, nil
 	}
-	s := shardOf(d.hs.ShardKey(string(rec.FieldBytes(d.col))), row, d.n)
+	s := shardOf(d.hs.ShardKey(email), row, d.n)
 	need := int64(len(rec.Raw) + 2 + distRecordOverhead)
 	if len(d.ends) > 0 && int64(len(d.data)+distRecordOverhead*len(d.ends))+need > d.budget {
 		if err := d.spillRun(); err != nil {

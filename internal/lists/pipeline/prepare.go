@@ -204,11 +204,12 @@ func eachRow(dist *distributor, finder *repeatFinder) func(int64, *listfile.Reco
 		return func(n int64, rec *listfile.Record) error { return finder.row(n, 0, rec) }
 	}
 	return func(n int64, rec *listfile.Record) error {
-		shard, err := dist.add(n, rec)
+		email := string(rec.FieldBytes(dist.col)) // once for both
+		shard, err := dist.add(n, rec, email)
 		if err != nil || finder == nil {
 			return err
 		}
-		return finder.row(n, shard, rec)
+		return finder.rowEmail(n, shard, email)
 	}
 }
 
