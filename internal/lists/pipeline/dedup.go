@@ -152,13 +152,15 @@ func newRepeatFinder(ctx context.Context, store *blobstore.Store, keys blobstore
 	}
 }
 
-// shardShift places a row's domain shard (MaxShards is 1<<16) above its
+// shardShift places a row's domain shard (below listfile.MaxShards, 1<<16) above its
 // row number in the values sorted here: fingerprints carry it to the
 // repeats, and repeats sorted by value come shard by shard, in row order
 // inside a shard, so that writeRepeats writes one shard's object at a
 // time. In rows mode the shard is always 0 and the value is the row.
+// 47 bits: shard 65535 still leaves the value positive, so that values
+// sort by shard, and rows up to 1.4×10¹⁴ fit.
 const (
-	shardShift = 48
+	shardShift = 47
 	rowMask    = 1<<shardShift - 1
 )
 

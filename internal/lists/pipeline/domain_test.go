@@ -415,3 +415,20 @@ func FuzzDomainShards(f *testing.F) {
 		}
 	})
 }
+
+// Repeat values carry the shard above the row: they stay positive for the
+// last possible shard and sort by shard, then row.
+func TestRepeatValueOrder(t *testing.T) {
+	vals := []struct {
+		shard int
+		row   int64
+	}{{0, 5}, {0, rowMask}, {1, 0}, {32767, 9}, {32768, 0}, {listfile.MaxShards - 1, rowMask}}
+	prev := int64(-1)
+	for _, v := range vals {
+		x := v.row | int64(v.shard)<<shardShift
+		if x <= prev || int(x>>shardShift) != v.shard || x&rowMask != v.row {
+			t.Errorf("shard %d row %d encodes as %d (after %d)", v.shard, v.row, x, prev)
+		}
+		prev = x
+	}
+}
