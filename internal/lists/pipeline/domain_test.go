@@ -432,3 +432,63 @@ func TestRepeatValueOrder(t *testing.T) {
 		prev = x
 	}
 }
+
+// LoadPlan takes contiguous plans at version 2 and domain plans at
+// version 3 only, with routing for every shard.
+func TestLoadPlanVersions(t *testing.T) {
+	routing := &Routing{Rows: make([]ByteRange, 2)}
+	two := []listfile.Shard{{Index: 0}, {Index: 1}}
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		ok   bool
+	}{
+		{"rows", Plan{Version: PlanVersion, Shards: two}, true},
+		{"domain", Plan{Version: PlanVersionDomain, Shards: two, Routing: routing}, true},
+		{"domain at version 2", Plan{Version: PlanVersion, Shards: two, Routing: routing}, false},
+		{"version 3 without routing", Plan{Version: PlanVersionDomain, Shards: two}, false},
+		{"routing for too few shards", Plan{Version: PlanVersionDomain, Shards: two, Routing: &Routing{Rows: make([]ByteRange, 1)}}, false},
+		{"version 1", Plan{Version: 1, Shards: two}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := memStore(t)
+			keys := blobstore.ListKeys{UID: "v"}
+			if err := s.WriteJSON(context.Background(), keys.Plan(), tc.plan); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := LoadPlan(context.Background(), s, keys); (err == nil) != tc.ok {
+				t.Errorf("LoadPlan = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// By domain, a shard run twice gives the same result, and a merge missing
+// a part's row lengths fails instead of writing rows out of place.
+func TestDomainRerunAndMissingLengths(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	data := genList(300)
+	cfg := testConfig()
+	cfg.ShardBy, cfg.ShardBytes = ShardByDomain, int64(len(data)/4+1)
+	r := runList(t, s, "d", "list.csv", data, listfile.Dialect{Delimiter: ',', Header: true, EmailColumn: 2}, cfg)
+	if !r.plan.ByDomain() {
+		t.Fatal("not sharded by domain")
+	}
+	keys := blobstore.ListKeys{UID: "d"}
+	reg := listservice.NewRegistry()
+	reg.Register(hostName, hostService{})
+	if _, err := RunShard(ctx, s, keys, 1, reg, cfg.Limits); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := WriteResult(ctx, s, keys, r.plan, "list-7-results.csv", &buf, nil); err != nil || !bytes.Equal(buf.Bytes(), r.data) {
+		t.Fatalf("after a rerun: %v, same result %v", err, bytes.Equal(buf.Bytes(), r.data))
+	}
+	if err := s.Delete(ctx, keys.PartLengths(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteResult(ctx, s, keys, r.plan, "list-7-results.csv", io.Discard, nil); err == nil || !strings.Contains(err.Error(), "row lengths of part 2") {
+		t.Errorf("merge without part 2's lengths: %v", err)
+	}
+}
