@@ -182,9 +182,8 @@ func (d *distributor) add(row int64, rec *listfile.Record, email string) (int, e
 	if d.firstRow[s] < 0 {
 		d.firstRow[s] = row
 	}
-	var rb [2]byte
-	rb[0], rb[1] = byte(s), byte(s>>8)
-	return s, d.route.write(rb[:d.routeWidth()])
+	d.tmp[0], d.tmp[1] = byte(s), byte(s>>8) // a field: a local array would escape
+	return s, d.route.write(d.tmp[:d.routeWidth()])
 }
 
 // routeWidth is the bytes a row's shard takes in the route.
