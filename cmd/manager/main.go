@@ -29,6 +29,10 @@ func main() {
 	var lo logging.Options
 	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatJSON})
 	flag.Parse()
+	if err := pipeline.CheckShardBy(o.Pipeline.ShardBy); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	o.MetricsInsecure = !*metricsSecure
 	slogger, lerr := logging.New(os.Stderr, lo)
 	if lerr != nil {
@@ -98,6 +102,8 @@ func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, metricsSecure *bool) {
 	fs.Int64Var(&o.Pipeline.ShardBytes, "shard-bytes", o.Pipeline.ShardBytes, "target input bytes per shard")
 	fs.IntVar(&o.Pipeline.MaxShards, "max-shards", o.Pipeline.MaxShards, "most shards per list")
+	pipeline.BindShardBy(fs, &o.Pipeline.ShardBy, pipeline.ShardByDomain)
+	fs.Int64Var(&o.Pipeline.DistributeMemory, "distribute-memory", o.Pipeline.DistributeMemory, "memory holding rows while preparation regroups them by domain shard (--shard-by domain), in bytes, shared by the lists prepared at once; past it runs spill to the store")
 	fs.Int64Var(&o.Pipeline.DedupMemory, "dedup-memory", o.Pipeline.DedupMemory, "memory of the duplicate search at preparation, in bytes, shared by the lists prepared at once (--max-concurrent-reconciles); past it sorted runs spill to the store")
 	fs.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
 	fs.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")

@@ -29,6 +29,7 @@ import (
 // cluster runs, through an in-memory store.
 type localRun struct {
 	in, out, service, delim, peopleURL string
+	shardBy                            string
 	header, stats                      bool
 	cpuProfile, tmpDir                 string
 	emailCol, parallel                 int
@@ -57,6 +58,7 @@ func (r *localRun) flags(args []string) error {
 	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
 	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
+	pipeline.BindShardBy(fs, &r.shardBy, pipeline.ShardByRows)
 	fs.Int64Var(&r.dedupMemory, "dedup-memory", pipeline.DefaultDedupMemory, "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")
 	fs.StringVar(&r.tmpDir, "tmp-dir", os.TempDir(), "where the run keeps its store (the input, shard parts, spilled runs) while it works")
 	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
@@ -71,6 +73,9 @@ func (r *localRun) flags(args []string) error {
 	}
 	if r.in == "" || r.out == "" {
 		return usageError{errors.New("--in and --out are required")}
+	}
+	if err := pipeline.CheckShardBy(r.shardBy); err != nil {
+		return usageError{err}
 	}
 	if r.parallel < 1 {
 		return usageError{errors.New("--parallel must be at least 1")}
@@ -124,6 +129,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.ShardBytes = r.shardBytes
 	}
 	cfg.DedupMemory = r.dedupMemory
+	cfg.ShardBy = r.shardBy
 	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
 		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(r.in)},
 		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: listfile.Column(r.emailCol)},
@@ -253,7 +259,9 @@ func (r *localRun) write(ctx context.Context, store *blobstore.Store, keys blobs
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	res, err := pipeline.WriteResult(ctx, store, keys, plan, filepath.Base(r.out), bw, func(i int) error {
-		if i > 0 { // part i-1 is in the result: free its disk space
+		// Part i-1 is in the result: free its disk space. Not when sharded
+		// by domain, where every part is read from the first row on.
+		if i > 0 && !plan.ByDomain() {
 			_ = store.Delete(ctx, keys.Part(i-1))
 		}
 		return <-done[i]

@@ -121,28 +121,28 @@ func TestRunLocalSkippedStages(t *testing.T) {
 }
 
 // Many shards run side by side and the result is the same, byte for byte,
-// as one shard at a time.
+// as one shard at a time, with shards by rows or by domain.
 func TestRunLocalParallelShards(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("email,n\n")
 	for i := range 300_000 {
-		fmt.Fprintf(&b, "user%d@example.com,%d\n", i, i%7)
+		fmt.Fprintf(&b, "user%d@d%d.example.com,%d\n", i%100_000, i%37, i%7)
 	}
 	dir := t.TempDir()
 	in := writeFile(t, dir, "big.csv", []byte(b.String()))
-	var outs [2][]byte
-	for i, par := range []string{"1", "4"} {
-		out := filepath.Join(dir, "out"+par+".csv")
+	var outs [3][]byte
+	for i, tc := range []struct{ par, by string }{{"1", "rows"}, {"4", "rows"}, {"4", "domain"}} {
+		out := filepath.Join(dir, "out"+tc.par+tc.by+".csv")
 		var stderr bytes.Buffer
-		if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--parallel", par, "--shard-bytes", "1000000"}, &stderr); code != 0 {
+		if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--parallel", tc.par, "--shard-bytes", "1000000", "--shard-by", tc.by}, &stderr); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
-		if !strings.Contains(stderr.String(), "300000 rows in 8 shards") {
+		if !strings.Contains(stderr.String(), "300000 rows in 9 shards") {
 			t.Fatalf("stderr %q", stderr.String())
 		}
 		outs[i], _ = os.ReadFile(out)
 	}
-	if !bytes.Equal(outs[0], outs[1]) || len(outs[0]) < b.Len() {
+	if !bytes.Equal(outs[0], outs[1]) || !bytes.Equal(outs[0], outs[2]) || len(outs[0]) < b.Len() {
 		t.Fatal("parallel shards gave another result")
 	}
 }

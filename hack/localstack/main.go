@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/internal/kits/localstack"
+	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/wiring"
@@ -38,6 +39,8 @@ func main() {
 	s3Port := flag.Int("s3-port", 8333, "port of the local S3 API, for --store=s3 (0: any free port)")
 	shardBytes := flag.Int64("shard-bytes", 0, "target input bytes per shard (0: the manager's default)")
 	maxShards := flag.Int("max-shards", 0, "most shards per list (0: the manager's default)")
+	var shardBy string
+	pipeline.BindShardBy(flag.CommandLine, &shardBy, pipeline.ShardByDomain)
 	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
 		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
 	vc := wiring.DefaultVerifyConfig()
@@ -46,6 +49,10 @@ func main() {
 	var lo logging.Options
 	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatText})
 	flag.Parse()
+	if err := pipeline.CheckShardBy(shardBy); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	log, err := logging.New(os.Stderr, lo)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -63,7 +70,7 @@ func main() {
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
 		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
 		Executor: *executor, WorkerDir: *workerDir, Store: *store, S3Port: *s3Port,
-		ShardBytes: *shardBytes, MaxShards: *maxShards,
+		ShardBytes: *shardBytes, MaxShards: *maxShards, ShardBy: shardBy,
 		CallbackAllowCIDRs: cmp.Or(*callbacks, "none"),
 		Log:                log,
 	})

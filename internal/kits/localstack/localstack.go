@@ -5,6 +5,7 @@
 package localstack
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -79,6 +80,9 @@ type Options struct {
 	// --shard-bytes and --max-shards do (0: the manager's defaults).
 	ShardBytes int64
 	MaxShards  int
+	// ShardBy is the manager's --shard-by (pipeline.ShardByRows or
+	// ShardByDomain; "": the manager's default, by domain).
+	ShardBy string
 	// CallbackAllowCIDRs are the private ranges callbacks may reach, for the
 	// API's check of callback_url and the manager's delivery alike; empty
 	// is DefaultCallbackAllowCIDRs (loopback, so a receiver on this machine
@@ -341,6 +345,7 @@ func pipelineConfig(o Options) pipeline.Config {
 	if o.MaxShards > 0 {
 		c.MaxShards = o.MaxShards
 	}
+	c.ShardBy = cmp.Or(o.ShardBy, pipeline.ShardByDomain)
 	return c
 }
 

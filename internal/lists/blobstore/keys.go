@@ -18,6 +18,24 @@ func (k ListKeys) Prefix() string { return ListsFolder + k.UID + "/" }
 // Input is the prepared plain-text input (extracted from a zip when needed).
 func (k ListKeys) Input() string { return k.Prefix() + "input" }
 
+// Staged is the input of a list sharded by domain: its rows regrouped so
+// that each shard's rows are contiguous (see pipeline's distribute).
+func (k ListKeys) Staged() string { return k.Prefix() + "staged" }
+
+// StagedRows holds the list row numbers of Staged's rows, shard by shard;
+// only the shards read it, so it goes with the parts.
+func (k ListKeys) StagedRows() string { return k.Prefix() + "parts/staged.rows" }
+
+// Route holds the shard of every row in input order, for the merge of a
+// list sharded by domain.
+func (k ListKeys) Route() string { return k.Prefix() + "parts/route" }
+
+// PartLengths holds the byte length of every row of Part(i), as uvarints,
+// for the merge of a list sharded by domain.
+func (k ListKeys) PartLengths(i int) string {
+	return fmt.Sprintf("%sparts/%05d.lengths", k.Prefix(), i)
+}
+
 // Source is where a ConfigMap source is copied to before preparation.
 func (k ListKeys) Source() string { return k.Prefix() + "source" }
 

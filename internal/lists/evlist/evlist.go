@@ -9,6 +9,9 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
@@ -202,6 +205,29 @@ func (p *processor) Reporting() listservice.Reporting { return p.report }
 // never repeats.
 func (s *Service) DedupKey(addr string) string {
 	return strings.ToLower(verify.TrimPadding(addr))
+}
+
+// ShardKey implements listservice.HostSharder: the domain of DedupKey's
+// normal form (after the last '@'), so that a shard holds every repeat of
+// an address as well as every address of a domain, with an
+// internationalised domain in its ASCII (punycode) form, the name its MX
+// is looked up by; "" without one.
+func (s *Service) ShardKey(addr string) string {
+	key := s.DedupKey(addr)
+	at := strings.LastIndexByte(key, '@')
+	if at < 0 || at == len(key)-1 {
+		return ""
+	}
+	domain := key[at+1:]
+	for i := 0; i < len(domain); i++ {
+		if domain[i] >= utf8.RuneSelf {
+			if ascii, err := idna.Lookup.ToASCII(domain); err == nil {
+				return ascii
+			}
+			break
+		}
+	}
+	return domain
 }
 
 // BatchSize is the rows verified together: enough to group a batch's

@@ -424,3 +424,23 @@ func TestMaxAgeAndFromHistory(t *testing.T) {
 		}
 	}
 }
+
+// ShardKey is the domain of DedupKey's form, so that every spelling of
+// one domain (and every repeat of an address) goes to one shard.
+func TestShardKey(t *testing.T) {
+	var _ listservice.HostSharder = New(SyntaxOnly)
+	for _, tc := range []struct{ in, want string }{
+		{"Foo@GMAIL.com", "gmail.com"},
+		{"  foo@gmail.com ", "gmail.com"},
+		{"a@b@Example.ORG", "example.org"},
+		{"x@BÜCHER.de", "xn--bcher-kva.de"},
+		{"x@xn--bcher-kva.DE", "xn--bcher-kva.de"},
+		{"no-at-sign", ""},
+		{"trailing@", ""},
+		{"", ""},
+	} {
+		if got := New(SyntaxOnly).ShardKey(tc.in); got != tc.want {
+			t.Errorf("ShardKey(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

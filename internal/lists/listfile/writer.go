@@ -12,6 +12,7 @@ import (
 // untouched and nothing is re-encoded in the hot path.
 type Writer struct {
 	bw    *bufio.Writer
+	cw    *countingWriter
 	delim byte
 	term  string
 	err   error
@@ -24,7 +25,23 @@ func NewWriter(w io.Writer, delim byte, crlf bool) *Writer {
 	if crlf {
 		term = "\r\n"
 	}
-	return &Writer{bw: bufio.NewWriterSize(w, 64<<10), delim: delim, term: term}
+	cw := &countingWriter{w: w}
+	return &Writer{bw: bufio.NewWriterSize(cw, 64<<10), cw: cw, delim: delim, term: term}
+}
+
+// Written returns the bytes written so far, flushed or still buffered:
+// the difference around a WriteRaw is that row's length.
+func (w *Writer) Written() int64 { return w.cw.n + int64(w.bw.Buffered()) }
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // WriteFields writes one record of field values, such as the header,

@@ -97,7 +97,7 @@ func OpenZip(r io.ReaderAt, size int64, lim Limits) (name string, rc io.ReadClos
 		}
 		return "", nil, fmt.Errorf("listfile: opening zip entry: %w", err)
 	}
-	return name, &limitedZipReader{rc: inner, limit: limit}, nil
+	return name, &limitedZipReader{rc: inner, limit: limit, declared: int64(f.UncompressedSize64)}, nil
 }
 
 func tooLargeZip(limit int64) error {
@@ -108,10 +108,11 @@ func tooLargeZip(limit int64) error {
 // limitedZipReader enforces the expansion limit on bytes actually read and
 // turns corrupt-data errors into bad-input errors.
 type limitedZipReader struct {
-	rc    io.ReadCloser
-	limit int64
-	n     int64
-	err   error
+	rc       io.ReadCloser
+	limit    int64
+	declared int64 // the size the archive claims: a hint, never trusted
+	n        int64
+	err      error
 }
 
 func (z *limitedZipReader) Read(p []byte) (int, error) {
@@ -138,6 +139,17 @@ func (z *limitedZipReader) Read(p []byte) (int, error) {
 }
 
 func (z *limitedZipReader) Close() error { return z.rc.Close() }
+
+// DeclaredSize returns the uncompressed size that the archive's headers
+// claim for the reader OpenZip returned (-1 for another reader). It is
+// only a hint, for planning before the content is read: the reader itself
+// enforces the limit on the bytes it produces.
+func DeclaredSize(rc io.Reader) int64 {
+	if z, ok := rc.(*limitedZipReader); ok {
+		return z.declared
+	}
+	return -1
+}
 
 // isCorrupt reports errors caused by the archive's content.
 func isCorrupt(err error) bool {

@@ -87,6 +87,17 @@ type Deduper interface {
 	DedupKey(email string) string
 }
 
+// HostSharder is implemented by services whose work is per mail host
+// (email verification): with pipeline.ShardByDomain, the pipeline sends
+// all the rows of one shard key to one shard, so that one process talks to
+// each mail host of a list instead of every shard to every host.
+type HostSharder interface {
+	// ShardKey returns the normalised domain of a row's email column value
+	// (the same for "Foo@GMAIL.com" and "foo@gmail.com"), or "" when it has
+	// none; such rows are spread by row number. It must be a pure function.
+	ShardKey(email string) string
+}
+
 // CounterReporter is implemented by processors with work counters (DNS
 // lookups, SMTP sessions, ...); the pipeline puts them in the shard
 // summary, keyed by the names the counters' owners give them.

@@ -152,16 +152,34 @@ func newRepeatFinder(ctx context.Context, store *blobstore.Store, keys blobstore
 	}
 }
 
-// row takes data row n (0-based) of the list.
-func (f *repeatFinder) row(n int64, rec *listfile.Record) error {
+// shardShift places a row's domain shard (below listfile.MaxShards, 1<<16) above its
+// row number in the values sorted here: fingerprints carry it to the
+// repeats, and repeats sorted by value come shard by shard, in row order
+// inside a shard, so that writeRepeats writes one shard's object at a
+// time. In rows mode the shard is always 0 and the value is the row.
+// 47 bits: shard 65535 still leaves the value positive, so that values
+// sort by shard, and rows up to 1.4×10¹⁴ fit.
+const (
+	shardShift = 47
+	rowMask    = 1<<shardShift - 1
+)
+
+// row takes data row n (0-based) of the list, which goes to shard (0
+// unless sharded by domain).
+func (f *repeatFinder) row(n int64, shard int, rec *listfile.Record) error {
+	return f.rowEmail(n, shard, string(rec.FieldBytes(f.col)))
+}
+
+// rowEmail is row with the email column's value already taken out.
+func (f *repeatFinder) rowEmail(n int64, shard int, email string) error {
 	if n&0xffff == 0 && f.ctx.Err() != nil {
 		return f.ctx.Err()
 	}
-	key := f.dd.DedupKey(string(rec.FieldBytes(f.col)))
+	key := f.dd.DedupKey(email)
 	if key == "" {
 		return nil
 	}
-	return f.fps.add(fingerprint{maphash.String(f.seed1, key), maphash.String(f.seed2, key), n})
+	return f.fps.add(fingerprint{maphash.String(f.seed1, key), maphash.String(f.seed2, key), n | int64(shard)<<shardShift})
 }
 
 // cleanup deletes whatever spilled, if finish did not run to its end.
@@ -180,7 +198,7 @@ func (f *repeatFinder) finish(plan *Plan) ([]int64, error) {
 			return nil
 		}
 		r := fp.row
-		if r < cur.row {
+		if r&rowMask < cur.row&rowMask {
 			r, cur.row = cur.row, r
 		}
 		return repeats.add(r)
@@ -191,18 +209,23 @@ func (f *repeatFinder) finish(plan *Plan) ([]int64, error) {
 	return writeRepeats(f.ctx, f.store, f.keys, plan, repeats)
 }
 
-// writeRepeats cuts the sorted repeat rows at shard boundaries: shard i's
-// object holds its repeats as uvarint gaps (from the shard's first row,
-// then from the previous repeat). Shards without repeats get no object.
+// writeRepeats cuts the sorted repeat rows at shard boundaries (by the
+// shard carried in the value when sharded by domain): shard i's object
+// holds its repeats as uvarint gaps (from the shard's first row, then
+// from the previous repeat). Shards without repeats get no object.
 func writeRepeats(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, repeats *extSorter[int64]) ([]int64, error) {
 	counts := make([]int64, len(plan.Shards))
 	var w *repeatWriter
 	shard := 0
-	err := repeats.each(func(row int64) error {
-		for shard < len(plan.Shards) && row >= plan.Shards[shard].FirstRow+plan.Shards[shard].Rows {
+	err := repeats.each(func(v int64) error {
+		row := v & rowMask
+		if plan.ByDomain() {
+			shard = int(v >> shardShift)
+		}
+		for shard < len(plan.Shards) && !plan.ByDomain() && row >= plan.Shards[shard].FirstRow+plan.Shards[shard].Rows {
 			shard++
 		}
-		if shard == len(plan.Shards) {
+		if shard >= len(plan.Shards) || row >= plan.Records {
 			return fmt.Errorf("repeat row %d is beyond the plan's %d rows", row, plan.Records)
 		}
 		if w != nil && w.shard != shard {

@@ -125,6 +125,11 @@ func Merge(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys,
 // shard's part in order, zipped when the input was a zip. With ready, it
 // writes each part as soon as ready(i) returns (an error stops it) and
 // flushes w when w can, so that a run killed midway leaves the rows before.
+// A plan sharded by domain needs every part from the first row on (the
+// rows go back to input order, each from its shard's part): ready is then
+// called for every shard, in order, before any row is written, and w is
+// flushed only at the end. A ready that deletes earlier parts must not
+// do so for such a plan (Plan.ByDomain).
 func WriteResult(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, fileName string, w io.Writer, ready func(shard int) error) (*Outcome, error) {
 	out := &Outcome{FileName: fileName, Reporting: listservice.Reporting{}}
 	h := sha256.New()
@@ -182,6 +187,9 @@ func writeRows(ctx context.Context, store *blobstore.Store, keys blobstore.ListK
 	}
 	if err := hw.Flush(); err != nil {
 		return err
+	}
+	if plan.ByDomain() {
+		return writeRouted(ctx, store, keys, plan, w, part)
 	}
 	for i := range plan.Shards {
 		if err := part(i); err != nil {

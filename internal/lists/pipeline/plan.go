@@ -6,6 +6,7 @@ package pipeline
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -15,6 +16,46 @@ import (
 // PlanVersion changes when the plan document changes shape. Version 2:
 // repeats are found at preparation (Repeats), not by each shard.
 const PlanVersion = 2
+
+// PlanVersionDomain is the version of plans whose shards were cut by
+// domain (Plan.Routing set). Contiguous plans keep PlanVersion, so plans
+// already stored still load; a worker older than domain shards refuses a
+// version 3 plan instead of reading its shards as contiguous rows (with
+// wrong row numbers).
+const PlanVersionDomain = 3
+
+// Shard modes (Config.ShardBy, the --shard-by flags of the manager and
+// of `worker run`).
+const (
+	// ShardByRows cuts the input into contiguous byte ranges.
+	ShardByRows = "rows"
+	// ShardByDomain sends each row to the shard chosen by a hash of its
+	// email's domain (listservice.HostSharder), for services whose work
+	// is per mail host; other services are cut by rows.
+	ShardByDomain = "domain"
+	// ShardByFlag is the flag that chooses the mode.
+	ShardByFlag = "shard-by"
+)
+
+// ShardByModes lists the valid modes, for flag help and checks.
+var ShardByModes = []string{ShardByRows, ShardByDomain}
+
+// BindShardBy binds the --shard-by flag to mode with default def (the
+// manager's is ShardByDomain; `worker run`'s ShardByRows, since one
+// process gains nothing from it).
+func BindShardBy(fs *flag.FlagSet, mode *string, def string) {
+	fs.StringVar(mode, ShardByFlag, def, "how lists are cut into shards: "+ShardByDomain+
+		" (rows go to shards by their email's domain, for services whose work is per mail host, so that one pod talks to each host; others are cut by rows) or "+
+		ShardByRows+" (contiguous runs of rows)")
+}
+
+// CheckShardBy refuses an unknown mode ("" is rows).
+func CheckShardBy(mode string) error {
+	if mode == "" || mode == ShardByRows || mode == ShardByDomain {
+		return nil
+	}
+	return fmt.Errorf("--%s %q: want %s or %s", ShardByFlag, mode, ShardByRows, ShardByDomain)
+}
 
 // maxPlanBytes bounds plan documents read back from the store.
 const maxPlanBytes = 4 << 20
@@ -49,16 +90,45 @@ type Plan struct {
 
 	SizeBytes int64 `json:"sizeBytes"`
 	Records   int64 `json:"records"`
-	// Shards are contiguous byte ranges of the staged file. Not yet done
-	// (issue 22): for email_validation, shards cut by domain, so that one
-	// pod holds all of a mail host's addresses and a fleet of pods opens
-	// the sessions of one process rather than about 4× as many.
+	// Shards are contiguous byte ranges of InputKey. In rows mode that is
+	// the input itself, cut in order. In domain mode (Routing set; issue
+	// 22) InputKey is a staged copy of the rows in which each shard's rows
+	// (those whose email domain hashes to it, in row order) sit together,
+	// so that one pod holds all of a mail host's addresses and a fleet of
+	// pods opens about the sessions of one process rather than about 4×
+	// as many; the shard's FirstRow is then the list row number of its
+	// first row and FirstLine means nothing.
 	Shards []listfile.Shard `json:"shards"`
 	// Repeats counts, per shard, the rows that repeat an earlier row of
 	// the list (blobstore.ListKeys.Repeats lists them); nil when the
 	// service flags no duplicates (listservice.Deduper).
 	Repeats []int64 `json:"repeats,omitempty"`
+	// Routing is set when the shards were cut by domain; nil: contiguous.
+	Routing *Routing `json:"routing,omitempty"`
 }
+
+// Routing is what a domain-sharded plan adds: where each shard's rows
+// came from and how the merge puts them back in input order.
+type Routing struct {
+	// RowsKey holds every shard's 0-based list row numbers, shard after
+	// shard, as uvarint gaps (row - previous row of the shard - 1, the
+	// first from -1); Rows[i] is shard i's byte range of it.
+	RowsKey string      `json:"rowsKey"`
+	Rows    []ByteRange `json:"rows"`
+	// RouteKey holds the shard of every row in input order, RouteWidth
+	// (1 or 2) bytes a row, little-endian.
+	RouteKey   string `json:"routeKey"`
+	RouteWidth int    `json:"routeWidth"`
+}
+
+// ByteRange is the range [Start, End) of an object.
+type ByteRange struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+// ByDomain reports whether the plan's shards were cut by domain.
+func (p *Plan) ByDomain() bool { return p.Routing != nil }
 
 // Dialect returns the listfile dialect of the plan.
 func (p *Plan) Dialect() listfile.Dialect {

@@ -25,26 +25,40 @@ type Config struct {
 	// preparation (listservice.Deduper): past it, sorted runs spill to
 	// the store. Half of it holds fingerprints, 24 bytes a row.
 	DedupMemory int64
+	// ShardBy is ShardByRows (contiguous shards; "" too) or ShardByDomain
+	// (rows sent to shards by their email's domain, for services that are
+	// listservice.HostSharders; others are cut by rows).
+	ShardBy string
+	// DistributeMemory bounds the rows held in memory while preparation
+	// regroups them by domain shard; past it they spill to the store as
+	// runs (see distribute.go).
+	DistributeMemory int64
 }
 
 // DefaultConfig is used where nothing is configured.
 func DefaultConfig() Config {
 	return Config{
-		Limits:      listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
-		ShardBytes:  8 << 20,
-		MaxShards:   64,
-		DedupMemory: DefaultDedupMemory,
+		Limits:           listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
+		ShardBytes:       8 << 20,
+		MaxShards:        64,
+		DedupMemory:      DefaultDedupMemory,
+		ShardBy:          ShardByRows,
+		DistributeMemory: DefaultDistributeMemory,
 	}
 }
 
 // SharedBy returns c for a process that prepares up to n lists at once:
-// they share DedupMemory, so the process's memory does not grow with them.
+// they share DedupMemory and DistributeMemory, so the process's memory does not grow with them.
 func (c Config) SharedBy(n int) Config {
 	if n > 1 {
 		if c.DedupMemory <= 0 {
 			c.DedupMemory = DefaultDedupMemory
 		}
 		c.DedupMemory /= int64(n)
+		if c.DistributeMemory <= 0 {
+			c.DistributeMemory = DefaultDistributeMemory
+		}
+		c.DistributeMemory /= int64(n)
 	}
 	return c
 }
@@ -107,23 +121,25 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		MaxAge:      req.MaxAge,
 	}
 
-	// The duplicate search takes the rows from the scan: one read.
-	var each func(int64, *listfile.Record) error
-	var finder *repeatFinder
-	if dd, ok := svc.(listservice.Deduper); ok {
-		mem := cfg.DedupMemory
-		if mem <= 0 {
-			mem = DefaultDedupMemory
-		}
-		finder = newRepeatFinder(ctx, store, keys, dd, req.Dialect.EmailColumn.Index(), mem)
-		defer finder.cleanup()
-		each = finder.row
+	// The duplicate search and the domain distribution take the rows from
+	// the scan: one read.
+	dist, finder := rowConsumers(ctx, store, keys, req, svc, cfg, size)
+	if dist != nil {
+		defer dist.cleanup()
 	}
+	if finder != nil {
+		defer finder.cleanup()
+	}
+	each := eachRow(dist, finder)
 	var scanned *listfile.Plan
 	if kind == listfile.KindZip {
 		plan.Zip = true
 		plan.InputKey = keys.Input()
-		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg, each)
+		var hint func(int64)
+		if dist != nil {
+			hint = func(n int64) { dist.size = n }
+		}
+		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg, each, hint)
 	} else {
 		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg, each)
 	}
@@ -141,6 +157,12 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 	if err := svc.Check(listservice.Input{Header: scanned.Header, EmailIndex: req.Dialect.EmailColumn.Index()}); err != nil {
 		return nil, BadInput(err)
 	}
+	if dist != nil && dist.active() {
+		if plan.Shards, plan.Routing, err = dist.finish(); err != nil {
+			return nil, err
+		}
+		plan.Version, plan.InputKey = PlanVersionDomain, keys.Staged()
+	}
 	if finder != nil {
 		if plan.Repeats, err = finder.finish(plan); err != nil {
 			return nil, err
@@ -150,6 +172,45 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		return nil, err
 	}
 	return plan, nil
+}
+
+// rowConsumers returns what takes the scanned rows: the domain
+// distributor (ShardByDomain, for a listservice.HostSharder) and the
+// duplicate search (for a listservice.Deduper); either may be nil.
+func rowConsumers(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, req Request, svc listservice.Service, cfg Config, size int64) (*distributor, *repeatFinder) {
+	col := req.Dialect.EmailColumn.Index()
+	var dist *distributor
+	if hs, ok := svc.(listservice.HostSharder); ok && cfg.ShardBy == ShardByDomain {
+		dist = newDistributor(ctx, store, keys, hs, col, cfg)
+		dist.size = size
+	}
+	var finder *repeatFinder
+	if dd, ok := svc.(listservice.Deduper); ok {
+		mem := cfg.DedupMemory
+		if mem <= 0 {
+			mem = DefaultDedupMemory
+		}
+		finder = newRepeatFinder(ctx, store, keys, dd, col, mem)
+	}
+	return dist, finder
+}
+
+// eachRow is the scan's callback feeding dist and finder (nil if neither).
+func eachRow(dist *distributor, finder *repeatFinder) func(int64, *listfile.Record) error {
+	switch {
+	case dist == nil && finder == nil:
+		return nil
+	case dist == nil:
+		return func(n int64, rec *listfile.Record) error { return finder.row(n, 0, rec) }
+	}
+	return func(n int64, rec *listfile.Record) error {
+		email := string(rec.FieldBytes(dist.col)) // once for both
+		shard, err := dist.add(n, rec, email)
+		if err != nil || finder == nil {
+			return err
+		}
+		return finder.rowEmail(n, shard, email)
+	}
 }
 
 func scanObject(ctx context.Context, store *blobstore.Store, key string, d listfile.Dialect, cfg Config, each func(int64, *listfile.Record) error) (*listfile.Plan, error) {
@@ -163,7 +224,8 @@ func scanObject(ctx context.Context, store *blobstore.Store, key string, d listf
 }
 
 // prepareZip extracts the zip's one file into dstKey while scanning it.
-func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey string, size int64, cfg Config, each func(int64, *listfile.Record) error) (*listfile.Plan, string, error) {
+// hint, when not nil, gets the size the zip declares for its file.
+func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey string, size int64, cfg Config, each func(int64, *listfile.Record) error, hint func(int64)) (*listfile.Plan, string, error) {
 	ra, _, err := store.NewReaderAt(ctx, req.Source.Key)
 	if err != nil {
 		return nil, "", err
@@ -173,6 +235,9 @@ func prepareZip(ctx context.Context, store *blobstore.Store, req Request, dstKey
 		return nil, "", classify(err)
 	}
 	defer rc.Close()
+	if hint != nil {
+		hint(listfile.DeclaredSize(rc))
+	}
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -31,8 +31,11 @@ func LoadPlan(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err := store.ReadJSON(ctx, keys.Plan(), maxPlanBytes, &p); err != nil {
 		return nil, err
 	}
-	if p.Version != PlanVersion {
-		return nil, fmt.Errorf("plan version %d is not supported (want %d)", p.Version, PlanVersion)
+	switch {
+	case p.Version == PlanVersion && p.Routing == nil:
+	case p.Version == PlanVersionDomain && p.Routing != nil && len(p.Routing.Rows) == len(p.Shards):
+	default:
+		return nil, fmt.Errorf("plan version %d is not supported (want %d, or %d with routing for every shard)", p.Version, PlanVersion, PlanVersionDomain)
 	}
 	return &p, nil
 }
@@ -82,6 +85,14 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 		defer repeats.Close()
 	}
 
+	var side *domainSide
+	if plan.ByDomain() {
+		if side, err = openDomainSide(ctx, store, keys, plan, index); err != nil {
+			return nil, err
+		}
+		defer side.abort()
+	}
+
 	in, err := store.NewRangeReader(ctx, plan.InputKey, shard.Start, shard.End-shard.Start, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open shard input: %w", err)
@@ -94,7 +105,7 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err != nil {
 		return nil, fmt.Errorf("create shard output: %w", err)
 	}
-	rows, err := processRows(ctx, plan, shard, proc, repeats, bufio.NewReaderSize(in, 256<<10), out, lim, func(done int64) {
+	rows, err := processRows(ctx, plan, shard, proc, repeats, side, bufio.NewReaderSize(in, 256<<10), out, lim, func(done int64) {
 		_ = store.WriteJSON(ctx, keys.Progress(index), ProgressDoc{Rows: done})
 	})
 	if err != nil {
@@ -107,6 +118,11 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	}
 	if rows != shard.Rows {
 		return nil, fmt.Errorf("shard %d read %d rows but the plan counted %d; the input changed after it was prepared", index, rows, shard.Rows)
+	}
+	if side != nil {
+		if err := side.finish(); err != nil {
+			return nil, err
+		}
 	}
 	sum := &Summary{Index: index, Rows: rows, Reporting: proc.Reporting()}
 	if cr, ok := proc.(listservice.CounterReporter); ok {
@@ -121,14 +137,14 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 // processRows streams records through the processor in batches and writes
 // each row with the service's columns appended, in input order. A
 // listservice.Streamer gets many batches in flight at once.
-func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc listservice.Processor, repeats *repeatCursor, in io.Reader, out io.Writer, lim listfile.Limits, progress func(int64)) (int64, error) {
+func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc listservice.Processor, repeats *repeatCursor, side *domainSide, in io.Reader, out io.Writer, lim listfile.Limits, progress func(int64)) (int64, error) {
 	rd := listfile.NewRangeReader(in, plan.Dialect(), lim, shard.Start, shard.FirstLine)
 	wr := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
 	size := batchSize
 	if bs, ok := proc.(listservice.BatchSizer); ok && bs.BatchSize() > 0 {
 		size = min(bs.BatchSize(), maxBatchSize)
 	}
-	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, repeats: repeats, wr: wr, size: size, progress: progress, lastProgress: time.Now()}
+	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, repeats: repeats, side: side, wr: wr, size: size, progress: progress, lastProgress: time.Now()}
 	if s, ok := proc.(listservice.Streamer); ok {
 		st.finish = s
 		if s.RowsInFlight() > size {
@@ -148,6 +164,7 @@ type streamer struct {
 	stream   listservice.Streamer // nil: one batch at a time
 	finish   listservice.Streamer // gets FinishBatch, windowed or not
 	repeats  *repeatCursor        // nil: the service flags no duplicates
+	side     *domainSide          // nil: contiguous shards
 	window   int
 	wr       *listfile.Writer
 	size     int
@@ -184,6 +201,9 @@ func (st *streamer) run(rd *listfile.Reader) (int64, error) {
 			break
 		}
 		if err != nil {
+			if st.side != nil { // by domain: the list row is not known here
+				return st.done, classify(fmt.Errorf("row %d of shard %d: %w", st.read+int64(b.len())+1, st.shard.Index, err))
+			}
 			return st.done, classify(fmt.Errorf("row %d: %w", st.shard.FirstRow+st.read+int64(b.len())+1, err))
 		}
 		b.add(rec)
@@ -220,6 +240,11 @@ func (st *streamer) launch(b *batch) error {
 	}
 	f := st.flightFor(b)
 	st.read += int64(len(f.rows))
+	if st.side != nil {
+		if err := st.side.number(f.rows); err != nil {
+			return err
+		}
+	}
 	if st.repeats != nil {
 		if err := st.repeats.mark(f.rows); err != nil {
 			return err
@@ -279,8 +304,14 @@ func (st *streamer) writeHead() error {
 		st.finish.FinishBatch(f.rows, f.out)
 	}
 	for i := range f.rows {
+		before := st.wr.Written()
 		if err := st.wr.WriteRaw(f.b.raw(i), f.b.nfields[i], st.plan.Width, f.out[i]); err != nil {
 			return fmt.Errorf("write row: %w", err)
+		}
+		if st.side != nil {
+			if err := st.side.length(st.wr.Written() - before); err != nil {
+				return err
+			}
 		}
 	}
 	st.done += int64(len(f.rows))
