@@ -150,15 +150,13 @@ func TestFleetSharedLessons(t *testing.T) {
 		_, ok, _ := f2.Penalty(ctx, fleet.Key{Egress: fleet.DefaultEgress, Host: mxPit[0].Addrs[0].String() + fmt.Sprintf(":%d", e.w.SMTPPort())})
 		return ok
 	})
+	// Skipped means no connection at all (counted by the world), not a
+	// quick one: a wall-time bound here failed under CI's load (511 ms).
 	before := hostStats(e, "mx1.pit.test").Total
-	start := time.Now()
 	r := p2.Probe(ctx, mxPit, "b@pit.test")
 	if r.Outcome != Timeout || p2.Stats().HostsSkipped == 0 || hostStats(e, "mx1.pit.test").Total != before {
 		t.Fatalf("tarpit, second engine: %v %v, skipped %d, connections %d -> %d; want Timeout without a connection",
 			r.Outcome, r.Err, p2.Stats().HostsSkipped, before, hostStats(e, "mx1.pit.test").Total)
-	}
-	if d := time.Since(start); d > 250*time.Millisecond {
-		t.Fatalf("the skipped tarpit took %v", d)
 	}
 }
 
