@@ -79,8 +79,11 @@ func TestClaimFallsBackToProcess(t *testing.T) {
 	if !a || b || errA != nil || errB != nil {
 		t.Fatalf("claims in the fallback: %v %v (%v %v), want the first only", a, b, errA, errB)
 	}
-	if d := time.Since(start); d > 100*time.Millisecond {
-		t.Fatalf("claims in the fallback took %v", d)
+	// Not waiting means not waiting for the backend: the claims end well
+	// inside the second's context (a tighter wall-time bound would fail on
+	// a loaded CI machine, not on a wait).
+	if ctx.Err() != nil {
+		t.Fatalf("claims in the fallback took %v: they waited for the backend", time.Since(start))
 	}
 	// Its waiters are the process's own, woken by the holder giving up.
 	woke, stop := f.Watch(CatchAllClaim("down.test"))
