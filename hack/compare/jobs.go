@@ -35,11 +35,34 @@ import (
 // jobsSettings: the ours-jobs stack.
 type jobsSettings struct {
 	shards   int    // --max-shards
-	fleetURL string // the stack's --fleet-url instead of -fleet-url ("": -fleet-url)
+	fleetURL string // the stack's --fleet-url (-jobs-fleet-url, else -fleet-url; "": none)
 	bin      string // directory holding localstack and worker ("": build them)
 	shardBy  string // --shard-by for the manager ("": its default)
 	keep     bool   // keep the stack's state directory
 	timeout  time.Duration
+}
+
+// variant is js for the tool ours-jobs:v: v ("rows", "domain") as the
+// shard-by setting, and the fleet URL's key prefix made the variant's own
+// (prefix "j1:" becomes "j1:domain:"), so that two variants in one
+// invocation do not share learnt state and history. No v: js as is.
+func (js jobsSettings) variant(v string) (jobsSettings, error) {
+	if v == "" {
+		return js, nil
+	}
+	js.shardBy = v
+	if js.fleetURL == "" {
+		return js, nil
+	}
+	u, err := url.Parse(js.fleetURL)
+	if err != nil {
+		return js, fmt.Errorf("-jobs-fleet-url: %w", err)
+	}
+	q := u.Query()
+	q.Set("prefix", q.Get("prefix")+v+":")
+	u.RawQuery = q.Encode()
+	js.fleetURL = u.String()
+	return js, nil
 }
 
 // runOursJobs runs rows as one list on the local stack's Job path and
@@ -60,9 +83,7 @@ func runOursJobs(dnsAddr string, rows []string, s settings, js jobsSettings) (pr
 		}
 		os.RemoveAll(dir)
 	}()
-	if js.fleetURL != "" {
-		s.fleetURL = js.fleetURL
-	}
+	s.fleetURL = js.fleetURL
 	bin := js.bin
 	if bin == "" {
 		if bin, err = buildStack(dir); err != nil {

@@ -36,3 +36,26 @@ func TestAnswersInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestJobsVariant: ours-jobs:v sets the shard-by setting and gives the
+// run a key prefix of its own.
+func TestJobsVariant(t *testing.T) {
+	for _, tc := range []struct {
+		name, fleetURL, v, wantBy, wantURL string
+	}{
+		{"no variant", "redis://127.0.0.1:6379/0?prefix=j1:", "", "", "redis://127.0.0.1:6379/0?prefix=j1:"},
+		{"domain", "redis://127.0.0.1:6379/0?prefix=j1:", "domain", "domain", "redis://127.0.0.1:6379/0?prefix=j1%3Adomain%3A"},
+		{"no prefix", "redis://127.0.0.1:6379/2", "rows", "rows", "redis://127.0.0.1:6379/2?prefix=rows%3A"},
+		{"no fleet", "", "rows", "rows", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, err := jobsSettings{fleetURL: tc.fleetURL}.variant(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if js.shardBy != tc.wantBy || js.fleetURL != tc.wantURL {
+				t.Errorf("got shard-by %q, URL %q; want %q, %q", js.shardBy, js.fleetURL, tc.wantBy, tc.wantURL)
+			}
+		})
+	}
+}

@@ -73,7 +73,7 @@ func main() {
 		child       = flag.Bool("world-child", false, "internal: serve the mail world (child process)")
 		concurrency = flag.Int("concurrency", 100, "AfterShip workers; our --smtp-max-sessions and --dns-workers; our single-address workers")
 		port        = flag.Int("port", 25, "SMTP port of the world's MX hosts (AfterShip only dials 25)")
-		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-jobs (the list on the local stack's Job path, -procs shards, see jobs.go), ours-single (GET /v5/ev's path), ours-mix (-lists lists at once plus -api-procs API processes, see mix.go); empty: only the world and its floors")
+		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-jobs (the list on the local stack's Job path, -job-shards shards, see jobs.go; ours-jobs:rows and ours-jobs:domain set its -shard-by, each with its own fleet key prefix), ours-single (GET /v5/ev's path), ours-mix (-lists lists at once plus -api-procs API processes, see mix.go); empty: only the world and its floors")
 		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
@@ -104,6 +104,9 @@ func main() {
 	flag.DurationVar(&jobs.timeout, "stack-timeout", 15*time.Minute, "ours-jobs: longest wait for the stack to start and the list to reach Results")
 	g.bind(flag.CommandLine)
 	flag.Parse()
+	if jobs.fleetURL == "" {
+		jobs.fleetURL = *fleetURL
+	}
 	if *child {
 		runWorldChild(g, *port)
 		return
@@ -162,7 +165,8 @@ func main() {
 		r := &runResult{name: tool}
 		listWall := 0.0 // ours-jobs: the wall measured by the tool
 		cpu0, t0 := cputime.Self().Seconds(), time.Now()
-		switch tool {
+		kind, variant, _ := strings.Cut(tool, ":")
+		switch kind {
 		case "aftership":
 			r.pred, r.raw = runAfterShip(rows, s)
 			r.cpu = cputime.Self().Seconds() - cpu0
@@ -174,7 +178,10 @@ func main() {
 			}
 		case "ours-jobs":
 			// Its wall is the list's, creation to Results, not the stack's start.
-			r.pred, r.raw, r.cpu, listWall, r.note, err = runOursJobs(w.hello.DNS, rows, s, jobs)
+			js, err := jobs.variant(variant)
+			if err == nil {
+				r.pred, r.raw, r.cpu, listWall, r.note, err = runOursJobs(w.hello.DNS, rows, s, js)
+			}
 			if err != nil {
 				w.stop()
 				log.Fatal(err)
