@@ -19,6 +19,14 @@
 //
 //	go run . -tools ours-mix -lists 3 -api-procs 2 -api-rows 2000 -fleet-url 'redis://127.0.0.1:6397/0?prefix=m1:'
 //
+// -tools ours-jobs is the same list on the real Job path: the local stack
+// (hack/localstack --executor=job) as a child process, the list uploaded
+// through its REST API and run as -job-shards shards by Job pods (jobs.go); it
+// needs KUBEBUILDER_ASSETS, as make run does:
+//
+//	go run . -tools ours-list,ours-jobs -job-shards 8 -fleet-url 'redis://127.0.0.1:6379/0?prefix=l1:' \
+//	    -jobs-fleet-url 'redis://127.0.0.1:6379/0?prefix=j1:'
+//
 // AfterShip dials port 25 (hard-coded), so the world's MX hosts listen on
 // port 25 of their 127.x.y.z addresses: run as root (or with
 // CAP_NET_BIND_SERVICE). Its DNS lookups go through net.DefaultResolver,
@@ -65,7 +73,7 @@ func main() {
 		child       = flag.Bool("world-child", false, "internal: serve the mail world (child process)")
 		concurrency = flag.Int("concurrency", 100, "AfterShip workers; our --smtp-max-sessions and --dns-workers; our single-address workers")
 		port        = flag.Int("port", 25, "SMTP port of the world's MX hosts (AfterShip only dials 25)")
-		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-single (GET /v5/ev's path), ours-mix (-lists lists at once plus -api-procs API processes, see mix.go); empty: only the world and its floors")
+		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-jobs (the list on the local stack's Job path, -job-shards shards, see jobs.go; ours-jobs:rows and ours-jobs:domain set its -shard-by, each with its own fleet key prefix), ours-single (GET /v5/ev's path), ours-mix (-lists lists at once plus -api-procs API processes, see mix.go); empty: only the world and its floors")
 		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
@@ -75,6 +83,7 @@ func main() {
 		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are) or domain (by a hash of the domain: each domain's rows in one process)")
 		fleetURL    = flag.String("fleet-url", "", "ours-list and ours-mix: the workers' (and API processes') --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
 		mix         mixSettings
+		jobs        jobsSettings
 		api         apiChild
 		apiChildRun = flag.Bool("api-child", false, "internal: one API process of ours-mix (child process)")
 	)
@@ -87,8 +96,17 @@ func main() {
 	flag.StringVar(&api.dns, "api-dns", "", "internal: the API child's DNS server")
 	flag.IntVar(&api.seat, "api-seat", 0, "internal: the API child's fleet seat")
 	flag.IntVar(&api.seats, "api-seats", 1, "internal: the fleet seats of the mix")
+	flag.IntVar(&jobs.shards, "job-shards", 8, "ours-jobs: the list's shards, so Job pods (--max-shards; the stack's default parallelism runs 8 at once)")
+	flag.StringVar(&jobs.fleetURL, "jobs-fleet-url", "", "ours-jobs: the stack's --fleet-url, passed on to its pods (default: -fleet-url; give another ?prefix= when ours-list runs in the same invocation, or the Job run would reuse its history)")
+	flag.StringVar(&jobs.bin, "stack-bin", "", "ours-jobs: directory holding the localstack and worker binaries (default: built from ../../hack/localstack and ../../cmd/worker)")
+	flag.StringVar(&jobs.shardBy, "shard-by", "", "ours-jobs: the manager's --shard-by (rows or domain; empty: the stack's default, and no flag passed)")
+	flag.BoolVar(&jobs.keep, "keep-stack", false, "ours-jobs: keep the local stack's state directory (its log, the pods' logs)")
+	flag.DurationVar(&jobs.timeout, "stack-timeout", 15*time.Minute, "ours-jobs: longest wait for the stack to start and the list to reach Results")
 	g.bind(flag.CommandLine)
 	flag.Parse()
+	if jobs.fleetURL == "" {
+		jobs.fleetURL = *fleetURL
+	}
 	if *child {
 		runWorldChild(g, *port)
 		return
@@ -145,13 +163,25 @@ func main() {
 		dials0 := resolverDials.Load()
 		log.Printf("%s: %d rows, world DNS %s, SMTP port %d", tool, len(rows), w.hello.DNS, w.hello.Port)
 		r := &runResult{name: tool}
+		listWall := 0.0 // ours-jobs: the wall measured by the tool
 		cpu0, t0 := cputime.Self().Seconds(), time.Now()
-		switch tool {
+		kind, variant, _ := strings.Cut(tool, ":")
+		switch kind {
 		case "aftership":
 			r.pred, r.raw = runAfterShip(rows, s)
 			r.cpu = cputime.Self().Seconds() - cpu0
 		case "ours-list":
 			r.pred, r.raw, r.cpu, r.note, err = runOursList(w.hello.DNS, rows, s)
+			if err != nil {
+				w.stop()
+				log.Fatal(err)
+			}
+		case "ours-jobs":
+			// Its wall is the list's, creation to Results, not the stack's start.
+			js, err := jobs.variant(variant)
+			if err == nil {
+				r.pred, r.raw, r.cpu, listWall, r.note, err = runOursJobs(w.hello.DNS, rows, s, js)
+			}
 			if err != nil {
 				w.stop()
 				log.Fatal(err)
@@ -172,6 +202,9 @@ func main() {
 			log.Fatalf("unknown tool %q", tool)
 		}
 		r.wall = time.Since(t0).Seconds()
+		if listWall > 0 {
+			r.wall = listWall
+		}
 		r.dnsDial = resolverDials.Load() - dials0
 		if tool == "aftership" {
 			r.note = fmt.Sprintf("%d resolver dials", r.dnsDial)

@@ -241,19 +241,31 @@ func workerBinary(dir string, s settings) (string, error) {
 // workerCmd is `worker run` over the list in, its result to out, as seat
 // of seats processes sharing s.fleetURL.
 func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) *exec.Cmd {
-	cmd := exec.Command(bin, "run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1",
-		"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
+	args := []string{"run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1"}
+	args = append(args, verifyArgs(dnsAddr, s)...)
+	args = append(args, "--stats", "--progress", "30s",
+		"--fleet-seat", strconv.Itoa(seat), "--fleet-seats", strconv.Itoa(seats))
+	cmd := exec.Command(bin, append(args, s.workerArgs...)...)
+	cmd.Env = append(os.Environ(), "FLEET_URL=", "HISTORY_URL=")
+	return cmd
+}
+
+// verifyArgs are the verification flags (wiring.VerifyConfig's, which
+// worker run and the local stack both take; the manager passes them on to
+// Job pods) for the world at dnsAddr: production defaults but for the
+// world's DNS server and port, the loopback range opened to SMTP, the
+// concurrency setting as the session cap, and s.fleetURL (without one, no
+// verification history either, as a process without a backend keeps none).
+func verifyArgs(dnsAddr string, s settings) []string {
+	args := []string{"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
 		"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
 		"--smtp-greylist-retry", s.greylistRetry.String(),
 		"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
-		"--stats", "--progress", "30s", "--fleet-url", s.fleetURL,
-		"--fleet-seat", strconv.Itoa(seat), "--fleet-seats", strconv.Itoa(seats))
+		"--fleet-url", s.fleetURL}
 	if s.fleetURL == "" {
-		cmd.Args = append(cmd.Args, "--history-url", "off")
+		args = append(args, "--history-url", "off")
 	}
-	cmd.Args = append(cmd.Args, s.workerArgs...)
-	cmd.Env = append(os.Environ(), "FLEET_URL=", "HISTORY_URL=")
-	return cmd
+	return args
 }
 
 // splitRows gives each of n processes its rows (indices into rows):

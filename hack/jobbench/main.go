@@ -162,15 +162,15 @@ func runOnce(ctx context.Context, c config, weed string, shards int, keepResult 
 	if err != nil {
 		return nil, err
 	}
-	defer st.kill()
+	defer st.Kill()
 	r := &report{shards: shards, store: c.store, loadBefore: loadAverage()}
 	if err := measure(ctx, c, st, r, keepResult); err != nil {
-		return nil, fmt.Errorf("%w\nlast lines of the stack's log:\n%s", err, st.logTail(4000))
+		return nil, fmt.Errorf("%w\nlast lines of the stack's log:\n%s", err, st.LogTail(4000))
 	}
-	if err := st.stop(); err != nil {
+	if err := st.Stop(); err != nil {
 		return nil, err
 	}
-	pods, err := podEnds(st.logPath)
+	pods, err := podEnds(st.LogPath)
 	if err != nil {
 		return nil, err
 	}
@@ -182,22 +182,22 @@ func runOnce(ctx context.Context, c config, weed string, shards int, keepResult 
 // measure uploads the list, waits for Results and downloads the result,
 // sampling the stack's processes between the steps.
 func measure(ctx context.Context, c config, st *stack, r *report, keepResult bool) error {
-	r.idleRSS = rss(st.pid())
-	resetPeak(st.pid())
+	r.idleRSS = rss(st.Pid())
+	resetPeak(st.Pid())
 	t0 := time.Now()
 	id, err := st.upload(ctx, c.in)
 	if err != nil {
 		return err
 	}
 	r.upload = time.Since(t0)
-	r.uploadPeak = peakRSS(st.pid())
+	r.uploadPeak = peakRSS(st.Pid())
 	r.list = fmt.Sprintf("list-%d", id)
 	// The list exists now: the span measured starts.
-	for _, p := range children(st.pid()) {
-		resetPeak(p.pid)
+	for _, p := range children(st.Pid()) {
+		resetPeak(p.Pid)
 	}
-	resetPeak(st.pid())
-	before := sampleTree(st.pid())
+	resetPeak(st.Pid())
+	before := sampleTree(st.Pid())
 	start := time.Now()
 	l, phases, err := st.waitResults(ctx, r.list, c.timeout)
 	if err != nil {
@@ -205,9 +205,9 @@ func measure(ctx context.Context, c config, st *stack, r *report, keepResult boo
 	}
 	r.created, r.results = start, time.Now()
 	r.wall = r.results.Sub(start)
-	r.cpu = sampleTree(st.pid()).sub(before)
-	r.stackPeak = peakRSS(st.pid())
-	r.childPeaks = childPeaks(st.pid())
+	r.cpu = sampleTree(st.Pid()).sub(before)
+	r.stackPeak = peakRSS(st.Pid())
+	r.childPeaks = childPeaks(st.Pid())
 	r.processing = phases.processing.Sub(start)
 	r.rows, r.listShards, r.bytes = l.Status.Records, int(l.Status.Shards), l.Status.SizeBytes
 	if r.podStates, err = st.podStates(ctx, l); err != nil {

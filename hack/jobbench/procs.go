@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/stackrun"
 )
 
 // The stack's processes, from /proc: the stack process itself (the
@@ -15,9 +17,6 @@ import (
 // plane, the S3 server, and the worker pods while they run; a pod that
 // ended was waited for by the test node, so its CPU is in the stack's
 // cutime and cstime).
-
-// clockTick is USER_HZ, 100 on Linux.
-const clockTick = 10 * time.Millisecond
 
 // Process groups of the CPU table, by command name (/proc/<pid>/comm is
 // cut to 15 characters).
@@ -55,40 +54,16 @@ func (t cpuTable) total() (sum time.Duration) {
 	return sum
 }
 
-type procStat struct {
-	pid, ppid                    int
-	name                         string
-	utime, stime, cutime, cstime int64 // clock ticks
-}
-
-func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[end+1:])) // f[0] is field 3, state
-	if len(f) < 15 {
-		return procStat{}, false
-	}
-	num := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
-	return procStat{pid: pid, ppid: int(num(1)), name: string(b[open+1 : end]),
-		utime: num(11), stime: num(12), cutime: num(13), cstime: num(14)}, true
-}
-
 // children lists the live children of pid.
-func children(pid int) []procStat {
+func children(pid int) []stackrun.ProcStat {
 	entries, _ := os.ReadDir("/proc")
-	var out []procStat
+	var out []stackrun.ProcStat
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if s, ok := readStat(p); ok && s.ppid == pid {
+		if s, ok := stackrun.ReadStat(p); ok && s.PPid == pid {
 			out = append(out, s)
 		}
 	}
@@ -98,16 +73,16 @@ func children(pid int) []procStat {
 // sampleTree reads the CPU of the stack and its children.
 func sampleTree(pid int) cpuTable {
 	t := cpuTable{}
-	if s, ok := readStat(pid); ok {
-		t[groupStack] = time.Duration(s.utime+s.stime) * clockTick
-		t[groupWorkers] = time.Duration(s.cutime+s.cstime) * clockTick
+	if s, ok := stackrun.ReadStat(pid); ok {
+		t[groupStack] = s.CPU()
+		t[groupWorkers] = s.ChildrenCPU()
 	}
 	for _, c := range children(pid) {
-		g, ok := groups[c.name]
+		g, ok := groups[c.Name]
 		if !ok {
 			g = groupOther
 		}
-		t[g] += time.Duration(c.utime+c.stime) * clockTick
+		t[g] += c.CPU()
 	}
 	return t
 }
@@ -143,11 +118,11 @@ func statusBytes(pid int, field string) int64 {
 func childPeaks(pid int) map[string]int64 {
 	out := map[string]int64{}
 	for _, c := range children(pid) {
-		g, ok := groups[c.name]
+		g, ok := groups[c.Name]
 		if !ok {
 			g = groupOther
 		}
-		out[g] = max(out[g], peakRSS(c.pid))
+		out[g] = max(out[g], peakRSS(c.Pid))
 	}
 	return out
 }

@@ -4,19 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,164 +23,53 @@ import (
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/kits/localstack"
 	"github.com/emaildata/emaildata/internal/kits/s3server"
+	"github.com/emaildata/emaildata/internal/kits/stackrun"
 )
 
-// stack is a running `localstack --executor=job --store=s3`.
+// stack is a running `localstack --executor=job --store=s3`: the child
+// process and the REST API client are stackrun's; the Kubernetes client,
+// for watching the list and counting its pods, is this benchmark's.
 type stack struct {
-	cmd     *exec.Cmd
-	exited  chan error
-	logPath string
-	apiURL  string
-	apiKey  string
-	k8s     client.WithWatch
+	*stackrun.Stack
+	k8s client.WithWatch
 }
 
 // startStack starts the local stack in dir and reads its banner.
 func startStack(ctx context.Context, c config, weed, dir string, shards int) (*stack, error) {
-	logPath := filepath.Join(dir, "localstack.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(filepath.Join(c.bin, "localstack"), "--dir", filepath.Join(dir, "state"),
-		"--executor=job", "--store="+c.store, "--s3-port=0", "--worker-dir", c.bin,
-		"--max-shards", strconv.Itoa(shards), "--shard-bytes", strconv.FormatInt(c.shardBytes, 10), "--log-format", "json",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0")
-	cmd.Dir, cmd.Stderr = c.root, logFile
-	cmd.Env = os.Environ()
+	env := os.Environ()
 	if weed != "" {
-		cmd.Env = append(cmd.Env, s3server.BinaryEnv+"="+weed)
+		env = append(env, s3server.BinaryEnv+"="+weed)
 	}
-	// Killed with this process, as a crashed run must leave no stack.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	rs, err := stackrun.Start(ctx, stackrun.Options{
+		Bin: filepath.Join(c.bin, "localstack"), Root: c.root, Env: env,
+		LogPath: filepath.Join(dir, "localstack.log"),
+		Args: []string{"--dir", filepath.Join(dir, "state"),
+			"--executor=job", "--store=" + c.store, "--s3-port=0", "--worker-dir", c.bin,
+			"--max-shards", strconv.Itoa(shards), "--shard-bytes", strconv.FormatInt(c.shardBytes, 10), "--log-format", "json",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0"},
+	})
 	if err != nil {
-		logFile.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	st := &stack{cmd: cmd, exited: make(chan error, 1), logPath: logPath}
-	kubeconfig := make(chan string, 1)
-	banner := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			switch f := strings.Fields(sc.Text()); {
-			case len(f) == 2 && f[0] == "kubeconfig:":
-				kubeconfig <- f[1]
-			case len(f) >= 3 && f[0] == "REST" && f[1] == "API:":
-				st.apiURL = f[2]
-			case len(f) >= 3 && f[0] == "API" && f[1] == "key:":
-				st.apiKey = f[2]
-				close(banner)
-			}
-		}
-		st.exited <- cmd.Wait()
-		logFile.Close()
-	}()
-	select {
-	case <-banner:
-	case err := <-st.exited:
-		return nil, fmt.Errorf("the local stack exited before it was up (%v):\n%s", err, st.logTail(4000))
-	case <-time.After(5 * time.Minute):
-		st.kill()
-		return nil, errors.New("the local stack was not up within 5 minutes")
-	case <-ctx.Done():
-		st.kill()
-		return nil, ctx.Err()
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", <-kubeconfig)
+	st := &stack{Stack: rs}
+	cfg, err := clientcmd.BuildConfigFromFlags("", rs.Kubeconfig)
 	if err != nil {
-		st.kill()
+		st.Kill()
 		return nil, err
 	}
 	if st.k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.New()}); err != nil {
-		st.kill()
+		st.Kill()
 		return nil, err
 	}
 	return st, nil
 }
 
-func (st *stack) pid() int { return st.cmd.Process.Pid }
-
-// stop interrupts the stack as Ctrl-C does and waits for it.
-func (st *stack) stop() error {
-	if err := st.cmd.Process.Signal(os.Interrupt); err != nil {
-		return err
-	}
-	select {
-	case err := <-st.exited:
-		if err != nil {
-			return fmt.Errorf("the local stack after Ctrl-C: %w", err)
-		}
-		return nil
-	case <-time.After(2 * time.Minute):
-		st.kill()
-		return errors.New("the local stack did not stop within 2 minutes of Ctrl-C")
-	}
-}
-
-// kill ends a stack that is still running (its control plane is stopped
-// by the next run of its directory, which is removed anyway).
-func (st *stack) kill() {
-	if st.cmd.ProcessState == nil {
-		_ = st.cmd.Process.Kill()
-	}
-}
-
-func (st *stack) logTail(n int) string {
-	b, _ := os.ReadFile(st.logPath)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// upload posts the list as a client does (multipart, streamed from the
-// file) and returns its ID.
+// upload posts the list as a client does and returns its ID.
 func (st *stack) upload(ctx context.Context, path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		part, err := mw.CreateFormFile("file", filepath.Base(path))
-		if err == nil {
-			_, err = io.Copy(part, f)
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
 	q := url.Values{"service": {"email_validation"}, "email_column": {"3"}, "header": {"true"},
 		"delimiter": {","}, "name": {filepath.Base(path)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.apiURL+"/v5/list?"+q.Encode(), pr)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("api_key", st.apiKey)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	var sub struct {
-		ListID int64 `json:"list_id"`
-	}
-	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(body, &sub) != nil || sub.ListID == 0 {
-		return 0, fmt.Errorf("upload: %d %.500s", resp.StatusCode, body)
-	}
-	return sub.ListID, nil
+	return st.Upload(ctx, path, q)
 }
 
 type phases struct{ processing time.Time }
@@ -253,42 +135,26 @@ func (st *stack) podStates(ctx context.Context, l *listsv1.EmailList) (map[strin
 // download reads the result through the REST API, hashing it, and writes
 // it to out unless out is empty.
 func (st *stack) download(ctx context.Context, id int64, out string) (sum [32]byte, n int64, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v5/list/%d/results", st.apiURL, id), nil)
-	if err != nil {
-		return sum, 0, err
-	}
-	req.Header.Set("api_key", st.apiKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return sum, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<12))
-		return sum, 0, fmt.Errorf("results: %d %s", resp.StatusCode, b)
-	}
 	h := sha256.New()
-	if out == "" {
-		n, err = io.Copy(h, resp.Body)
-	} else {
-		n, err = copyToFile(out, io.TeeReader(resp.Body, h))
+	var w io.Writer = h
+	var f *os.File
+	var bw *bufio.Writer
+	if out != "" {
+		if f, err = os.Create(out); err != nil {
+			return sum, 0, err
+		}
+		bw = bufio.NewWriterSize(f, 1<<20)
+		w = io.MultiWriter(h, bw)
+	}
+	n, err = st.Download(ctx, id, w)
+	if f != nil {
+		if err == nil {
+			err = bw.Flush()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	copy(sum[:], h.Sum(nil))
 	return sum, n, err
-}
-
-func copyToFile(path string, r io.Reader) (int64, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	n, err := io.Copy(bw, r)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
 }
