@@ -59,26 +59,7 @@ func (p *hostProc) ProcessBatch(ctx context.Context, rows []listservice.Row, out
 // runList prepares, runs and merges data with hostService under cfg.
 func runList(t testing.TB, s *blobstore.Store, uid, name string, data []byte, d listfile.Dialect, cfg Config) result {
 	t.Helper()
-	ctx := context.Background()
-	keys := blobstore.ListKeys{UID: uid}
-	src := "uploads/" + uid + "/" + name
-	put(t, s, src, data)
-	plan, err := Prepare(ctx, s, keys, Request{Source: Source{Key: src, Name: name}, Dialect: d, Service: hostName}, hostService{}, cfg)
-	if err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	reg := listservice.NewRegistry()
-	reg.Register(hostName, hostService{})
-	for i := range plan.Shards {
-		if _, err := RunShard(ctx, s, keys, i, reg, cfg.Limits); err != nil {
-			t.Fatalf("RunShard(%d): %v", i, err)
-		}
-	}
-	out, err := Merge(ctx, s, keys, plan, ResultFileName(name, 7))
-	if err != nil {
-		t.Fatalf("Merge: %v", err)
-	}
-	return result{plan: plan, out: out, data: get(t, s, out.Key)}
+	return processWith(t, s, hostName, hostService{}, uid, name, data, d, cfg)
 }
 
 // domainLists are lists that stress what domain shards must keep.

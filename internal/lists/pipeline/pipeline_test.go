@@ -118,18 +118,24 @@ type result struct {
 }
 
 // process runs Prepare, RunShard for every shard and Merge on data, stored
-// under uploads/<uid>/<name>.
+// under uploads/<uid>/<name>, with upperService.
 func process(t testing.TB, s *blobstore.Store, uid, name string, data []byte, d listfile.Dialect, cfg Config) result {
+	return processWith(t, s, upperName, upperService{}, uid, name, data, d, cfg)
+}
+
+// processWith is process with the service svc, registered as svcName.
+func processWith(t testing.TB, s *blobstore.Store, svcName string, svc listservice.Service, uid, name string, data []byte, d listfile.Dialect, cfg Config) result {
 	t.Helper()
 	ctx := context.Background()
 	keys := blobstore.ListKeys{UID: uid}
 	src := "uploads/" + uid + "/" + name
 	put(t, s, src, data)
-	plan, err := Prepare(ctx, s, keys, Request{Source: Source{Key: src, Name: name}, Dialect: d, Service: upperName}, upperService{}, cfg)
+	plan, err := Prepare(ctx, s, keys, Request{Source: Source{Key: src, Name: name}, Dialect: d, Service: svcName}, svc, cfg)
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
-	reg := testRegistry()
+	reg := listservice.NewRegistry()
+	reg.Register(svcName, svc)
 	for i := range plan.Shards {
 		sum, err := RunShard(ctx, s, keys, i, reg, cfg.Limits)
 		if err != nil {
