@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -224,4 +225,25 @@ func (r *ReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		err = io.EOF
 	}
 	return n, err
+}
+
+// CopyTo copies the object key to w. On a file:// store it hands the
+// object's own file to io.Copy, so that when w is (or passes its ReadFrom
+// through to) a plain file the kernel copies the bytes (copy_file_range)
+// instead of this process reading and writing them: `worker run` writes its
+// result this way, every part once.
+func (s *Store) CopyTo(ctx context.Context, w io.Writer, key string) (int64, error) {
+	r, err := s.NewReader(ctx, key, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	var src io.Reader = r
+	var under io.Reader
+	if r.As(&under) {
+		if f, ok := under.(*os.File); ok {
+			src = f // fileblob's reader of a whole object is the file itself
+		}
+	}
+	return io.Copy(w, src)
 }
