@@ -83,7 +83,9 @@ type Streamer interface {
 type Deduper interface {
 	// DedupKey returns the normalised form of a row's email column value
 	// under which repeats are compared, or "" for a value that never
-	// repeats (an empty address). It must be a pure function.
+	// repeats (an empty address). It must be a pure function, and keep
+	// neither email nor the key it returns: the pipeline passes a view of
+	// its read buffer (no copy per row) and hashes the key at once.
 	DedupKey(email string) string
 }
 

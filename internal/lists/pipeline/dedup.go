@@ -10,6 +10,7 @@ import (
 	"hash/maphash"
 	"io"
 	"slices"
+	"unsafe"
 
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
@@ -167,7 +168,11 @@ const (
 // row takes data row n (0-based) of the list, which goes to shard (0
 // unless sharded by domain).
 func (f *repeatFinder) row(n int64, shard int, rec *listfile.Record) error {
-	return f.rowEmail(n, shard, string(rec.FieldBytes(f.col)))
+	// A view of the record's bytes, not a copy: DedupKey keeps nothing
+	// (listservice.Deduper) and rowEmail hashes the key before the record
+	// is reused. The copy was a fifth of the duplicate search's CPU.
+	b := rec.FieldBytes(f.col)
+	return f.rowEmail(n, shard, unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
 // rowEmail is row with the email column's value already taken out.
