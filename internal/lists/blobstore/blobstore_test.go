@@ -456,3 +456,65 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyTo copies an object whole into a plain file (the file store's
+// in-kernel path) and into a buffer, from a file and a memory store; a
+// missing object is not found.
+func TestCopyTo(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("row,of,a,part\n"), 100_000) // 1.4 MB: several copy calls
+	for _, tc := range []struct {
+		name, url string
+		toFile    bool
+	}{
+		{"file store to file", "file://" + filepath.ToSlash(t.TempDir()), true},
+		{"file store to buffer", "file://" + filepath.ToSlash(t.TempDir()), false},
+		{"mem store to file", "mem://", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(ctx, tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.WriteAll(ctx, "lists/x/parts/00000.part", data, nil); err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			var n int64
+			if tc.toFile {
+				path := filepath.Join(t.TempDir(), "out")
+				f, err := os.Create(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.WriteString("header\n")
+				n, err = s.CopyTo(ctx, f, "lists/x/parts/00000.part")
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ = os.ReadFile(path)
+				var ok bool // the copy goes after what the file had, at its offset
+				if got, ok = bytes.CutPrefix(got, []byte("header\n")); !ok {
+					t.Errorf("the file's first line was overwritten")
+				}
+			} else {
+				var buf bytes.Buffer
+				n, err = s.CopyTo(ctx, &buf, "lists/x/parts/00000.part")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = buf.Bytes()
+			}
+			if n != int64(len(data)) || !bytes.Equal(got, data) {
+				t.Errorf("copied %d bytes, %d in the destination; want %d, equal", n, len(got), len(data))
+			}
+			if _, err := s.CopyTo(ctx, io.Discard, "lists/x/parts/00001.part"); !IsNotFound(err) {
+				t.Errorf("missing object: error %v, want not found", err)
+			}
+		})
+	}
+}
