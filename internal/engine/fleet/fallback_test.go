@@ -287,3 +287,52 @@ func TestBackendRestartWipesLeases(t *testing.T) {
 		t.Errorf("modes %s %s after a restart, want shared", f.Mode(), g.Mode())
 	}
 }
+
+// TestFreshBackendWaivesPause: on a backend first used (no epoch yet) the
+// resume pause that covers leases a restart wiped is dropped once no
+// process says it may hold such leases; one that says so (a process in the
+// fallback, with divided leases) keeps it. The LeaseTTL of an hour makes
+// the pause outlast every wait here: a lease within the test's deadline
+// means the pause was dropped.
+func TestFreshBackendWaivesPause(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stale     bool // another process marked itself stale first
+		wantLease bool
+	}{
+		{"fresh backend, no other process", false, true},
+		{"a process holds divided leases", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := redisURL(t)
+			o := Options{LeaseTTL: time.Hour, HealthInterval: 50 * time.Millisecond, FailAfter: 2}
+			if tc.stale {
+				other, err := NewRedis(url, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := other.markStale(context.Background(), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				_ = other.Close()
+			}
+			f, err := Open(context.Background(), url, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			l, err := f.Acquire(ctx, Key{Egress: DefaultEgress, Host: "198.51.100.7:25"}, Limits{Conns: 1, Rate: 100})
+			if got := err == nil; got != tc.wantLease {
+				t.Fatalf("lease taken %v (err %v), want %v", got, err, tc.wantLease)
+			}
+			if l != nil {
+				l.Release()
+			}
+			if _, notBefore, _ := f.state(); tc.stale && time.Until(notBefore) < 30*time.Minute {
+				t.Errorf("pause dropped with a stale process (shared leases from %v)", notBefore)
+			}
+		})
+	}
+}

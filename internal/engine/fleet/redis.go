@@ -26,6 +26,7 @@ type Redis struct {
 	locks  *redislock.Client
 	rates  *redis_rate.Limiter
 	prefix string
+	id     string        // this process's id in the stale set (markStale)
 	ttl    time.Duration // lease TTL
 	st     *counters
 
@@ -94,7 +95,7 @@ func NewRedis(rawURL string, o Options) (*Redis, error) {
 	rdb := redis.NewClient(opt)
 	return &Redis{
 		rdb: rdb, locks: redislock.New(rdb), rates: redis_rate.NewLimiter(rdb),
-		prefix: prefix, ttl: o.LeaseTTL, st: &counters{}, leases: map[*Lease]struct{}{},
+		prefix: prefix, id: newID(), ttl: o.LeaseTTL, st: &counters{}, leases: map[*Lease]struct{}{},
 		sub: &claimSub{rdb: rdb, channel: prefix + "claims"},
 	}, nil
 }
@@ -387,20 +388,26 @@ func b2i(b bool) int {
 type health struct {
 	epoch    string    // the backend's lifetime id: it changes when Redis lost its data
 	resumeAt time.Time // no shared leases before (zero: none pending)
+	// lastStale is the latest time a process said it may hold leases the
+	// current epoch does not count (markStale); zero: none said so.
+	lastStale time.Time
 }
 
 // check reads the epoch and the pending resume time in one round trip,
 // creating an epoch (and a resume time settle from now, so that holders
 // of leases the restart wiped have given them up) when there is none.
 func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error) {
+	var stale []redis.Z
 	read := func() (string, string, error) {
 		pipe := r.rdb.Pipeline()
 		e := pipe.Get(ctx, r.prefix+"epoch")
 		s := pipe.Get(ctx, r.prefix+"resume")
+		z := pipe.ZRevRangeWithScores(ctx, r.prefix+"stale", 0, 0)
 		_, err := pipe.Exec(ctx)
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return "", "", err
 		}
+		stale = z.Val()
 		return e.Val(), s.Val(), nil
 	}
 	epoch, resume, err := read()
@@ -420,6 +427,9 @@ func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error)
 		}
 	}
 	h := health{epoch: epoch}
+	if len(stale) > 0 {
+		h.lastStale = time.UnixMilli(int64(stale[0].Score))
+	}
 	if ms, err := strconv.ParseInt(resume, 10, 64); err == nil {
 		h.resumeAt = time.UnixMilli(ms)
 	}
@@ -432,6 +442,19 @@ func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error)
 func (r *Redis) setResume(ctx context.Context, settle time.Duration) error {
 	at := time.Now().Add(settle).UnixMilli()
 	return ctxErr(ctx, r.rdb.SetNX(ctx, r.prefix+"resume", strconv.FormatInt(at, 10), settle).Err())
+}
+
+// markStale records that this process may hold leases the current epoch
+// does not count (divided ones in the fallback, or shared ones of an epoch
+// a restart wiped), so that no process ends a resume pause early
+// (Fleet.waivable). The set expires keep after the last mark.
+func (r *Redis) markStale(ctx context.Context, keep time.Duration) error {
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, r.prefix+"stale", redis.Z{Score: float64(time.Now().UnixMilli()), Member: r.id})
+		p.PExpire(ctx, r.prefix+"stale", keep)
+		return nil
+	})
+	return ctxErr(ctx, err)
 }
 
 func newID() string {

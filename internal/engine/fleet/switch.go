@@ -25,6 +25,9 @@ import (
 //   - Backend restarted without its data (its epoch key changed or
 //     vanished): the shared leases are lost and new ones wait for the
 //     resume time, so leases the restart wiped are given up first.
+//   - Backend first used (no epoch key, as after a restart, but no process
+//     says it held leases): the resume time is dropped after 4
+//     HealthIntervals (waivable), not waited out.
 //
 // What it cannot see: a process cut off from a backend that others still
 // reach uses its divided share while they use the whole budget (at most
@@ -46,6 +49,7 @@ type Fleet struct {
 	fails         int
 	epoch         string
 	pauseUntil    time.Time // shared leases wait until then
+	waived        time.Time // a resume time this process dropped early (waivable)
 	readyAt       time.Time // divided leases wait until then
 	since         time.Time // when the fallback began
 	fallbackTime  time.Duration
@@ -132,6 +136,7 @@ func (f *Fleet) settle() time.Duration { return f.o.LeaseTTL + 2*f.o.HealthInter
 // tick checks the backend once and switches modes as the rules say.
 func (f *Fleet) tick(ctx context.Context) {
 	f.mu.Lock()
+	mode, epoch := f.mode, f.epoch
 	needResume := f.mode == ModeFallback && f.pauseUntil.IsZero()
 	f.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, max(f.o.HealthInterval, time.Second))
@@ -142,6 +147,11 @@ func (f *Fleet) tick(ctx context.Context) {
 		if err = f.r.setResume(cctx, f.settle()); err == nil {
 			h, err = f.r.check(cctx, f.settle())
 		}
+	}
+	if err == nil && (mode == ModeFallback || (epoch != "" && h.epoch != epoch)) {
+		// Divided leases, or shared ones a restart wiped: no process may
+		// end the pause early (waivable).
+		err = f.r.markStale(cctx, 2*f.settle())
 	}
 	cancel()
 	if ctx.Err() != nil {
@@ -165,7 +175,7 @@ func (f *Fleet) tick(ctx context.Context) {
 		f.note(ModeShared, "the fleet backend restarted without its data; shared leases resume after "+f.settle().String())
 	}
 	f.epoch = h.epoch
-	if h.resumeAt.After(now) && h.resumeAt.After(f.pauseUntil) {
+	if h.resumeAt.After(now) && h.resumeAt.After(f.pauseUntil) && !h.resumeAt.Equal(f.waived) {
 		f.pauseUntil = h.resumeAt
 		f.signalLocked()
 		if f.mode == ModeFallback {
@@ -176,10 +186,29 @@ func (f *Fleet) tick(ctx context.Context) {
 			time.AfterFunc(time.Until(at), func() { f.resumeAt(at) })
 		}
 	}
+	if f.mode == ModeShared && f.pauseUntil.After(now) && f.pauseUntil.Equal(h.resumeAt) && f.waivable(h, now) {
+		f.waived, f.pauseUntil = f.pauseUntil, time.Time{}
+		f.signalLocked()
+	}
 	// The switch back waits for a resume time every process agreed on.
 	if f.mode == ModeFallback && !f.pauseUntil.IsZero() && !now.Before(f.pauseUntil) {
 		f.toSharedLocked()
 	}
+}
+
+// waivable reports whether a shared-mode process may drop the pending
+// resume time h.resumeAt early: it was set 4 HealthIntervals ago or more,
+// and no process has said since (from a settle before it on) that it may
+// hold leases the current epoch does not count (Redis.markStale). Every
+// process that held any checks every HealthInterval and says so at its
+// first check after a restart or while in the fallback; so on a backend
+// first used (a new Redis or key prefix: no epoch yet) new leases start
+// after about 4 HealthIntervals, not the whole settle (issue 22: 6.75 s of
+// a 70 s list). A holder that has not checked for 4 HealthIntervals (a
+// stalled process) is not waited for.
+func (f *Fleet) waivable(h health, now time.Time) bool {
+	setAt := h.resumeAt.Add(-f.settle())
+	return !now.Before(setAt.Add(4*f.o.HealthInterval)) && h.lastStale.Before(setAt.Add(-f.settle()))
 }
 
 // resumeAt switches back to shared leases at the agreed time at, unless
