@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
@@ -194,12 +195,16 @@ func TestListIDLabels(t *testing.T) {
 	// label, does not get the ID again; not even when the release after
 	// its adoption failed (a reservation naming it is left, written here
 	// by hand): the deletion drops it.
-	var cm corev1.ConfigMap
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: nsLocal, Name: listid.DefaultConfigMap}, &cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data[fmt.Sprintf("reserved.%d", taken)] = rest.Name + " " + time.Now().UTC().Format(time.RFC3339)
-	if err := k8s.Update(context.Background(), &cm); err != nil {
+	// The controllers write the same ConfigMap (other lists' IDs), so the
+	// write retries on a conflict as any writer of it must.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cm corev1.ConfigMap
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: nsLocal, Name: listid.DefaultConfigMap}, &cm); err != nil {
+			return err
+		}
+		cm.Data[fmt.Sprintf("reserved.%d", taken)] = rest.Name + " " + time.Now().UTC().Format(time.RFC3339)
+		return k8s.Update(context.Background(), &cm)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Delete(context.Background(), rest); err != nil {
