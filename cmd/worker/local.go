@@ -351,8 +351,8 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 	c := wiring.EngineCounters(e)
 	fmt.Fprintf(w, "stats: %d rows, wall %.1f s, CPU %.2f s (%.3f ms a row)\n", rows, wall.Seconds(), cpu.Seconds(), cpu.Seconds()*1000/float64(max(rows, 1)))
 	if _, ok := c["dns_lookups"]; ok {
-		fmt.Fprintf(w, "  dns:  %.0f lookups, %.0f cache hits, %.0f queries, %.0f timeouts\n",
-			c["dns_lookups"], c["dns_cache_hits"], c["dns_queries"], c["dns_timeouts"])
+		fmt.Fprintf(w, "  dns:  %.0f lookups, %.0f cache hits, %.0f queries, %.0f copies sent again, %.0f timeouts\n",
+			c["dns_lookups"], c["dns_cache_hits"], c["dns_queries"], c["dns_retransmits"], c["dns_timeouts"])
 	}
 	if _, ok := c["history_hits"]; ok {
 		fmt.Fprintf(w, "  history: %.0f verdicts reused, %.0f looked up and probed, %.0f kept, %.0f errors\n",

@@ -24,10 +24,13 @@ type fakeDNS struct {
 	chase    bool // follow CNAMEs like a recursive resolver
 	truncUDP bool // set TC on every UDP answer
 	delay    time.Duration
-	counts   map[string]int // "name./TYPE" → queries
-	udpN     int
-	tcpN     int
-	ports    map[string]bool // client addresses seen over UDP
+	// loseUDP: the first UDP copy of each question (name and type) is
+	// not answered, as if lost on the way.
+	loseUDP bool
+	counts  map[string]int // "name./TYPE" → queries
+	udpN    int
+	tcpN    int
+	ports   map[string]bool // client addresses seen over UDP
 }
 
 func newFakeDNS(t testing.TB, records ...string) *fakeDNS {
@@ -107,7 +110,12 @@ func (f *fakeDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 	name := strings.ToLower(q.Name)
 	_, udp := w.RemoteAddr().(*net.UDPAddr)
 	f.mu.Lock()
-	f.counts[name+"/"+dns.TypeToString[q.Qtype]]++
+	key := name + "/" + dns.TypeToString[q.Qtype]
+	f.counts[key]++
+	if udp && f.loseUDP && f.counts[key] == 1 {
+		f.mu.Unlock()
+		return
+	}
 	if udp {
 		f.udpN++
 		if f.ports == nil {

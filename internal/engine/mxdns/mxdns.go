@@ -97,7 +97,9 @@ func (e *Error) Temporary() bool { return true }
 type Config struct {
 	// Server is the recursive resolver, host:port. Default: DefaultServer().
 	Server string
-	// Timeout bounds each DNS query attempt (default 2s).
+	// Timeout bounds each DNS query attempt (default 2s). Within it a UDP
+	// query unanswered is sent again, as the server's answer times say
+	// (udp.go).
 	Timeout time.Duration
 	// Attempts is the number of UDP tries per query (default 2). A truncated
 	// UDP answer is retried once over TCP.
@@ -228,7 +230,8 @@ type Stats struct {
 	Lookups      uint64 // Lookup calls
 	CacheHits    uint64 // Lookups answered from the cache
 	Resolutions  uint64 // cache misses actually resolved (after coalescing)
-	Queries      uint64 // DNS messages sent, UDP and TCP, retries included
+	Queries      uint64 // DNS messages sent, UDP and TCP, retries and copies included
+	Retransmits  uint64 // copies of a UDP query sent within an attempt (udp.go)
 	TCPFallbacks uint64 // truncated UDP answers retried over TCP
 	Timeouts     uint64 // query attempts that timed out
 	Evictions    uint64 // entries evicted by the size bound
@@ -249,6 +252,7 @@ func (s Stats) Counters() map[string]float64 {
 		"dns_cache_hits":         float64(s.CacheHits),
 		"dns_queries":            float64(s.Queries),
 		"dns_timeouts":           float64(s.Timeouts),
+		"dns_retransmits":        float64(s.Retransmits),
 		"dns_resolutions":        float64(s.Resolutions),
 		"dns_resolution_seconds": s.ResolveTime.Seconds(),
 	}
@@ -275,9 +279,10 @@ type Resolver struct {
 	cache *lru[Result]
 	hosts *lru[hostAddrs]
 
-	lookups, hits, resolutions, queries, tcpFallbacks, timeouts atomic.Uint64
-	resolveNs                                                   atomic.Int64
-	resolveHist                                                 *durhist.Histogram
+	lookups, hits, resolutions, queries, tcpFallbacks, timeouts, retransmits atomic.Uint64
+	resolveNs                                                                atomic.Int64
+	resolveHist                                                              *durhist.Histogram
+	rtt                                                                      rttEstimator
 
 	connMu sync.Mutex
 	idle   []*dns.Conn // pooled UDP sockets to the server
@@ -313,6 +318,7 @@ func (r *Resolver) Stats() Stats {
 		Queries:        r.queries.Load(),
 		TCPFallbacks:   r.tcpFallbacks.Load(),
 		Timeouts:       r.timeouts.Load(),
+		Retransmits:    r.retransmits.Load(),
 		Evictions:      ev,
 		ResolveTime:    time.Duration(r.resolveNs.Load()),
 		ResolveLatency: r.resolveHist.Snapshot(),

@@ -572,3 +572,109 @@ func TestUDPSocketsReused(t *testing.T) {
 		t.Fatalf("%d UDP queries from %d sockets", f.udpN, len(f.ports))
 	}
 }
+
+// A UDP query lost on the way is sent again within its attempt, after the
+// retransmission timeout, not after the attempt's Timeout: with one
+// attempt of a minute and a lookup given 20 s, each lost question is
+// answered from its copy.
+func TestLostQuerySentAgain(t *testing.T) {
+	t.Parallel()
+	f := newFakeDNS(t, "lossy.test. 300 IN MX 10 mx.lossy.test.", "mx.lossy.test. 300 IN A 192.0.2.7")
+	f.set(func(f *fakeDNS) { f.loseUDP = true })
+	r, _ := newResolver(f.addr, Config{Timeout: time.Minute, Attempts: 1})
+	r.rtt.initial = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := r.Lookup(ctx, "lossy.test")
+	if err != nil || res.Status != OK || len(res.MX) != 1 {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	st := r.Stats()
+	// MX, A and AAAA: each lost once, each answered from its copy.
+	if st.Retransmits != 3 || st.Timeouts != 0 || st.Queries != 6 {
+		t.Fatalf("stats %+v", st)
+	}
+	if n := f.count("lossy.test", "MX"); n != 2 {
+		t.Fatalf("MX sent %d times, want 2", n)
+	}
+}
+
+// A slow resolver is not flooded with copies: once its answers were timed,
+// the retransmission timeout covers them, and late answers to copies on a
+// reused socket are skipped by their IDs.
+func TestSlowResolverNotFlooded(t *testing.T) {
+	t.Parallel()
+	var recs []string
+	for i := range 2 {
+		recs = append(recs, fmt.Sprintf("s%d.test. 300 IN MX 10 mx.s%d.test.", i, i), fmt.Sprintf("mx.s%d.test. 300 IN A 192.0.2.%d", i, i+1))
+	}
+	f := newFakeDNS(t, recs...)
+	f.set(func(f *fakeDNS) { f.delay = 300 * time.Millisecond })
+	r, _ := newResolver(f.addr, Config{Timeout: 10 * time.Second, Attempts: 1})
+	r.rtt.initial = 200 * time.Millisecond
+	for i := range 2 {
+		if res, err := r.Lookup(context.Background(), fmt.Sprintf("s%d.test", i)); err != nil || res.Status != OK {
+			t.Fatalf("s%d: %+v %v", i, res, err)
+		}
+	}
+	// The first question waits the first timeout (200 ms) and is sent
+	// again; its answer (300 ms) sets the timeout above the server's time
+	// (900 ms, decaying towards 300 ms over the next five). A fixed 200 ms
+	// would have copied all six questions; one more copy is allowed for a
+	// loaded machine's late answer.
+	if st := r.Stats(); st.Retransmits < 1 || st.Retransmits > 2 || st.Timeouts != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Cancelling the lookup's context ends a wait for an answer at once, also
+// without a deadline.
+func TestCancelEndsWait(t *testing.T) {
+	r, _ := newResolver(tarpitUDP(t), Config{Timeout: time.Minute, Attempts: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Lookup(ctx, "example.test")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Lookup waited on after its context was cancelled")
+	}
+}
+
+func TestRetransmissionTimeout(t *testing.T) {
+	steady := make([]time.Duration, 20)
+	for i := range steady {
+		steady[i] = time.Second
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []time.Duration
+		limit   time.Duration
+		lo, hi  time.Duration
+	}{
+		{"none timed yet", nil, time.Minute, initialRTO, initialRTO},
+		{"none timed, short attempt", nil, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+		{"fast server: the floor", []time.Duration{time.Millisecond, 2 * time.Millisecond, time.Millisecond}, time.Minute, minRTO, minRTO},
+		{"one sample: srtt + 4 × srtt/2", []time.Duration{400 * time.Millisecond}, time.Minute, 1200 * time.Millisecond, 1200 * time.Millisecond},
+		// rttvar loses a quarter a sample: 20 equal ones leave it near 0.
+		{"steady 1 s", steady, time.Minute, time.Second, 1100 * time.Millisecond},
+		{"capped by the attempt", []time.Duration{3 * time.Second}, 2 * time.Second, 2 * time.Second, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e rttEstimator
+			for _, s := range tc.samples {
+				e.sample(s)
+			}
+			if got := e.rto(tc.limit); got < tc.lo || got > tc.hi {
+				t.Fatalf("rto %v, want in [%v, %v]", got, tc.lo, tc.hi)
+			}
+		})
+	}
+}

@@ -163,7 +163,7 @@ func (r *Resolver) udpExchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error
 			return nil, err
 		}
 	}
-	resp, _, err := r.udp.ExchangeWithConnContext(ctx, m, co)
+	resp, err := r.sendUDP(ctx, co, m)
 	if err != nil {
 		co.Close()
 		return nil, err
