@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"sync/atomic"
 
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
@@ -79,10 +78,6 @@ func shardOf(key string, row int64, n int) int {
 	hi, _ := bits.Mul64(h, uint64(n))
 	return int(hi)
 }
-
-// distRunsSpilled counts the runs ever spilled, so tests can tell that a
-// budget made preparation spill.
-var distRunsSpilled atomic.Int64
 
 // distRun is one spilled run: data and row-number segment offsets per
 // shard (n+1 each).
@@ -197,7 +192,6 @@ func (d *distributor) routeWidth() int {
 // spillRun writes the buffered rows as a run in the list's spill folder.
 func (d *distributor) spillRun() error {
 	id := len(d.runs)
-	distRunsSpilled.Add(1)
 	return d.spill(d.keys.Spill(fmt.Sprintf("dist-%05d", id)), d.keys.Spill(fmt.Sprintf("dist-%05d.rows", id)))
 }
 
@@ -280,6 +274,7 @@ func (d *distributor) finish() ([]listfile.Shard, *Routing, error) {
 	}
 	d.route = nil
 	var final distRun
+	runs := 0 // spilled runs; none when the rows were regrouped in memory
 	if len(d.runs) == 0 {
 		if err := d.spill(d.keys.Staged(), d.keys.StagedRows()); err != nil {
 			return nil, nil, err
@@ -291,6 +286,7 @@ func (d *distributor) finish() ([]listfile.Shard, *Routing, error) {
 				return nil, nil, err
 			}
 		}
+		runs = len(d.runs)
 		final = distRun{data: make([]int64, d.n+1), nums: make([]int64, d.n+1)}
 		if err := d.concat(d.keys.Staged(), final.data, func(r distRun) []int64 { return r.data }, func(r distRun) string { return r.dataKey }); err != nil {
 			return nil, nil, err
@@ -300,7 +296,7 @@ func (d *distributor) finish() ([]listfile.Shard, *Routing, error) {
 		}
 	}
 	shards := make([]listfile.Shard, d.n)
-	routing := &Routing{RowsKey: d.keys.StagedRows(), Rows: make([]ByteRange, d.n), RouteKey: d.keys.Route(), RouteWidth: d.routeWidth()}
+	routing := &Routing{RowsKey: d.keys.StagedRows(), Rows: make([]ByteRange, d.n), RouteKey: d.keys.Route(), RouteWidth: d.routeWidth(), Runs: runs}
 	for s := range shards {
 		shards[s] = listfile.Shard{Index: s, Start: final.data[s], End: final.data[s+1], FirstRow: max(d.firstRow[s], 0), Rows: d.rows[s], FirstLine: 1}
 		routing.Rows[s] = ByteRange{Start: final.nums[s], End: final.nums[s+1]}

@@ -119,6 +119,10 @@ type Routing struct {
 	// (1 or 2) bytes a row, little-endian.
 	RouteKey   string `json:"routeKey"`
 	RouteWidth int    `json:"routeWidth"`
+	// Runs is how many runs preparation spilled to regroup the rows past
+	// Config.DistributeMemory (0: regrouped in memory). Only a record of
+	// the preparation's cost, for operators and tests; nothing reads it.
+	Runs int `json:"runs,omitempty"`
 }
 
 // ByteRange is the range [Start, End) of an object.
