@@ -138,21 +138,24 @@ func (e *Engine) VerifyBatch(ctx context.Context, addrs []string, results []Resu
 	if len(results) < len(addrs) {
 		return errors.New("verify: results shorter than addrs")
 	}
-	var open []int // past the offline stages, not likely typos
+	// open is the addresses past the offline stages, not likely typos:
+	// the history's to answer and to keep. It is only built (sized once)
+	// when there is a history to ask or tell.
+	var open []int
+	if e.History != nil && o.SMTP {
+		open = make([]int, 0, len(addrs))
+	}
 	for i, a := range addrs {
 		results[i] = e.offline(a)
-		if !final(results[i].Code) && !results[i].typo {
+		if open != nil && !final(results[i].Code) && !results[i].typo {
 			open = append(open, i)
 		}
 	}
 	open = e.fromHistory(ctx, open, results, o)
 	byDomain := map[string][]int{}
-	toProbe := make(map[int]bool, len(open))
-	for _, i := range open {
-		toProbe[i] = true
-	}
 	for i := range addrs {
-		if r := &results[i]; !final(r.Code) && (r.typo || toProbe[i]) {
+		// Past the offline stages and not answered by the history.
+		if r := &results[i]; !final(r.Code) && !r.FromHistory {
 			byDomain[r.Domain] = append(byDomain[r.Domain], i)
 		}
 	}
