@@ -208,24 +208,7 @@ func logLine(text string, markers ...string) string {
 
 // readAPIResult reads an API child's answers: code and correction a line.
 func readAPIResult(path string, n int) (pred, raw []string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(recs) != n {
-		return nil, nil, fmt.Errorf("%d answers, want %d", len(recs), n)
-	}
-	res, err := resultsOf(recs, 0, 1)
-	if err != nil {
-		return nil, nil, err
-	}
-	pred, raw = classifyOurs(res)
-	return pred, raw, nil
+	return readAnswers(path, false, n, 0, 1)
 }
 
 // apiChild settings.

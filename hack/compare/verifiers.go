@@ -313,6 +313,13 @@ func writeList(path string, rows []string) error {
 // readResult reads the worker's result: ev_status_code and ev_correction
 // per row.
 func readResult(path string, n int) (pred, raw []string, err error) {
+	return readAnswers(path, true, n, 2, 5)
+}
+
+// readAnswers reads n answers from the CSV file at path (after a header
+// line when header): the status code in column codeCol, a correction in
+// corrCol.
+func readAnswers(path string, header bool, n, codeCol, corrCol int) (pred, raw []string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -322,10 +329,13 @@ func readResult(path string, n int) (pred, raw []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(recs) != n+1 {
-		return nil, nil, fmt.Errorf("result has %d rows, want %d", len(recs)-1, n)
+	if header && len(recs) > 0 {
+		recs = recs[1:]
 	}
-	res, err := resultsOf(recs[1:], 2, 5)
+	if len(recs) != n {
+		return nil, nil, fmt.Errorf("%s: %d answers, want %d", path, len(recs), n)
+	}
+	res, err := resultsOf(recs, codeCol, corrCol)
 	if err != nil {
 		return nil, nil, err
 	}
