@@ -359,8 +359,8 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 			c["history_hits"], c["history_misses"], c["history_recorded"], c["history_errors"])
 	}
 	if _, ok := c["fleet_fallbacks"]; ok {
-		fmt.Fprintf(w, "  fleet: %.0f fallbacks to the divided budget (%.1f s), %.0f backend errors\n",
-			c["fleet_fallbacks"], c["fleet_fallback_seconds"], c["fleet_backend_errors"])
+		fmt.Fprintf(w, "  fleet: %.0f lease waits (%.1f s waited, summed over connections), %.0f fallbacks to the divided budget (%.1f s), %.0f backend errors\n",
+			c["fleet_lease_waits"], c["fleet_lease_wait_seconds"], c["fleet_fallbacks"], c["fleet_fallback_seconds"], c["fleet_backend_errors"])
 	}
 	if _, ok := c["smtp_sessions"]; !ok {
 		return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
 )
 
 // truthCode is the status code a perfect verifier gives each ground truth
@@ -235,5 +237,30 @@ func TestRunLocalAllTarpits(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "80 stalled hosts") {
 		t.Errorf("stats: %s", stderr.String())
+	}
+}
+
+// With --fleet-url, --stats says how long sessions waited for the fleet's
+// connection slots.
+func TestRunLocalFleetStats(t *testing.T) {
+	w, in, _ := smtpWorld(t)
+	rdb := redistest.Need(t)
+	prefix := redistest.Prefix(t, rdb, "workertest")
+	out := filepath.Join(t.TempDir(), "out.csv")
+	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats",
+		"--fleet-url", "redis://" + redistest.Addr + "/0?prefix=" + prefix}, worldFlags(w)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	code := run(ctx, args, &stderr)
+	cancel()
+	// The fleet closes when ctx ends, in the background; a health check
+	// in flight then would write the prefix's epoch again after the
+	// cleanup deleted it. One check lasts at most a second.
+	t.Cleanup(func() { time.Sleep(time.Second) }) // runs before the prefix's cleanup (LIFO)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if log := stderr.String(); !regexp.MustCompile(`fleet: \d+ lease waits \(\d+\.\d s waited`).MatchString(log) {
+		t.Errorf("stderr lacks the fleet's lease waits:\n%s", log)
 	}
 }
