@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"gocloud.dev/blob"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -365,18 +364,11 @@ func waitGone(t *testing.T, k8s client.Client, l *listsv1.EmailList) {
 
 func countObjects(t *testing.T, store *blobstore.Store, prefix string) int {
 	t.Helper()
-	n := 0
-	it := store.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		_, err := it.Next(context.Background())
-		if err == io.EOF {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
+	n, err := store.Count(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return n
 }
 
 func tailOf(s string, n int) string {

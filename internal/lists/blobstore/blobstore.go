@@ -177,6 +177,25 @@ func (s *Store) ReadJSON(ctx context.Context, key string, max int64, v any) erro
 	return nil
 }
 
+// Count is the number of objects under prefix (what a cleanup left, in
+// tests and checks).
+func (s *Store) Count(ctx context.Context, prefix string) (int, error) {
+	it := s.List(&blob.ListOptions{Prefix: prefix})
+	n := 0
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		if !obj.IsDir {
+			n++
+		}
+	}
+}
+
 // DeletePrefix deletes every object under prefix.
 func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
 	it := s.List(&blob.ListOptions{Prefix: prefix})

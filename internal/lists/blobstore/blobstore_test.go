@@ -263,6 +263,7 @@ func keysOf(t *testing.T, s *Store) []string {
 	}
 }
 
+// Count and DeletePrefix see the same objects under a prefix.
 func TestDeletePrefix(t *testing.T) {
 	for _, kind := range []string{"mem", "file"} {
 		t.Run(kind, func(t *testing.T) {
@@ -285,6 +286,11 @@ func TestDeletePrefix(t *testing.T) {
 			for _, k := range all {
 				if err := s.WriteAll(ctx, k, []byte(k), nil); err != nil {
 					t.Fatal(err)
+				}
+			}
+			for prefix, want := range map[string]int{"lists/a/": 4, "lists/a": 6, "lists/": 7, "": 8, "nothing/": 0} {
+				if n, err := s.Count(ctx, prefix); err != nil || n != want {
+					t.Errorf("Count(%q) = %d, %v; want %d", prefix, n, err, want)
 				}
 			}
 			if err := s.DeletePrefix(ctx, ListKeys{UID: "a"}.Prefix()); err != nil {

@@ -215,18 +215,11 @@ func testS3StoreDeletePrefix(t *testing.T, srv *s3server.Server) {
 
 func count(t *testing.T, st *blobstore.Store, prefix string) int {
 	t.Helper()
-	n := 0
-	it := st.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		_, err := it.Next(context.Background())
-		if err == io.EOF {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
+	n, err := st.Count(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return n
 }
 
 // The store's small objects, missing objects and its URLs on S3.

@@ -215,18 +215,11 @@ func spilledRuns(p *Plan) int {
 // countObjects is the number of objects under prefix.
 func countObjects(t *testing.T, s *blobstore.Store, prefix string) int {
 	t.Helper()
-	it := s.List(&blob.ListOptions{Prefix: prefix})
-	n := 0
-	for {
-		_, err := it.Next(context.Background())
-		if err == io.EOF {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
+	n, err := s.Count(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return n
 }
 
 func noSpill(t *testing.T, s *blobstore.Store, prefix string) {
