@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"gocloud.dev/blob"
-
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
@@ -224,9 +222,8 @@ func countObjects(t *testing.T, s *blobstore.Store, prefix string) int {
 
 func noSpill(t *testing.T, s *blobstore.Store, prefix string) {
 	t.Helper()
-	it := s.List(&blob.ListOptions{Prefix: prefix})
-	if obj, err := it.Next(context.Background()); err != io.EOF {
-		t.Errorf("left behind under %s: %v %v", prefix, obj.Key, err)
+	if n := countObjects(t, s, prefix); n != 0 {
+		t.Errorf("%d objects left behind under %s", n, prefix)
 	}
 }
 
