@@ -450,7 +450,12 @@ func TestBatchFewSessions(t *testing.T) {
 			boxes[lp] = k
 		}
 	}
-	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "big.test", MXHosts: 2, Mailboxes: boxes})
+	// The round trip keeps the first session's first transaction going
+	// (greeting, EHLO, MAIL and its RCPTs: four of them) long after the
+	// second session took its share of the queue, which it does before it
+	// dials. Without it, on a loaded machine the first session could finish
+	// its transaction and take the rest before the second one ran at all.
+	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "big.test", MXHosts: 2, Mailboxes: boxes, Latency: 40 * time.Millisecond})
 	p := e.prober(nil)
 	res := make([]Result, len(addrs))
 	if err := p.ProbeBatch(ctxTimeout(t, 10*time.Second), "big.test", e.mx("big.test"), addrs, res); err != nil {
