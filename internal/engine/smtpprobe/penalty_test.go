@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,9 +71,11 @@ func TestHostPenaltyTarpit(t *testing.T) {
 		}
 		dials := p.Stats().Dials
 		for i := range 3 {
-			res, took = batch(p)
-			if took > step/5 {
-				t.Fatalf("batch %d took %v, want well under %v", i+2, took, step)
+			// Skipped, not waited on: no new dial says so whatever the
+			// machine's load (a clock bound of step/5 is not, on a busy CI box).
+			res, _ = batch(p)
+			if st := p.Stats(); st.Dials != dials {
+				t.Fatalf("batch %d dialled the stalled host again (%d dials, want %d)", i+2, st.Dials, dials)
 			}
 			for _, r := range res {
 				if r.Outcome != Timeout || r.Host != "mx1.tarpit.test" ||
@@ -94,14 +97,19 @@ func TestHostPenaltyTarpit(t *testing.T) {
 	})
 
 	t.Run("ttl", func(t *testing.T) {
-		const ttl = 100 * time.Millisecond
+		// A TTL no loaded machine outlasts between two batches, and the
+		// penalties' clock moved past it, instead of a short TTL and a
+		// sleep (a 100ms TTL could run out between the first two batches).
+		const ttl = time.Hour
 		p := e.prober(func(c *Config) { c.GreetingTimeout = step; c.HostPenaltyTTL = ttl })
+		var skew atomic.Int64
+		p.penalties.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 		batch(p)
-		if _, took := batch(p); took > step/5 {
-			t.Fatalf("second batch took %v", took)
-		}
-		time.Sleep(ttl + 20*time.Millisecond)
 		dials := p.Stats().Dials
+		if res, _ := batch(p); p.Stats().Dials != dials || !errors.Is(res[0].Err, ErrHostSkipped) {
+			t.Fatalf("second batch: %+v, dials %d -> %d: host not skipped", res[0], dials, p.Stats().Dials)
+		}
+		skew.Add(int64(ttl))
 		res, took := batch(p)
 		if took < step || p.Stats().Dials == dials {
 			t.Fatalf("after the TTL: took %v, dials %d -> %d: host not tried again", took, dials, p.Stats().Dials)
@@ -110,8 +118,9 @@ func TestHostPenaltyTarpit(t *testing.T) {
 			t.Fatalf("after the TTL: %+v", res[0])
 		}
 		// Stalled again: penalised again.
-		if _, took := batch(p); took > step/5 {
-			t.Fatalf("after re-marking: took %v", took)
+		dials = p.Stats().Dials
+		if res, _ := batch(p); p.Stats().Dials != dials || !errors.Is(res[0].Err, ErrHostSkipped) {
+			t.Fatalf("after re-marking: %+v, dials %d -> %d", res[0], dials, p.Stats().Dials)
 		}
 	})
 
@@ -164,9 +173,14 @@ func TestHostPenaltyPrimaryDown(t *testing.T) {
 	)
 	mxa := e.w.MXAddrs("pd.test")
 	primary, secondary := mxa[0], mxa[1]
-	const ttl = 150 * time.Millisecond
+	// A TTL no loaded machine outlasts between the probes, and the
+	// penalties' clock moved past it (a 150ms TTL could run out while the
+	// three probes ran, and the primary be dialled again).
+	const ttl = time.Hour
 	var dc dialCounter
 	p := e.prober(func(c *Config) { c.Dialer = dc.dialer(t); c.HostPenaltyTTL = ttl })
+	var skew atomic.Int64
+	p.penalties.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	probe := func(addr string, want Outcome) Result {
 		t.Helper()
 		r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("pd.test"), addr)
@@ -189,7 +203,7 @@ func TestHostPenaltyPrimaryDown(t *testing.T) {
 	if st := p.Stats(); st.HostsSkipped != 2 || st.HostFailures != 1 {
 		t.Fatalf("stats %+v", st)
 	}
-	time.Sleep(ttl + 20*time.Millisecond)
+	skew.Add(int64(ttl))
 	probe("alice@pd.test", Deliverable)
 	if dc.count(primary) != 2 {
 		t.Fatalf("dials %v: the primary was not tried again after the TTL", dc.n)
@@ -273,10 +287,11 @@ func TestHostPenaltyConnectTimeout(t *testing.T) {
 	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Timeout || errors.Is(r.Err, ErrHostSkipped) {
 		t.Fatalf("first: %+v", r)
 	}
-	t0 := time.Now()
+	// Skipped without a connect: the dial count says so (a 20ms clock
+	// bound here is at the mercy of a loaded machine).
 	r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
-	if r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) || !errors.Is(r.Err, context.DeadlineExceeded) || time.Since(t0) > 20*time.Millisecond {
-		t.Fatalf("second: %+v after %v", r, time.Since(t0))
+	if r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) || !errors.Is(r.Err, context.DeadlineExceeded) {
+		t.Fatalf("second: %+v", r)
 	}
 	if st := p.Stats(); st.Dials != 2 {
 		t.Fatalf("stats %+v", st)
