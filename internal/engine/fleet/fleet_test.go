@@ -190,7 +190,9 @@ func TestKilledHolderFreesSlots(t *testing.T) {
 		}
 		defer l.Release()
 	}
-	if d := time.Since(killed); d > fastOptions().LeaseTTL+500*time.Millisecond {
+	// Within seconds, as the issue asks; the TTL plus 1.5 s leaves a loaded
+	// machine room for the waiter's next try (a slot never freed fails above).
+	if d := time.Since(killed); d > fastOptions().LeaseTTL+1500*time.Millisecond {
 		t.Errorf("slots freed %v after kill -9, lease TTL %v", d, fastOptions().LeaseTTL)
 	} else {
 		t.Logf("both slots free %v after kill -9 (lease TTL %v)", d.Round(time.Millisecond), fastOptions().LeaseTTL)
