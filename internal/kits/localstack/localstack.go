@@ -409,6 +409,13 @@ func startControlPlane(ctx context.Context, env *envtest.Environment) (*rest.Con
 	}()
 	select {
 	case r := <-done:
+		if r.err != nil {
+			// envtest leaves what it started running when a later step
+			// fails (the CRDs' install, say): stop it, or etcd and the API
+			// server outlive the stack unrecorded, and the next run finds
+			// the etcd data in use.
+			_ = env.Stop()
+		}
 		return r.cfg, r.err
 	case <-ctx.Done():
 	}

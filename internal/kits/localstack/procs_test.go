@@ -1,11 +1,13 @@
 package localstack
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -61,6 +63,27 @@ func TestRecordedLeftoverStopped(t *testing.T) {
 	}
 	if (proc{PID: other.Process.Pid, Start: otherStart}).alive() == false {
 		t.Error("a process whose PID matched but whose start time did not was stopped")
+	}
+}
+
+// TestFailedStartStopsControlPlane: a start that fails after etcd and the
+// API server came up (here the CRD directory is missing) stops them rather
+// than leaving them running unrecorded.
+func TestFailedStartStopsControlPlane(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
+	}
+	dir := t.TempDir()
+	_, _, err := startControlPlaneIn(context.Background(), Options{Dir: dir, CRDDir: filepath.Join(dir, "no-crds"), AssetsDir: assets})
+	if err == nil || !strings.Contains(err.Error(), "start control plane") || !strings.Contains(err.Error(), "no-crds") {
+		t.Fatalf("error %v, want the start to fail on the missing CRD directory", err)
+	}
+	if left := controlPlaneChildren(); len(left) != 0 {
+		for _, p := range left {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		t.Fatalf("left running after the failed start: %+v", left)
 	}
 }
 
