@@ -142,7 +142,7 @@ func (e *Engine) VerifyBatch(ctx context.Context, addrs []string, results []Resu
 	// the history's to answer and to keep. It is only built (sized once)
 	// when there is a history to ask or tell.
 	var open []int
-	if e.History != nil && o.SMTP {
+	if e.keepsHistory(o) {
 		open = make([]int, 0, len(addrs))
 	}
 	for i, a := range addrs {

@@ -48,8 +48,12 @@ type DeferralReporter interface {
 
 // useHistory reports whether the call may answer from the history.
 func (e *Engine) useHistory(o Options) bool {
-	return e.History != nil && o.SMTP && e.SMTP != nil && e.DNS != nil && (o.MaxAge == nil || *o.MaxAge > 0)
+	return e.keepsHistory(o) && e.SMTP != nil && e.DNS != nil && (o.MaxAge == nil || *o.MaxAge > 0)
 }
+
+// keepsHistory reports whether a call's SMTP verdicts go to the history
+// (with a maximum age of 0 too: that asks for fresh verdicts, not none kept).
+func (e *Engine) keepsHistory(o Options) bool { return e.History != nil && o.SMTP }
 
 // fromHistory answers the results at idx whose mailboxes have a fresh
 // enough verdict, and returns the indexes left to probe.
@@ -79,7 +83,7 @@ func (e *Engine) fromHistory(ctx context.Context, idx []int, results []Result, o
 
 // record tells the history the SMTP verdicts of the results at idx.
 func (e *Engine) record(ctx context.Context, idx []int, results []Result, o Options) {
-	if e.History == nil || !o.SMTP || len(idx) == 0 {
+	if !e.keepsHistory(o) || len(idx) == 0 {
 		return
 	}
 	now := time.Now()
