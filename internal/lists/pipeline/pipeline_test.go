@@ -126,11 +126,19 @@ func process(t testing.TB, s *blobstore.Store, uid, name string, data []byte, d 
 // processWith is process with the service svc, registered as svcName.
 func processWith(t testing.TB, s *blobstore.Store, svcName string, svc listservice.Service, uid, name string, data []byte, d listfile.Dialect, cfg Config) result {
 	t.Helper()
+	return processRequest(t, s, svcName, svc, uid, name, data, Request{Dialect: d}, cfg)
+}
+
+// processRequest is processWith for a request with more than a dialect
+// (its Source and Service are set here).
+func processRequest(t testing.TB, s *blobstore.Store, svcName string, svc listservice.Service, uid, name string, data []byte, req Request, cfg Config) result {
+	t.Helper()
 	ctx := context.Background()
 	keys := blobstore.ListKeys{UID: uid}
 	src := "uploads/" + uid + "/" + name
 	put(t, s, src, data)
-	plan, err := Prepare(ctx, s, keys, Request{Source: Source{Key: src, Name: name}, Dialect: d, Service: svcName}, svc, cfg)
+	req.Source, req.Service = Source{Key: src, Name: name}, svcName
+	plan, err := Prepare(ctx, s, keys, req, svc, cfg)
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}

@@ -87,6 +87,11 @@ type Plan struct {
 	// history (nanoseconds; absent: the service's default). A field added
 	// without a version change: older plans simply lack it.
 	MaxAge *time.Duration `json:"maxAge,omitempty"`
+	// EscapeFormulas says the input's own cells, header included, are
+	// formula-escaped in the result (listfile.EscapeFormula), as the
+	// service's columns always are; false keeps them byte for byte. A
+	// field added without a version change: older plans lack it, false.
+	EscapeFormulas bool `json:"escapeFormulas,omitempty"`
 
 	SizeBytes int64 `json:"sizeBytes"`
 	Records   int64 `json:"records"`

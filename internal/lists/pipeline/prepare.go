@@ -83,6 +83,9 @@ type Request struct {
 	Service string
 	// MaxAge is passed to the service (listservice.Input.MaxAge).
 	MaxAge *time.Duration
+	// EscapeFormulas escapes the input's own cells in the result too
+	// (Plan.EscapeFormulas).
+	EscapeFormulas bool
 }
 
 // Prepare validates the list file, extracts a zip into a plain input object,
@@ -119,6 +122,8 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		SizeBytes:   size,
 		Columns:     svc.Columns(),
 		MaxAge:      req.MaxAge,
+
+		EscapeFormulas: req.EscapeFormulas,
 	}
 
 	// The duplicate search and the domain distribution take the rows from

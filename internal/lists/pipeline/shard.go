@@ -206,7 +206,7 @@ func (st *streamer) run(rd *listfile.Reader) (int64, error) {
 			}
 			return st.done, classify(fmt.Errorf("row %d: %w", st.shard.FirstRow+st.read+int64(b.len())+1, err))
 		}
-		b.add(rec)
+		b.add(rec, st.plan.EscapeFormulas)
 		if b.len() == st.size {
 			if err := st.launch(b); err != nil {
 				return st.done, err
@@ -389,14 +389,21 @@ type batch struct {
 
 func (b *batch) len() int { return len(b.rowEnd) }
 
-func (b *batch) add(rec *listfile.Record) {
+// add appends rec; with escape, the raw bytes written out are the record's
+// with its formula cells escaped (listfile.Record.AppendEscaped), while the
+// service still gets the values as they were.
+func (b *batch) add(rec *listfile.Record, escape bool) {
 	n := rec.NumFields()
 	for i := 0; i < n; i++ {
 		b.arena = append(b.arena, rec.FieldBytes(i)...)
 		b.fieldEnd = append(b.fieldEnd, len(b.arena))
 	}
 	b.rowEnd = append(b.rowEnd, len(b.fieldEnd))
-	b.rawBuf = append(b.rawBuf, rec.Raw...)
+	if escape {
+		b.rawBuf, _ = rec.AppendEscaped(b.rawBuf)
+	} else {
+		b.rawBuf = append(b.rawBuf, rec.Raw...)
+	}
 	b.rawEnd = append(b.rawEnd, len(b.rawBuf))
 	b.nfields = append(b.nfields, n)
 }
