@@ -42,6 +42,7 @@ func main() {
 	flag.Float64Var(&o.RateLimit, "rate-limit", 50, "requests per second per API key (a key's Secret may override)")
 	flag.IntVar(&o.Burst, "rate-burst", 100, "burst per API key")
 	flag.StringVar(&cidrs, "callback-allow-cidrs", "", "private ranges callback_url may point at, comma separated")
+	flag.StringVar(&o.CallbackSigningSecret, callback.SigningSecretFlag, callback.DefaultSigningSecret, "Secret in --namespace whose key \""+callback.SigningKeyField+"\" is the installation's callback signing key; GET /v5/callback/secret derives each tenant's key from it")
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
@@ -112,6 +113,7 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	fs.StringVar(&o.SourceAllowCIDRs, "source-allow-cidrs", "", "private ranges the S3 endpoints of credentialsSecretRef sources may resolve to, comma separated")
 	fs.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
 	fs.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
+	fs.StringVar(&o.CallbackSigningSecret, callback.SigningSecretFlag, callback.DefaultSigningSecret, "Secret in --namespace whose key \""+callback.SigningKeyField+"\" is the installation's callback signing key (at least 32 bytes); each API tenant's key is derived from it")
 	fs.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
 	fs.DurationVar(&o.PodStartGrace, "pod-start-grace", 0, "how long a worker pod may be unable to start (image pull, missing binary, no node fits) before its list or Dataset fails (default 2m; raise it where nodes are added on demand)")
 	fs.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")

@@ -85,9 +85,13 @@ type Options struct {
 	// CallbackAllowCIDRs opens private ranges to callbacks, comma separated.
 	CallbackAllowCIDRs string
 	CallbackBackoff    callback.Backoff
-	SourceGrace        time.Duration
-	PollInterval       time.Duration
-	MaxConcurrent      int
+	// CallbackSigningSecret names the Secret in Namespace holding the
+	// installation's callback signing key, from which each tenant's key is
+	// derived (default callback.DefaultSigningSecret; docs/callbacks.md).
+	CallbackSigningSecret string
+	SourceGrace           time.Duration
+	PollInterval          time.Duration
+	MaxConcurrent         int
 
 	// PodStartGrace is how long a worker pod may be unable to start (an
 	// image that cannot be pulled, a missing binary, no node that fits)
@@ -130,6 +134,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Pipeline.ShardBytes == 0 {
 		o.Pipeline = pipeline.DefaultConfig()
+	}
+	if o.CallbackSigningSecret == "" {
+		o.CallbackSigningSecret = callback.DefaultSigningSecret
 	}
 	if o.CallbackBackoff.Attempts == 0 {
 		o.CallbackBackoff = callback.Backoff{Base: 5 * time.Second, Max: 5 * time.Minute, Attempts: 8}
@@ -203,7 +210,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		SourceGrace:   o.SourceGrace,
 		PodStartGrace: o.PodStartGrace,
 		PollInterval:  o.PollInterval,
-		Callbacks:     controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
+		Callbacks: controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff,
+			SigningNamespace: o.Namespace, SigningSecret: o.CallbackSigningSecret},
 		Access: controllers.SourceAccess{
 			APINamespace: o.APINamespace, Grants: o.StoreGrants,
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,

@@ -23,6 +23,7 @@ import (
 	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
 	"github.com/emaildata/emaildata/internal/platform/logging"
@@ -128,6 +129,12 @@ func (o *RunOptions) defaults() {
 	}
 	if o.ListIDConfigMap == "" {
 		o.ListIDConfigMap = listid.DefaultConfigMap
+	}
+	if o.CallbackSigningNamespace == "" {
+		o.CallbackSigningNamespace = o.KeyNamespace
+	}
+	if o.CallbackSigningSecret == "" {
+		o.CallbackSigningSecret = callback.DefaultSigningSecret
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 45 * time.Second

@@ -37,6 +37,8 @@ type listParams struct {
 	name        string
 	callbackURL string
 	maxAge      *time.Duration
+	// escapeFormulas escapes the input's cells in the result too.
+	escapeFormulas bool
 }
 
 // submitList streams the upload to the blob store, then creates the
@@ -93,10 +95,11 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 			},
 		},
 		Spec: listsv1.EmailListSpec{
-			Service:     listsv1.Service(p.service),
-			Action:      p.action,
-			Source:      listsv1.ListSource{UploadKey: blobKey},
-			Format:      listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: &p.header, Delimiter: p.delimiter},
+			Service: listsv1.Service(p.service),
+			Action:  p.action,
+			Source:  listsv1.ListSource{UploadKey: blobKey},
+			Format: listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: &p.header, Delimiter: p.delimiter,
+				EscapeFormulas: p.escapeFormulas},
 			CallbackURL: p.callbackURL,
 		},
 	}
@@ -219,6 +222,13 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 			return bad(err.Error())
 		}
 		p.callbackURL = v
+	}
+	if v := q.Get("escape_formulas"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(fmt.Sprintf("escape_formulas %q must be true or false", truncate(v, 20)))
+		}
+		p.escapeFormulas = b
 	}
 	if v := q.Get("max_age"); v != "" {
 		if p.service != services.EmailValidation {

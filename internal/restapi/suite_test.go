@@ -122,6 +122,15 @@ func runSuite(m *testing.M) int {
 		}
 	}
 
+	// The installation's callback signing key (docs/callbacks.md).
+	if err := k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: callback.DefaultSigningSecret},
+		Data:       map[string][]byte{callback.SigningKeyField: []byte("restapi-suite-signing-key-0123456789")},
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
 	store, err = blobstore.Open(ctx, "mem://")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -188,6 +188,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := s.openHistory(ctx, &o.Verify); err != nil {
 		return nil, err
 	}
+	if err := ensureSigningKey(ctx, c, filepath.Join(s.dir, "callback-signing-key")); err != nil {
+		return nil, err
+	}
 	mctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	s.CallbackAllowCIDRs = o.callbackCIDRs()
@@ -470,6 +473,30 @@ func ensureLocalKey(ctx context.Context, c client.Client, keyFile, secretName st
 		return "", fmt.Errorf("create local API key %s: %w", secretName, err)
 	}
 	return key, nil
+}
+
+// ensureSigningKey creates (once) the installation's callback signing key
+// Secret, with a random key kept in keyFile so that the tenant keys
+// derived from it stay the same between runs.
+func ensureSigningKey(ctx context.Context, c client.Client, keyFile string) error {
+	key, err := os.ReadFile(keyFile)
+	if err != nil || callback.CheckInstallationKey(key) != nil {
+		key = make([]byte, callback.MinInstallationKeyBytes)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			return err
+		}
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: callback.DefaultSigningSecret}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
+		sec.Data = map[string][]byte{callback.SigningKeyField: key}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("create the callback signing key %s: %w", callback.DefaultSigningSecret, err)
+	}
+	return nil
 }
 
 // Done reports the manager or the API stopping on its own.
