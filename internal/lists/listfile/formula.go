@@ -2,7 +2,6 @@ package listfile
 
 import (
 	"strings"
-	"unicode/utf8"
 )
 
 // Spreadsheet formulas (CSV injection, OWASP "CSV Injection", CWE-1236).
@@ -31,15 +30,38 @@ import (
 // is the cell with exactly one leading quote removed when it has one
 // (UnescapeFormula).
 
-// asciiFormulaTriggers and fullWidthFormulaTriggers are the first
-// characters a spreadsheet may read as the start of a formula: OWASP's
-// list (=, +, -, @, tab, carriage return, line feed), NUL (OWASP ASVS 5.0, V1.2.10) and the full-width forms of the
-// four signs (U+FF1D, U+FF0B, U+FF0D, U+FF20), which spreadsheets in East
-// Asian locales may convert to their ASCII forms on input. Escaping them
-// costs one quote on values that rarely start with them.
-const asciiFormulaTriggers = "=+-@\t\r\n\x00"
+// The first characters a spreadsheet may read as the start of a formula:
+// OWASP's list (=, +, -, @, tab, carriage return, line feed), NUL (OWASP
+// ASVS 5.0, V1.2.10) and the full-width forms of the four signs (U+FF1D,
+// U+FF0B, U+FF0D, U+FF20), which spreadsheets in East Asian locales may
+// convert to their ASCII forms on input. Escaping them costs one quote on
+// values that rarely start with them. firstByte classifies a cell's first
+// byte, so that the check of every cell the service writes is one load.
+const (
+	asciiFormulaTriggers = "=+-@\t\r\n\x00"
+	// fullWidthLead is the first byte of the UTF-8 form of the four
+	// full-width triggers.
+	fullWidthLead = 0xEF
+)
 
 var fullWidthFormulaTriggers = []string{"＝", "＋", "－", "＠"}
+
+// Classes of a cell's first byte.
+const (
+	plainFirst   = iota
+	formulaFirst // an ASCII trigger
+	quoteFirst   // the escape character itself
+	maybeFirst   // the lead byte of a full-width trigger: look further
+)
+
+var firstByte = func() (t [256]uint8) {
+	for i := 0; i < len(asciiFormulaTriggers); i++ {
+		t[asciiFormulaTriggers[i]] = formulaFirst
+	}
+	t['\''] = quoteFirst
+	t[fullWidthLead] = maybeFirst
+	return t
+}()
 
 // IsFormula reports whether a spreadsheet may read s as a formula: whether
 // it starts with one of the trigger characters.
@@ -47,9 +69,17 @@ func IsFormula(s string) bool {
 	if s == "" {
 		return false
 	}
-	if c := s[0]; c < utf8.RuneSelf {
-		return strings.IndexByte(asciiFormulaTriggers, c) >= 0
+	switch firstByte[s[0]] {
+	case formulaFirst:
+		return true
+	case maybeFirst:
+		return fullWidthFormula(s)
 	}
+	return false
+}
+
+// fullWidthFormula reports whether s starts with a full-width trigger.
+func fullWidthFormula(s string) bool {
 	for _, t := range fullWidthFormulaTriggers {
 		if strings.HasPrefix(s, t) {
 			return true
@@ -62,7 +92,16 @@ func IsFormula(s string) bool {
 // formula, or starts with the escape character itself (so that unescaping
 // stays unambiguous).
 func NeedsFormulaEscape(s string) bool {
-	return IsFormula(s) || strings.HasPrefix(s, "'")
+	if s == "" {
+		return false
+	}
+	switch firstByte[s[0]] {
+	case plainFirst:
+		return false
+	case maybeFirst:
+		return fullWidthFormula(s)
+	}
+	return true
 }
 
 // EscapeFormula returns s with a single quote in front when
