@@ -105,8 +105,7 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	pipeline.BindShardBy(fs, &o.Pipeline.ShardBy, pipeline.ShardByDomain)
 	fs.Int64Var(&o.Pipeline.DistributeMemory, "distribute-memory", o.Pipeline.DistributeMemory, "memory holding rows while preparation regroups them by domain shard (--shard-by domain), in bytes, shared by the lists prepared at once; past it runs spill to the store")
 	fs.Int64Var(&o.Pipeline.DedupMemory, "dedup-memory", o.Pipeline.DedupMemory, "memory of the duplicate search at preparation, in bytes, shared by the lists prepared at once (--max-concurrent-reconciles); past it sorted runs spill to the store")
-	fs.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
-	fs.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
+	o.Pipeline.Limits.BindFlags(fs) // the API's flags of the same names: one setting
 	fs.StringVar(&o.APINamespace, "api-namespace", "", "namespace where the REST API creates lists, the only one where source.uploadKey is honoured (default: --namespace)")
 	grants = fs.String("namespace-store-prefixes", "", "prefixes of the store namespaces may read through source.blobURL, e.g. team-a=imports/team-a/,team-b=imports/team-b/")
 	fs.StringVar(&o.SourceAllowCIDRs, "source-allow-cidrs", "", "private ranges the S3 endpoints of credentialsSecretRef sources may resolve to, comma separated")

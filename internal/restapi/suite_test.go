@@ -191,7 +191,9 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		return "", err
 	}
 	c.MaxUploadBytes = maxUpload
-	c.Limits = listfile.Limits{MaxExpandedBytes: 1 << 20}
+	if c.Limits == (listfile.Limits{}) {
+		c.Limits = listfile.Limits{MaxExpandedBytes: 1 << 20}
+	}
 	if c.RateLimit == 0 {
 		c.RateLimit = 1000
 	}
