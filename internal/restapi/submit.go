@@ -120,13 +120,16 @@ func listName(id int64) string { return fmt.Sprintf("list-%d", id) }
 
 // uploadName names a list submitted without a name parameter: the uploaded
 // file's own name, else the default. It writes the error and returns "" when
-// the file's name is unfit.
+// the file's name is unfit: the name parameter and the file's own name
+// follow one rule, listfile.CheckFileName (which refuses, among others,
+// control and bidirectional control characters), whose message says what
+// is wrong.
 func uploadName(w http.ResponseWriter, r *http.Request, partName string) string {
 	if partName == "" {
 		return "myfile.csv"
 	}
-	if listfile.CheckFileName(partName) != nil {
-		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file name %q must be a plain name ending in .txt, .csv or .zip; or pass name", truncate(partName, 60)))
+	if err := listfile.CheckFileName(partName); err != nil {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file's %v; or pass a name parameter", err))
 		return ""
 	}
 	return partName
