@@ -11,6 +11,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
@@ -112,6 +113,8 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	fs.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
 	fs.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
 	fs.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
+	fs.DurationVar(&o.OrphanUploadAge, "orphan-upload-age", controllers.DefaultOrphanUploadAge, "remove an upload no list names once nothing has written it for this long (what an API killed mid-upload leaves); negative: never")
+	fs.DurationVar(&o.UploadSweepInterval, "upload-sweep-interval", controllers.DefaultUploadSweepInterval, "how often the store's uploads folder is swept for orphaned uploads")
 	fs.DurationVar(&o.PodStartGrace, "pod-start-grace", 0, "how long a worker pod may be unable to start (image pull, missing binary, no node fits) before its list or Dataset fails (default 2m; raise it where nodes are added on demand)")
 	fs.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics address (0 disables)")

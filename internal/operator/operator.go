@@ -88,6 +88,14 @@ type Options struct {
 	PollInterval       time.Duration
 	MaxConcurrent      int
 
+	// OrphanUploadAge is how long an upload nothing writes and no list
+	// names stays in the store before the manager removes it (what an API
+	// killed mid-upload leaves); controllers.DefaultOrphanUploadAge when
+	// zero, never removed when negative. UploadSweepInterval is how often
+	// the uploads folder is looked at (DefaultUploadSweepInterval).
+	OrphanUploadAge     time.Duration
+	UploadSweepInterval time.Duration
+
 	// PodStartGrace is how long a worker pod may be unable to start (an
 	// image that cannot be pulled, a missing binary, no node that fits)
 	// before its list or Dataset fails (default 2m).
@@ -135,6 +143,12 @@ func (o *Options) Defaults() {
 	}
 	if o.SourceGrace == 0 {
 		o.SourceGrace = 2 * time.Minute
+	}
+	if o.OrphanUploadAge == 0 {
+		o.OrphanUploadAge = controllers.DefaultOrphanUploadAge
+	}
+	if o.UploadSweepInterval <= 0 {
+		o.UploadSweepInterval = controllers.DefaultUploadSweepInterval
 	}
 	if o.PodStartGrace == 0 {
 		o.PodStartGrace = controllers.DefaultPodStartGrace
@@ -215,6 +229,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if err := setupOthers(mgr, o, scheme, store, loader); err != nil {
 		return nil, err
+	}
+	if o.OrphanUploadAge > 0 {
+		if err := mgr.Add(&controllers.UploadSweeper{Reader: mgr.GetAPIReader(), Namespace: o.APINamespace, Store: store,
+			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval}); err != nil {
+			return nil, fmt.Errorf("set up the upload sweeper: %w", err)
+		}
 	}
 	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace,
 		"apiNamespace", o.APINamespace, "storeGrants", o.StoreGrants.String())
