@@ -211,7 +211,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Registry:  reg,
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-			Namespace: o.Namespace, Name: o.ListIDConfigMap},
+			Namespace: o.Namespace, Name: o.ListIDConfigMap, Obscure: true},
 		Pipeline:      o.Pipeline.SharedBy(o.MaxConcurrent),
 		SourceGrace:   o.SourceGrace,
 		PodStartGrace: o.PodStartGrace,
