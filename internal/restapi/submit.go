@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +19,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
@@ -153,6 +155,12 @@ func (s *Server) storeList(w http.ResponseWriter, r *http.Request, tenant, name 
 		if r.Context().Err() != nil {
 			return "", 0, false // the client went away; nothing was created
 		}
+		if storeFull(err) {
+			s.log.Error("store upload: the store is full", logging.KeyRequestID, requestIDFrom(r.Context()), logging.KeyError, err.Error())
+			writeError(w, r, http.StatusInsufficientStorage, "InsufficientStorage",
+				"the service's store is full: the list was not kept; try again later, or quote request id "+requestIDFrom(r.Context()))
+			return "", 0, false
+		}
 		s.internalError(w, r, "store upload", err)
 		return "", 0, false
 	}
@@ -169,6 +177,12 @@ func (s *Server) storeList(w http.ResponseWriter, r *http.Request, tenant, name 
 		}
 	}
 	return blobKey, size, true
+}
+
+// storeFull reports a store out of space (a file store's disk or quota).
+// The client is told that, never the path the error names.
+func storeFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // parseListParams reads a submission's query; service is the one listService

@@ -182,6 +182,11 @@ func runSuite(m *testing.M) int {
 
 // startAPI runs an API server on a loopback port until ctx ends.
 func startAPI(ctx context.Context, c restapi.Config) (string, error) {
+	return startAPIStore(ctx, c, store)
+}
+
+// startAPIStore is startAPI with the API's uploads going to st.
+func startAPIStore(ctx context.Context, c restapi.Config, st *blobstore.Store) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -214,7 +219,7 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- restapi.Run(ctx, cfg, restapi.RunOptions{
-			Config: c, Listener: ln, MetricsListener: mln, KeyNamespace: nsSystem, Store: store,
+			Config: c, Listener: ln, MetricsListener: mln, KeyNamespace: nsSystem, Store: st,
 			ShutdownTimeout: 20 * time.Second,
 			Log:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Ready:           func(string) { close(ready) },
