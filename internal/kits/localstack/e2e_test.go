@@ -224,7 +224,7 @@ func runZipLimits(t *testing.T, apiURL, apiKey string) {
 	b := z.Bytes()
 	i := bytes.LastIndex(b, []byte("PK\x01\x02"))
 	binary.LittleEndian.PutUint32(b[i+24:], 3<<30) // the size the central header declares
-	req, err := http.NewRequest(http.MethodPost, apiURL+"/v5/list?name=big.zip&header=true", bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, apiURL+"/v5/list?service=email_validation&name=big.zip&header=true", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
