@@ -190,10 +190,11 @@ type ConfigMapKeySelector struct {
 // ListFormat describes the list file.
 type ListFormat struct {
 	// Name is the file name: a plain name (no directory, not starting
-	// with a dot) ending in .csv, .txt or .zip.
+	// with a dot, no control, bidirectional control or line separator
+	// character) ending in .csv, .txt or .zip.
 	// +kubebuilder:validation:MinLength=5
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`(?i)^[^./\\[:cntrl:]][^/\\[:cntrl:]]*\.(csv|txt|zip)$`
+	// +kubebuilder:validation:Pattern=`(?i)^[^./\\[:cntrl:]\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{2028}-\x{202e}\x{2066}-\x{2069}][^/\\[:cntrl:]\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{2028}-\x{202e}\x{2066}-\x{2069}]*\.(csv|txt|zip)$`
 	// +required
 	Name string `json:"name"`
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -93,6 +92,14 @@ type Options struct {
 	PollInterval          time.Duration
 	MaxConcurrent         int
 
+	// OrphanUploadAge is how long an upload nothing writes and no list
+	// names stays in the store before the manager removes it (what an API
+	// killed mid-upload leaves); controllers.DefaultOrphanUploadAge when
+	// zero, never removed when negative. UploadSweepInterval is how often
+	// the uploads folder is looked at (DefaultUploadSweepInterval).
+	OrphanUploadAge     time.Duration
+	UploadSweepInterval time.Duration
+
 	// PodStartGrace is how long a worker pod may be unable to start (an
 	// image that cannot be pulled, a missing binary, no node that fits)
 	// before its list or Dataset fails (default 2m).
@@ -143,6 +150,12 @@ func (o *Options) Defaults() {
 	}
 	if o.SourceGrace == 0 {
 		o.SourceGrace = 2 * time.Minute
+	}
+	if o.OrphanUploadAge == 0 {
+		o.OrphanUploadAge = controllers.DefaultOrphanUploadAge
+	}
+	if o.UploadSweepInterval <= 0 {
+		o.UploadSweepInterval = controllers.DefaultUploadSweepInterval
 	}
 	if o.PodStartGrace == 0 {
 		o.PodStartGrace = controllers.DefaultPodStartGrace
@@ -205,7 +218,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Registry:  reg,
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-			Namespace: o.Namespace, Name: o.ListIDConfigMap},
+			Namespace: o.Namespace, Name: o.ListIDConfigMap, Obscure: true},
 		Pipeline:      o.Pipeline.SharedBy(o.MaxConcurrent),
 		SourceGrace:   o.SourceGrace,
 		PodStartGrace: o.PodStartGrace,
@@ -224,6 +237,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if err := setupOthers(mgr, o, scheme, store, loader); err != nil {
 		return nil, err
+	}
+	if o.OrphanUploadAge > 0 {
+		if err := mgr.Add(&controllers.UploadSweeper{Reader: mgr.GetAPIReader(), Namespace: o.APINamespace, Store: store,
+			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval}); err != nil {
+			return nil, fmt.Errorf("set up the upload sweeper: %w", err)
+		}
 	}
 	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace,
 		"apiNamespace", o.APINamespace, "storeGrants", o.StoreGrants.String())
@@ -323,9 +342,7 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
 	// Workers read shards with the limits the manager prepared them with.
-	o.Job.ExtraArgs = append(append(o.Verify.Args(),
-		"--max-expanded-bytes="+strconv.FormatInt(o.Pipeline.Limits.MaxExpandedBytes, 10),
-		"--max-record-bytes="+strconv.Itoa(o.Pipeline.Limits.MaxRecordBytes)), o.Job.ExtraArgs...)
+	o.Job.ExtraArgs = append(append(o.Verify.Args(), o.Pipeline.Limits.Args()...), o.Job.ExtraArgs...)
 	return nil
 }
 

@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 		}
 		defer store.Close()
 	}
-	ids := &listid.Allocator{Reader: cl.GetAPIReader(), Writer: cl.GetClient(), Namespace: o.KeyNamespace, Name: o.ListIDConfigMap}
+	ids := &listid.Allocator{Reader: cl.GetAPIReader(), Writer: cl.GetClient(), Namespace: o.KeyNamespace, Name: o.ListIDConfigMap, Obscure: true}
 	srv := New(o.Config, keys, cl.GetClient(), cl.GetAPIReader(), store, ids, o.Log)
 
 	cctx, cancelCluster := context.WithCancel(context.WithoutCancel(ctx))

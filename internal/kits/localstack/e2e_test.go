@@ -1,8 +1,11 @@
 package localstack_test
 
 import (
+	"archive/zip"
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -189,6 +192,7 @@ func TestMakeRunE2E(t *testing.T) {
 	runDemographicsList(t, apiURL, apiKey)
 	runSDKCalls(t, apiURL, apiKey)
 	runLocalKeysAndCallbacks(t, apiURL, apiKey, validationKey, callbacks)
+	runZipLimits(t, apiURL, apiKey)
 	// The lists and calls above moved the manager's and the API's metrics.
 	checkMetrics(t, mm, apiURL, apiKey)
 
@@ -203,6 +207,39 @@ func TestMakeRunE2E(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("localstack did not stop within 60s of Ctrl-C")
+	}
+}
+
+// runZipLimits: make run's API checks a zip against the limits its manager
+// prepares it with, so a zip declaring 3 GiB (more than the manager's
+// 2 GiB) is refused at once, 400 BadZip, rather than accepted (202) and
+// failed later, as when the API allowed 10 GiB.
+func runZipLimits(t *testing.T, apiURL, apiKey string) {
+	t.Helper()
+	var z bytes.Buffer
+	zw := zip.NewWriter(&z)
+	w, _ := zw.Create("big.csv")
+	_, _ = io.WriteString(w, "email\na@example.com\n")
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := z.Bytes()
+	i := bytes.LastIndex(b, []byte("PK\x01\x02"))
+	binary.LittleEndian.PutUint32(b[i+24:], 3<<30) // the size the central header declares
+	req, err := http.NewRequest(http.MethodPost, apiURL+"/v5/list?service=email_validation&name=big.zip&header=true", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("api_key", apiKey)
+	req.Header.Set("Content-Type", "application/zip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"BadZip"`) {
+		t.Errorf("a zip declaring 3 GiB: %d %s, want 400 BadZip", resp.StatusCode, body)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/emaildata/emaildata/internal/kits/s3server"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/lists/peoplelist"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
@@ -83,6 +84,9 @@ type Options struct {
 	// ShardBy is the manager's --shard-by (pipeline.ShardByRows or
 	// ShardByDomain; "": the manager's default, by domain).
 	ShardBy string
+	// Limits bound hostile list files, for the API's check of an upload
+	// and the manager's preparation alike (zero: listfile.DefaultLimits).
+	Limits listfile.Limits
 	// CallbackAllowCIDRs are the private ranges callbacks may reach, for the
 	// API's check of callback_url and the manager's delivery alike; empty
 	// is DefaultCallbackAllowCIDRs (loopback, so a receiver on this machine
@@ -349,7 +353,17 @@ func pipelineConfig(o Options) pipeline.Config {
 		c.MaxShards = o.MaxShards
 	}
 	c.ShardBy = cmp.Or(o.ShardBy, pipeline.ShardByDomain)
+	c.Limits = o.limits()
 	return c
+}
+
+// limits are o's Limits, the defaults when unset: the one setting the
+// API and the manager both apply.
+func (o Options) limits() listfile.Limits {
+	if o.Limits == (listfile.Limits{}) {
+		return listfile.DefaultLimits()
+	}
+	return o.Limits
 }
 
 // startAPI starts the REST API until mctx ends and waits until it serves.
@@ -374,7 +388,8 @@ func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) erro
 	apiReady := make(chan struct{})
 	go func() {
 		err := restapi.Run(mctx, cfg, restapi.RunOptions{
-			Config:          restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer, People: s.people},
+			Config: restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer, People: s.people,
+				Limits: o.limits()},
 			Listener:        ln,
 			KeyNamespace:    Namespace,
 			BlobURL:         s.BlobURL,

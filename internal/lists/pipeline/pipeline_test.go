@@ -584,6 +584,10 @@ func TestPrepareBadInput(t *testing.T) {
 		{name: "zip: corrupt deflate", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "\xff\xff\xff\xff\xff\xff", raw: true, method: zip.Deflate}))), reason: listfile.ErrZipCorrupt},
 		{name: "zip: bad checksum", file: "list.zip", data: ptr(string(badCRCZip(t, good))), reason: listfile.ErrZipCorrupt},
 		{name: "zip: too large", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "email\n" + strings.Repeat("a@x.com\n", 200)}))), cfg: func(c *Config) { c.Limits.MaxExpandedBytes = 100 }, reason: listfile.ErrZipTooLarge},
+		// 4.8 MB of rows in about 10 KB: refused by the manager's default
+		// expansion ratio (100), whatever the size limit.
+		{name: "zip: expansion ratio", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "email\n" + strings.Repeat("a@x.com\n", 600_000)}))),
+			cfg: func(c *Config) { c.Limits = DefaultConfig().Limits }, reason: listfile.ErrZipRatio},
 		{name: "zip: inner binary", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "email\n\x00\n"}))), reason: listfile.ErrBinary},
 		{name: "zip: inner empty", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: ""}))), reason: listfile.ErrNoData},
 		{name: "zip: inner email column", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: good}))), dialect: listfile.Dialect{Delimiter: ',', Header: true, EmailColumn: 2}, reason: listfile.ErrEmailColumn},

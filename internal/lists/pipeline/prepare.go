@@ -38,7 +38,7 @@ type Config struct {
 // DefaultConfig is used where nothing is configured.
 func DefaultConfig() Config {
 	return Config{
-		Limits:           listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
+		Limits:           listfile.DefaultLimits(),
 		ShardBytes:       8 << 20,
 		MaxShards:        64,
 		DedupMemory:      DefaultDedupMemory,

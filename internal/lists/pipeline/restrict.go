@@ -197,7 +197,8 @@ func openResult(ctx context.Context, store *blobstore.Store, plan *Plan, res *Ou
 	if err != nil {
 		return nil, nil, fmt.Errorf("read result: %w", err)
 	}
-	_, rc, err := listfile.OpenZip(ra, size, listfile.Limits{})
+	// The service zipped the result itself: its ratio is not a user's.
+	_, rc, err := listfile.OpenZip(ra, size, listfile.Limits{MaxExpansionRatio: -1})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open zipped result: %w", err)
 	}

@@ -46,7 +46,9 @@ func LoadPlan(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 func RunShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, index int, reg *listservice.Registry, lim listfile.Limits) (*Summary, error) {
 	sum, err := runShard(ctx, store, keys, index, reg, lim)
 	if err != nil {
-		failed := Summary{Index: index, Error: err.Error(), BadInput: IsBadInput(err)}
+		// The summary's error becomes the list's status message: the
+		// condition without the server's paths (the caller logs err).
+		failed := Summary{Index: index, Error: store.Redact(err), BadInput: IsBadInput(err)}
 		if werr := store.WriteJSON(context.WithoutCancel(ctx), keys.Summary(index), failed); werr != nil {
 			return nil, errors.Join(err, werr)
 		}
