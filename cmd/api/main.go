@@ -46,6 +46,8 @@ func main() {
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
+	o.Throttle = restapi.DefaultThrottle()
+	o.Throttle.BindFlags(flag.CommandLine)
 	vc := wiring.DefaultAPIVerifyConfig()
 	vc.BindFlags(flag.CommandLine)
 	var fc wiring.FraudConfig

@@ -72,7 +72,7 @@ func (s *Server) feedbackKey(next http.HandlerFunc) http.HandlerFunc {
 			refuseText(w, r, why, detail, retry)
 		}
 	}
-	authorize := needs(services.Fraud, refuse)
+	authorize := s.needs(services.Fraud, refuse)
 	return func(w http.ResponseWriter, r *http.Request) {
 		presented := strings.TrimSpace(r.URL.Query().Get("api_key"))
 		if _, _, ok := s.authenticate(w, r, presented, refuse, authorize); ok {

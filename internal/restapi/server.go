@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -61,6 +62,12 @@ type Config struct {
 	// FeedbackMaxBytes bounds the file of POST /feedback/v1
 	// (DefaultFeedbackMaxBytes when 0).
 	FeedbackMaxBytes int64
+	// Throttle bounds what one client address, key or tenant can take of
+	// the connections and the key checks (DefaultThrottle for zero fields).
+	Throttle ThrottleConfig
+	// Now is the clock of the failure counts (time.Now when nil). Read
+	// deadlines are the connection's, always on the wall clock.
+	Now func() time.Time
 }
 
 // Server is the REST API.
@@ -84,6 +91,13 @@ type Server struct {
 	// every Secret update or informer resync yields a new *Key, and a map by
 	// pointer would grow with each and reset the key's limit.
 	limiters map[string]*keyLimiter
+
+	// authFailures counts failed key checks by client address; forbidden,
+	// calls refused with 403 by tenant; uploads, bodies in flight by key
+	// and tenant (ThrottleConfig).
+	authFailures *failures[netip.Addr]
+	forbidden    *failures[string]
+	uploads      *uploads
 
 	// routes are the patterns Handler registered (tests walk them).
 	routes []string
@@ -112,10 +126,18 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	t := cfg.Throttle.withDefaults()
+	cfg.Throttle = t
 	s := &Server{
 		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log, verifier: cfg.Verifier,
-		metrics:  metrics.NewAPI(),
-		limiters: map[string]*keyLimiter{},
+		metrics:      metrics.NewAPI(),
+		limiters:     map[string]*keyLimiter{},
+		authFailures: newFailures[netip.Addr](t.AuthFailureRate, t.AuthFailureBurst, t.TrackedAddresses, cfg.Now),
+		forbidden:    newFailures[string](t.ForbiddenRate, t.ForbiddenBurst, t.TrackedAddresses, cfg.Now),
+		uploads:      newUploads(t.UploadsPerKey, t.UploadsPerTenant),
 	}
 	s.exportEngine()
 	return s
@@ -134,7 +156,7 @@ func (s *Server) Handler() http.Handler {
 	// GET /metrics is served on its own port (MetricsHandler), never here.
 	route("GET /openapi.json", serveOpenAPI)
 
-	route("POST /v5/list", s.listKey(listService, s.submitList))
+	route("POST /v5/list", s.listKey(s.listService, s.submitList))
 	// Every call on one list goes through listCall (key, tenant, service).
 	route("GET /v5/list/{list_id}", s.listCall(listNotFound, s.listStatus))
 	route("POST /v5/list/{list_id}/purchase", s.listCall(listNotFound, s.purchase))
@@ -158,7 +180,7 @@ func (s *Server) Handler() http.Handler {
 			route("GET /fr", s.queryKey(services.Fraud, s.fraudCheck))
 		}
 	}
-	return s.requestID(s.recoverer(s.dispatch(mux)))
+	return s.bodies(s.requestID(s.recoverer(s.dispatch(mux))))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -154,6 +154,9 @@ func (s *Server) storeList(w http.ResponseWriter, r *http.Request, tenant, name 
 	case errors.Is(err, errEmptyUpload):
 		writeError(w, r, http.StatusBadRequest, "EmptyFile", "the list file is empty")
 		return "", 0, false
+	case isSlowBody(err):
+		writeError(w, r, http.StatusRequestTimeout, "SlowUpload", slowBodyMessage(err))
+		return "", 0, false
 	case err != nil:
 		if r.Context().Err() != nil {
 			return "", 0, false // the client went away; nothing was created
@@ -294,6 +297,8 @@ func uploadErrorCode(status int) string {
 		return "UnsupportedMediaType"
 	case http.StatusRequestEntityTooLarge:
 		return "FileTooLarge"
+	case http.StatusRequestTimeout:
+		return "SlowUpload"
 	}
 	return "BadRequest"
 }
@@ -345,6 +350,8 @@ func nextFilePart(mr *multipart.Reader, maxFile int64) (*multipart.Part, int, st
 		case errors.As(err, &tooBig):
 			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the multipart body is larger than the %d bytes allowed: %d for the list file, %d for the other parts and headers",
 				maxFile+maxUploadOverhead, maxFile, maxUploadOverhead)
+		case isSlowBody(err):
+			return nil, http.StatusRequestTimeout, slowBodyMessage(err)
 		case err != nil:
 			return nil, http.StatusBadRequest, "malformed multipart body"
 		}
