@@ -69,12 +69,18 @@ func (r response) json(t *testing.T) map[string]any {
 // response the tests see is checked against the document.
 func do(t *testing.T, req *http.Request) response {
 	t.Helper()
+	return doWith(t, http.DefaultClient, req)
+}
+
+// doWith is do through the client cl.
+func doWith(t *testing.T, cl *http.Client, req *http.Request) response {
+	t.Helper()
 	var reqBody []byte
 	if req.Body != nil && req.GetBody != nil {
 		rc, _ := req.GetBody()
 		reqBody, _ = io.ReadAll(rc)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}

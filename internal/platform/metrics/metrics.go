@@ -100,7 +100,7 @@ var families = []Family{
 	{CallbackDeliveries, Counter, "Completion callback attempts by outcome.", []string{"outcome"}, []string{manager}},
 	{APIRequests, Counter, "API requests by route and status code.", []string{"route", "code"}, []string{api}},
 	{APIRequestDuration, Histogram, "API request latency by route and status code.", []string{"route", "code"}, []string{api}},
-	{APIRateLimited, Counter, "API requests refused with 429 by a key's rate limit, by route.", []string{"route"}, []string{api}},
+	{APIRateLimited, Counter, "API requests refused with 429 (a key's rate limit, failed key checks from the client's address, a tenant's calls refused with 403, uploads at once), by route.", []string{"route"}, []string{api}},
 	{OrphanUploads, Counter, "Orphaned uploads removed from the store (left by an API that stopped mid-upload), by kind: object (a file or a temporary file) or multipart (an incomplete S3 upload).", []string{"kind"}, []string{manager}},
 	{OrphanUploadBytes, Counter, "Bytes of the orphaned upload objects removed (incomplete S3 uploads not counted).", nil, []string{manager}},
 	{UploadSweeps, Counter, "Sweeps of the uploads folder for orphans, by outcome (succeeded or failed).", []string{"outcome"}, []string{manager}},
