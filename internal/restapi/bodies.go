@@ -172,14 +172,22 @@ func (s *Server) bodies(next http.Handler) http.Handler {
 		}
 		st := &bodyState{}
 		defer st.over(false)
+		rc := http.NewResponseController(w)
 		pb := &pacedBody{body: r.Body, done: st.over}
 		if t.BodyMinRate > 0 && t.BodyStall > 0 {
 			pb.minRate, pb.stall, pb.credit = t.BodyMinRate, t.BodyStall, t.BodyStall
-			pb.now, pb.setDeadline = time.Now, http.NewResponseController(w).SetReadDeadline
+			pb.now, pb.setDeadline = time.Now, rc.SetReadDeadline
 		}
 		r.Body = pb
 		r = r.WithContext(context.WithValue(r.Context(), bodyCtxKey{}, st))
 		next.ServeHTTP(&answerWriter{ResponseWriter: w, st: st}, r)
+		if !st.readToEnd() {
+			// After the handler the server drains up to 256 KiB of an
+			// unread body, without a deadline: a client that never sends
+			// it would hold the connection. The connection closes anyway
+			// (answerWriter): fail that read at once.
+			_ = rc.SetReadDeadline(time.Now())
+		}
 	})
 }
 

@@ -54,6 +54,7 @@ type response struct {
 	code   int
 	header http.Header
 	body   []byte
+	closes bool // the server closes the connection after it (Connection: close)
 }
 
 func (r response) json(t *testing.T) map[string]any {
@@ -93,7 +94,7 @@ func doWith(t *testing.T, cl *http.Client, req *http.Request) response {
 		t.Errorf("%s %s: no X-Request-Id", req.Method, req.URL.Path)
 	}
 	validate(t, req, reqBody, resp, body)
-	return response{code: resp.StatusCode, header: resp.Header, body: body}
+	return response{code: resp.StatusCode, header: resp.Header, body: body, closes: resp.Close}
 }
 
 func validate(t *testing.T, req *http.Request, reqBody []byte, resp *http.Response, body []byte) {
