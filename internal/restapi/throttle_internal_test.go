@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,6 +305,45 @@ func TestREADMEThrottleFlags(t *testing.T) {
 	for name := range defaults {
 		if !seen[name] {
 			t.Errorf("the README's table of throttle flags lacks --%s", name)
+		}
+	}
+}
+
+// sizeRecorder returns up to give bytes a read and records the buffers it
+// was handed.
+type sizeRecorder struct {
+	give, left int
+	sizes      []int
+}
+
+func (s *sizeRecorder) Read(p []byte) (int, error) {
+	s.sizes = append(s.sizes, len(p))
+	if s.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(s.give, len(p), s.left)
+	s.left -= n
+	return n, nil
+}
+
+// TestCopyUploadBuffer: a slow upload (a byte a read) is copied through
+// the smallest buffer throughout; a fast one's buffer doubles up to the
+// largest. The copy is whole either way.
+func TestCopyUploadBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		give, total, wantMax int
+	}{
+		{give: 1, total: 5000, wantMax: minUploadBuffer},
+		{give: 1 << 20, total: 4 << 20, wantMax: maxUploadBuffer},
+	} {
+		r := &sizeRecorder{give: tc.give, left: tc.total}
+		var out strings.Builder
+		n, err := copyUpload(&out, r)
+		if err != nil || n != int64(tc.total) || out.Len() != tc.total {
+			t.Fatalf("give %d: copied %d (%d written), %v; want %d", tc.give, n, out.Len(), err, tc.total)
+		}
+		if got := slices.Max(r.sizes); got != tc.wantMax || r.sizes[0] != minUploadBuffer {
+			t.Errorf("give %d: buffers from %d to %d, want from %d to %d", tc.give, r.sizes[0], got, minUploadBuffer, tc.wantMax)
 		}
 	}
 }
