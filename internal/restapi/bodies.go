@@ -157,6 +157,11 @@ func bodyStateFrom(ctx context.Context) *bodyState {
 	return st
 }
 
+// drainGrace is how long the server may go on reading a body it answered
+// before reading it to its end (a refused key, a 413): time for 256 KiB at
+// 128 KiB/s.
+const drainGrace = 2 * time.Second
+
 // bodies paces every request body (pacedBody) and, when the server answers
 // before a body has been read to its end (a refused key, a 429, a 413),
 // closes the connection rather than reading on: the rest of a slow body
@@ -183,10 +188,12 @@ func (s *Server) bodies(next http.Handler) http.Handler {
 		next.ServeHTTP(&answerWriter{ResponseWriter: w, st: st}, r)
 		if !st.readToEnd() {
 			// After the handler the server drains up to 256 KiB of an
-			// unread body, without a deadline: a client that never sends
-			// it would hold the connection. The connection closes anyway
-			// (answerWriter): fail that read at once.
-			_ = rc.SetReadDeadline(time.Now())
+			// unread body (more, it closes at once), without a deadline: a
+			// client that never sends it would hold the connection. The
+			// drain lets a client that sent its whole body read the answer
+			// (closing on unread bytes resets the connection, and the
+			// answer with it); drainGrace bounds it for one that did not.
+			_ = rc.SetReadDeadline(time.Now().Add(min(drainGrace, t.BodyStall)))
 		}
 	})
 }

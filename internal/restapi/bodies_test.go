@@ -2,6 +2,7 @@ package restapi_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -68,10 +69,12 @@ func (c *rawConn) answer() response {
 	return response{code: resp.StatusCode, header: resp.Header, body: body, closes: resp.Close}
 }
 
-// closedByServer says whether the server has closed the connection.
+// closedByServer says whether the server has closed the connection (or
+// reset it): a read ends in an error, not the 60 s bound of openRaw.
 func (c *rawConn) closedByServer() bool {
 	_, err := c.br.ReadByte()
-	return err == io.EOF
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
 // TestSlowBodyIsCut (issue 30, item 5): a body trickling a byte at a time,
@@ -129,8 +132,9 @@ func TestSlowBodyIsCut(t *testing.T) {
 
 // TestRefusedBodyIsAnsweredAtOnce: a request refused before its body is
 // read (here an unknown key) is answered at once and its connection
-// closed, whatever of the body has not come. Before, the server read the
-// rest of a small body before answering, and waited for it forever.
+// closed, whatever of the body has not come (after a grace of 2 s for the
+// rest of it). Before, the answer came but the server then waited for the
+// rest of a small body forever.
 func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
 	c := openRaw(t, baseURL, "POST", "/v5/list", "api_key: not-a-real-key-000000000", "Content-Type: text/csv", "Content-Length: 1000")
 	if err := c.send("a@example.com\n"); err != nil {
@@ -141,6 +145,30 @@ func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
 	}
 	if !c.closedByServer() {
 		t.Error("the connection stays open")
+	}
+}
+
+// TestRefusedBodyIsDrainedBeforeTheClose: a client sending a whole body
+// the server refused before reading it (an unknown key) may finish sending
+// it: the server reads the rest (up to 256 KiB, for at most 2 s) and then
+// closes cleanly. Closing on unread bytes would reset the connection, and
+// a client still sending could lose the answer; with the drain failed at
+// once this test's read gets "connection reset by peer", not EOF.
+func TestRefusedBodyIsDrainedBeforeTheClose(t *testing.T) {
+	half := strings.Repeat("someone@example.com\n", 5_000) // 100,000 bytes
+	c := openRaw(t, baseURL, "POST", "/v5/list", "api_key: not-a-real-key-000000000", "Content-Type: text/csv",
+		fmt.Sprintf("Content-Length: %d", 2*len(half)))
+	if err := c.send(half); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.answer(); r.code != http.StatusUnauthorized || !r.closes {
+		t.Fatalf("%d Connection: close %v %s", r.code, r.closes, r.body)
+	}
+	if err := c.send(half); err != nil {
+		t.Fatalf("sending the rest after the answer: %v", err)
+	}
+	if _, err := c.br.ReadByte(); err != io.EOF {
+		t.Fatalf("after the rest of the body: %v, want the server's clean close (EOF)", err)
 	}
 }
 
