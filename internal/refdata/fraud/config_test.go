@@ -93,7 +93,7 @@ func TestHandBuiltConfig(t *testing.T) {
 	c.ip = nil
 	c.IPLists = IPLists{Tor: []string{"nonsense", "185.220.101.0/24"}}
 	s := New(c, Deps{})
-	a := s.Assess(context.Background(), Input{Email: "a@gmail.com", IP: "185.220.101.9"}, okResult("a@gmail.com"))
+	a := s.Assess(context.Background(), testTenant, Input{Email: "a@gmail.com", IP: "185.220.101.9"}, okResult("a@gmail.com"))
 	checkCodes(t, a, []string{ReasonIPTor}, nil)
 }
 
@@ -140,7 +140,7 @@ func TestWatcherReload(t *testing.T) {
 		}
 	}
 	hosting := func(ip string) bool {
-		a := s.Assess(context.Background(), Input{Email: "a@gmail.com", IP: ip}, okResult("a@gmail.com"))
+		a := s.Assess(context.Background(), testTenant, Input{Email: "a@gmail.com", IP: ip}, okResult("a@gmail.com"))
 		return hasCode(a, ReasonIPHosting)
 	}
 	if !hosting("104.131.1.1") {

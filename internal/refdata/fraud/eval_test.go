@@ -123,7 +123,7 @@ func runEval(t testing.TB, cases []evalCase, cfg Config) evalResult {
 	ctx := context.Background()
 	for _, c := range cases {
 		now = c.At
-		a := s.Assess(ctx, c.Input, c.verifyResult())
+		a := s.Assess(ctx, testTenant, c.Input, c.verifyResult())
 		flagged := a.Assessment == LikelyFraud
 		fraud := c.Label == "fraud"
 		switch {
