@@ -38,6 +38,8 @@ func main() {
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")
 	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest accepted list file")
 	flag.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", restapi.DefaultFeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
+	flag.IntVar(&o.FeedbackFiles, "feedback-files", restapi.DefaultFeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
+	flag.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", restapi.DefaultFeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
 	flag.Int64Var(&o.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
 	flag.Float64Var(&o.RateLimit, "rate-limit", 50, "requests per second per API key (a key's Secret may override)")
 	flag.IntVar(&o.Burst, "rate-burst", 100, "burst per API key")
@@ -85,6 +87,7 @@ func main() {
 		}
 		defer o.People.Close()
 	}
+	fc.Fleet, fc.Log = wiring.FleetOf(engine), log
 	if o.Fraud, err = wiring.NewFraud(ctx, fc, o.People); err != nil {
 		log.Error("fraud scorer", logging.KeyError, err.Error())
 		os.Exit(2)

@@ -56,6 +56,12 @@ type Config struct {
 	// FeedbackMaxBytes bounds the file of POST /feedback/v1
 	// (DefaultFeedbackMaxBytes when 0).
 	FeedbackMaxBytes int64
+	// FeedbackFiles bounds the feedback files this process records at
+	// once, FeedbackFilesPerTenant those of one tenant (defaults
+	// DefaultFeedbackFiles and DefaultFeedbackFilesPerTenant): each holds
+	// a store transaction while its client sends it; beyond, 429.
+	FeedbackFiles          int
+	FeedbackFilesPerTenant int
 }
 
 // Server is the REST API.
@@ -69,6 +75,9 @@ type Server struct {
 	ids      *listid.Allocator
 	log      *slog.Logger
 	metrics  *metrics.API
+
+	// feedback bounds the feedback files recorded at once.
+	feedback *feedbackSlots
 
 	// notReady reports draining, when set.
 	notReady func() bool
@@ -107,10 +116,17 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.FeedbackFiles <= 0 {
+		cfg.FeedbackFiles = DefaultFeedbackFiles
+	}
+	if cfg.FeedbackFilesPerTenant <= 0 {
+		cfg.FeedbackFilesPerTenant = DefaultFeedbackFilesPerTenant
+	}
 	s := &Server{
 		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log, verifier: cfg.Verifier,
 		metrics:  metrics.NewAPI(),
 		limiters: map[string]*keyLimiter{},
+		feedback: &feedbackSlots{max: cfg.FeedbackFiles, perTenant: cfg.FeedbackFilesPerTenant, tenants: map[string]int{}},
 	}
 	s.exportEngine()
 	return s
@@ -145,6 +161,8 @@ func (s *Server) Handler() http.Handler {
 	route("GET /pv", s.textKey(services.Fraud, hasPhone, parseQuery, s.verifyPhone))
 	if s.cfg.Fraud != nil {
 		route("POST /feedback/v1", s.feedbackKey(s.fraudFeedback))
+		route("GET /feedback/v1/reports", s.textKey(services.Fraud, anyParams, parseQuery, s.listReports))
+		route("DELETE /feedback/v1/reports", s.textKey(services.Fraud, anyParams, parseQuery, s.withdrawReports))
 	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(services.EmailValidation, s.verifyEmail))
