@@ -38,6 +38,7 @@ type Config struct {
 	Activity   ActivityConfig   `json:"activity"`
 	DomainRisk DomainRiskConfig `json:"domain_risk"`
 	Feedback   FeedbackConfig   `json:"feedback"`
+	Network    NetworkConfig    `json:"network"`
 
 	// IPLists holds CIDR prefixes or single addresses inline, IPListFiles
 	// names files with one prefix or address per line ('#' starts a
@@ -120,31 +121,39 @@ type DomainRiskConfig struct {
 	NewDomain  int `json:"new_domain"`
 }
 
-// FeedbackConfig is the trust model of fraud reports (POST /feedback/v1):
-// how long they count, how another tenant's reports weigh, and how many a
-// tenant may keep.
+// FeedbackConfig bounds fraud reports (POST /feedback/v1): how long they
+// count and how many a tenant may keep.
 type FeedbackConfig struct {
 	// Horizon: a report dated longer ago counts for nothing, and a feedback
 	// row dated before it is skipped.
 	Horizon Duration `json:"horizon"`
-	// HalfLife: a network report (another tenant's) weighs half as much
-	// after it, a quarter after twice it, and so on; a tenant's own reports
-	// count in full until the horizon.
-	HalfLife Duration `json:"half_life"`
-	// NetworkMinTenants: other tenants' reports of an identifier count only
-	// when at least this many distinct tenants reported it (at least 2, so
-	// that one other tenant alone never moves a score).
-	NetworkMinTenants int `json:"network_min_tenants"`
-	// NetworkFullTenants: the network reasons reach their full weight when
-	// this many distinct tenants reported the identifier recently; fewer,
-	// or older reports, give a share (each tenant's newest report counts
-	// 2^(-age/half_life) of one tenant). At least NetworkMinTenants, at
-	// most MaxNetworkTenants.
-	NetworkFullTenants int `json:"network_full_tenants"`
 	// TenantQuota bounds the reports one tenant keeps (all its feedback
 	// files together, withdrawn reports not counted): a file that would go
 	// beyond is refused whole (429) and other tenants are not affected.
 	TenantQuota int64 `json:"tenant_quota"`
+}
+
+// NetworkConfig is the trust model of other tenants' signals (the
+// network): a tenant's own queries and reports count in full for it;
+// another tenant's count only when enough distinct tenants agree, never
+// from one tenant alone.
+type NetworkConfig struct {
+	// MinTenants: other tenants' signals on an identifier count only when
+	// at least this many distinct tenants gave them (at least 2, so that
+	// one other tenant alone never moves a score).
+	MinTenants int `json:"min_tenants"`
+	// FullTenants: a network reason reaches its full weight when this many
+	// distinct tenants agree (fresh); fewer give a share, n/full_tenants.
+	// At least MinTenants, at most MaxNetworkTenants.
+	FullTenants int `json:"full_tenants"`
+	// HalfLife: another tenant's report weighs half as much after it, a
+	// quarter after twice it, and so on (each tenant's newest report of an
+	// identifier counts 2^(-age/half_life) of one tenant). A tenant's own
+	// reports count in full until the horizon.
+	HalfLife Duration `json:"half_life"`
+	// Window: other tenants that asked about the address within it count
+	// for email_velocity_network.
+	Window Duration `json:"window"`
 }
 
 // IPLists are the CIDR lists by kind.
@@ -251,18 +260,21 @@ func (c *Config) Validate() error {
 	if c.Velocity.Window <= 0 {
 		bad("velocity.window must be positive")
 	}
-	f := c.Feedback
-	if f.Horizon <= 0 || f.HalfLife <= 0 {
-		bad("feedback.horizon and feedback.half_life must be positive")
+	if c.Feedback.Horizon <= 0 {
+		bad("feedback.horizon must be positive")
 	}
-	if f.NetworkMinTenants < 2 {
-		bad("feedback.network_min_tenants %d: at least 2 (one other tenant alone never moves a score)", f.NetworkMinTenants)
-	}
-	if f.NetworkFullTenants < f.NetworkMinTenants || f.NetworkFullTenants > MaxNetworkTenants {
-		bad("feedback.network_full_tenants %d outside network_min_tenants..%d", f.NetworkFullTenants, MaxNetworkTenants)
-	}
-	if f.TenantQuota < 1 {
+	if c.Feedback.TenantQuota < 1 {
 		bad("feedback.tenant_quota must be at least 1")
+	}
+	n := c.Network
+	if n.HalfLife <= 0 || n.Window <= 0 {
+		bad("network.half_life and network.window must be positive")
+	}
+	if n.MinTenants < 2 {
+		bad("network.min_tenants %d: at least 2 (one other tenant alone never moves a score)", n.MinTenants)
+	}
+	if n.FullTenants < n.MinTenants || n.FullTenants > MaxNetworkTenants {
+		bad("network.full_tenants %d outside min_tenants..%d", n.FullTenants, MaxNetworkTenants)
 	}
 	d := c.Activity.LongevityDays
 	if d[0] < 0 || d[1] < d[0] || d[2] < d[1] {

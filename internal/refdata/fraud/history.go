@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"math"
 	"math/bits"
 	"strings"
 	"time"
@@ -47,6 +48,8 @@ type StatsQuery struct {
 	Window time.Duration
 	// ReportsSince is the horizon: reports dated before it are not counted.
 	ReportsSince time.Time
+	// NetworkSince starts the window of EmailNetworkTenants.
+	NetworkSince time.Time
 }
 
 // Stats answer the velocity questions for one query, from the asking
@@ -71,6 +74,10 @@ type Stats struct {
 	// PhoneDistinctEmails counts distinct other Emails with Phone in the
 	// window.
 	PhoneDistinctEmails int
+	// EmailNetworkTenants counts the other tenants that asked about Email
+	// in [NetworkSince, Now] (at most MaxNetworkTenants; queries recorded
+	// without a tenant are not counted).
+	EmailNetworkTenants int
 	// EmailReported, IPReported and PhoneReported sum up the fraud reports
 	// (feedback) naming Email, IP and Phone since ReportsSince, of every
 	// tenant.
@@ -89,8 +96,7 @@ type Reported struct {
 }
 
 // MaxNetworkTenants bounds Reported.Network: beyond it, more tenants
-// agreeing change nothing (FeedbackConfig.NetworkFullTenants is at most
-// this).
+// agreeing change nothing (NetworkConfig.FullTenants is at most this).
 const MaxNetworkTenants = 64
 
 // History stores queries and fraud reports, each with its tenant, and
@@ -205,7 +211,7 @@ func (a *assessor) historySignals() (newDomain bool) {
 	now := a.deps.Now()
 	v := &a.cfg.Velocity
 	st, err := h.Stats(a.ctx, StatsQuery{Keys: k, Tenant: a.tenant, Now: now, Window: time.Duration(v.Window),
-		ReportsSince: now.Add(-time.Duration(a.cfg.Feedback.Horizon))})
+		ReportsSince: now.Add(-time.Duration(a.cfg.Feedback.Horizon)), NetworkSince: now.Add(-time.Duration(a.cfg.Network.Window))})
 	if err == nil {
 		days := a.cfg.Activity.LongevityDays
 		a.out.EAM = activity(st.EmailFirstSeen, now, st.EmailCount, st.EmailTotal, days)
@@ -223,6 +229,9 @@ func (a *assessor) historySignals() (newDomain bool) {
 		}
 		if v.EmailEvents > 0 && st.EmailCount >= v.EmailEvents {
 			a.add(ReasonEmailVelocity)
+		}
+		if share := networkCount(st.EmailNetworkTenants, &a.cfg.Network); share > 0 {
+			a.addPoints(ReasonEmailVelocityNetwork, int(math.Round(float64(a.cfg.Weights[ReasonEmailVelocityNetwork])*share)))
 		}
 		if v.IPDistinctEmails > 0 && k.IP != "" && st.IPDistinctEmails >= v.IPDistinctEmails {
 			a.add(ReasonIPVelocity)

@@ -202,11 +202,32 @@ func (h *MemoryHistory) Stats(_ context.Context, q StatsQuery) (Stats, error) {
 	if p := get('p', q.Phone); p != nil {
 		s.PhoneCount, s.PhoneDistinctEmails = p.count(since, now), p.distinct(q.Email, since, now)
 	}
+	s.EmailNetworkTenants = h.networkTenants(q)
 	from := unixDay(firstDay(q.ReportsSince))
 	s.EmailReported = h.reported('e', q.Email, q.Tenant, from)
 	s.IPReported = h.reported('i', q.IP, q.Tenant, from)
 	s.PhoneReported = h.reported('p', q.Phone, q.Tenant, from)
 	return s, nil
+}
+
+// networkTenants counts the other tenants that asked about q.Email in
+// [q.NetworkSince, q.Now].
+func (h *MemoryHistory) networkTenants(q StatsQuery) int {
+	if q.Email == "" {
+		return 0
+	}
+	n := 0
+	for t, m := range h.tenants {
+		if t == q.Tenant || t == "" {
+			continue
+		}
+		if k := m[memKeyID{'e', q.Email}]; k != nil && k.count(q.NetworkSince, q.Now) > 0 {
+			if n++; n == MaxNetworkTenants {
+				break
+			}
+		}
+	}
+	return n
 }
 
 // reported sums up the marks of one identifier from day from on.

@@ -133,6 +133,7 @@ CREATE INDEX IF NOT EXISTS {T}_t_tumbling_at ON {E} (tenant, tumbling, at, email
 CREATE INDEX IF NOT EXISTS {T}_t_ip_at ON {E} (tenant, ip, at, email) WHERE ip <> '';
 CREATE INDEX IF NOT EXISTS {T}_t_phone_at ON {E} (tenant, phone, at, email) WHERE phone <> '';
 CREATE INDEX IF NOT EXISTS {T}_at ON {E} (at);
+CREATE INDEX IF NOT EXISTS {T}_email_at_t ON {E} (email, at, tenant);
 CREATE TABLE IF NOT EXISTS {F} (
 	tenant     text NOT NULL DEFAULT '',
 	kind       text NOT NULL,
@@ -187,7 +188,8 @@ CREATE TABLE IF NOT EXISTS {C} (
 
 // pgStatsSQL answers Stats in one round trip. $1 email, $2 domain,
 // $3 tumbling, $4 ip, $5 phone, $6 since, $7 now, $8 cap, $9 tenant,
-// $10 the first report day counted. The report columns are, per kind,
+// $10 the first report day counted, $11 the start of the network window.
+// The report columns are, per kind,
 // the asking tenant's newest report day (NULL: none) and the newest day
 // of each other tenant's reports.
 const pgStatsSQL = `
@@ -200,6 +202,7 @@ SELECT
 	(SELECT count(*) FROM (SELECT 1 FROM {E} WHERE tenant = $9 AND phone = $5 AND phone <> '' AND at >= $6 AND at <= $7 LIMIT $8) x),
 	(SELECT count(*) FROM (SELECT DISTINCT email FROM {E} WHERE tenant = $9 AND phone = $5 AND phone <> '' AND email <> $1 AND at >= $6 AND at <= $7 LIMIT $8) x),
 	e.first_seen, coalesce(e.total, 0), d.first_seen, coalesce(d.total, 0),
+	(SELECT count(*) FROM (SELECT DISTINCT tenant FROM {E} WHERE email = $1 AND at >= $11 AND at <= $7 AND tenant <> $9 AND tenant <> '' LIMIT {NET}) x),
 	(SELECT max(day) FROM {M} WHERE kind = 'e' AND key = $1 AND tenant = $9 AND day >= $10),
 	ARRAY(SELECT max(day) m FROM {M} WHERE kind = 'e' AND key = $1 AND tenant <> $9 AND tenant <> '' AND day >= $10
 		GROUP BY tenant ORDER BY m DESC LIMIT {NET}),
@@ -247,13 +250,14 @@ func (h *PostgresHistory) Stats(ctx context.Context, q StatsQuery) (Stats, error
 		emailN, domainN  int
 		ipN, ipD         int
 		phoneN, phD      int
+		netN             int
 		eOwn, iOwn, pOwn *int32
 		eNet, iNet, pNet []int32
 	)
 	from := int32(unixDay(firstDay(q.ReportsSince)))
-	err := h.db.QueryRow(ctx, h.statsSQL, q.Email, q.Domain, q.Tumbling, q.IP, q.Phone, q.Now.Add(-q.Window), q.Now, h.cap, q.Tenant, from).
+	err := h.db.QueryRow(ctx, h.statsSQL, q.Email, q.Domain, q.Tumbling, q.IP, q.Phone, q.Now.Add(-q.Window), q.Now, h.cap, q.Tenant, from, q.NetworkSince).
 		Scan(&emailN, &domainN, &tumbling, &ipN, &ipD, &phoneN, &phD, &eFirst, &s.EmailTotal, &dFirst, &s.DomainTotal,
-			&eOwn, &eNet, &iOwn, &iNet, &pOwn, &pNet)
+			&netN, &eOwn, &eNet, &iOwn, &iNet, &pOwn, &pNet)
 	if err != nil {
 		return Stats{}, fmt.Errorf("fraud: history stats: %w", err)
 	}
@@ -265,6 +269,7 @@ func (h *PostgresHistory) Stats(ctx context.Context, q StatsQuery) (Stats, error
 	if dFirst != nil {
 		s.DomainFirstSeen = *dFirst
 	}
+	s.EmailNetworkTenants = netN
 	s.EmailReported, s.IPReported, s.PhoneReported = pgReported(eOwn, eNet), pgReported(iOwn, iNet), pgReported(pOwn, pNet)
 	return s, nil
 }

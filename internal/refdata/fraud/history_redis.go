@@ -80,9 +80,10 @@ func tenantToken(tenant string) string {
 
 func (h *RedisHistory) key(parts ...string) string { return h.p + strings.Join(parts, ":") }
 
-// queryKeys are KEYS[1..9] of the record and stats scripts: event counts
+// queryKeys are KEYS[1..10] of the record and stats scripts: event counts
 // of email, domain, ip, phone; addresses by tumbling key, ip, phone;
-// first-seen of email and domain ("" for a missing identifier).
+// first-seen of email and domain ("" for a missing identifier); the
+// tenants that asked about the email.
 func (h *RedisHistory) queryKeys(tenant string, k Keys) []string {
 	tk := tenantToken(tenant)
 	at := func(kind, id string) string {
@@ -94,13 +95,21 @@ func (h *RedisHistory) queryKeys(tenant string, k Keys) []string {
 	return []string{
 		at("q:e", k.Email), at("q:d", k.Domain), at("q:i", k.IP), at("q:p", k.Phone),
 		at("qm:t", k.Tumbling), at("qm:i", k.IP), at("qm:p", k.Phone),
-		at("qf:e", k.Email), at("qf:d", k.Domain),
+		at("qf:e", k.Email), at("qf:d", k.Domain), h.emailTenants(k.Email),
 	}
+}
+
+// emailTenants keys the tenants that asked about an email, by last time.
+func (h *RedisHistory) emailTenants(email string) string {
+	if email == "" {
+		return ""
+	}
+	return h.key("qn:e", email)
 }
 
 var redisRecord = redis.NewScript(`
 local at, id, email, cutoff = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local retain, cap, seen = ARGV[5], tonumber(ARGV[6]), ARGV[7]
+local retain, cap, seen, tk = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local function trim(k)
 	redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. cutoff)
 	redis.call('ZREMRANGEBYRANK', k, 0, -(cap + 1))
@@ -128,6 +137,10 @@ for i = 8, 9 do
 		redis.call('PEXPIRE', KEYS[i], seen)
 	end
 end
+if KEYS[10] ~= '' and tk ~= '' then
+	redis.call('ZADD', KEYS[10], 'GT', at, tk)
+	trim(KEYS[10])
+end
 return 1
 `)
 
@@ -136,9 +149,13 @@ func (h *RedisHistory) Record(ctx context.Context, ev Event) error {
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	at := ev.At.UnixMilli()
+	tk := ""
+	if ev.Tenant != "" {
+		tk = tenantToken(ev.Tenant)
+	}
 	err := redisRecord.Run(ctx, h.rdb, h.queryKeys(ev.Tenant, ev.Keys),
 		at, fmt.Sprintf("%d-%x", at, id), ev.Email, at-h.o.Retain.Milliseconds(),
-		h.o.Retain.Milliseconds(), h.o.MaxPerKey, h.o.SeenTTL.Milliseconds()).Err()
+		h.o.Retain.Milliseconds(), h.o.MaxPerKey, h.o.SeenTTL.Milliseconds(), tk).Err()
 	if err != nil {
 		return fmt.Errorf("fraud: record history: %w", err)
 	}
@@ -146,7 +163,7 @@ func (h *RedisHistory) Record(ctx context.Context, ev Event) error {
 }
 
 var redisStats = redis.NewScript(`
-local since, now, email, from = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local since, now, email, from, nsince, tk = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local function count(k)
 	if k == '' then return 0 end
 	return redis.call('ZCOUNT', k, since, now)
@@ -171,15 +188,21 @@ local function marks(k)
 	for i = 1, #all, 2 do
 		local tk, fid, day = string.match(all[i], '^([^|]*)|([^|]*)|(%d+)$')
 		if day and tonumber(day) >= from then
-			if live[fid] == nil then live[fid] = redis.call('SISMEMBER', KEYS[13], fid) == 1 end
+			if live[fid] == nil then live[fid] = redis.call('SISMEMBER', KEYS[14], fid) == 1 end
 			if live[fid] then table.insert(r, tk .. '|' .. day) end
 		end
 	end
 	return r
 end
 local e, d = first(KEYS[8]), first(KEYS[9])
+local net = 0
+if KEYS[10] ~= '' then
+	net = redis.call('ZCOUNT', KEYS[10], nsince, now)
+	local s = redis.call('ZSCORE', KEYS[10], tk)
+	if s and tonumber(s) >= tonumber(nsince) and tonumber(s) <= tonumber(now) then net = net - 1 end
+end
 return {count(KEYS[1]), count(KEYS[2]), others(KEYS[5]), count(KEYS[3]), others(KEYS[6]), count(KEYS[4]), others(KEYS[7]),
-	e[1], e[2], d[1], d[2], marks(KEYS[10]), marks(KEYS[11]), marks(KEYS[12])}
+	e[1], e[2], d[1], d[2], marks(KEYS[11]), marks(KEYS[12]), marks(KEYS[13]), net}
 `)
 
 // Stats implements History: one script.
@@ -191,9 +214,10 @@ func (h *RedisHistory) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		return h.key("m", kind, id)
 	}
 	keys := append(h.queryKeys(q.Tenant, q.Keys), mark("e", q.Email), mark("i", q.IP), mark("p", q.Phone), h.key("live"))
+	own := tenantToken(q.Tenant)
 	v, err := redisStats.Run(ctx, h.rdb, keys, q.Now.Add(-q.Window).UnixMilli(), q.Now.UnixMilli(), q.Email,
-		unixDay(firstDay(q.ReportsSince))).Slice()
-	if err != nil || len(v) != 14 {
+		unixDay(firstDay(q.ReportsSince)), q.NetworkSince.UnixMilli(), own).Slice()
+	if err != nil || len(v) != 15 {
 		return Stats{}, fmt.Errorf("fraud: history stats: %w", cmpErr(err, "a short answer"))
 	}
 	n := func(i int) int64 {
@@ -216,8 +240,8 @@ func (h *RedisHistory) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		EmailCount: int(n(0)), DomainCount: int(n(1)), TumblingVariants: int(n(2)),
 		IPCount: int(n(3)), IPDistinctEmails: int(n(4)), PhoneCount: int(n(5)), PhoneDistinctEmails: int(n(6)),
 		EmailFirstSeen: ms(7), EmailTotal: n(8), DomainFirstSeen: ms(9), DomainTotal: n(10),
+		EmailNetworkTenants: int(min(n(14), MaxNetworkTenants)),
 	}
-	own := tenantToken(q.Tenant)
 	for i, dst := range []*Reported{&s.EmailReported, &s.IPReported, &s.PhoneReported} {
 		items, _ := v[11+i].([]any)
 		newest := map[string]int64{}

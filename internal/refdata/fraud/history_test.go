@@ -17,7 +17,8 @@ func historyContract(t *testing.T, h History) {
 	k := Keys{Email: "A", Domain: "D", Tumbling: "T", IP: "I", Phone: "P"}
 	stats := func(tenant string, k Keys, window time.Duration) Stats {
 		t.Helper()
-		st, err := h.Stats(ctx, StatsQuery{Keys: k, Tenant: tenant, Now: now, Window: window, ReportsSince: now.Add(-24 * time.Hour)})
+		st, err := h.Stats(ctx, StatsQuery{Keys: k, Tenant: tenant, Now: now, Window: window, ReportsSince: now.Add(-24 * time.Hour),
+			NetworkSince: now.Add(-window)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,6 +58,7 @@ func historyContract(t *testing.T, h History) {
 		TumblingVariants: 1,
 		IPCount:          4, IPDistinctEmails: 2,
 		PhoneCount: 3, PhoneDistinctEmails: 1,
+		EmailNetworkTenants: 1, // globex asked about A too
 	}
 	if st := stats("acme", k, 24*time.Hour); !sameStats(st, want) {
 		t.Errorf("acme's stats\n got %+v\nwant %+v", st, want)
@@ -65,17 +67,26 @@ func historyContract(t *testing.T, h History) {
 		EmailCount: 3, EmailTotal: 6, EmailFirstSeen: now.Add(-74 * time.Hour),
 		DomainCount: 6, DomainTotal: 12, DomainFirstSeen: now.Add(-74 * time.Hour),
 		TumblingVariants: 3, IPCount: 6, IPDistinctEmails: 3, PhoneCount: 6, PhoneDistinctEmails: 3,
+		EmailNetworkTenants: 1,
 	}
 	if st := stats("globex", k, 24*time.Hour); !sameStats(st, wantGlobex) {
 		t.Errorf("globex's stats\n got %+v\nwant %+v", st, wantGlobex)
 	}
-	if st := stats("initech", k, 24*time.Hour); !sameStats(st, Stats{}) {
+	if st := stats("initech", k, 24*time.Hour); !sameStats(st, Stats{EmailNetworkTenants: 2}) {
 		t.Errorf("a tenant that never asked: %+v", st)
+	}
+	// The network window: in the last 4 minutes globex asked about A (at
+	// -4 and -3 minutes), acme did not.
+	if st := stats("acme", Keys{Email: "A"}, 4*time.Minute); st.EmailNetworkTenants != 1 {
+		t.Errorf("acme's network count over 4 minutes: %d", st.EmailNetworkTenants)
+	}
+	if st := stats("globex", Keys{Email: "A"}, 4*time.Minute); st.EmailNetworkTenants != 0 {
+		t.Errorf("globex's network count over 4 minutes: %d", st.EmailNetworkTenants)
 	}
 
 	// A short window and absent keys.
 	want = Stats{EmailCount: 1, EmailTotal: 2, EmailFirstSeen: now.Add(-2 * time.Hour),
-		DomainCount: 2, DomainTotal: 5, DomainFirstSeen: now.Add(-48 * time.Hour)}
+		DomainCount: 2, DomainTotal: 5, DomainFirstSeen: now.Add(-48 * time.Hour), EmailNetworkTenants: 1}
 	if st := stats("acme", Keys{Email: "A", Domain: "D"}, 45*time.Minute); !sameStats(st, want) {
 		t.Errorf("short window\n got %+v\nwant %+v", st, want)
 	}
@@ -94,7 +105,7 @@ func sameStats(a, b Stats) bool {
 	return a.EmailCount == b.EmailCount && a.EmailTotal == b.EmailTotal && a.EmailFirstSeen.Equal(b.EmailFirstSeen) &&
 		a.DomainCount == b.DomainCount && a.DomainTotal == b.DomainTotal && a.DomainFirstSeen.Equal(b.DomainFirstSeen) &&
 		a.TumblingVariants == b.TumblingVariants && a.IPCount == b.IPCount && a.IPDistinctEmails == b.IPDistinctEmails &&
-		a.PhoneCount == b.PhoneCount && a.PhoneDistinctEmails == b.PhoneDistinctEmails &&
+		a.PhoneCount == b.PhoneCount && a.PhoneDistinctEmails == b.PhoneDistinctEmails && a.EmailNetworkTenants == b.EmailNetworkTenants &&
 		sameReported(a.EmailReported, b.EmailReported) && sameReported(a.IPReported, b.IPReported) &&
 		sameReported(a.PhoneReported, b.PhoneReported)
 }

@@ -374,8 +374,8 @@ func (s *Scorer) WithdrawReports(ctx context.Context, tenant string, f ReportFil
 
 // reportSignals adds the reasons of reported parties: the tenant's own
 // reports in full, other tenants' (the network) when at least
-// NetworkMinTenants of them agree, weighted by how many and decayed by
-// age.
+// NetworkConfig.MinTenants of them agree, weighted by how many and decayed
+// by age.
 func (a *assessor) reportSignals(st Stats, k Keys, now time.Time) {
 	for _, r := range []struct {
 		rep          Reported
@@ -392,7 +392,7 @@ func (a *assessor) reportSignals(st Stats, k Keys, now time.Time) {
 		if !r.rep.Own.IsZero() {
 			a.add(r.own)
 		}
-		if share := networkShare(r.rep.Network, now, &a.cfg.Feedback); share > 0 {
+		if share := networkShare(r.rep.Network, now, &a.cfg.Network); share > 0 {
 			a.addPoints(r.network, int(math.Round(float64(a.cfg.Weights[r.network])*share)))
 		}
 	}
@@ -400,10 +400,10 @@ func (a *assessor) reportSignals(st Stats, k Keys, now time.Time) {
 
 // networkShare is the share (0-1) of its weight a network reason gets from
 // the newest report days of the other tenants that reported an
-// identifier: 0 below NetworkMinTenants tenants, else the sum of
-// 2^(-age/half_life) over them, divided by NetworkFullTenants, at most 1.
-func networkShare(days []time.Time, now time.Time, c *FeedbackConfig) float64 {
-	if len(days) < c.NetworkMinTenants || c.NetworkMinTenants < 2 {
+// identifier: 0 below MinTenants tenants, else the sum of
+// 2^(-age/half_life) over them, divided by FullTenants, at most 1.
+func networkShare(days []time.Time, now time.Time, c *NetworkConfig) float64 {
+	if len(days) < c.MinTenants || c.MinTenants < 2 {
 		return 0
 	}
 	sum := 0.0
@@ -411,5 +411,14 @@ func networkShare(days []time.Time, now time.Time, c *FeedbackConfig) float64 {
 		age := max(0, now.Sub(d))
 		sum += math.Exp2(-float64(age) / float64(c.HalfLife))
 	}
-	return min(1, sum/float64(c.NetworkFullTenants))
+	return min(1, sum/float64(c.FullTenants))
+}
+
+// networkCount is the share (0-1) of its weight a network reason counted
+// in tenants gets: 0 below MinTenants, else n/FullTenants, at most 1.
+func networkCount(n int, c *NetworkConfig) float64 {
+	if n < c.MinTenants || c.MinTenants < 2 {
+		return 0
+	}
+	return min(1, float64(n)/float64(c.FullTenants))
 }

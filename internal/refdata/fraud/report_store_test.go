@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +265,58 @@ func TestRedisStagedFilesSwept(t *testing.T) {
 	}
 	if ks := keys(); len(ks) != 0 {
 		t.Errorf("left after the sweep: %q", ks)
+	}
+}
+
+// BenchmarkReportStoreMemory stores one file of 100,000 reports (each with
+// its own address; with -ip and phone, its own IP and phone too) in
+// Redis and reports the server's memory per report (INFO memory,
+// used_memory, before and after).
+func BenchmarkReportStoreMemory(b *testing.B) {
+	for _, withIPPhone := range []bool{false, true} {
+		b.Run(fmt.Sprintf("ip_phone=%v", withIPPhone), func(b *testing.B) {
+			rdb := redistest.Need(b)
+			ctx := context.Background()
+			const n = 100_000
+			used := func() int64 {
+				info, err := rdb.Info(ctx, "memory").Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, line := range strings.Split(info, "\r\n") {
+					if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+						u, _ := strconv.ParseInt(v, 10, 64)
+						return u
+					}
+				}
+				b.Fatal("no used_memory")
+				return 0
+			}
+			for b.Loop() {
+				h := NewRedisHistory(rdb, RedisOptions{Prefix: redistest.Prefix(b, rdb, "fraudmem")})
+				before := used()
+				batch, err := h.BeginReports(ctx, "acme", "fb_mem", t0, n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				reports := make([]Report, 0, feedbackBatch)
+				for i := range n {
+					r := Report{Keys: Keys{Email: digest(nil, 'e', fmt.Sprint(i))}, Type: "chargeback", At: reportDay(t0), Line: i + 2}
+					if withIPPhone {
+						r.IP, r.Phone = digest(nil, 'i', fmt.Sprint(i)), digest(nil, 'p', fmt.Sprint(i))
+					}
+					if reports = append(reports, r); len(reports) == feedbackBatch {
+						if err := batch.Add(ctx, reports); err != nil {
+							b.Fatal(err)
+						}
+						reports = reports[:0]
+					}
+				}
+				if err := batch.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(used()-before)/n, "redis-bytes/report")
+			}
+		})
 	}
 }

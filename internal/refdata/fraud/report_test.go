@@ -201,7 +201,7 @@ func TestQueriesTenantScoped(t *testing.T) {
 			for _, v := range []string{"john.velo+a@gmail.com", "johnvelo+b@gmail.com", "john.velo7@gmail.com"} {
 				assess("globex", v, "")
 			}
-			velocity := []string{ReasonEmailVelocity, ReasonIPVelocity, ReasonEmailTumbling, ReasonEmailEstablished}
+			velocity := []string{ReasonEmailVelocity, ReasonIPVelocity, ReasonEmailTumbling, ReasonEmailEstablished, ReasonEmailVelocityNetwork}
 			for _, q := range [][2]string{{"carol.velo@gmail.com", ""}, {"other.velo@yahoo.com", "203.0.113.77"}, {"jo.hn.velo@gmail.com", ""}} {
 				a := assess("acme", q[0], q[1])
 				checkCodes(t, a, nil, velocity)
@@ -213,6 +213,39 @@ func TestQueriesTenantScoped(t *testing.T) {
 			checkCodes(t, assess("globex", "carol.velo@gmail.com", ""), []string{ReasonEmailVelocity}, nil)
 			checkCodes(t, assess("globex", "other.velo@yahoo.com", "203.0.113.77"), []string{ReasonIPVelocity}, nil)
 			checkCodes(t, assess("globex", "jo.hn.velo@gmail.com", ""), []string{ReasonEmailTumbling}, nil)
+		})
+	}
+}
+
+// TestNetworkVelocity: an address other tenants asked about recently
+// counts from three of them on, as email_velocity_network, weighted by how
+// many; the asking tenant's own queries and older ones do not count.
+func TestNetworkVelocity(t *testing.T) {
+	for _, tc := range stores {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			now := t0
+			s := New(DefaultConfig(), Deps{History: tc.history(t), Now: func() time.Time { return now }})
+			in := Input{Email: "serial.net@gmail.com"}
+			points := func(tenant string) int {
+				now = now.Add(time.Hour)
+				r, _ := reasonOf(s.Assess(ctx, tenant, in, okResult(in.Email)), ReasonEmailVelocityNetwork)
+				if r.Points != 0 && r.Source != SourceNetwork {
+					t.Errorf("source %q", r.Source)
+				}
+				return r.Points
+			}
+			for i, want := range []int{0, 0, 0, 0, 15, 20, 25, 25} {
+				tenant := []string{"acme", "acme", "globex", "initech", "umbrella", "hooli", "wonka", "stark"}[i]
+				if got := points(tenant); got != want {
+					t.Errorf("%s, after %d queries: %d points, want %d", tenant, i, got, want)
+				}
+			}
+			// A week and more after the last: nothing.
+			now = now.Add(7 * 24 * time.Hour)
+			if got := points("acme"); got != 0 {
+				t.Errorf("after the window: %d points", got)
+			}
 		})
 	}
 }
