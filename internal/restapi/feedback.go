@@ -258,6 +258,10 @@ func (s *Server) readFeedbackFile(ctx context.Context, part *multipart.Part, ten
 	var ans feedbackAnswer
 	br := bufio.NewReaderSize(&limitedReader{r: part, n: limit}, 64<<10)
 	header, err := readLine(br)
+	if err == errLineTooLong {
+		return nil, ans, &feedbackStatus{http.StatusBadRequest, fmt.Sprintf(
+			"the first line is longer than %d bytes; it must name the columns (%s).", maxFeedbackLine, strings.Join(feedbackColumns, ", "))}
+	}
 	if err != nil && err != io.EOF {
 		return nil, ans, readFailure(err)
 	}
@@ -475,8 +479,8 @@ func (s *Server) reportFilter(q url.Values) (fraud.ReportFilter, string) {
 		line = n
 	}
 	id := q.Get("feedback_id")
-	if len(id) > 64 {
-		return fraud.ReportFilter{}, "feedback_id is not one POST /feedback/v1 returned."
+	if id != "" && !fraud.ValidFeedbackID(id) {
+		return fraud.ReportFilter{}, "feedback_id is not one POST /feedback/v1 returns (fb_ and 24 hex digits)."
 	}
 	f, err := s.cfg.Fraud.ReportFilter(id, line, q.Get("email"))
 	var re *fraud.ReportError

@@ -220,7 +220,10 @@ func TestFeedbackTrustModel(t *testing.T) {
 			gamma, delta, eps := tenantClient{t, base, "t30-gamma"}, tenantClient{t, base, "t30-delta"}, tenantClient{t, base, "t30-eps"}
 			carol := []string{"email", "carol.t30@good.test", "ip", "73.30.1.2", "phone", "+1 650 253 0030"}
 
-			// One report by alpha: alpha's /fr says so, beta's does not move.
+			// One report by alpha: alpha's /fr says so, beta's does not move
+			// (beta asks once first: its first sight of the domain and the
+			// address moves its own answer).
+			beta.fr(carol...)
 			betaBefore := beta.fr(carol...)
 			r := alpha.feedback("email\tfraud_type\tip\tphone\treference_id\ncarol.t30@good.test\tspam\t73.30.1.2\t+1 650 253 0030\tcase-carol\n")
 			if r.code != http.StatusOK || r.json(t)["feedback_id"] == nil {
@@ -374,5 +377,82 @@ func TestFeedbackTrustModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFeedbackWithoutDurableStore: an API with no durable, shared fraud
+// history refuses feedback with 503 (nothing is kept in one replica's
+// memory), and still answers /fr.
+func TestFeedbackWithoutDurableStore(t *testing.T) {
+	createFraudKeys(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, peopleStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := startAPI(ctx, restapi.Config{Fraud: scorer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tenantClient{t, "http://" + addr, "t30-alpha"}
+	if r := c.feedback("email\tfraud_type\nnone.t30@good.test\tbot\n"); r.code != http.StatusServiceUnavailable ||
+		!strings.HasPrefix(string(r.body), "Fraud feedback is not kept by this server") {
+		t.Errorf("feedback: %d %s", r.code, r.body)
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if r := c.reports(m, "email", "none.t30@good.test"); r.code != http.StatusServiceUnavailable {
+			t.Errorf("%s reports: %d %s", m, r.code, r.body)
+		}
+	}
+	if a := c.fr("email", "none.t30@good.test"); a.Assessment == "" {
+		t.Error("no /fr answer")
+	}
+}
+
+// TestFeedbackFilesAtOnce: beyond the files a process records at once,
+// another file gets 429 with Retry-After, and goes through once the first
+// is done.
+func TestFeedbackFilesAtOnce(t *testing.T) {
+	base := fraudAPI(t, "redis", "", restapi.Config{FeedbackFiles: 1})
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, base+"/feedback/v1?"+q("api_key", fraudKey("t30-alpha")).Encode(), pr)
+		req.Header.Set("Content-Type", "multipart/form-data; boundary=XB")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if _, err := io.WriteString(pw, "--XB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f.tsv\"\r\n\r\nemail\tfraud_type\nslow.t30@good.test\tbot\n"); err != nil {
+		t.Fatal(err)
+	}
+	beta := tenantClient{t, base, "t30-beta"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := beta.feedback("email\tfraud_type\nbusy.t30@good.test\tbot\n")
+		if r.code == http.StatusTooManyRequests {
+			if r.header.Get("Retry-After") == "" || !strings.HasPrefix(string(r.body), "Too many feedback files being recorded at once") {
+				t.Errorf("429: %q %s", r.header.Get("Retry-After"), r.body)
+			}
+			break
+		}
+		if r.code != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("while alpha's file is under way: %d %s", r.code, r.body)
+		}
+	}
+	if _, err := io.WriteString(pw, "\r\n--XB--\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("alpha's file: %d", code)
+	}
+	if r := beta.feedback("email\tfraud_type\nafter.t30@good.test\tbot\n"); r.code != http.StatusOK {
+		t.Errorf("after alpha's file: %d %s", r.code, r.body)
 	}
 }

@@ -263,6 +263,21 @@ func newFeedbackID() string {
 	return "fb_" + hex.EncodeToString(b[:])
 }
 
+// ValidFeedbackID reports whether id has the form of a feedback file's ID
+// ("fb_" and 24 lower-case hex digits).
+func ValidFeedbackID(id string) bool {
+	h, ok := strings.CutPrefix(id, "fb_")
+	if !ok || len(h) != 24 {
+		return false
+	}
+	for _, c := range h {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // ID is the feedback file's ID.
 func (f *Feedback) ID() string { return f.id }
 
