@@ -107,7 +107,7 @@ func NewFraud(ctx context.Context, c FraudConfig, store people.Store) (*fraud.Sc
 		}
 		deps.GeoIP = db
 	}
-	if err := openFraudHistory(ctx, c, &deps, log); err != nil {
+	if err := openFraudHistory(ctx, c, cfg, &deps, log); err != nil {
 		return nil, err
 	}
 	s := fraud.New(cfg, deps)
@@ -118,8 +118,11 @@ func NewFraud(ctx context.Context, c FraudConfig, store people.Store) (*fraud.Sc
 	return s, nil
 }
 
-// openFraudHistory sets deps' History, HistoryKey and NoFeedback from c.
-func openFraudHistory(ctx context.Context, c FraudConfig, deps *fraud.Deps, log *slog.Logger) error {
+// openFraudHistory sets deps' History, HistoryKey and NoFeedback from c;
+// a Redis history keeps queries for the longer of cfg's windows (at least
+// its default week).
+func openFraudHistory(ctx context.Context, c FraudConfig, cfg fraud.Config, deps *fraud.Deps, log *slog.Logger) error {
+	ro := fraud.RedisOptions{Retain: max(7*24*time.Hour, time.Duration(cfg.Network.Window), time.Duration(cfg.Velocity.Window))}
 	url := c.HistoryURL
 	onFleet := false
 	if url == "" && c.Fleet != nil {
@@ -149,7 +152,8 @@ func openFraudHistory(ctx context.Context, c FraudConfig, deps *fraud.Deps, log 
 	switch {
 	case onFleet:
 		r := c.Fleet.Backend()
-		deps.History = fraud.NewRedisHistory(r.Client(), fraud.RedisOptions{Prefix: r.Prefix()})
+		ro.Prefix = r.Prefix()
+		deps.History = fraud.NewRedisHistory(r.Client(), ro)
 		log.Info("fraud history and feedback kept on the fleet backend (Redis), shared by every replica")
 	case strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://"):
 		h, err := openFraudPostgres(ctx, url)
@@ -164,7 +168,8 @@ func openFraudHistory(ctx context.Context, c FraudConfig, deps *fraud.Deps, log 
 			return err
 		}
 		context.AfterFunc(ctx, func() { _ = rdb.Close() })
-		deps.History = fraud.NewRedisHistory(rdb, fraud.RedisOptions{Prefix: prefix})
+		ro.Prefix = prefix
+		deps.History = fraud.NewRedisHistory(rdb, ro)
 		log.Info("fraud history and feedback kept in Redis, shared by every replica", "url", fleet.Redacted(url))
 	case url == HistoryMemory:
 		deps.History = fraud.NewMemoryHistory(0, 256)

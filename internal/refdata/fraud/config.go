@@ -376,6 +376,17 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // compiled here; entries that do not parse and list files are ignored
 // because New cannot fail. Use ParseConfig to catch such errors.
 func (c Config) prepared() Config {
+	// A hand-built Config that leaves out the trust model gets the
+	// default one (a zero horizon would refuse every dated report).
+	if c.Feedback == (FeedbackConfig{}) || c.Network == (NetworkConfig{}) {
+		d := DefaultConfig()
+		if c.Feedback == (FeedbackConfig{}) {
+			c.Feedback = d.Feedback
+		}
+		if c.Network == (NetworkConfig{}) {
+			c.Network = d.Network
+		}
+	}
 	if c.ip != nil {
 		return c
 	}

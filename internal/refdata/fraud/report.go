@@ -287,7 +287,7 @@ func (f *Feedback) Count() int64 { return f.n }
 // Add records r (once a batch is full, in the store, not yet counting).
 func (f *Feedback) Add(ctx context.Context, r Report) error {
 	if len(r.ReferenceID) > MaxReferenceID {
-		r.ReferenceID = r.ReferenceID[:MaxReferenceID]
+		r.ReferenceID = strings.ToValidUTF8(r.ReferenceID[:MaxReferenceID], "")
 	}
 	f.buf = append(f.buf, r)
 	f.n++

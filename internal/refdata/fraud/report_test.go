@@ -277,6 +277,14 @@ func TestReportOf(t *testing.T) {
 			t.Errorf("%s: err %v, want a %s error", tc.name, err, tc.field)
 		}
 	}
+	// A hand-built configuration without the trust model gets the default one.
+	hand := New(Config{Threshold: 50, Weights: map[string]int{}}, Deps{History: NewMemoryHistory(0, 0), Now: fixedClock(t0)})
+	if _, err := hand.ReportOf(ReportInput{Email: "a@example.com", Type: "bot", At: t0.Add(-48 * time.Hour)}); err != nil {
+		t.Errorf("a hand-built config refuses a report of two days ago: %v", err)
+	}
+	if c := hand.Config(); c.Network != DefaultConfig().Network || c.Feedback != DefaultConfig().Feedback {
+		t.Errorf("hand-built config: network %+v feedback %+v", c.Network, c.Feedback)
+	}
 	ctx := context.Background()
 	if _, err := New(DefaultConfig(), Deps{}).BeginFeedback(ctx, "acme"); !errors.Is(err, ErrFeedbackOff) {
 		t.Errorf("feedback without a history: %v", err)
