@@ -49,7 +49,7 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
 	vc := wiring.DefaultAPIVerifyConfig()
 	vc.BindFlags(flag.CommandLine)
-	var fc wiring.FraudConfig
+	fc := wiring.DefaultFraudConfig()
 	fc.BindFlags(flag.CommandLine)
 	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()

@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"flag"
@@ -39,9 +40,14 @@ type FraudConfig struct {
 	// pool_max_conns.
 	HistoryURL string
 	// HistoryKeyFile holds the key that digests identifiers in history; all
-	// replicas sharing a history need the same key (a Secret). Required
-	// with a shared history.
+	// replicas sharing a history need the same key (a Secret). A shared
+	// history needs it or HistoryKey.
 	HistoryKeyFile string
+	// HistoryKey is that key itself, when no file gives it: $FRAUD_HISTORY_KEY
+	// in DefaultFraudConfig (a Secret's key in the environment, such as the
+	// chart's store.credentialsSecret gives). Not a flag: a key never goes
+	// on a command line.
+	HistoryKey string
 	// Budget bounds the email check inside one call.
 	Budget time.Duration
 	// SMTP adds the mailbox check to that email check.
@@ -58,13 +64,21 @@ type FraudConfig struct {
 // memory.
 const HistoryMemory = "memory"
 
+// DefaultFraudConfig is the configuration the API starts from: the history
+// URL from $FRAUD_HISTORY_URL and its key from $FRAUD_HISTORY_KEY, so that
+// a Secret in the environment (the chart's store.credentialsSecret) can
+// give both.
+func DefaultFraudConfig() FraudConfig {
+	return FraudConfig{HistoryURL: os.Getenv("FRAUD_HISTORY_URL"), HistoryKey: os.Getenv("FRAUD_HISTORY_KEY"), Budget: 1500 * time.Millisecond}
+}
+
 // BindFlags registers the flags on fs.
 func (c *FraudConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ConfigPath, "fraud-config", c.ConfigPath, "fraud weights and thresholds file (reloaded on change)")
 	fs.StringVar(&c.GeoIPPaths, "geoip-db", c.GeoIPPaths, "MaxMind-format GeoIP databases, comma separated")
-	fs.StringVar(&c.HistoryURL, "fraud-history-url", c.HistoryURL, `fraud history and feedback: postgres://..., redis://host:port/db[?prefix=], or "memory" (this process, lost on restart) (default: the --fleet-url backend with --fraud-history-key-file, else memory for /fr with POST /feedback/v1 refused)`)
-	fs.StringVar(&c.HistoryKeyFile, "fraud-history-key-file", c.HistoryKeyFile, "file with the key that digests identifiers in fraud history (required with a shared history)")
-	fs.DurationVar(&c.Budget, "fraud-email-budget", 1500*time.Millisecond, "time budget of the email check in GET /fr")
+	fs.StringVar(&c.HistoryURL, "fraud-history-url", c.HistoryURL, `fraud history and feedback: postgres://..., redis://host:port/db[?prefix=], or "memory" (this process, lost on restart) (default $FRAUD_HISTORY_URL, else the --fleet-url backend when the key is given, else memory for /fr with POST /feedback/v1 refused)`)
+	fs.StringVar(&c.HistoryKeyFile, "fraud-history-key-file", c.HistoryKeyFile, "file with the key that digests identifiers in fraud history (default: $FRAUD_HISTORY_KEY; a shared history needs one)")
+	fs.DurationVar(&c.Budget, "fraud-email-budget", cmp.Or(c.Budget, 1500*time.Millisecond), "time budget of the email check in GET /fr")
 	fs.BoolVar(&c.SMTP, "fraud-smtp", false, "run the SMTP mailbox check inside GET /fr")
 }
 
@@ -126,8 +140,8 @@ func openFraudHistory(ctx context.Context, c FraudConfig, cfg fraud.Config, deps
 	url := c.HistoryURL
 	onFleet := false
 	if url == "" && c.Fleet != nil {
-		if c.HistoryKeyFile == "" {
-			log.Warn("fraud history not kept on the fleet backend: --fraud-history-key-file is missing (the key must come from a Secret, not from the backend)")
+		if c.HistoryKeyFile == "" && c.HistoryKey == "" {
+			log.Warn("fraud history not kept on the fleet backend: no key (--fraud-history-key-file or $FRAUD_HISTORY_KEY, from a Secret, not from the backend)")
 		} else {
 			onFleet = true
 		}
@@ -143,8 +157,10 @@ func openFraudHistory(ctx context.Context, c FraudConfig, cfg fraud.Config, deps
 			return fmt.Errorf("fraud history key file %s is empty", c.HistoryKeyFile)
 		}
 		deps.HistoryKey = key
+	case c.HistoryKey != "":
+		deps.HistoryKey = []byte(c.HistoryKey)
 	case shared:
-		return fmt.Errorf("--fraud-history-url needs --fraud-history-key-file, so that replicas agree on digests")
+		return fmt.Errorf("--fraud-history-url needs --fraud-history-key-file (or $FRAUD_HISTORY_KEY), so that replicas agree on digests")
 	default:
 		deps.HistoryKey = make([]byte, 32)
 		_, _ = rand.Read(deps.HistoryKey)
@@ -176,7 +192,7 @@ func openFraudHistory(ctx context.Context, c FraudConfig, cfg fraud.Config, deps
 		log.Warn("fraud history and feedback kept in this process's memory: lost on restart, seen by this process only (make run)")
 	case url == "":
 		deps.History, deps.NoFeedback = fraud.NewMemoryHistory(0, 256), true
-		log.Warn("fraud history kept in this process's memory (this replica only, lost on restart); POST /feedback/v1 is refused until --fraud-history-url (PostgreSQL or Redis) or --fleet-url, with --fraud-history-key-file, gives it a durable store")
+		log.Warn("fraud history kept in this process's memory (this replica only, lost on restart); POST /feedback/v1 is refused until --fraud-history-url (PostgreSQL or Redis) or --fleet-url, with the history key (--fraud-history-key-file or $FRAUD_HISTORY_KEY), gives it a durable store")
 	default:
 		return fmt.Errorf("--fraud-history-url %s: not postgres://, redis:// or %q", fleet.Redacted(url), HistoryMemory)
 	}

@@ -18,6 +18,11 @@ import (
 // backend) put fraud history and feedback, what is refused, and that the
 // choice is said at start.
 func TestFraudHistoryStores(t *testing.T) {
+	t.Setenv("FRAUD_HISTORY_URL", "redis://10.0.0.9:6379/1")
+	t.Setenv("FRAUD_HISTORY_KEY", "from-the-environment")
+	if d := DefaultFraudConfig(); d.HistoryURL != "redis://10.0.0.9:6379/1" || d.HistoryKey != "from-the-environment" {
+		t.Errorf("DefaultFraudConfig: %+v", d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	keyFile := filepath.Join(t.TempDir(), "key")
@@ -54,14 +59,19 @@ func TestFraudHistoryStores(t *testing.T) {
 			log: "kept in Redis"},
 		{name: "the fleet backend", c: FraudConfig{Fleet: fl, HistoryKeyFile: keyFile}, feedback: true,
 			log: "kept on the fleet backend"},
+		{name: "the fleet backend, the key from the environment", c: FraudConfig{Fleet: fl, HistoryKey: "0123456789abcdef"}, feedback: true,
+			log: "kept on the fleet backend"},
 		{name: "the fleet backend without a key", c: FraudConfig{Fleet: fl},
-			log: "--fraud-history-key-file is missing"},
+			log: "fraud history not kept on the fleet backend: no key"},
 		{name: "redis without a key", c: FraudConfig{HistoryURL: "redis://127.0.0.1:6379/0"}, err: "needs --fraud-history-key-file"},
 		{name: "postgres without a key", c: FraudConfig{HistoryURL: "postgres://u@127.0.0.1/test"}, err: "needs --fraud-history-key-file"},
 		{name: "an empty key", c: FraudConfig{HistoryURL: HistoryMemory, HistoryKeyFile: emptyKey}, err: "is empty"},
 		{name: "another scheme", c: FraudConfig{HistoryURL: "bolt:///x.db", HistoryKeyFile: keyFile}, err: "not postgres://, redis:// or"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.c.Budget == 0 {
+				tc.c.Budget = DefaultFraudConfig().Budget
+			}
 			var logs bytes.Buffer
 			tc.c.Log = slog.New(slog.NewTextHandler(&logs, nil))
 			s, err := NewFraud(ctx, tc.c, nil)
