@@ -48,9 +48,11 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
 	o.Throttle = restapi.DefaultThrottle()
 	o.Throttle.BindFlags(flag.CommandLine)
+	flag.IntVar(&o.FeedbackFiles, "feedback-files", restapi.DefaultFeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
+	flag.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", restapi.DefaultFeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
 	vc := wiring.DefaultAPIVerifyConfig()
 	vc.BindFlags(flag.CommandLine)
-	var fc wiring.FraudConfig
+	fc := wiring.DefaultFraudConfig()
 	fc.BindFlags(flag.CommandLine)
 	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()
@@ -88,6 +90,7 @@ func main() {
 		}
 		defer o.People.Close()
 	}
+	fc.Fleet, fc.Log = wiring.FleetOf(engine), log
 	if o.Fraud, err = wiring.NewFraud(ctx, fc, o.People); err != nil {
 		log.Error("fraud scorer", logging.KeyError, err.Error())
 		os.Exit(2)

@@ -87,12 +87,15 @@ func TestSlowBodyIsCut(t *testing.T) {
 	for _, tc := range []struct {
 		name, target, contentType, start string
 		headers                          []string
+		plain                            bool // a plain-text route: "Request timeout: ..."
 	}{
 		{name: "a raw list", target: "/v5/list", contentType: "text/csv", headers: []string{"api_key: " + keyAcme}},
 		{name: "a multipart list", target: "/v5/list", contentType: "multipart/form-data; boundary=XX", headers: []string{"api_key: " + keyAcme},
 			start: "--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"l.csv\"\r\nContent-Type: text/csv\r\n\r\n"},
 		{name: "a bulk body", target: "/v5/ei/bulk?api_key=" + keyDemo, contentType: "application/json", start: "[{"},
 		{name: "a purchase", target: fmt.Sprintf("/v5/list/%d/purchase", id), contentType: "application/json", headers: []string{"api_key: " + keyAcme}, start: "{"},
+		{name: "a feedback file", target: "/feedback/v1?api_key=" + keyFraud, contentType: "multipart/form-data; boundary=XX", plain: true,
+			start: "--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f.tsv\"\r\n\r\nemail\tfraud_type\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			headers := append([]string{"Content-Type: " + tc.contentType, "Content-Length: 100000"}, tc.headers...)
@@ -119,7 +122,11 @@ func TestSlowBodyIsCut(t *testing.T) {
 				}
 			}()
 			r := c.answer()
-			if r.code != http.StatusRequestTimeout || !strings.Contains(string(r.body), `"error":"SlowUpload"`) ||
+			kind := `"error":"SlowUpload"`
+			if tc.plain {
+				kind = "Request timeout: the request body fell behind"
+			}
+			if r.code != http.StatusRequestTimeout || !strings.Contains(string(r.body), kind) ||
 				!strings.Contains(string(r.body), "fell behind the minimum rate of 1024 bytes a second for more than 500ms") {
 				t.Fatalf("%d %s", r.code, r.body)
 			}

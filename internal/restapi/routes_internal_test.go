@@ -81,7 +81,7 @@ func routesServer(t *testing.T) (*Server, http.Handler) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ps.Close() })
-	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{}, ps)
+	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{HistoryURL: wiring.HistoryMemory, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, ps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,12 @@ type Config struct {
 	// Now is the clock of the failure counts (time.Now when nil). Read
 	// deadlines are the connection's, always on the wall clock.
 	Now func() time.Time
+	// FeedbackFiles bounds the feedback files this process records at
+	// once, FeedbackFilesPerTenant those of one tenant (defaults
+	// DefaultFeedbackFiles and DefaultFeedbackFilesPerTenant): each holds
+	// a store transaction while its client sends it; beyond, 429.
+	FeedbackFiles          int
+	FeedbackFilesPerTenant int
 }
 
 // Server is the REST API.
@@ -81,6 +87,9 @@ type Server struct {
 	ids      *listid.Allocator
 	log      *slog.Logger
 	metrics  *metrics.API
+
+	// feedback bounds the feedback files recorded at once.
+	feedback *feedbackSlots
 
 	// notReady reports draining, when set.
 	notReady func() bool
@@ -126,6 +135,12 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.FeedbackFiles <= 0 {
+		cfg.FeedbackFiles = DefaultFeedbackFiles
+	}
+	if cfg.FeedbackFilesPerTenant <= 0 {
+		cfg.FeedbackFilesPerTenant = DefaultFeedbackFilesPerTenant
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -138,6 +153,7 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 		authFailures: newFailures[netip.Addr](t.AuthFailureRate, t.AuthFailureBurst, t.TrackedAddresses, cfg.Now),
 		forbidden:    newFailures[string](t.ForbiddenRate, t.ForbiddenBurst, t.TrackedAddresses, cfg.Now),
 		uploads:      newUploads(t.UploadsPerKey, t.UploadsPerTenant),
+		feedback:     &feedbackSlots{max: cfg.FeedbackFiles, perTenant: cfg.FeedbackFilesPerTenant, tenants: map[string]int{}},
 	}
 	s.exportEngine()
 	return s
@@ -173,6 +189,8 @@ func (s *Server) Handler() http.Handler {
 	route("GET /pv", s.textKey(services.Fraud, hasPhone, parseQuery, s.verifyPhone))
 	if s.cfg.Fraud != nil {
 		route("POST /feedback/v1", s.feedbackKey(s.fraudFeedback))
+		route("GET /feedback/v1/reports", s.textKey(services.Fraud, anyParams, parseQuery, s.listReports))
+		route("DELETE /feedback/v1/reports", s.textKey(services.Fraud, anyParams, parseQuery, s.withdrawReports))
 	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(services.EmailValidation, s.verifyEmail))

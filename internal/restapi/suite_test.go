@@ -3,6 +3,7 @@ package restapi_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -227,11 +228,13 @@ func startAPIStore(ctx context.Context, c restapi.Config, st *blobstore.Store) (
 		ExtraTLDs: map[string]bool{"test": true},
 	}
 	c.People = peopleStore
-	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{}, peopleStore) // in-memory history
-	if err != nil {
-		return "", err
+	if c.Fraud == nil { // an in-memory history, unless the test brings its own
+		scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{HistoryURL: wiring.HistoryMemory, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, peopleStore)
+		if err != nil {
+			return "", err
+		}
+		c.Fraud = scorer
 	}
-	c.Fraud = scorer
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {

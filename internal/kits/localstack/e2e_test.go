@@ -294,7 +294,8 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 		`{"email_append":[{"email":"josephl@example.org","email_match_type":"Individual"}]}`,
 		`{"alternate_email":[{"email":"alee@example.org","email_match_type":"Household"},`,
 		`{"phone_verification":{"phone_number":"16502530000","line_type":"landline_or_mobile","status":"valid","country_code":"US","country_calling_code":1}}`,
-		`{"total_records":1,"skipped_records":0}`, `"code":"email_reported"`} {
+		`{"total_records":1,"skipped_records":0,"feedback_id":"fb_`, `"code":"email_reported"`,
+		`{"reports":[{"feedback_id":"fb_`, `"reference_id":"case-17"`, `{"withdrawn":1}`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("README block output lacks %s:\n%s", want, text)
 		}

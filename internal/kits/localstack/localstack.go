@@ -381,7 +381,8 @@ func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) erro
 	if err != nil {
 		return err
 	}
-	scorer, err := wiring.NewFraud(mctx, wiring.FraudConfig{}, s.people)
+	// make run keeps fraud history and feedback in memory, and says so.
+	scorer, err := wiring.NewFraud(mctx, wiring.FraudConfig{HistoryURL: wiring.HistoryMemory, Log: o.Log}, s.people)
 	if err != nil {
 		return err
 	}
