@@ -56,7 +56,8 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 		r.fail(list, ReasonInvalidInput, err.Error())
 		return ctrl.Result{}, false, nil
 	}
-	req := pipeline.Request{Source: src, Dialect: dialect, Service: string(list.Spec.Service), MaxAge: list.Spec.MaxAge()}
+	req := pipeline.Request{Source: src, Dialect: dialect, Service: string(list.Spec.Service), MaxAge: list.Spec.MaxAge(),
+		HistoryTenant: r.Access.historyTenant(list)}
 	plan, err := pipeline.Prepare(ctx, r.Store, keys, req, svc, r.Pipeline)
 	if pipeline.IsBadInput(err) {
 		r.fail(list, ReasonInvalidInput, err.Error())

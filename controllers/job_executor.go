@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 )
 
@@ -58,6 +59,10 @@ type JobConfig struct {
 	ServiceAccountName string
 	// EnvFromSecret, when set, feeds store credentials to the workers.
 	EnvFromSecret string
+	// HistoryKeySecret, when set, names the Secret whose HISTORY_KEY key
+	// becomes the workers' $HISTORY_KEY: the verification history's key,
+	// which every process must share (evhistory.LoadSecret).
+	HistoryKeySecret string
 	// StorePVC, when set, is mounted at StoreMountPath for file:// stores.
 	StorePVC       string
 	StoreMountPath string
@@ -200,6 +205,12 @@ func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
 	if cfg.EnvFromSecret != "" {
 		container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: cfg.EnvFromSecret}}}}
+	}
+	if cfg.HistoryKeySecret != "" {
+		// Not optional: a named Secret that is missing is a mistake the
+		// pod start watcher reports, rather than workers keyed otherwise.
+		container.Env = append(container.Env, corev1.EnvVar{Name: evhistory.SecretEnv, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: cfg.HistoryKeySecret}, Key: evhistory.SecretEnv}}})
 	}
 	pod := corev1.PodSpec{
 		RestartPolicy:                corev1.RestartPolicyNever,

@@ -5,6 +5,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -311,6 +312,10 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		}
 	}
 	setSMTPBudget(o)
+	if o.Executor == ExecutorJob && o.Verify.NamesHistory() && o.Job.HistoryKeySecret == "" && o.Job.EnvFromSecret == "" {
+		return errors.New("worker Jobs would open the verification history without its key: " +
+			"name the Secret holding HISTORY_KEY with --worker-history-key-secret (the chart does), or put HISTORY_KEY in --worker-env-secret")
+	}
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}

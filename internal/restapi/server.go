@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,10 @@ type Config struct {
 	// FeedbackMaxBytes bounds the file of POST /feedback/v1
 	// (DefaultFeedbackMaxBytes when 0).
 	FeedbackMaxBytes int64
+	// HistoryHealth, when set, says whether the verifier's verification
+	// history is in use, and why not (wiring.HistoryHealth): GET /readyz
+	// says so, still ready (the API answers, probing every address).
+	HistoryHealth func() (ok bool, detail string)
 }
 
 // Server is the REST API.
@@ -160,9 +165,20 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusServiceUnavailable, "draining")
 		return
 	}
+	var notes []string
 	if s.keys.Len() == 0 {
 		// Not fatal: a cluster may have no keys yet; report it for operators.
-		writeText(w, http.StatusOK, "ok (no API keys configured)")
+		notes = append(notes, "no API keys configured")
+	}
+	if s.cfg.HistoryHealth != nil {
+		if ok, detail := s.cfg.HistoryHealth(); !ok {
+			// Not fatal either: without the history every address is
+			// probed; failing readiness would stop every replica at once.
+			notes = append(notes, "verification history not in use: "+detail)
+		}
+	}
+	if len(notes) > 0 {
+		writeText(w, http.StatusOK, "ok ("+strings.Join(notes, "; ")+")")
 		return
 	}
 	writeText(w, http.StatusOK, "ok")

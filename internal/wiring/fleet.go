@@ -135,6 +135,13 @@ func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.
 	return h, nil
 }
 
+// NamesHistory reports whether a process with c's flags opens a
+// verification history (and so needs its key): --history-url other than
+// "off", or a --fleet-url backend that keeps it by default.
+func (c VerifyConfig) NamesHistory() bool {
+	return c.HistoryURL != "off" && (c.HistoryURL != "" || c.Fleet.URL != "")
+}
+
 // HistoryHealth returns whether e's verification history is in use, and
 // why not (its store kept under another key); nil when e has none.
 func HistoryHealth(e *verify.Engine) func() (ok bool, detail string) {

@@ -136,15 +136,22 @@ type Stats struct {
 	KeyLost       uint64
 }
 
+// Counter names of the key checks, which the manager reads from shard
+// summaries to warn on a list (the metrics export every counter).
+const (
+	CounterKeyMismatches = "history_key_mismatches"
+	CounterKeyLost       = "history_key_lost"
+)
+
 // Counters names the counters for shard summaries and metrics.
 func (s Stats) Counters() map[string]float64 {
 	return map[string]float64{
-		"history_hits":           float64(s.Hits),
-		"history_misses":         float64(s.Misses),
-		"history_errors":         float64(s.Errors),
-		"history_recorded":       float64(s.Recorded),
-		"history_key_mismatches": float64(s.KeyMismatches),
-		"history_key_lost":       float64(s.KeyLost),
+		"history_hits":       float64(s.Hits),
+		"history_misses":     float64(s.Misses),
+		"history_errors":     float64(s.Errors),
+		"history_recorded":   float64(s.Recorded),
+		CounterKeyMismatches: float64(s.KeyMismatches),
+		CounterKeyLost:       float64(s.KeyLost),
 	}
 }
 

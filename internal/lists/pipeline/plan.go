@@ -87,6 +87,11 @@ type Plan struct {
 	// history (nanoseconds; absent: the service's default). A field added
 	// without a version change: older plans simply lack it.
 	MaxAge *time.Duration `json:"maxAge,omitempty"`
+	// HistoryTenant is whose list this is, for the verification history:
+	// the shards (in the manager or in Job pods alike) read it here. Added
+	// without a version change: a plan made before it has none, and its
+	// shards then neither read nor write a tenant-scoped history.
+	HistoryTenant string `json:"historyTenant,omitempty"`
 
 	SizeBytes int64 `json:"sizeBytes"`
 	Records   int64 `json:"records"`
