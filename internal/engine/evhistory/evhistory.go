@@ -129,9 +129,10 @@ type Stats struct {
 	Misses   uint64 // lookups without one (none kept, or older than the caller's maximum age)
 	Errors   uint64 // calls that failed (the backend, or a key mismatch): the lookups then probe
 	Recorded uint64 // verdicts kept
-	// KeyMismatches counts key checks that found the store kept under
-	// another key (or scope); KeyLost, checks that found this process's
-	// key fingerprint gone (the store lost its data) and published it again.
+	// KeyMismatches counts key checks, and history calls refused, because
+	// the store is kept under another key (or scope); KeyLost, checks that
+	// found this process's key fingerprint gone (the store lost its data)
+	// and published it again.
 	KeyMismatches uint64
 	KeyLost       uint64
 }

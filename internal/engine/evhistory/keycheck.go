@@ -95,7 +95,11 @@ const (
 func (h *History) CheckKey(ctx context.Context) error {
 	h.keyMu.Lock()
 	defer h.keyMu.Unlock()
-	return h.checkKeyLocked(ctx)
+	err := h.checkKeyLocked(ctx)
+	if errors.Is(err, ErrKeyMismatch) {
+		h.keyMismatches.Add(1)
+	}
+	return err
 }
 
 func (h *History) checkKeyLocked(ctx context.Context) error {
@@ -106,7 +110,6 @@ func (h *History) checkKeyLocked(ctx context.Context) error {
 	h.lastCheck = h.now()
 	prev := h.keyState.Load()
 	if !bytes.Equal(held, h.fp) {
-		h.keyMismatches.Add(1)
 		h.setDetail(fmt.Sprintf("the store's history is kept under key %s and this process's key is %s (%s scope): "+
 			"processes run with different %s values (or scopes); this one neither reads nor writes the history until they agree",
 			short(held), short(h.fp), h.scope, SecretEnv))
@@ -134,19 +137,24 @@ func (h *History) checkKeyLocked(ctx context.Context) error {
 }
 
 // keyReady checks the key when a check is due and says whether the
-// history may be read and written now.
+// history may be read and written now. Each call refused for a mismatch
+// is counted (history_key_mismatches): so a list's shard summary, which
+// counts what happened during the shard, shows it whenever the shard
+// asked a history it could not use, whenever the mismatch began.
 func (h *History) keyReady(ctx context.Context) error {
 	h.keyMu.Lock()
 	defer h.keyMu.Unlock()
+	var err error
 	if h.keyState.Load() == keyUnchecked || h.now().Sub(h.lastCheck) >= h.checkEvery {
-		if err := h.checkKeyLocked(ctx); err != nil {
-			return err
-		}
+		err = h.checkKeyLocked(ctx)
 	}
-	if h.keyState.Load() == keyMismatch {
-		return ErrKeyMismatch
+	if err == nil && h.keyState.Load() == keyMismatch {
+		err = ErrKeyMismatch
 	}
-	return nil
+	if errors.Is(err, ErrKeyMismatch) {
+		h.keyMismatches.Add(1)
+	}
+	return err
 }
 
 // watch checks the key every checkEvery until ctx ends, so that an idle
