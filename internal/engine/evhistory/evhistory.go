@@ -170,8 +170,9 @@ type History struct {
 	// The key check (keycheck.go): keyMu serialises checks.
 	keyMu     sync.Mutex
 	keyState  atomic.Int32
-	lastCheck time.Time
-	seen      bool // this process has seen its fingerprint in the store
+	lastCheck time.Time // the last check the store answered
+	lastTry   time.Time // the last check tried
+	seen      bool      // this process has seen its fingerprint in the store
 	detailMu  sync.Mutex
 	detail    string
 	stopWatch context.CancelFunc

@@ -81,6 +81,13 @@ func short(fp []byte) string {
 	return hex.EncodeToString(fp)
 }
 
+// keyRetry is how long after a key check the store did not answer the
+// next one is tried.
+const keyRetry = 5 * time.Second
+
+// errKeyUnchecked: the store has not answered a key check yet.
+var errKeyUnchecked = errors.New("the store has not answered the key check yet")
+
 // Key check states.
 const (
 	keyUnchecked int32 = iota // the store has not answered yet
@@ -145,8 +152,17 @@ func (h *History) keyReady(ctx context.Context) error {
 	h.keyMu.Lock()
 	defer h.keyMu.Unlock()
 	var err error
-	if h.keyState.Load() == keyUnchecked || h.now().Sub(h.lastCheck) >= h.checkEvery {
+	now := h.now()
+	due := h.keyState.Load() == keyUnchecked || now.Sub(h.lastCheck) >= h.checkEvery
+	switch {
+	case due && now.Sub(h.lastTry) >= keyRetry:
+		// One try at a time, and after a failed one none for keyRetry:
+		// with the store away, calls must not queue here behind its
+		// timeouts (they fail on their own, in parallel).
+		h.lastTry = now
 		err = h.checkKeyLocked(ctx)
+	case h.keyState.Load() == keyUnchecked:
+		err = errKeyUnchecked
 	}
 	if err == nil && h.keyState.Load() == keyMismatch {
 		err = ErrKeyMismatch

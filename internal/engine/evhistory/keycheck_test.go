@@ -189,3 +189,53 @@ func found(t *testing.T, h *History, box string) bool {
 	}
 	return got[0].Code != 0
 }
+
+// flakyStore is a store whose key claims fail while down, counted.
+type flakyStore struct {
+	Store
+	mu     sync.Mutex
+	down   bool
+	claims int
+}
+
+func (s *flakyStore) ClaimKey(ctx context.Context, fp []byte, lease time.Duration) ([]byte, bool, error) {
+	s.mu.Lock()
+	s.claims++
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		return nil, false, errors.New("connection refused")
+	}
+	return s.Store.ClaimKey(ctx, fp, lease)
+}
+
+// With the store away at start, calls do not queue behind key checks: one
+// is tried, then none for keyRetry (the calls fail at once, and probe);
+// once the store answers, the next due try checks the key and the history
+// is used.
+func TestKeyCheckRetriesWhileStoreAway(t *testing.T) {
+	ctx := context.Background()
+	st := &flakyStore{Store: mustBolt(t, boltBackend(t).url), down: true}
+	clk := &clock{t: time.Now()}
+	h, err := New(st, testSecret, Options{TTLs: DefaultTTLs(), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for range 10 {
+		if _, err := h.Lookup(ctx, acme, []string{"ann@example.test"}, nil); err == nil {
+			t.Fatal("a lookup succeeded before the key was checked")
+		}
+	}
+	if st.claims != 1 {
+		t.Errorf("%d key checks for 10 calls with the store away, want 1", st.claims)
+	}
+	st.mu.Lock()
+	st.down = false
+	st.mu.Unlock()
+	clk.Add(keyRetry)
+	record(t, h, "ann@example.test")
+	if !found(t, h, "ann@example.test") || st.claims != 2 {
+		t.Errorf("after the store came back: %d checks, verdict found %v", st.claims, found(t, h, "ann@example.test"))
+	}
+}
