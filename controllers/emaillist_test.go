@@ -147,7 +147,7 @@ func TestJobShape(t *testing.T) {
 	}
 	// The history's key comes from the Secret, never from the Job spec.
 	if env := pod.Containers[0].Env; len(env) != 1 || env[0].Name != "HISTORY_KEY" || env[0].Value != "" ||
-		env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil ||
+		env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil || !*env[0].ValueFrom.SecretKeyRef.Optional ||
 		env[0].ValueFrom.SecretKeyRef.Name != historyKeySecret || env[0].ValueFrom.SecretKeyRef.Key != "HISTORY_KEY" {
 		t.Errorf("worker env %+v, want HISTORY_KEY from Secret %s", env, historyKeySecret)
 	}

@@ -258,6 +258,7 @@ func TestRunLocalFleetStats(t *testing.T) {
 	w, in, _ := smtpWorld(t)
 	rdb := redistest.Need(t)
 	prefix := redistest.Prefix(t, rdb, "workertest")
+	t.Setenv("HISTORY_KEY", "worker-fleet-test-key-0123") // the fleet backend keeps a history
 	out := filepath.Join(t.TempDir(), "out.csv")
 	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats",
 		"--fleet-url", "redis://" + redistest.Addr + "/0?prefix=" + prefix}, worldFlags(w)...)

@@ -312,9 +312,8 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		}
 	}
 	setSMTPBudget(o)
-	if o.Executor == ExecutorJob && o.Verify.NamesHistory() && o.Job.HistoryKeySecret == "" && o.Job.EnvFromSecret == "" {
-		return errors.New("worker Jobs would open the verification history without its key: " +
-			"name the Secret holding HISTORY_KEY with --worker-history-key-secret (the chart does), or put HISTORY_KEY in --worker-env-secret")
+	if err := workersHistoryKey(o); err != nil {
+		return err
 	}
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
@@ -323,6 +322,17 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 	o.Job.ExtraArgs = append(append(o.Verify.Args(),
 		"--max-expanded-bytes="+strconv.FormatInt(o.Pipeline.Limits.MaxExpandedBytes, 10),
 		"--max-record-bytes="+strconv.Itoa(o.Pipeline.Limits.MaxRecordBytes)), o.Job.ExtraArgs...)
+	return nil
+}
+
+// workersHistoryKey refuses Job workers that would open the verification
+// history without a way to its key: each would fail at start, list after
+// list, instead of this manager once.
+func workersHistoryKey(o *Options) error {
+	if o.Executor == ExecutorJob && o.Verify.NamesHistory() && o.Job.HistoryKeySecret == "" && o.Job.EnvFromSecret == "" {
+		return errors.New("worker Jobs would open the verification history without its key: " +
+			"name the Secret holding HISTORY_KEY with --worker-history-key-secret (the chart does), or put HISTORY_KEY in --worker-env-secret")
+	}
 	return nil
 }
 
