@@ -22,6 +22,23 @@
 // Whose earlier checks may answer a call: the caller's tenant alone (the
 // default), or every tenant's, dated to the hour. See Scope.
 //
+// # The key check
+//
+// Every process of an installation must key the history with the same
+// secret, or one address is kept under several keys: probed again, and
+// never said. So the store holds a fingerprint of the key the history is
+// kept under (HMAC of a fixed label and the scope under the secret: it
+// tells nothing of the secret), with a lease. Each process claims it at
+// start and then every KeyCheckEvery (and before reading or writing when
+// a check is due): an empty store (new, or one that lost its data) gets
+// this process's fingerprint; a matching one has its lease renewed;
+// another one means another key (or another scope) is in use, and this
+// process reports it (log, the history_key_mismatches counter, Health)
+// and neither reads nor writes the history until they agree. When every
+// process of the old key is gone, its lease runs out (KeyLeaseFactor
+// times KeyCheckEvery) and the new key takes the store over: a rotation
+// heals by itself, loudly.
+//
 // # What is kept, and how long
 //
 // Deliverable (50) and undeliverable (400 no such mailbox, 420 refused by
