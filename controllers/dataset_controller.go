@@ -116,14 +116,14 @@ func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Da
 	key, err := r.stageSource(ctx, ds)
 	if errors.Is(err, errSourceMissing) {
 		if after, wait := sourceGrace(clockNow(r.Clock), ds.CreationTimestamp.Time, r.SourceGrace, r.PollInterval); wait {
-			setDatasetProgressing(ds, ReasonWaitingForSource, err.Error())
+			setDatasetProgressing(ds, ReasonWaitingForSource, r.Store.Redact(err))
 			return ctrl.Result{RequeueAfter: after}, nil
 		}
-		r.fail(ds, ReasonSourceMissing, err.Error())
+		r.fail(ds, ReasonSourceMissing, r.Store.Redact(err))
 		return ctrl.Result{}, nil
 	}
 	if errors.Is(err, errBadSource) {
-		r.fail(ds, ReasonInvalidInput, err.Error())
+		r.fail(ds, ReasonInvalidInput, r.Store.Redact(err))
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -144,7 +144,7 @@ func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Da
 func (r *DatasetReconciler) start(ctx context.Context, ds *listsv1.Dataset, key string) (ctrl.Result, bool, error) {
 	err := r.Loader.Start(ctx, ds, key)
 	if errors.Is(err, errPeopleUnavailable) {
-		r.fail(ds, ReasonPeopleStoreUnavailable, err.Error())
+		r.fail(ds, ReasonPeopleStoreUnavailable, r.Store.Redact(err))
 		return ctrl.Result{}, false, nil
 	}
 	if err != nil {
@@ -164,7 +164,7 @@ func (r *DatasetReconciler) reconcileLoading(ctx context.Context, ds *listsv1.Da
 		// source is already staged and upserts are idempotent.
 		key, err := r.sourceKey(ds)
 		if err != nil {
-			r.fail(ds, ReasonInvalidInput, err.Error())
+			r.fail(ds, ReasonInvalidInput, r.Store.Redact(err))
 			return ctrl.Result{}, nil
 		}
 		if res, ok, err := r.start(ctx, ds, key); !ok {

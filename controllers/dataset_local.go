@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
@@ -54,8 +55,11 @@ func (l *LocalDatasetLoader) Start(_ context.Context, ds *listsv1.Dataset, key s
 	summaryKey := blobstore.DatasetKeys{UID: string(ds.UID)}.Summary()
 	go func() {
 		err := l.load(key, summaryKey, opt)
+		if err != nil && l.ctx.Err() == nil {
+			logf.FromContext(l.ctx).Error(err, "dataset import failed", "dataset", ds.Name)
+		}
 		l.mu.Lock()
-		run.done, run.err = true, err
+		run.done, run.err, run.msg = true, err, l.Store.Redact(err)
 		l.mu.Unlock()
 		select {
 		case l.events <- event.GenericEvent{Object: notify}:

@@ -2,12 +2,16 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
@@ -24,6 +28,11 @@ type CallbackConfig struct {
 	Backoff callback.Backoff
 	// Timeout bounds one attempt.
 	Timeout time.Duration
+	// SigningNamespace and SigningSecret name the Secret holding the
+	// installation's signing key (callback.SigningKeyField), from which
+	// the key of each tenant of the REST API is derived
+	// (callback.TenantKey). It is read by name when a callback is sent.
+	SigningNamespace, SigningSecret string
 }
 
 // reconcileCallback POSTs the callback once when the list first reaches
@@ -55,10 +64,13 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := callback.Deliver(actx, r.Callbacks.Client, list.Spec.CallbackURL, callback.Payload{
-		ListID: list.Status.ListID, Status: string(phase), Name: list.Spec.Format.Name,
-	})
 	now := metav1.NewTime(clockNow(r.Clock))
+	sig, err := r.callbackSigning(actx, list, phase, now.Time)
+	if err == nil {
+		err = callback.DeliverSigned(actx, r.Callbacks.Client, list.Spec.CallbackURL, callback.Payload{
+			ListID: list.Status.ListID, Status: string(phase), Name: list.Spec.Format.Name,
+		}, sig)
+	}
 	cb.Attempts++
 	cb.LastAttemptAt = &now
 	if err == nil {
@@ -80,4 +92,59 @@ func (r *EmailListReconciler) reconcileCallback(ctx context.Context, orig, list 
 	}
 	managerMetrics().CallbackAttempt(metrics.CallbackRetrying)
 	return ctrl.Result{RequeueAfter: r.Callbacks.Backoff.Delay(int(cb.Attempts))}, nil
+}
+
+// callbackSigning returns how the list's callback is signed: a list the
+// REST API created with its tenant's key (derived from the installation's
+// signing key), a list naming spec.callbackSecretRef with that Secret's
+// key, any other list not at all. The webhook-id is the same on every
+// attempt of one announcement (the list's UID and phase). A key that cannot
+// be read fails the attempt: a tenant's callback is never sent unsigned.
+func (r *EmailListReconciler) callbackSigning(ctx context.Context, list *listsv1.EmailList, phase listsv1.Phase, now time.Time) (callback.Signing, error) {
+	s := callback.Signing{ID: fmt.Sprintf("msg_%s_%s", list.UID, phase), Time: now}
+	tenant := list.Labels[listsv1.LabelTenant]
+	var err error
+	switch {
+	case list.Namespace == r.Access.APINamespace && list.Labels[listsv1.LabelManagedBy] == listsv1.ManagedByAPI && tenant != "":
+		var inst []byte
+		inst, err = r.secretValue(ctx, r.Callbacks.SigningNamespace, r.Callbacks.SigningSecret, callback.SigningKeyField)
+		if err == nil {
+			if err = callback.CheckInstallationKey(inst); err == nil {
+				s.Key = callback.TenantKey(inst, tenant)
+			}
+		}
+	case list.Spec.CallbackSecretRef != nil:
+		var text []byte
+		text, err = r.secretValue(ctx, list.Namespace, list.Spec.CallbackSecretRef.Name, callback.SecretKeyField)
+		if err == nil {
+			s.Key, err = callback.ParseSecret(string(text))
+		}
+	default:
+		return s, nil // unsigned: nobody gave the list a key
+	}
+	if err != nil {
+		return s, fmt.Errorf("callback signing key: %w", err)
+	}
+	return s, nil
+}
+
+// secretValue reads field of Secret ns/name, uncached (a get by name).
+// Errors name the Secret and the field, never a value.
+func (r *EmailListReconciler) secretValue(ctx context.Context, ns, name, field string) ([]byte, error) {
+	if name == "" {
+		return nil, errors.New("no signing Secret is configured (--" + callback.SigningSecretFlag + ")")
+	}
+	var sec corev1.Secret
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sec)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("Secret %s/%s does not exist", ns, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
+	}
+	v, ok := sec.Data[field]
+	if !ok || len(v) == 0 {
+		return nil, fmt.Errorf("Secret %s/%s has no %q", ns, name, field)
+	}
+	return v, nil
 }

@@ -1,13 +1,16 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/emaildata/emaildata/internal/lists/listid"
@@ -114,5 +117,78 @@ func BenchmarkListIDAllocation(b *testing.B) {
 			})
 			b.ReportMetric(float64(w.updates.Load())/float64(b.N), "updates/id")
 		})
+	}
+}
+
+// TestObscureListIDs: allocators that obscure (the manager's and the
+// API's) racing on one counter hand out distinct IDs in [2^40, 2^41), all
+// made with the one key the first of them created, that do not count:
+// their order says nothing. A key that is not the one the counter's IDs
+// were made with is refused, before any ID is handed out.
+func TestObscureListIDs(t *testing.T) {
+	ctx := context.Background()
+	const allocators, each, name = 3, 10, "obscure-test"
+	var mu sync.Mutex
+	var ids []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, allocators)
+	for a := 0; a < allocators; a++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			alloc := &listid.Allocator{Reader: k8s, Writer: k8s, Namespace: nsSystem, Name: name, Obscure: true}
+			for i := 0; i < each; i++ {
+				id, err := alloc.Next(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen, down := map[int64]bool{}, 0
+	for i, id := range ids {
+		if id < listid.PermutedBase || id >= 2*listid.PermutedBase || seen[id] {
+			t.Errorf("ID %d: outside [2^40, 2^41) or handed out twice", id)
+		}
+		seen[id] = true
+		if i > 0 && id < ids[i-1] {
+			down++
+		}
+	}
+	if down == 0 || down == len(ids)-1 {
+		t.Errorf("IDs in handing-out order %v: they count", ids)
+	}
+	var sec corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsSystem, Name: listid.KeySecretName(name)}, &sec); err != nil {
+		t.Fatalf("the key Secret: %v", err)
+	}
+	if len(sec.Data["key"]) != 32 {
+		t.Errorf("the key Secret holds %d key bytes", len(sec.Data["key"]))
+	}
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsSystem, Name: name}, &cm); err != nil || cm.Data["last"] != fmt.Sprint(allocators*each) {
+		t.Errorf("counter %v (%v), want last=%d", cm.Data, err, allocators*each)
+	}
+
+	// The key replaced (deleted and made again, say): no ID.
+	sec.Data["key"] = bytes.Repeat([]byte{1}, 32)
+	if err := k8s.Update(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	_, err := (&listid.Allocator{Reader: k8s, Writer: k8s, Namespace: nsSystem, Name: name, Obscure: true}).Next(ctx)
+	if err == nil || !strings.Contains(err.Error(), "is not the key the IDs of counter") {
+		t.Errorf("a replaced key: %v, want a refusal", err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsSystem, Name: name}, &cm); err != nil || cm.Data["last"] != fmt.Sprint(allocators*each) {
+		t.Errorf("the refused allocation moved the counter: %v", cm.Data)
 	}
 }

@@ -41,14 +41,17 @@ func (r *localRun) execution() Execution {
 	case !r.done:
 		return Execution{State: ExecRunning}
 	case r.err != nil:
-		return Execution{State: ExecFailed, Message: r.err.Error()}
+		return Execution{State: ExecFailed, Message: r.msg}
 	}
 	return Execution{State: ExecSucceeded}
 }
 
 type localRun struct {
-	done   bool
-	err    error
+	done bool
+	err  error
+	// msg is err as the object's status shows it: without the server's
+	// paths (redact.Error), which only the log gets.
+	msg    string
 	cancel context.CancelFunc
 }
 
@@ -90,8 +93,11 @@ func (e *LocalExecutor) Start(_ context.Context, list *listsv1.EmailList, shards
 	go func() {
 		defer cancel()
 		err := e.runShards(ctx, keys, shards)
+		if err != nil && ctx.Err() == nil && !pipeline.IsBadInput(err) {
+			logf.FromContext(ctx).Error(err, "list run failed", "list", keys.UID)
+		}
 		e.mu.Lock()
-		run.done, run.err = true, err
+		run.done, run.err, run.msg = true, err, e.Store.Redact(err)
 		e.mu.Unlock()
 		select {
 		case e.events <- event.GenericEvent{Object: notify}:

@@ -285,6 +285,16 @@ func createFixtures(ctx context.Context) error {
 			return err
 		}
 	}
+	// The installation's callback signing key, in each manager's operator
+	// namespace (docs/callbacks.md).
+	for _, ns := range []string{nsJob, nsLocal} {
+		if err := k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: callback.DefaultSigningSecret},
+			Data:       map[string][]byte{callback.SigningKeyField: []byte(testSigningKey)},
+		}); err != nil {
+			return err
+		}
+	}
 	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: nsWorkers, Name: workerSA},
 		AutomountServiceAccountToken: ptrTo(false)}); err != nil {
 		return err

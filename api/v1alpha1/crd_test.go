@@ -186,6 +186,8 @@ func TestCRDFileName(t *testing.T) {
 	for _, s := range []string{
 		"a.csv", "A.TXT", "list.zip", "my list.csv", "x.y.csv", "a..csv", long + ".csv", long + "x.csv",
 		".csv", "..csv", ".a.csv", "a", ".", "a.exe", "a/b.csv", `a\b.csv`, "a\x00b.csv", "a\nb.csv", "a\x7f.csv", "a.csv ",
+		"a\u0085.csv", "a\u009f.csv", "list\u202Evsc.csv", "\u202Eab.csv", "a\u2066.csv", "a\u200F.csv", "a\u061C.csv", "a\u2028.csv",
+		"a\u00a0.csv", "a\u200D.csv", "قائمة.csv",
 	} {
 		crd, rule := crdAccepts(t, name, s), listfile.CheckFileName(s) == nil
 		if crd != rule {

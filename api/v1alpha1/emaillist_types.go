@@ -61,6 +61,7 @@ func (d Delimiter) Byte() byte {
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; create a new EmailList instead"
 // +kubebuilder:validation:XValidation:rule="!(has(self.action) && self.action == 'report' && self.service == 'email_validation')",message="email_validation always runs with action=process"
 // +kubebuilder:validation:XValidation:rule="!has(self.verification) || self.service == 'email_validation'",message="verification applies to email_validation lists only"
+// +kubebuilder:validation:XValidation:rule="!has(self.callbackSecretRef) || has(self.callbackURL)",message="callbackSecretRef goes with callbackURL"
 type EmailListSpec struct {
 	// Service is the data service to run over the list.
 	// +required
@@ -83,6 +84,15 @@ type EmailListSpec struct {
 	// +kubebuilder:validation:Pattern=`^https?://`
 	// +optional
 	CallbackURL string `json:"callbackURL,omitempty"`
+
+	// CallbackSecretRef names a Secret in the list's namespace whose key
+	// "secret" holds the key this list's callback is signed with, in the
+	// Standard Webhooks form whsec_<base64 of 24 to 64 bytes> (see the
+	// webhook-signature header in docs/callbacks.md). Lists the REST API
+	// creates are signed with their tenant's key and need none; without
+	// it, the callback of a list applied with kubectl is sent unsigned.
+	// +optional
+	CallbackSecretRef *LocalSecretReference `json:"callbackSecretRef,omitempty"`
 
 	// Verification tunes the email_validation service.
 	// +optional
@@ -180,10 +190,11 @@ type ConfigMapKeySelector struct {
 // ListFormat describes the list file.
 type ListFormat struct {
 	// Name is the file name: a plain name (no directory, not starting
-	// with a dot) ending in .csv, .txt or .zip.
+	// with a dot, no control, bidirectional control or line separator
+	// character) ending in .csv, .txt or .zip.
 	// +kubebuilder:validation:MinLength=5
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`(?i)^[^./\\[:cntrl:]][^/\\[:cntrl:]]*\.(csv|txt|zip)$`
+	// +kubebuilder:validation:Pattern=`(?i)^[^./\\[:cntrl:]\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{2028}-\x{202e}\x{2066}-\x{2069}][^/\\[:cntrl:]\x{80}-\x{9f}\x{61c}\x{200e}\x{200f}\x{2028}-\x{202e}\x{2066}-\x{2069}]*\.(csv|txt|zip)$`
 	// +required
 	Name string `json:"name"`
 
@@ -202,6 +213,16 @@ type ListFormat struct {
 	// Delimiter is comma, pipe or tab (tab when omitted).
 	// +optional
 	Delimiter Delimiter `json:"delimiter,omitempty"`
+
+	// EscapeFormulas escapes the input's own cells, header included, in
+	// the result file, as the columns the service appends always are: a
+	// cell a spreadsheet would read as a formula (one starting with =, +,
+	// -, @, a tab, CR or LF, or their full-width forms) or starting with a
+	// single quote gets a single quote in front and is quoted, so
+	// spreadsheets show it as text. Off (the default), the input's data
+	// rows are copied byte for byte.
+	// +optional
+	EscapeFormulas bool `json:"escapeFormulas,omitempty"`
 }
 
 // HasHeader reports whether the first row is a header.

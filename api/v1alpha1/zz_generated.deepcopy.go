@@ -262,6 +262,11 @@ func (in *EmailListSpec) DeepCopyInto(out *EmailListSpec) {
 	*out = *in
 	in.Source.DeepCopyInto(&out.Source)
 	in.Format.DeepCopyInto(&out.Format)
+	if in.CallbackSecretRef != nil {
+		in, out := &in.CallbackSecretRef, &out.CallbackSecretRef
+		*out = new(LocalSecretReference)
+		**out = **in
+	}
 	if in.Verification != nil {
 		in, out := &in.Verification, &out.Verification
 		*out = new(VerificationSpec)

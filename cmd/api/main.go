@@ -16,8 +16,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listid"
-	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -30,7 +30,7 @@ func main() {
 	var debug bool
 	var lo logging.Options
 	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatJSON})
-	o.Limits = pipeline.DefaultConfig().Limits
+	o.Limits = listfile.DefaultLimits()
 	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
 	flag.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
 	flag.StringVar(&o.KeyNamespace, "namespace", envOr("POD_NAMESPACE", listid.DefaultNamespace), "namespace of the API key Secrets and the list ID counter")
@@ -38,10 +38,11 @@ func main() {
 	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")
 	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest accepted list file")
 	flag.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", restapi.DefaultFeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
-	flag.Int64Var(&o.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
+	o.Limits.BindFlags(flag.CommandLine) // the manager's flags of the same names: one setting
 	flag.Float64Var(&o.RateLimit, "rate-limit", 50, "requests per second per API key (a key's Secret may override)")
 	flag.IntVar(&o.Burst, "rate-burst", 100, "burst per API key")
 	flag.StringVar(&cidrs, "callback-allow-cidrs", "", "private ranges callback_url may point at, comma separated")
+	flag.StringVar(&o.CallbackSigningSecret, callback.SigningSecretFlag, callback.DefaultSigningSecret, "Secret in --namespace whose key \""+callback.SigningKeyField+"\" is the installation's callback signing key; GET /v5/callback/secret derives each tenant's key from it")
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")

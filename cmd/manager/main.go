@@ -11,7 +11,9 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
@@ -106,14 +108,16 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	pipeline.BindShardBy(fs, &o.Pipeline.ShardBy, pipeline.ShardByDomain)
 	fs.Int64Var(&o.Pipeline.DistributeMemory, "distribute-memory", o.Pipeline.DistributeMemory, "memory holding rows while preparation regroups them by domain shard (--shard-by domain), in bytes, shared by the lists prepared at once; past it runs spill to the store")
 	fs.Int64Var(&o.Pipeline.DedupMemory, "dedup-memory", o.Pipeline.DedupMemory, "memory of the duplicate search at preparation, in bytes, shared by the lists prepared at once (--max-concurrent-reconciles); past it sorted runs spill to the store")
-	fs.Int64Var(&o.Pipeline.Limits.MaxExpandedBytes, "max-expanded-bytes", o.Pipeline.Limits.MaxExpandedBytes, "largest uncompressed size of a zipped list")
-	fs.IntVar(&o.Pipeline.Limits.MaxRecordBytes, "max-record-bytes", o.Pipeline.Limits.MaxRecordBytes, "largest single row")
+	o.Pipeline.Limits.BindFlags(fs) // the API's flags of the same names: one setting
 	fs.StringVar(&o.APINamespace, "api-namespace", "", "namespace where the REST API creates lists, the only one where source.uploadKey is honoured (default: --namespace)")
 	grants = fs.String("namespace-store-prefixes", "", "prefixes of the store namespaces may read through source.blobURL, e.g. team-a=imports/team-a/,team-b=imports/team-b/")
 	fs.StringVar(&o.SourceAllowCIDRs, "source-allow-cidrs", "", "private ranges the S3 endpoints of credentialsSecretRef sources may resolve to, comma separated")
 	fs.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
 	fs.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
+	fs.StringVar(&o.CallbackSigningSecret, callback.SigningSecretFlag, callback.DefaultSigningSecret, "Secret in --namespace whose key \""+callback.SigningKeyField+"\" is the installation's callback signing key (at least 32 bytes); each API tenant's key is derived from it")
 	fs.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
+	fs.DurationVar(&o.OrphanUploadAge, "orphan-upload-age", controllers.DefaultOrphanUploadAge, "remove an upload no list names once nothing has written it for this long (what an API killed mid-upload leaves); negative: never")
+	fs.DurationVar(&o.UploadSweepInterval, "upload-sweep-interval", controllers.DefaultUploadSweepInterval, "how often the store's uploads folder is swept for orphaned uploads")
 	fs.DurationVar(&o.PodStartGrace, "pod-start-grace", 0, "how long a worker pod may be unable to start (image pull, missing binary, no node fits) before its list or Dataset fails (default 2m; raise it where nodes are added on demand)")
 	fs.IntVar(&o.MaxConcurrent, "max-concurrent-reconciles", 4, "lists reconciled at once")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics address (0 disables)")

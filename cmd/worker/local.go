@@ -33,7 +33,7 @@ type localRun struct {
 	in, out, service, delim, peopleURL string
 	historyTenant                      string
 	shardBy                            string
-	header, stats                      bool
+	header, stats, escapeFormulas      bool
 	cpuProfile, tmpDir                 string
 	emailCol, parallel                 int
 	shardBytes, dedupMemory            int64
@@ -60,6 +60,7 @@ func (r *localRun) flags(args []string) error {
 	fs.StringVar(&r.service, "service", services.EmailValidation, "list service")
 	fs.StringVar(&r.delim, "delimiter", listfile.DelimiterName(listfile.DefaultDelimiter), strings.Join(listfile.DelimiterNames(), ", "))
 	fs.BoolVar(&r.header, "header", false, "the first row is a header")
+	fs.BoolVar(&r.escapeFormulas, "escape-formulas", false, "escape spreadsheet formulas in the input's own cells too, as the service's columns always are (EmailList spec.format.escapeFormulas)")
 	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
 	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
@@ -143,6 +144,8 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(r.in)},
 		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: listfile.Column(r.emailCol)},
 		Service: r.service, HistoryTenant: r.historyTenant,
+
+		EscapeFormulas: r.escapeFormulas,
 	}, svc, cfg)
 	if err != nil {
 		return err

@@ -331,3 +331,35 @@ func TestRunLocalHistoryTenant(t *testing.T) {
 		t.Errorf("another tenant's run: %d rows from the first tenant's history", n)
 	}
 }
+
+// --escape-formulas escapes the input's formula cells in the result; without
+// it they stay as they were. The service's columns never start a formula.
+func TestRunLocalEscapeFormulas(t *testing.T) {
+	dir := t.TempDir()
+	in := writeFile(t, dir, "f.csv", []byte("email,note\n=2+3@gmial.com,@SUM(A1)\n"))
+	for _, tc := range []struct {
+		flag []string
+		want string
+	}{
+		{nil, "=2+3@gmial.com,@SUM(A1),"},
+		{[]string{"--escape-formulas"}, "\"'=2+3@gmial.com\",\"'@SUM(A1)\","},
+	} {
+		out := filepath.Join(dir, "out.csv")
+		var stderr strings.Builder
+		args := append([]string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header"}, tc.flag...)
+		if code := run(context.Background(), args, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		if !strings.HasPrefix(lines[1], tc.want+"invalid,505,") {
+			t.Errorf("%v: row %q, want it to start %q then the typo's verdict with no correction", tc.flag, lines[1], tc.want)
+		}
+		if strings.Contains(lines[1], "=2+3@gmail.com") {
+			t.Errorf("%v: the typo was corrected into a formula: %q", tc.flag, lines[1])
+		}
+	}
+}

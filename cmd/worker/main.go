@@ -127,9 +127,8 @@ func registryEngine(ctx context.Context, vc wiring.VerifyConfig, peopleURL strin
 }
 
 func limitsFlags(fs *flag.FlagSet) *listfile.Limits {
-	lim := pipeline.DefaultConfig().Limits
-	fs.Int64Var(&lim.MaxExpandedBytes, "max-expanded-bytes", lim.MaxExpandedBytes, "largest uncompressed size of a zipped list")
-	fs.IntVar(&lim.MaxRecordBytes, "max-record-bytes", lim.MaxRecordBytes, "largest single row")
+	lim := listfile.DefaultLimits()
+	lim.BindFlags(fs)
 	return &lim
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -334,5 +335,52 @@ func TestEmailListCallbackBackoff(t *testing.T) {
 	w.wantEvent("Normal CallbackDelivered")
 	if run.releases != 4 {
 		t.Errorf("%d releases, want one per look at the stored outcome", run.releases)
+	}
+}
+
+// A REST list's callback waits for the installation's signing key: while
+// its Secret is missing the attempt fails naming it and nothing is sent;
+// once it exists the callback goes out signed with the tenant's key.
+func TestEmailListCallbackNeedsSigningKey(t *testing.T) {
+	var calls atomic.Int32
+	var sig atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		sig.Store(r.Header.Get(callback.HeaderSignature) + " " + r.Header.Get(callback.HeaderTimestamp))
+	}))
+	defer srv.Close()
+	l := builders.MakeEmailList(ns, "cbkey").APIUpload("uploads/t/x.csv", "tenant-digest").CallbackURL(srv.URL).UID("uid-cbkey").Generation(1).Created(t0).
+		ListID(11).Phase(listsv1.PhaseResults).Purchased().Obj()
+	w := newWorld(t, l)
+	r := w.listReconciler(&fakeRun{})
+	policy, err := callback.ParsePolicy("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backoff := callback.Backoff{Base: 10 * time.Second, Max: time.Minute, Attempts: 5}
+	r.Callbacks = controllers.CallbackConfig{Client: policy.Client(5 * time.Second), Backoff: backoff,
+		SigningNamespace: ns, SigningSecret: callback.DefaultSigningSecret}
+
+	wantRequeue(t, w.reconcile(r, l, false), backoff.Delay(1))
+	cb := w.list(l.Name).Status.Callback
+	if cb == nil || cb.State != listsv1.CallbackPending || !strings.Contains(cb.LastError, "Secret "+ns+"/"+callback.DefaultSigningSecret+" does not exist") || calls.Load() != 0 {
+		t.Fatalf("without the signing Secret: %+v, %d calls", cb, calls.Load())
+	}
+
+	inst := []byte("phasetest-installation-signing-key-0123")
+	if err := w.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: callback.DefaultSigningSecret},
+		Data: map[string][]byte{callback.SigningKeyField: inst}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Step(backoff.Delay(1))
+	wantRequeue(t, w.reconcile(r, l, false), 0)
+	if cb := w.list(l.Name).Status.Callback; cb.State != listsv1.CallbackDelivered || calls.Load() != 1 {
+		t.Fatalf("with the signing Secret: %+v, %d calls", cb, calls.Load())
+	}
+	// Signed with the tenant's key at the clock's time.
+	body := []byte(`{"list_id":11,"status":"Results","name":"list.csv"}`)
+	want := callback.Sign(callback.TenantKey(inst, "tenant-digest"), "msg_uid-cbkey_Results", w.clock.Now(), body)
+	if got := sig.Load().(string); got != want+" "+strconv.FormatInt(w.clock.Now().Unix(), 10) {
+		t.Errorf("signature and timestamp %q, want %q at %d", got, want, w.clock.Now().Unix())
 	}
 }

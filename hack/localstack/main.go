@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/internal/kits/localstack"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/logging"
@@ -43,6 +44,8 @@ func main() {
 	pipeline.BindShardBy(flag.CommandLine, &shardBy, pipeline.ShardByDomain)
 	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
 		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
+	limits := listfile.DefaultLimits()
+	limits.BindFlags(flag.CommandLine) // the API's and the manager's alike
 	vc := wiring.DefaultVerifyConfig()
 	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
 	vc.BindFlags(flag.CommandLine)
@@ -70,7 +73,7 @@ func main() {
 		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
 		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
 		Executor: *executor, WorkerDir: *workerDir, Store: *store, S3Port: *s3Port,
-		ShardBytes: *shardBytes, MaxShards: *maxShards, ShardBy: shardBy,
+		ShardBytes: *shardBytes, MaxShards: *maxShards, ShardBy: shardBy, Limits: limits,
 		CallbackAllowCIDRs: cmp.Or(*callbacks, "none"),
 		Log:                log,
 	})

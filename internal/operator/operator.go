@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -86,9 +85,21 @@ type Options struct {
 	// CallbackAllowCIDRs opens private ranges to callbacks, comma separated.
 	CallbackAllowCIDRs string
 	CallbackBackoff    callback.Backoff
-	SourceGrace        time.Duration
-	PollInterval       time.Duration
-	MaxConcurrent      int
+	// CallbackSigningSecret names the Secret in Namespace holding the
+	// installation's callback signing key, from which each tenant's key is
+	// derived (default callback.DefaultSigningSecret; docs/callbacks.md).
+	CallbackSigningSecret string
+	SourceGrace           time.Duration
+	PollInterval          time.Duration
+	MaxConcurrent         int
+
+	// OrphanUploadAge is how long an upload nothing writes and no list
+	// names stays in the store before the manager removes it (what an API
+	// killed mid-upload leaves); controllers.DefaultOrphanUploadAge when
+	// zero, never removed when negative. UploadSweepInterval is how often
+	// the uploads folder is looked at (DefaultUploadSweepInterval).
+	OrphanUploadAge     time.Duration
+	UploadSweepInterval time.Duration
 
 	// PodStartGrace is how long a worker pod may be unable to start (an
 	// image that cannot be pulled, a missing binary, no node that fits)
@@ -132,11 +143,20 @@ func (o *Options) Defaults() {
 	if o.Pipeline.ShardBytes == 0 {
 		o.Pipeline = pipeline.DefaultConfig()
 	}
+	if o.CallbackSigningSecret == "" {
+		o.CallbackSigningSecret = callback.DefaultSigningSecret
+	}
 	if o.CallbackBackoff.Attempts == 0 {
 		o.CallbackBackoff = callback.Backoff{Base: 5 * time.Second, Max: 5 * time.Minute, Attempts: 8}
 	}
 	if o.SourceGrace == 0 {
 		o.SourceGrace = 2 * time.Minute
+	}
+	if o.OrphanUploadAge == 0 {
+		o.OrphanUploadAge = controllers.DefaultOrphanUploadAge
+	}
+	if o.UploadSweepInterval <= 0 {
+		o.UploadSweepInterval = controllers.DefaultUploadSweepInterval
 	}
 	if o.PodStartGrace == 0 {
 		o.PodStartGrace = controllers.DefaultPodStartGrace
@@ -199,12 +219,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Registry:  reg,
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-			Namespace: o.Namespace, Name: o.ListIDConfigMap},
+			Namespace: o.Namespace, Name: o.ListIDConfigMap, Obscure: true},
 		Pipeline:      o.Pipeline.SharedBy(o.MaxConcurrent),
 		SourceGrace:   o.SourceGrace,
 		PodStartGrace: o.PodStartGrace,
 		PollInterval:  o.PollInterval,
-		Callbacks:     controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff},
+		Callbacks: controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff,
+			SigningNamespace: o.Namespace, SigningSecret: o.CallbackSigningSecret},
 		Access: controllers.SourceAccess{
 			APINamespace: o.APINamespace, Grants: o.StoreGrants,
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
@@ -217,6 +238,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if err := setupOthers(mgr, o, scheme, store, loader); err != nil {
 		return nil, err
+	}
+	if o.OrphanUploadAge > 0 {
+		if err := mgr.Add(&controllers.UploadSweeper{Reader: mgr.GetAPIReader(), Namespace: o.APINamespace, Store: store,
+			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval}); err != nil {
+			return nil, fmt.Errorf("set up the upload sweeper: %w", err)
+		}
 	}
 	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace,
 		"apiNamespace", o.APINamespace, "storeGrants", o.StoreGrants.String())
@@ -319,9 +346,7 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
 	// Workers read shards with the limits the manager prepared them with.
-	o.Job.ExtraArgs = append(append(o.Verify.Args(),
-		"--max-expanded-bytes="+strconv.FormatInt(o.Pipeline.Limits.MaxExpandedBytes, 10),
-		"--max-record-bytes="+strconv.Itoa(o.Pipeline.Limits.MaxRecordBytes)), o.Job.ExtraArgs...)
+	o.Job.ExtraArgs = append(append(o.Verify.Args(), o.Pipeline.Limits.Args()...), o.Job.ExtraArgs...)
 	return nil
 }
 

@@ -39,6 +39,19 @@ func TestErrors(t *testing.T) {
 		{"bad action", func() *http.Request { return newRequest(t, "POST", "/v5/list?action=later", keyAcme, body, ct) }, 400, "BadRequest", "action"},
 		{"bad extension", func() *http.Request { return newRequest(t, "POST", "/v5/list?name=list.exe", keyAcme, body, ct) }, 400, "BadRequest", "must end in .txt, .csv or .zip"},
 		{"path in name", func() *http.Request { return newRequest(t, "POST", "/v5/list?name=..%2Fx.csv", keyAcme, body, ct) }, 400, "BadRequest", "plain file name"},
+		// "list\u202Evsc.csv" shows as "listvsc.csv" reversed: a disguise.
+		{"right-to-left override in name", func() *http.Request {
+			return newRequest(t, "POST", "/v5/list?name=list%E2%80%AEvsc.csv", keyAcme, body, ct)
+		}, 400, "BadRequest", `name "list\u202evsc.csv" contains the bidirectional control character U+202E RIGHT-TO-LEFT OVERRIDE at character 5`},
+		{"right-to-left override in the file's own name", func() *http.Request {
+			b, c := multipartFile(t, "invoice\u202Ecod.zip", csv)
+			return newRequest(t, "POST", "/v5/list", keyAcme, b, c)
+		}, 400, "BadRequest", `the uploaded file's name "invoice\u202ecod.zip" contains the bidirectional control character U+202E`},
+		{"C1 control in the file's own name", func() *http.Request {
+			b, c := multipartFile(t, "a\u0085b.csv", csv)
+			return newRequest(t, "POST", "/v5/list", keyAcme, b, c)
+		}, 400, "BadRequest", "contains the control character U+0085 at character 2"},
+		{"isolate in name", func() *http.Request { return newRequest(t, "POST", "/v5/list?name=a%E2%81%A6.csv", keyAcme, body, ct) }, 400, "BadRequest", "U+2066 LEFT-TO-RIGHT ISOLATE"},
 		{"callback to loopback", func() *http.Request {
 			return newRequest(t, "POST", "/v5/list?callback_url=http%3A%2F%2F169.254.169.254%2F", keyAcme, body, ct)
 		}, 400, "BadRequest", "callback_url must not point at"},

@@ -3,6 +3,7 @@ package restapi_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -80,5 +81,21 @@ func TestOpenAPIRestatesTheRules(t *testing.T) {
 	}
 	if got, want := strs(param("action").Enum), []string{string(listsv1.ActionProcess), string(listsv1.ActionReport)}; !slices.Equal(got, want) {
 		t.Errorf("action enum %v, want %v", got, want)
+	}
+	// escape_formulas is the EmailList's format.escapeFormulas: a boolean,
+	// off unless asked for (the zero value of the CRD field).
+	if ef := param("escape_formulas"); ef.Type == nil || !ef.Type.Is("boolean") || ef.Default != false {
+		t.Errorf("escape_formulas: type %v default %v, want a boolean defaulting to false", ef.Type, ef.Default)
+	}
+	var zero listsv1.ListFormat
+	if zero.EscapeFormulas {
+		t.Error("ListFormat.EscapeFormulas must be off by default")
+	}
+	cs := doc.Components.Schemas["CallbackSecret"]
+	if cs == nil || cs.Value == nil || cs.Value.Properties["secret"] == nil {
+		t.Fatal("openapi.json has no CallbackSecret schema with a secret")
+	}
+	if p := cs.Value.Properties["secret"].Value.Pattern; !strings.HasPrefix(p, "^"+callback.SecretPrefix) {
+		t.Errorf("CallbackSecret.secret pattern %q, want it to start with callback.SecretPrefix %q", p, callback.SecretPrefix)
 	}
 }

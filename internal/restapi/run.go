@@ -23,6 +23,7 @@ import (
 	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
 	"github.com/emaildata/emaildata/internal/platform/logging"
@@ -70,7 +71,7 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 		}
 		defer store.Close()
 	}
-	ids := &listid.Allocator{Reader: cl.GetAPIReader(), Writer: cl.GetClient(), Namespace: o.KeyNamespace, Name: o.ListIDConfigMap}
+	ids := &listid.Allocator{Reader: cl.GetAPIReader(), Writer: cl.GetClient(), Namespace: o.KeyNamespace, Name: o.ListIDConfigMap, Obscure: true}
 	srv := New(o.Config, keys, cl.GetClient(), cl.GetAPIReader(), store, ids, o.Log)
 
 	cctx, cancelCluster := context.WithCancel(context.WithoutCancel(ctx))
@@ -128,6 +129,12 @@ func (o *RunOptions) defaults() {
 	}
 	if o.ListIDConfigMap == "" {
 		o.ListIDConfigMap = listid.DefaultConfigMap
+	}
+	if o.CallbackSigningNamespace == "" {
+		o.CallbackSigningNamespace = o.KeyNamespace
+	}
+	if o.CallbackSigningSecret == "" {
+		o.CallbackSigningSecret = callback.DefaultSigningSecret
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 45 * time.Second

@@ -39,6 +39,11 @@ type Config struct {
 	Burst     int
 	// CallbackPolicy validates callback_url at submission.
 	CallbackPolicy callback.Policy
+	// CallbackSigningNamespace and CallbackSigningSecret name the Secret
+	// holding the installation's callback signing key, from which
+	// GET /v5/callback/secret derives the caller's tenant's key (RunOptions:
+	// the key namespace and callback.DefaultSigningSecret by default).
+	CallbackSigningNamespace, CallbackSigningSecret string
 	// PurchaseWait bounds how long a purchase waits for the list to settle.
 	PurchaseWait time.Duration
 	// Verifier serves GET /v5/ev; the route exists only when it is set.
@@ -139,6 +144,7 @@ func (s *Server) Handler() http.Handler {
 	route("GET /v5/list/{list_id}", s.listCall(listNotFound, s.listStatus))
 	route("POST /v5/list/{list_id}/purchase", s.listCall(listNotFound, s.purchase))
 	route("GET /v5/list/{list_id}/results", s.listCall(resultsNotFound, s.serveResult))
+	route("GET /v5/callback/secret", s.listKey(anyListService, s.callbackSecret))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
 		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +19,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/platform/services"
 )
 
@@ -37,6 +39,8 @@ type listParams struct {
 	name        string
 	callbackURL string
 	maxAge      *time.Duration
+	// escapeFormulas escapes the input's cells in the result too.
+	escapeFormulas bool
 }
 
 // submitList streams the upload to the blob store, then creates the
@@ -93,10 +97,11 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 			},
 		},
 		Spec: listsv1.EmailListSpec{
-			Service:     listsv1.Service(p.service),
-			Action:      p.action,
-			Source:      listsv1.ListSource{UploadKey: blobKey},
-			Format:      listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: &p.header, Delimiter: p.delimiter},
+			Service: listsv1.Service(p.service),
+			Action:  p.action,
+			Source:  listsv1.ListSource{UploadKey: blobKey},
+			Format: listsv1.ListFormat{Name: p.name, EmailColumn: p.emailColumn, Header: &p.header, Delimiter: p.delimiter,
+				EscapeFormulas: p.escapeFormulas},
 			CallbackURL: p.callbackURL,
 		},
 	}
@@ -120,13 +125,16 @@ func listName(id int64) string { return fmt.Sprintf("list-%d", id) }
 
 // uploadName names a list submitted without a name parameter: the uploaded
 // file's own name, else the default. It writes the error and returns "" when
-// the file's name is unfit.
+// the file's name is unfit: the name parameter and the file's own name
+// follow one rule, listfile.CheckFileName (which refuses, among others,
+// control and bidirectional control characters), whose message says what
+// is wrong.
 func uploadName(w http.ResponseWriter, r *http.Request, partName string) string {
 	if partName == "" {
 		return "myfile.csv"
 	}
-	if listfile.CheckFileName(partName) != nil {
-		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file name %q must be a plain name ending in .txt, .csv or .zip; or pass name", truncate(partName, 60)))
+	if err := listfile.CheckFileName(partName); err != nil {
+		writeError(w, r, http.StatusBadRequest, "BadRequest", fmt.Sprintf("the uploaded file's %v; or pass a name parameter", err))
 		return ""
 	}
 	return partName
@@ -150,6 +158,12 @@ func (s *Server) storeList(w http.ResponseWriter, r *http.Request, tenant, name 
 		if r.Context().Err() != nil {
 			return "", 0, false // the client went away; nothing was created
 		}
+		if storeFull(err) {
+			s.log.Error("store upload: the store is full", logging.KeyRequestID, requestIDFrom(r.Context()), logging.KeyError, err.Error())
+			writeError(w, r, http.StatusInsufficientStorage, "InsufficientStorage",
+				"the service's store is full: the list was not kept; try again later, or quote request id "+requestIDFrom(r.Context()))
+			return "", 0, false
+		}
 		s.internalError(w, r, "store upload", err)
 		return "", 0, false
 	}
@@ -166,6 +180,12 @@ func (s *Server) storeList(w http.ResponseWriter, r *http.Request, tenant, name 
 		}
 	}
 	return blobKey, size, true
+}
+
+// storeFull reports a store out of space (a file store's disk or quota).
+// The client is told that, never the path the error names.
+func storeFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // parseListParams reads a submission's query; service is the one listService
@@ -219,6 +239,13 @@ func (s *Server) parseListParams(r *http.Request, service string) (p listParams,
 			return bad(err.Error())
 		}
 		p.callbackURL = v
+	}
+	if v := q.Get("escape_formulas"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return bad(fmt.Sprintf("escape_formulas %q must be true or false", truncate(v, 20)))
+		}
+		p.escapeFormulas = b
 	}
 	if v := q.Get("max_age"); v != "" {
 		if p.service != services.EmailValidation {

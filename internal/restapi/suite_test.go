@@ -123,6 +123,15 @@ func runSuite(m *testing.M) int {
 		}
 	}
 
+	// The installation's callback signing key (docs/callbacks.md).
+	if err := k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: callback.DefaultSigningSecret},
+		Data:       map[string][]byte{callback.SigningKeyField: []byte("restapi-suite-signing-key-0123456789")},
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
 	store, err = blobstore.Open(ctx, "mem://")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -215,6 +224,11 @@ func baseEngine() *verify.Engine {
 
 // startAPI runs an API server on a loopback port until ctx ends.
 func startAPI(ctx context.Context, c restapi.Config) (string, error) {
+	return startAPIStore(ctx, c, store)
+}
+
+// startAPIStore is startAPI with the API's uploads going to st.
+func startAPIStore(ctx context.Context, c restapi.Config, st *blobstore.Store) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -224,7 +238,9 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 		return "", err
 	}
 	c.MaxUploadBytes = maxUpload
-	c.Limits = listfile.Limits{MaxExpandedBytes: 1 << 20}
+	if c.Limits == (listfile.Limits{}) {
+		c.Limits = listfile.Limits{MaxExpandedBytes: 1 << 20}
+	}
 	if c.RateLimit == 0 {
 		c.RateLimit = 1000
 	}
@@ -242,7 +258,7 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- restapi.Run(ctx, cfg, restapi.RunOptions{
-			Config: c, Listener: ln, MetricsListener: mln, KeyNamespace: nsSystem, Store: store,
+			Config: c, Listener: ln, MetricsListener: mln, KeyNamespace: nsSystem, Store: st,
 			ShutdownTimeout: 20 * time.Second,
 			Log:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Ready:           func(string) { close(ready) },

@@ -122,6 +122,21 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
 
+{{/* The list file limits, the same flags for the API and the manager (listfile.Limits.BindFlags). */}}
+{{- define "emaildata.listLimitArgs" -}}
+{{- with .Values.listLimits }}
+{{- with .maxExpandedBytes }}
+- --max-expanded-bytes={{ . }}
+{{- end }}
+{{- with .maxRecordBytes }}
+- --max-record-bytes={{ . }}
+{{- end }}
+{{- with .maxExpansionRatio }}
+- --max-expansion-ratio={{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
 {{/* The manager's --worker-* flags from .Values.worker (formats of internal/operator/placement.go). */}}
 {{- define "emaildata.workerArgs" -}}
 {{- $w := .Values.worker -}}

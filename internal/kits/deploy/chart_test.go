@@ -349,3 +349,30 @@ func TestChartHistoryKey(t *testing.T) {
 		})
 	}
 }
+
+// TestChartListLimits: the list file limits are one setting, rendered the
+// same for the API (which checks an upload) and the manager (which
+// prepares it), so a zip the API accepts is one the manager takes; unset,
+// neither gets a flag and both keep listfile.DefaultLimits.
+func TestChartListLimits(t *testing.T) {
+	flags := []string{"--max-expanded-bytes", "--max-record-bytes", "--max-expansion-ratio"}
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		want []string // the flags' values, "" for none
+	}{
+		{"defaults", nil, []string{"", "", ""}},
+		{"set", map[string]any{"listLimits": map[string]any{"maxExpandedBytes": "3221225472", "maxRecordBytes": 65536, "maxExpansionRatio": 50}},
+			[]string{"3221225472", "65536", "50"}},
+	} {
+		objs := renderChart(t, tc.vals)
+		for _, name := range []string{"emaildata-controller-manager", "emaildata-api"} {
+			args := deployment(t, objs, name).Spec.Template.Spec.Containers[0].Args
+			for i, f := range flags {
+				if got, _ := argValue(args, f); got != tc.want[i] {
+					t.Errorf("%s: %s %s=%q, want %q", tc.name, name, f, got, tc.want[i])
+				}
+			}
+		}
+	}
+}

@@ -1,8 +1,11 @@
 package localstack_test
 
 import (
+	"archive/zip"
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/emaildata/emaildata/internal/kits/sdkcontract"
 	"github.com/emaildata/emaildata/internal/refdata/people"
@@ -196,6 +201,7 @@ func TestMakeRunE2E(t *testing.T) {
 	runDemographicsList(t, apiURL, apiKey)
 	runSDKCalls(t, apiURL, apiKey)
 	runLocalKeysAndCallbacks(t, apiURL, apiKey, validationKey, callbacks)
+	runZipLimits(t, apiURL, apiKey)
 	// The lists and calls above moved the manager's and the API's metrics.
 	checkMetrics(t, mm, apiURL, apiKey)
 
@@ -210,6 +216,39 @@ func TestMakeRunE2E(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("localstack did not stop within 60s of Ctrl-C")
+	}
+}
+
+// runZipLimits: make run's API checks a zip against the limits its manager
+// prepares it with, so a zip declaring 3 GiB (more than the manager's
+// 2 GiB) is refused at once, 400 BadZip, rather than accepted (202) and
+// failed later, as when the API allowed 10 GiB.
+func runZipLimits(t *testing.T, apiURL, apiKey string) {
+	t.Helper()
+	var z bytes.Buffer
+	zw := zip.NewWriter(&z)
+	w, _ := zw.Create("big.csv")
+	_, _ = io.WriteString(w, "email\na@example.com\n")
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := z.Bytes()
+	i := bytes.LastIndex(b, []byte("PK\x01\x02"))
+	binary.LittleEndian.PutUint32(b[i+24:], 3<<30) // the size the central header declares
+	req, err := http.NewRequest(http.MethodPost, apiURL+"/v5/list?service=email_validation&name=big.zip&header=true", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("api_key", apiKey)
+	req.Header.Set("Content-Type", "application/zip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"BadZip"`) {
+		t.Errorf("a zip declaring 3 GiB: %d %s, want 400 BadZip", resp.StatusCode, body)
 	}
 }
 
@@ -367,7 +406,9 @@ func runDemographicsList(t *testing.T, apiURL, apiKey string) {
 
 // runLocalKeysAndCallbacks: the banner's validation key submits a list
 // without service= (the all-services key must name one), and a callback
-// reaches a receiver on this machine, as the banner says it may.
+// reaches a receiver on this machine, as the banner says it may, signed
+// with the key GET /v5/callback/secret gives the tenant (the Standard
+// Webhooks reference library verifies it).
 func runLocalKeysAndCallbacks(t *testing.T, apiURL, apiKey, validationKey, callbacks string) {
 	t.Helper()
 	if validationKey == "" || validationKey == apiKey {
@@ -376,11 +417,17 @@ func runLocalKeysAndCallbacks(t *testing.T, apiURL, apiKey, validationKey, callb
 	if !strings.Contains(callbacks, "127.0.0.0/8") {
 		t.Errorf("banner callbacks line %q does not say loopback is allowed", callbacks)
 	}
-	got := make(chan map[string]any, 4)
+	type delivery struct {
+		m    map[string]any
+		body []byte
+		h    http.Header
+	}
+	got := make(chan delivery, 4)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
 		var m map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&m)
-		got <- m
+		_ = json.Unmarshal(b, &m)
+		got <- delivery{m, b, r.Header.Clone()}
 	}))
 	defer recv.Close()
 	submit := func(key, query string) (int, string) {
@@ -407,11 +454,37 @@ func runLocalKeysAndCallbacks(t *testing.T, apiURL, apiKey, validationKey, callb
 	}
 	_ = json.Unmarshal([]byte(body), &sub)
 	select {
-	case m := <-got:
-		if m["list_id"] != sub.ListID || m["status"] != "Results" {
-			t.Errorf("callback %v, want list %v in Results", m, sub.ListID)
+	case d := <-got:
+		if d.m["list_id"] != sub.ListID || d.m["status"] != "Results" {
+			t.Errorf("callback %v, want list %v in Results", d.m, sub.ListID)
 		}
+		checkSigned(t, apiURL, validationKey, d.body, d.h)
 	case <-time.After(60 * time.Second):
 		t.Error("no callback to the loopback receiver within 60s")
+	}
+}
+
+// checkSigned: the callback verifies under the tenant's key from the API.
+func checkSigned(t *testing.T, apiURL, key string, body []byte, h http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, apiURL+"/v5/callback/secret", nil)
+	req.Header.Set("api_key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Secret string `json:"secret"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v5/callback/secret: %d %v", resp.StatusCode, err)
+	}
+	wh, err := standardwebhooks.NewWebhook(s.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Verify(body, h); err != nil {
+		t.Errorf("the callback does not verify with the tenant's key: %v", err)
 	}
 }

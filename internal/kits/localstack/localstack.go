@@ -33,6 +33,7 @@ import (
 	"github.com/emaildata/emaildata/internal/kits/s3server"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/lists/peoplelist"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
@@ -83,6 +84,9 @@ type Options struct {
 	// ShardBy is the manager's --shard-by (pipeline.ShardByRows or
 	// ShardByDomain; "": the manager's default, by domain).
 	ShardBy string
+	// Limits bound hostile list files, for the API's check of an upload
+	// and the manager's preparation alike (zero: listfile.DefaultLimits).
+	Limits listfile.Limits
 	// CallbackAllowCIDRs are the private ranges callbacks may reach, for the
 	// API's check of callback_url and the manager's delivery alike; empty
 	// is DefaultCallbackAllowCIDRs (loopback, so a receiver on this machine
@@ -192,6 +196,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	if err := s.openHistory(ctx, &o.Verify); err != nil {
+		return nil, err
+	}
+	if err := ensureSigningKey(ctx, c, filepath.Join(s.dir, "callback-signing-key")); err != nil {
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(ctx)
@@ -352,7 +359,17 @@ func pipelineConfig(o Options) pipeline.Config {
 		c.MaxShards = o.MaxShards
 	}
 	c.ShardBy = cmp.Or(o.ShardBy, pipeline.ShardByDomain)
+	c.Limits = o.limits()
 	return c
+}
+
+// limits are o's Limits, the defaults when unset: the one setting the
+// API and the manager both apply.
+func (o Options) limits() listfile.Limits {
+	if o.Limits == (listfile.Limits{}) {
+		return listfile.DefaultLimits()
+	}
+	return o.Limits
 }
 
 // startAPI starts the REST API until mctx ends and waits until it serves.
@@ -378,7 +395,7 @@ func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) erro
 	go func() {
 		err := restapi.Run(mctx, cfg, restapi.RunOptions{
 			Config: restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer, People: s.people,
-				HistoryHealth: wiring.HistoryHealth(engine)},
+				HistoryHealth: wiring.HistoryHealth(engine), Limits: o.limits()},
 			Listener:        ln,
 			KeyNamespace:    Namespace,
 			BlobURL:         s.BlobURL,
@@ -477,6 +494,30 @@ func ensureLocalKey(ctx context.Context, c client.Client, keyFile, secretName st
 		return "", fmt.Errorf("create local API key %s: %w", secretName, err)
 	}
 	return key, nil
+}
+
+// ensureSigningKey creates (once) the installation's callback signing key
+// Secret, with a random key kept in keyFile so that the tenant keys
+// derived from it stay the same between runs.
+func ensureSigningKey(ctx context.Context, c client.Client, keyFile string) error {
+	key, err := os.ReadFile(keyFile)
+	if err != nil || callback.CheckInstallationKey(key) != nil {
+		key = make([]byte, callback.MinInstallationKeyBytes)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			return err
+		}
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: callback.DefaultSigningSecret}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
+		sec.Data = map[string][]byte{callback.SigningKeyField: key}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("create the callback signing key %s: %w", callback.DefaultSigningSecret, err)
+	}
+	return nil
 }
 
 // Done reports the manager or the API stopping on its own.

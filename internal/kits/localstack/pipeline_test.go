@@ -3,6 +3,7 @@ package localstack
 import (
 	"testing"
 
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 )
 
@@ -26,5 +27,19 @@ func TestPipelineConfig(t *testing.T) {
 				t.Errorf("config %+v, want shard-by %q and %d shard bytes", c, tc.by, tc.shardBytes)
 			}
 		})
+	}
+}
+
+// make run's API and manager apply one Limits: the manager's pipeline gets
+// the limits the API checks uploads with, the defaults when none are set.
+func TestOneLimits(t *testing.T) {
+	custom := listfile.Limits{MaxExpandedBytes: 3 << 30, MaxRecordBytes: 1 << 16, MaxExpansionRatio: 50}
+	for _, tc := range []struct {
+		o    Options
+		want listfile.Limits
+	}{{Options{}, listfile.DefaultLimits()}, {Options{Limits: custom}, custom}} {
+		if api, mgr := tc.o.limits(), pipelineConfig(tc.o).Limits; api != tc.want || mgr != tc.want {
+			t.Errorf("Limits %+v: the API applies %+v, the manager %+v; want %+v", tc.o.Limits, api, mgr, tc.want)
+		}
 	}
 }

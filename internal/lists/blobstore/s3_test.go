@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -40,6 +41,7 @@ func TestS3(t *testing.T) {
 	for name, test := range map[string]func(*testing.T, *s3server.Server){
 		"StoreMultipart": testS3StoreMultipart, "StoreDeletePrefix": testS3StoreDeletePrefix,
 		"StoreBasics": testS3StoreBasics, "OpenExternal": testOpenExternal, "WriterBounded": testS3WriterBounded,
+		"OrphanUploads": testS3OrphanUploads,
 	} {
 		t.Run(name, func(t *testing.T) { test(t, srv) })
 	}
@@ -369,4 +371,70 @@ func procStatus(b *testing.B, field string) int64 {
 	}
 	b.Fatalf("no %s in /proc/self/status", field)
 	return 0
+}
+
+// On S3 a killed API leaves an incomplete multipart upload: invisible to
+// listings, still stored. RemoveOrphanUploads aborts those under the
+// uploads folder whose last part is older than the cutoff (none while they
+// are young), removes old objects no list claims, and leaves a claimed
+// one and everything outside the uploads folder.
+func testS3OrphanUploads(t *testing.T, srv *s3server.Server) {
+	st := openS3Store(t, srv)
+	ctx := context.Background()
+	c := srv.Client(s3Admin)
+	start := func(key string) {
+		t.Helper()
+		up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("store"), Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("store"), Key: aws.String(key), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader(pattern(blobstore.MinPartSize))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start("uploads/t1/killed/list.csv")
+	start("lists/u1/input") // a list's own: not the sweep's
+	for _, key := range []string{"uploads/t1/live/list.csv", "uploads/t1/orphan/list.csv"} {
+		if err := st.WriteAll(ctx, key, []byte("a@example.com\n"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	multiparts := func(prefix string) int {
+		t.Helper()
+		out, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("store"), Prefix: aws.String(prefix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Uploads)
+	}
+	keep := func(key string) bool { return key == "uploads/t1/live/list.csv" }
+
+	// Everything is young: nothing goes.
+	if res, err := st.RemoveOrphanUploads(ctx, time.Now().Add(-time.Hour), keep); err != nil || res != (blobstore.SweepResult{}) {
+		t.Fatalf("young: removed %+v, %v", res, err)
+	}
+	if multiparts("uploads/") != 1 {
+		t.Fatal("the young multipart upload was aborted")
+	}
+	// With the cutoff past them, the orphans go.
+	res, err := st.RemoveOrphanUploads(ctx, time.Now().Add(time.Hour), keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Objects != 1 || res.Multiparts != 1 {
+		t.Errorf("removed %+v, want 1 object and 1 multipart upload", res)
+	}
+	if n := multiparts("uploads/"); n != 0 {
+		t.Errorf("%d multipart uploads left under uploads/", n)
+	}
+	if n := multiparts("lists/"); n != 1 {
+		t.Errorf("%d multipart uploads under lists/, want the list's own 1", n)
+	}
+	if _, err := st.Size(ctx, "uploads/t1/live/list.csv"); err != nil {
+		t.Errorf("the live list's upload: %v", err)
+	}
+	if _, err := st.Size(ctx, "uploads/t1/orphan/list.csv"); !blobstore.IsNotFound(err) {
+		t.Errorf("the orphaned object: %v, want gone", err)
+	}
 }

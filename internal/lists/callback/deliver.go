@@ -112,7 +112,15 @@ func IsPermanent(err error) bool {
 // decide whether to retry. At most a few KiB of the response are read and
 // only a short sanitised snippet appears in errors. Errors never repeat the
 // URL, so query-string secrets do not leak into status or logs.
+//
+// The request is unsigned: DeliverSigned signs it.
 func Deliver(ctx context.Context, c *http.Client, rawURL string, p Payload) error {
+	return DeliverSigned(ctx, c, rawURL, p, Signing{})
+}
+
+// DeliverSigned is Deliver with the Standard Webhooks signature headers
+// of s (none when s.Key is nil).
+func DeliverSigned(ctx context.Context, c *http.Client, rawURL string, p Payload, s Signing) error {
 	u, err := parseCallbackURL(rawURL)
 	if err != nil {
 		return err
@@ -130,6 +138,7 @@ func Deliver(ctx context.Context, c *http.Client, rawURL string, p Payload) erro
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
+	s.setHeaders(req.Header, body)
 
 	resp, err := c.Do(req)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
 	"github.com/emaildata/emaildata/internal/platform/services"
 )
@@ -153,10 +154,7 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		if r.RoleAccount {
 			role = "true"
 		}
-		correction := ""
-		if len(r.Corrections) > 0 {
-			correction = r.Corrections[0]
-		}
+		correction := suggestion(r.Corrections)
 		out[i][colStatus] = string(r.Status)
 		out[i][colCode] = strconv.Itoa(int(r.Code))
 		out[i][colDomainType] = r.DomainType
@@ -166,6 +164,21 @@ func (p *processor) ProcessBatch(ctx context.Context, rows []listservice.Row, ou
 		out[i][colFromHistory] = strconv.FormatBool(r.FromHistory)
 	}
 	return nil
+}
+
+// suggestion is the correction the ev_correction column offers: the first
+// that a spreadsheet would not read as a formula. The engine corrects the
+// domain and keeps the local part, so "=2+3@gmial.com" would be corrected
+// to "=2+3@gmail.com"; the service never writes such a correction (the
+// writer would escape it, but a suggested address that is a formula helps
+// nobody). The verdict itself is unchanged.
+func suggestion(corrections []string) string {
+	for _, c := range corrections {
+		if !listfile.IsFormula(c) {
+			return c
+		}
+	}
+	return ""
 }
 
 // FinishBatch marks duplicates and counts, in row order.

@@ -372,6 +372,10 @@ func TestEngineChecker(t *testing.T) {
 		{"john@gmial.com", []string{"invalid", "505", "freeisp", "false", "john@gmail.com", "false", "false", "false"}},
 		{"john@gmail.con", []string{"invalid", "200", "", "false", "john@gmail.com", "false", "false", "false"}},
 		{" John@Gmail.com ", []string{"valid", "10", "freeisp", "false", "", "true", "true", "false"}},
+		// A typo whose correction would be a spreadsheet formula: the
+		// verdict is the typo's, the correction is not offered (issue 30).
+		{"=2+3@gmial.com", []string{"invalid", "505", "freeisp", "false", "", "false", "false", "false"}},
+		{"-x@gmial.com", []string{"invalid", "505", "freeisp", "false", "", "false", "false", "false"}},
 	}
 	addrs := make([]string, len(tests))
 	for i, tt := range tests {

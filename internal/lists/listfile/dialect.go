@@ -1,7 +1,9 @@
 package listfile
 
 import (
+	"flag"
 	"fmt"
+	"math"
 	"path"
 	"sort"
 	"strconv"
@@ -202,11 +204,31 @@ func baseName(name string) string {
 }
 
 // Defaults applied to zero Limits, so a zero value is safe against hostile
-// input.
+// input. They are also the binaries' defaults (DefaultLimits): the REST API
+// checks an upload against the same numbers the manager prepares it with.
 const (
-	DefaultMaxRecordBytes   = 1 << 20  // 1 MiB
-	DefaultMaxExpandedBytes = 10 << 30 // 10 GiB
+	DefaultMaxRecordBytes   = 1 << 20 // 1 MiB
+	DefaultMaxExpandedBytes = 2 << 30 // 2 GiB
+	// DefaultMaxExpansionRatio: a zip's file may expand to at most 100
+	// times the archive's size. Deflate cannot do better than about
+	// 1032:1, and list files do far worse: synthetic people rows with 30
+	// columns compress 5.5:1, a column of addresses 6:1, and even the
+	// most repetitive exports (constant or empty columns) stay within a
+	// few tens. So 100 leaves a wide margin for real lists while a bomb
+	// buys at most 100 bytes of rows and temporary disk per byte sent
+	// (the 203 KB zip that became 11.6 million rows now stops at 20 MB).
+	DefaultMaxExpansionRatio = 100
+	// RatioFreeBytes is what any zip may expand to whatever its ratio:
+	// below 1 MiB the rows and disk a file costs are too few to matter,
+	// and tiny, very repetitive test files stay accepted.
+	RatioFreeBytes = 1 << 20
 )
+
+// DefaultLimits are the limits the API, the manager and the workers start
+// with (each binds them as flags with BindFlags).
+func DefaultLimits() Limits {
+	return Limits{MaxExpandedBytes: DefaultMaxExpandedBytes, MaxRecordBytes: DefaultMaxRecordBytes, MaxExpansionRatio: DefaultMaxExpansionRatio}
+}
 
 // Limits bounds the resources hostile input can make us use.
 type Limits struct {
@@ -218,6 +240,32 @@ type Limits struct {
 	// larger record is an error, which also bounds the reader's memory.
 	// 0 means DefaultMaxRecordBytes; values above 1 GiB count as 1 GiB.
 	MaxRecordBytes int
+	// MaxExpansionRatio caps a zip's inner file at this many times the
+	// archive's size (never below RatioFreeBytes), checked on the size
+	// the archive declares when it is opened and on the bytes actually
+	// read. 0 means DefaultMaxExpansionRatio; a negative value turns the
+	// cap off, for archives the service wrote itself (results).
+	MaxExpansionRatio int64
+}
+
+// BindFlags binds the limits as the flags every binary that reads list
+// files shares (--max-expanded-bytes, --max-record-bytes,
+// --max-expansion-ratio), with l's values as defaults.
+func (l *Limits) BindFlags(fs *flag.FlagSet) {
+	fs.Int64Var(&l.MaxExpandedBytes, "max-expanded-bytes", l.MaxExpandedBytes, "largest uncompressed size of a zipped list, in bytes")
+	fs.IntVar(&l.MaxRecordBytes, "max-record-bytes", l.MaxRecordBytes, "largest single row, in bytes")
+	fs.Int64Var(&l.MaxExpansionRatio, "max-expansion-ratio", l.MaxExpansionRatio,
+		"largest ratio of a zipped list's uncompressed size to the zip's size (files up to 1 MiB are exempt; negative: no cap)")
+}
+
+// Args renders l as the flags BindFlags reads, for a process that must
+// apply the same limits (the manager's worker Jobs).
+func (l Limits) Args() []string {
+	return []string{
+		"--max-expanded-bytes=" + strconv.FormatInt(l.MaxExpandedBytes, 10),
+		"--max-record-bytes=" + strconv.Itoa(l.MaxRecordBytes),
+		"--max-expansion-ratio=" + strconv.FormatInt(l.MaxExpansionRatio, 10),
+	}
 }
 
 // maxRecordCap keeps MaxRecordBytes arithmetic far from overflow.
@@ -235,4 +283,35 @@ func (l Limits) maxExpanded() int64 {
 		return DefaultMaxExpandedBytes
 	}
 	return l.MaxExpandedBytes
+}
+
+// expansionLimit is how far a zip of archiveSize bytes may expand, and
+// whether the ratio (rather than MaxExpandedBytes) sets it.
+func (l Limits) expansionLimit(archiveSize int64) (limit int64, byRatio bool) {
+	limit = l.maxExpanded()
+	ratio := l.MaxExpansionRatio
+	if ratio == 0 {
+		ratio = DefaultMaxExpansionRatio
+	}
+	if ratio < 0 {
+		return limit, false
+	}
+	byRatioLimit := int64(RatioFreeBytes)
+	if archiveSize > 0 && archiveSize <= math.MaxInt64/ratio {
+		byRatioLimit = max(byRatioLimit, archiveSize*ratio)
+	} else if archiveSize > 0 {
+		byRatioLimit = math.MaxInt64
+	}
+	if byRatioLimit < limit {
+		return byRatioLimit, true
+	}
+	return limit, false
+}
+
+// ratioOf is l's effective ratio, for messages.
+func (l Limits) ratioOf() int64 {
+	if l.MaxExpansionRatio == 0 {
+		return DefaultMaxExpansionRatio
+	}
+	return l.MaxExpansionRatio
 }

@@ -12,7 +12,9 @@
 //  2. Each worker opens its shard with [NewShardReader] (or
 //     [NewRangeReader]) and streams records with [Reader.Next], appending
 //     service columns with [Writer.WriteRaw], which copies the original
-//     record bytes untouched.
+//     record bytes untouched and formula-escapes the service columns
+//     ([EscapeFormula]; [Record.AppendEscaped] escapes input cells too,
+//     for lists that ask for it).
 //  3. A merge step writes the output header with [Writer.WriteFields]
 //     ([SynthesizeHeader] or [PadHeader] build it) and concatenates the
 //     shards' outputs; [WriteZip] can wrap the result.

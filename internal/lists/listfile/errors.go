@@ -28,6 +28,7 @@ var (
 	ErrZipMethod         = errors.New("unsupported zip compression method")
 	ErrZipEncrypted      = errors.New("encrypted zip archive")
 	ErrZipTooLarge       = errors.New("zip content too large")
+	ErrZipRatio          = errors.New("zip expansion ratio too high")
 )
 
 // InputError reports a problem with the content of a user's file. Msg is

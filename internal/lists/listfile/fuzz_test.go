@@ -159,25 +159,43 @@ func FuzzOpenZip(f *testing.F) {
 	f.Add(buildZip(f, zipEntry{name: "../evil.csv", content: "x"}))
 	f.Add(buildZip(f, zipEntry{name: "l.txt", content: "stored", method: 0x0}, zipEntry{name: "__MACOSX/._l.txt", content: "j"}))
 	f.Add([]byte("PK\x05\x06\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
-	const limit = 1 << 16
+	// A bomb (2 MiB of zeros in about 2 KB) and the same with headers
+	// claiming 10 bytes: the expansion ratio stops both.
+	bomb := buildZip(f, zipEntry{name: "bomb.csv", size: 2 << 20})
+	f.Add(bomb)
+	f.Add(lyingZip(f, bomb, 10))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		name, rc, err := OpenZip(bytes.NewReader(data), int64(len(data)), Limits{MaxExpandedBytes: limit})
-		if err != nil {
-			if !IsBadInput(err) {
-				t.Fatalf("OpenZip error is not bad input: %v", err)
+		// A small size limit, then the size limit above the ratio's, so
+		// that the ratio is what stops a bomb.
+		for _, lim := range []Limits{{MaxExpandedBytes: 1 << 16}, {MaxExpandedBytes: 8 << 20}} {
+			bound, _ := lim.expansionLimit(int64(len(data)))
+			if want := max(RatioFreeBytes, DefaultMaxExpansionRatio*int64(len(data))); bound > lim.MaxExpandedBytes || bound > want {
+				t.Fatalf("limit %d for a %d-byte archive (max %d, ratio bound %d)", bound, len(data), lim.MaxExpandedBytes, want)
 			}
-			return
-		}
-		defer rc.Close()
-		if k, err := KindOf(name); err != nil || k == KindZip {
-			t.Fatalf("inner name %q accepted", name)
-		}
-		n, err := io.Copy(io.Discard, rc)
-		if n > limit {
-			t.Fatalf("read %d bytes past the limit", n)
-		}
-		if err != nil && !IsBadInput(err) {
-			t.Fatalf("read error is not bad input: %v", err)
+			fuzzOpenZip(t, data, lim, bound)
 		}
 	})
+}
+
+// fuzzOpenZip opens data: every error is bad input, and no more than
+// bound bytes come out.
+func fuzzOpenZip(t *testing.T, data []byte, lim Limits, bound int64) {
+	name, rc, err := OpenZip(bytes.NewReader(data), int64(len(data)), lim)
+	if err != nil {
+		if !IsBadInput(err) {
+			t.Fatalf("OpenZip error is not bad input: %v", err)
+		}
+		return
+	}
+	defer rc.Close()
+	if k, err := KindOf(name); err != nil || k == KindZip {
+		t.Fatalf("inner name %q accepted", name)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	if n > bound {
+		t.Fatalf("read %d bytes past the limit %d", n, bound)
+	}
+	if err != nil && !IsBadInput(err) {
+		t.Fatalf("read error is not bad input: %v", err)
+	}
 }

@@ -64,9 +64,34 @@ func (w *Writer) WriteFields(fields []string) error {
 	return w.err
 }
 
+// WriteFieldsEscaped is WriteFields with every field formula-escaped
+// (EscapeFormula) and an escaped field always quoted: for a header whose
+// input names are escaped (escapeFormulas).
+func (w *Writer) WriteFieldsEscaped(fields []string) error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(fields) == 1 && fields[0] == "" {
+		w.bw.WriteString(`""`)
+	}
+	for i, f := range fields {
+		if i > 0 {
+			w.bw.WriteByte(w.delim)
+		}
+		_, w.err = w.bw.Write(w.appendEscaped(w.bw.AvailableBuffer(), f))
+	}
+	if w.err == nil {
+		_, w.err = w.bw.WriteString(w.term)
+	}
+	return w.err
+}
+
 // WriteRaw writes an input record unchanged, then width-nfields empty
 // fields (so appended columns line up on ragged rows), then the extra
-// fields quoted as needed, then the line terminator. The row is appended
+// fields, then the line terminator. The extra fields are the service's
+// columns: they are formula-escaped (EscapeFormula; an escaped field is
+// always quoted) and quoted as needed, so no value the service writes is
+// read as a formula by a spreadsheet. The row is appended
 // in the buffer's free space and written once: a bufio call per field
 // (eight a row) was most of this function's cost.
 func (w *Writer) WriteRaw(raw []byte, nfields, width int, extra []string) error {
@@ -75,7 +100,7 @@ func (w *Writer) WriteRaw(raw []byte, nfields, width int, extra []string) error 
 	}
 	n := len(raw) + max(width-nfields, 0) + len(w.term) + 2
 	for _, f := range extra {
-		n += 3 + 2*len(f) // quoted, every quote doubled at worst
+		n += 4 + 2*len(f) // escaped, quoted, every quote doubled at worst
 	}
 	if w.bw.Available() < n {
 		if w.err = w.bw.Flush(); w.err != nil {
@@ -93,19 +118,31 @@ func (w *Writer) WriteRaw(raw []byte, nfields, width int, extra []string) error 
 	}
 	for _, f := range extra {
 		b = append(b, w.delim)
-		b = w.appendField(b, f)
+		b = w.appendEscaped(b, f)
 	}
 	b = append(b, w.term...)
 	_, w.err = w.bw.Write(b)
 	return w.err
 }
 
-// appendField is writeField into b.
-func (w *Writer) appendField(b []byte, f string) []byte {
-	if !w.needsQuotes(f) {
-		return append(b, f...)
+// appendEscaped appends f formula-escaped: a field that needs it gets a
+// leading single quote and is quoted whatever it holds (OWASP: prefix the
+// quote and wrap the cell in double quotes); others as appendField.
+func (w *Writer) appendEscaped(b []byte, f string) []byte {
+	if !NeedsFormulaEscape(f) {
+		return w.appendField(b, f)
 	}
-	b = append(b, '"')
+	return AppendFormulaEscaped(b, f)
+}
+
+// AppendFormulaEscaped appends f escaped (a leading single quote) and
+// quoted, whatever it holds: the form of a cell that NeedsFormulaEscape.
+func AppendFormulaEscaped(b []byte, f string) []byte {
+	return appendQuoted(append(b, '"', '\''), f)
+}
+
+// appendQuoted appends f with every quote doubled, then a closing quote.
+func appendQuoted(b []byte, f string) []byte {
 	for {
 		i := strings.IndexByte(f, '"')
 		if i < 0 {
@@ -116,6 +153,14 @@ func (w *Writer) appendField(b []byte, f string) []byte {
 		f = f[i+1:]
 	}
 	return append(append(b, f...), '"')
+}
+
+// appendField is writeField into b.
+func (w *Writer) appendField(b []byte, f string) []byte {
+	if !w.needsQuotes(f) {
+		return append(b, f...)
+	}
+	return appendQuoted(append(b, '"'), f)
 }
 
 func (w *Writer) writeField(f string) {

@@ -22,9 +22,11 @@ const (
 // content. Directory entries and macOS/Windows junk (__MACOSX/, ._*,
 // .DS_Store, Thumbs.db, desktop.ini) are ignored. The reader counts the
 // bytes it actually produces and fails with ErrZipTooLarge ("expands beyond
-// N bytes") past lim.MaxExpandedBytes, whatever the headers claim (zip
-// bombs); when the declared size already exceeds the limit, OpenZip itself
-// returns that error, before any inflating.
+// N bytes") past lim.MaxExpandedBytes, or with ErrZipRatio past
+// lim.MaxExpansionRatio times size (when that is the lower bound),
+// whatever the headers claim (zip bombs); when the declared size already
+// exceeds the limit, OpenZip itself returns that error, before any
+// inflating (so the REST API refuses such an upload at once).
 //
 // Errors about the archive are *InputError with one of the ErrZip*
 // reasons, ErrNotZip or ErrZipCorrupt; other errors come from r.
@@ -86,9 +88,13 @@ func OpenZip(r io.ReaderAt, size int64, lim Limits) (name string, rc io.ReadClos
 		return "", nil, inputErr(ErrZipMethod, 0, -1,
 			fmt.Sprintf("the file %q in the zip archive uses compression method %d: only stored and deflated files are supported", truncate(name), f.Method))
 	}
-	limit := lim.maxExpanded()
+	limit, byRatio := lim.expansionLimit(size)
+	tooLarge := func() error { return tooLargeZip(limit) }
+	if byRatio {
+		tooLarge = func() error { return tooHighRatio(limit, size, lim.ratioOf()) }
+	}
 	if f.UncompressedSize64 > uint64(limit) {
-		return "", nil, tooLargeZip(limit)
+		return "", nil, tooLarge()
 	}
 	inner, err := f.Open()
 	if err != nil {
@@ -97,12 +103,20 @@ func OpenZip(r io.ReaderAt, size int64, lim Limits) (name string, rc io.ReadClos
 		}
 		return "", nil, fmt.Errorf("listfile: opening zip entry: %w", err)
 	}
-	return name, &limitedZipReader{rc: inner, limit: limit, declared: int64(f.UncompressedSize64)}, nil
+	return name, &limitedZipReader{rc: inner, limit: limit, declared: int64(f.UncompressedSize64), tooLarge: tooLarge}, nil
 }
 
 func tooLargeZip(limit int64) error {
 	return inputErr(ErrZipTooLarge, 0, limit,
 		fmt.Sprintf("the file in the zip archive expands beyond %d bytes", limit))
+}
+
+// tooHighRatio is the error of a zip whose file expands past ratio times
+// the archive's size (limit bytes).
+func tooHighRatio(limit, archiveSize, ratio int64) error {
+	return inputErr(ErrZipRatio, 0, limit,
+		fmt.Sprintf("the file in the zip archive expands beyond %d bytes, %d times the archive's %d bytes: "+
+			"a list compresses far less than that (a zip bomb?); upload it unzipped or compressed less", limit, ratio, archiveSize))
 }
 
 // limitedZipReader enforces the expansion limit on bytes actually read and
@@ -113,6 +127,9 @@ type limitedZipReader struct {
 	declared int64 // the size the archive claims: a hint, never trusted
 	n        int64
 	err      error
+	// tooLarge is the error past limit (the size or the ratio's); nil is
+	// the size's.
+	tooLarge func() error
 }
 
 func (z *limitedZipReader) Read(p []byte) (int, error) {
@@ -127,6 +144,9 @@ func (z *limitedZipReader) Read(p []byte) (int, error) {
 	if z.n > z.limit {
 		n -= int(z.n - z.limit)
 		z.err = tooLargeZip(z.limit)
+		if z.tooLarge != nil {
+			z.err = z.tooLarge()
+		}
 		return n, z.err
 	}
 	if err != nil && err != io.EOF {

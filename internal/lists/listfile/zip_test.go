@@ -3,7 +3,10 @@ package listfile
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -154,11 +157,7 @@ func TestOpenZip(t *testing.T) {
 // producing more than the claimed bytes.
 func TestOpenZipLyingHeader(t *testing.T) {
 	const limit = 1 << 20
-	z := buildZip(t, zipEntry{name: "bomb.csv", size: 8 << 20})
-	// Patch the uncompressed size in the central header (offset 24) to
-	// claim 10 bytes.
-	i := bytes.LastIndex(z, []byte("PK\x01\x02"))
-	copy(z[i+24:], []byte{10, 0, 0, 0})
+	z := lyingZip(t, buildZip(t, zipEntry{name: "bomb.csv", size: 8 << 20}), 10)
 	name, rc, err := OpenZip(bytes.NewReader(z), int64(len(z)), Limits{MaxExpandedBytes: limit})
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +168,80 @@ func TestOpenZipLyingHeader(t *testing.T) {
 	n, err := io.Copy(io.Discard, rc)
 	if !IsBadInput(err) || n > limit {
 		t.Fatalf("err = %v after %d bytes, want bad input", err, n)
+	}
+}
+
+// lyingZip is a copy of the one-entry zip z whose central header claims
+// size uncompressed bytes.
+func lyingZip(t testing.TB, z []byte, size uint32) []byte {
+	t.Helper()
+	z = bytes.Clone(z)
+	i := bytes.LastIndex(z, []byte("PK\x01\x02"))
+	if i < 0 {
+		t.Fatal("no central header")
+	}
+	binary.LittleEndian.PutUint32(z[i+24:], size) // the uncompressed size's offset
+	return z
+}
+
+// A zip's file expands to at most MaxExpansionRatio times the archive,
+// checked on the declared size at once and on the bytes read; files up to
+// RatioFreeBytes are exempt, and the size limit applies when it is lower.
+func TestZipExpansionRatio(t *testing.T) {
+	bomb := buildZip(t, zipEntry{name: "bomb.csv", size: 4 << 20}) // about 4 KB
+	var rows strings.Builder
+	for i := 0; rows.Len() < 3<<20; i++ {
+		fmt.Fprintf(&rows, "%d,user%d.%x@example%d.com,%d\n", i, i*7919, i*104729, i%97, i*31%1000)
+	}
+	list := buildZip(t, zipEntry{name: "list.csv", content: rows.String()})
+	small := buildZip(t, zipEntry{name: "small.csv", content: strings.Repeat("a@b.c\n", 100000)}) // 600 KB in about 1 KB
+	bombRatio := func(ratio int64) string {
+		return fmt.Sprintf("the file in the zip archive expands beyond %d bytes, %d times the archive's %d bytes: "+
+			"a list compresses far less than that (a zip bomb?); upload it unzipped or compressed less", max(RatioFreeBytes, ratio*int64(len(bomb))), ratio, len(bomb))
+	}
+	tests := []struct {
+		name     string
+		zip      []byte
+		lim      Limits
+		openErr  error // at OpenZip, from the declared size
+		readErr  error // while reading, from the bytes read
+		msg      string
+		wantRead int64 // bytes read before readErr, or all of them
+	}{
+		{name: "bomb: refused at once by the default ratio", zip: bomb, openErr: ErrZipRatio, msg: bombRatio(DefaultMaxExpansionRatio)},
+		{name: "bomb: a configured ratio", zip: bomb, lim: Limits{MaxExpansionRatio: 10}, openErr: ErrZipRatio, msg: bombRatio(10)},
+		// archive/zip itself refuses more bytes than declared, before our
+		// count of them (TestZipExpansionLimit) would.
+		{name: "bomb with a lying header: stopped by the bytes read", zip: lyingZip(t, bomb, RatioFreeBytes), readErr: ErrZipCorrupt,
+			msg: "the zip archive is corrupt: zip: not a valid zip file", wantRead: RatioFreeBytes},
+		{name: "bomb: size limit lower than the ratio's", zip: bomb, lim: Limits{MaxExpandedBytes: 1000}, openErr: ErrZipTooLarge,
+			msg: "the file in the zip archive expands beyond 1000 bytes"},
+		{name: "bomb: ratio off", zip: bomb, lim: Limits{MaxExpansionRatio: -1}, wantRead: 4 << 20},
+		{name: "bomb: a ratio high enough", zip: bomb, lim: Limits{MaxExpansionRatio: 2000}, wantRead: 4 << 20},
+		{name: "a list of 3 MiB", zip: list, wantRead: int64(rows.Len())},
+		{name: "small and repetitive: exempt", zip: small, wantRead: 600000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, rc, err := OpenZip(bytes.NewReader(tt.zip), int64(len(tt.zip)), tt.lim)
+			if tt.openErr != nil {
+				if !errors.Is(err, tt.openErr) || !IsBadInput(err) || err.Error() != tt.msg {
+					t.Fatalf("OpenZip: %v, want %v: %s", err, tt.openErr, tt.msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			n, err := io.Copy(io.Discard, rc)
+			if tt.readErr == nil && err != nil || tt.readErr != nil && (!errors.Is(err, tt.readErr) || err.Error() != tt.msg) {
+				t.Fatalf("read: %v, want %v", err, tt.readErr)
+			}
+			if n != tt.wantRead {
+				t.Errorf("read %d bytes, want %d", n, tt.wantRead)
+			}
+		})
 	}
 }
 
@@ -190,8 +263,13 @@ func TestZipExpansionLimit(t *testing.T) {
 			t.Errorf("limit %d: read %d bytes, err %v", limit, n, err)
 		}
 	}
+	// Past a limit the ratio set, the ratio's error.
+	z := &limitedZipReader{rc: io.NopCloser(endless{}), limit: 1 << 20, tooLarge: func() error { return tooHighRatio(1<<20, 1000, 100) }}
+	if n, err := io.Copy(io.Discard, z); n != 1<<20 || !errors.Is(err, ErrZipRatio) || !IsBadInput(err) {
+		t.Errorf("ratio: read %d bytes, err %v", n, err)
+	}
 	// Exactly at the limit is fine.
-	z := &limitedZipReader{rc: io.NopCloser(strings.NewReader("abcd")), limit: 4}
+	z = &limitedZipReader{rc: io.NopCloser(strings.NewReader("abcd")), limit: 4}
 	if b, err := io.ReadAll(z); err != nil || string(b) != "abcd" {
 		t.Errorf("at limit: %q %v", b, err)
 	}
@@ -301,5 +379,29 @@ func TestDialectValidate(t *testing.T) {
 		if err := d.Validate(); !errors.Is(err, ErrInvalidDialect) || err.Error() != msg {
 			t.Errorf("%+v: %v, want %q", d, err, msg)
 		}
+	}
+}
+
+// Zero Limits are the defaults every binary starts with: a process given
+// no limits (the REST API in make run was) checks an upload against the
+// same numbers as the manager that prepares it.
+func TestZeroLimitsAreTheDefaults(t *testing.T) {
+	zero, def := Limits{}, DefaultLimits()
+	if zero.maxExpanded() != def.MaxExpandedBytes || zero.maxRecord() != def.MaxRecordBytes || zero.ratioOf() != def.MaxExpansionRatio {
+		t.Errorf("zero Limits apply %d, %d, %d; DefaultLimits are %+v", zero.maxExpanded(), zero.maxRecord(), zero.ratioOf(), def)
+	}
+	for _, size := range []int64{0, 1, 1000, 1 << 20, 1 << 30} {
+		zl, zr := zero.expansionLimit(size)
+		dl, dr := def.expansionLimit(size)
+		if zl != dl || zr != dr {
+			t.Errorf("archive of %d bytes: zero Limits allow %d (ratio %v), DefaultLimits %d (ratio %v)", size, zl, zr, dl, dr)
+		}
+	}
+	// The flags bind the same defaults, and Args renders what they read.
+	fs := flag.NewFlagSet("limits", flag.ContinueOnError)
+	var got Limits
+	got.BindFlags(fs)
+	if err := fs.Parse(def.Args()); err != nil || got != def {
+		t.Errorf("flags from Args: %+v, %v; want %+v", got, err, def)
 	}
 }

@@ -1,11 +1,14 @@
-// Package listid hands out cluster-unique, increasing list numbers.
+// Package listid hands out cluster-unique list numbers.
 //
 // The counter lives in one ConfigMap. Every allocation is a read followed by
 // an update carrying the read's resourceVersion, so the API server rejects
 // a concurrent writer with a conflict and that writer tries again: API
 // replicas and the controller never hand out the same number. IDs the REST
 // API hands out are reserved for the list they are for (see Reserve), so the
-// controller can tell them from labels anyone else writes.
+// controller can tell them from labels anyone else writes. With Obscure
+// (the manager's and the API's), the numbers handed out are a keyed
+// permutation of the counter's, so that they do not count other tenants'
+// lists (see permute.go).
 package listid
 
 import (
@@ -45,6 +48,13 @@ type Allocator struct {
 	Writer    client.Writer
 	Namespace string
 	Name      string
+	// Obscure hands out PermutedBase + P(n) for counter value n, P the
+	// permutation keyed by the Secret KeySecretName(Name), made on first
+	// use (see permute.go); false hands out n (tests that count on it).
+	Obscure bool
+
+	keyMu sync.Mutex
+	perm  *permutation // the key's, once read
 }
 
 // Next returns a new list ID.
@@ -197,6 +207,14 @@ func (a *Allocator) key() client.ObjectKey {
 // allocate increments the counter and, with record, writes the data key
 // and value record returns for the new ID in the same update.
 func (a *Allocator) allocate(ctx context.Context, record func(id int64) (string, string)) (int64, error) {
+	var perm *permutation
+	if a.Obscure {
+		p, err := a.permutation(ctx)
+		if err != nil {
+			return 0, err
+		}
+		perm = &p
+	}
 	var id int64
 	err := a.update(ctx, func(cm *corev1.ConfigMap) (bool, error) {
 		last := int64(0)
@@ -206,8 +224,18 @@ func (a *Allocator) allocate(ctx context.Context, record func(id int64) (string,
 				return false, fmt.Errorf("list id counter %s holds %q, not a number", a.key(), v)
 			}
 		}
-		id = last + 1
-		cm.Data[dataKey] = strconv.FormatInt(id, 10)
+		n := last + 1
+		id = n
+		if perm != nil {
+			if err := a.checkKey(cm, *perm); err != nil {
+				return false, err
+			}
+			var err error
+			if id, err = perm.publicID(n); err != nil {
+				return false, err
+			}
+		}
+		cm.Data[dataKey] = strconv.FormatInt(n, 10)
 		if record != nil {
 			k, v := record(id)
 			cm.Data[k] = v
@@ -215,6 +243,21 @@ func (a *Allocator) allocate(ctx context.Context, record func(id int64) (string,
 		return true, nil
 	})
 	return id, err
+}
+
+// checkKey records in the counter which key its IDs are made with, and
+// refuses another: IDs made with a new key could repeat old ones (the
+// Secret was deleted or replaced; restore it).
+func (a *Allocator) checkKey(cm *corev1.ConfigMap, p permutation) error {
+	check := p.keyCheck()
+	switch v, ok := cm.Data[keyCheckKey]; {
+	case !ok:
+		cm.Data[keyCheckKey] = check
+	case v != check:
+		return fmt.Errorf("list id key Secret %s/%s is not the key the IDs of counter %s were made with: restore it "+
+			"(a new key could hand out an ID again); no ID is handed out until then", a.Namespace, KeySecretName(a.Name), a.key())
+	}
+	return nil
 }
 
 // update applies change to the counter ConfigMap (created when missing)

@@ -199,7 +199,11 @@ func zipEntryName(inner, fileName string) string {
 // part i is copied, and flush, when it can, after.
 func writeRows(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan, w io.Writer, part func(int) error, flush io.Writer) error {
 	hw := listfile.NewWriter(w, plan.Delimiter, plan.CRLF)
-	if err := hw.WriteFields(plan.OutputHeader); err != nil {
+	write := hw.WriteFields // the service's names need no escaping
+	if plan.EscapeFormulas {
+		write = hw.WriteFieldsEscaped
+	}
+	if err := write(plan.OutputHeader); err != nil {
 		return err
 	}
 	if err := hw.Flush(); err != nil {

@@ -128,11 +128,19 @@ func process(t testing.TB, s *blobstore.Store, uid, name string, data []byte, d 
 // processWith is process with the service svc, registered as svcName.
 func processWith(t testing.TB, s *blobstore.Store, svcName string, svc listservice.Service, uid, name string, data []byte, d listfile.Dialect, cfg Config) result {
 	t.Helper()
+	return processRequest(t, s, svcName, svc, uid, name, data, Request{Dialect: d}, cfg)
+}
+
+// processRequest is processWith for a request with more than a dialect
+// (its Source and Service are set here).
+func processRequest(t testing.TB, s *blobstore.Store, svcName string, svc listservice.Service, uid, name string, data []byte, req Request, cfg Config) result {
+	t.Helper()
 	ctx := context.Background()
 	keys := blobstore.ListKeys{UID: uid}
 	src := "uploads/" + uid + "/" + name
 	put(t, s, src, data)
-	plan, err := Prepare(ctx, s, keys, Request{Source: Source{Key: src, Name: name}, Dialect: d, Service: svcName}, svc, cfg)
+	req.Source, req.Service = Source{Key: src, Name: name}, svcName
+	plan, err := Prepare(ctx, s, keys, req, svc, cfg)
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -578,6 +586,10 @@ func TestPrepareBadInput(t *testing.T) {
 		{name: "zip: corrupt deflate", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "\xff\xff\xff\xff\xff\xff", raw: true, method: zip.Deflate}))), reason: listfile.ErrZipCorrupt},
 		{name: "zip: bad checksum", file: "list.zip", data: ptr(string(badCRCZip(t, good))), reason: listfile.ErrZipCorrupt},
 		{name: "zip: too large", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "email\n" + strings.Repeat("a@x.com\n", 200)}))), cfg: func(c *Config) { c.Limits.MaxExpandedBytes = 100 }, reason: listfile.ErrZipTooLarge},
+		// 4.8 MB of rows in about 10 KB: refused by the manager's default
+		// expansion ratio (100), whatever the size limit.
+		{name: "zip: expansion ratio", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "email\n" + strings.Repeat("a@x.com\n", 600_000)}))),
+			cfg: func(c *Config) { c.Limits = DefaultConfig().Limits }, reason: listfile.ErrZipRatio},
 		{name: "zip: inner binary", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: "email\n\x00\n"}))), reason: listfile.ErrBinary},
 		{name: "zip: inner empty", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: ""}))), reason: listfile.ErrNoData},
 		{name: "zip: inner email column", file: "list.zip", data: ptr(string(makeZip(t, zipFile{name: "a.csv", data: good}))), dialect: listfile.Dialect{Delimiter: ',', Header: true, EmailColumn: 2}, reason: listfile.ErrEmailColumn},

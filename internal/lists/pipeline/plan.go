@@ -92,6 +92,11 @@ type Plan struct {
 	// without a version change: a plan made before it has none, and its
 	// shards then neither read nor write a tenant-scoped history.
 	HistoryTenant string `json:"historyTenant,omitempty"`
+	// EscapeFormulas says the input's own cells, header included, are
+	// formula-escaped in the result (listfile.EscapeFormula), as the
+	// service's columns always are; false keeps them byte for byte. A
+	// field added without a version change: older plans lack it, false.
+	EscapeFormulas bool `json:"escapeFormulas,omitempty"`
 
 	SizeBytes int64 `json:"sizeBytes"`
 	Records   int64 `json:"records"`

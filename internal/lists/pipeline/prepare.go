@@ -38,7 +38,7 @@ type Config struct {
 // DefaultConfig is used where nothing is configured.
 func DefaultConfig() Config {
 	return Config{
-		Limits:           listfile.Limits{MaxExpandedBytes: 2 << 30, MaxRecordBytes: 1 << 20},
+		Limits:           listfile.DefaultLimits(),
 		ShardBytes:       8 << 20,
 		MaxShards:        64,
 		DedupMemory:      DefaultDedupMemory,
@@ -86,6 +86,9 @@ type Request struct {
 	// HistoryTenant is whose list this is, for the verification history
 	// (listservice.Input.HistoryTenant).
 	HistoryTenant string
+	// EscapeFormulas escapes the input's own cells in the result too
+	// (Plan.EscapeFormulas).
+	EscapeFormulas bool
 }
 
 // Prepare validates the list file, extracts a zip into a plain input object,
@@ -123,6 +126,8 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		Columns:       svc.Columns(),
 		MaxAge:        req.MaxAge,
 		HistoryTenant: req.HistoryTenant,
+
+		EscapeFormulas: req.EscapeFormulas,
 	}
 
 	// The duplicate search and the domain distribution take the rows from

@@ -99,13 +99,15 @@ func Restrict(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 }
 
 // restrictRows copies the result rows from plain to out with only the
-// delivered columns, and returns the data rows written.
+// delivered columns, and returns the data rows written. Each kept cell is
+// copied byte for byte, so the input's cells stay as the result had them
+// and the escaped cells stay escaped (see deliveredCell).
 func restrictRows(plain io.Reader, out io.Writer, plan *Plan, d Delivery) (int64, error) {
 	keep, matchCol, emailCol := deliveredColumns(plan, d)
+	inputCols := len(plan.OutputHeader) - len(plan.Columns)
 	w := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
 	rd := listfile.NewReader(plain, listfile.Dialect{Delimiter: plan.Delimiter, EmailColumn: 1}, listfile.Limits{})
-	fields := make([]string, 0, len(plan.OutputHeader))
-	row := make([]string, 0, len(keep))
+	var row []byte
 	var rows int64
 	for first := true; ; first = false {
 		rec, err := rd.Next()
@@ -115,25 +117,22 @@ func restrictRows(plain io.Reader, out io.Writer, plan *Plan, d Delivery) (int64
 		if err != nil {
 			return rows, fmt.Errorf("read result row: %w", err)
 		}
-		fields = fields[:0]
-		for i := 0; i < rec.NumFields(); i++ {
-			fields = append(fields, rec.Field(i))
-		}
-		if !first && matchCol >= 0 && matchCol < len(fields) && fields[matchCol] != "" && fields[matchCol] != "Individual" {
-			fields[matchCol] = ""
-			if emailCol >= 0 && emailCol < len(fields) {
-				fields[emailCol] = ""
-			}
+		household := false
+		if !first && matchCol >= 0 {
+			mt := rec.Field(matchCol)
+			household = mt != "" && mt != "Individual"
 		}
 		row = row[:0]
-		for _, i := range keep {
-			if i < len(fields) {
-				row = append(row, fields[i])
-			} else {
-				row = append(row, "")
+		for j, i := range keep {
+			if j > 0 {
+				row = append(row, plan.Delimiter)
 			}
+			if household && (i == matchCol || i == emailCol) {
+				continue // blanked
+			}
+			row = deliveredCell(row, rec, i, i >= inputCols || plan.EscapeFormulas)
 		}
-		if err := w.WriteFields(row); err != nil {
+		if err := w.WriteRaw(row, 1, 0, nil); err != nil {
 			return rows, fmt.Errorf("write delivered row: %w", err)
 		}
 		if !first {
@@ -141,6 +140,20 @@ func restrictRows(plain io.Reader, out io.Writer, plan *Plan, d Delivery) (int64
 		}
 	}
 	return rows, w.Flush()
+}
+
+// deliveredCell appends field i of rec as the result has it. A cell of an
+// escaped column (escaped: the service's columns, and the input's with
+// EscapeFormulas) that still starts a formula comes from a result merged
+// before escaping existed, and is escaped now; an escaped cell (starting
+// with a quote) is copied as it is, never escaped twice.
+func deliveredCell(row []byte, rec *listfile.Record, i int, escaped bool) []byte {
+	if escaped {
+		if v := rec.Field(i); listfile.IsFormula(v) {
+			return listfile.AppendFormulaEscaped(row, v)
+		}
+	}
+	return append(row, rec.RawField(i)...)
 }
 
 // deliveredColumns lists the result columns kept (the input's, then the
@@ -184,7 +197,8 @@ func openResult(ctx context.Context, store *blobstore.Store, plan *Plan, res *Ou
 	if err != nil {
 		return nil, nil, fmt.Errorf("read result: %w", err)
 	}
-	_, rc, err := listfile.OpenZip(ra, size, listfile.Limits{})
+	// The service zipped the result itself: its ratio is not a user's.
+	_, rc, err := listfile.OpenZip(ra, size, listfile.Limits{MaxExpansionRatio: -1})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open zipped result: %w", err)
 	}

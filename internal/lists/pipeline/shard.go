@@ -46,7 +46,9 @@ func LoadPlan(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 func RunShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, index int, reg *listservice.Registry, lim listfile.Limits) (*Summary, error) {
 	sum, err := runShard(ctx, store, keys, index, reg, lim)
 	if err != nil {
-		failed := Summary{Index: index, Error: err.Error(), BadInput: IsBadInput(err)}
+		// The summary's error becomes the list's status message: the
+		// condition without the server's paths (the caller logs err).
+		failed := Summary{Index: index, Error: store.Redact(err), BadInput: IsBadInput(err)}
 		if werr := store.WriteJSON(context.WithoutCancel(ctx), keys.Summary(index), failed); werr != nil {
 			return nil, errors.Join(err, werr)
 		}
@@ -207,7 +209,7 @@ func (st *streamer) run(rd *listfile.Reader) (int64, error) {
 			}
 			return st.done, classify(fmt.Errorf("row %d: %w", st.shard.FirstRow+st.read+int64(b.len())+1, err))
 		}
-		b.add(rec)
+		b.add(rec, st.plan.EscapeFormulas)
 		if b.len() == st.size {
 			if err := st.launch(b); err != nil {
 				return st.done, err
@@ -390,14 +392,21 @@ type batch struct {
 
 func (b *batch) len() int { return len(b.rowEnd) }
 
-func (b *batch) add(rec *listfile.Record) {
+// add appends rec; with escape, the raw bytes written out are the record's
+// with its formula cells escaped (listfile.Record.AppendEscaped), while the
+// service still gets the values as they were.
+func (b *batch) add(rec *listfile.Record, escape bool) {
 	n := rec.NumFields()
 	for i := 0; i < n; i++ {
 		b.arena = append(b.arena, rec.FieldBytes(i)...)
 		b.fieldEnd = append(b.fieldEnd, len(b.arena))
 	}
 	b.rowEnd = append(b.rowEnd, len(b.fieldEnd))
-	b.rawBuf = append(b.rawBuf, rec.Raw...)
+	if escape {
+		b.rawBuf, _ = rec.AppendEscaped(b.rawBuf)
+	} else {
+		b.rawBuf = append(b.rawBuf, rec.Raw...)
+	}
 	b.rawEnd = append(b.rawEnd, len(b.rawBuf))
 	b.nfields = append(b.nfields, n)
 }

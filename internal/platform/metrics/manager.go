@@ -25,6 +25,9 @@ type Manager struct {
 	hists     histTotals
 	histC     *histCollector
 	lists     *phaseCollector
+	orphans   *prometheus.CounterVec
+	orphanB   *prometheus.CounterVec
+	sweeps    *prometheus.CounterVec
 }
 
 // NewManager returns unregistered manager metrics.
@@ -38,6 +41,9 @@ func NewManager() *Manager {
 		callbacks: counterVec(CallbackDeliveries),
 		engine:    map[string]prometheus.Counter{},
 		lists:     &phaseCollector{desc: prometheus.NewDesc(Lists, family(Lists).Help, family(Lists).Labels, nil)},
+		orphans:   counterVec(OrphanUploads),
+		orphanB:   counterVec(OrphanUploadBytes),
+		sweeps:    counterVec(UploadSweeps),
 	}
 	for _, c := range engineCounters {
 		m.engine[c.key] = prometheus.NewCounter(prometheus.CounterOpts{Name: EngineCounterName(c.key), Help: c.help})
@@ -48,7 +54,7 @@ func NewManager() *Manager {
 
 // Collectors returns every collector of m.
 func (m *Manager) Collectors() []prometheus.Collector {
-	out := []prometheus.Collector{m.rows, m.duration, m.failed, m.shards, m.verdicts, m.callbacks, m.lists, m.histC}
+	out := []prometheus.Collector{m.rows, m.duration, m.failed, m.shards, m.verdicts, m.callbacks, m.lists, m.histC, m.orphans, m.orphanB, m.sweeps}
 	for _, c := range engineCounters {
 		out = append(out, m.engine[c.key])
 	}
@@ -118,6 +124,16 @@ func (m *Manager) AddEngine(counters map[string]float64) {
 // (CallbackDelivered, CallbackRetrying, CallbackFailed).
 func (m *Manager) CallbackAttempt(outcome string) {
 	m.callbacks.WithLabelValues(labelOr(outcome)).Inc()
+}
+
+// UploadSweep counts one sweep of the uploads folder: its outcome
+// (SweepSucceeded, SweepFailed) and the orphans it removed, by kind
+// (objects, incomplete multipart uploads) and the objects' bytes.
+func (m *Manager) UploadSweep(outcome string, objects, multiparts int, bytes int64) {
+	m.sweeps.WithLabelValues(labelOr(outcome)).Inc()
+	m.orphans.WithLabelValues("object").Add(float64(max(0, objects)))
+	m.orphans.WithLabelValues("multipart").Add(float64(max(0, multiparts)))
+	m.orphanB.WithLabelValues().Add(float64(max(0, bytes)))
 }
 
 // SetListPhases sets the function that counts lists by phase at each

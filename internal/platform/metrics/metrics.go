@@ -78,6 +78,15 @@ const (
 	APIRequests        = Prefix + "api_requests_total"
 	APIRequestDuration = Prefix + "api_request_duration_seconds"
 	APIRateLimited     = Prefix + "api_rate_limited_total"
+	OrphanUploads      = Prefix + "orphan_uploads_removed_total"
+	OrphanUploadBytes  = Prefix + "orphan_upload_bytes_removed_total"
+	UploadSweeps       = Prefix + "upload_sweeps_total"
+)
+
+// Upload sweep outcomes (the outcome label of UploadSweeps).
+const (
+	SweepSucceeded = "succeeded"
+	SweepFailed    = "failed"
 )
 
 // families lists every family but the engine counters (engineFamilies).
@@ -92,6 +101,9 @@ var families = []Family{
 	{APIRequests, Counter, "API requests by route and status code.", []string{"route", "code"}, []string{api}},
 	{APIRequestDuration, Histogram, "API request latency by route and status code.", []string{"route", "code"}, []string{api}},
 	{APIRateLimited, Counter, "API requests refused with 429 by a key's rate limit, by route.", []string{"route"}, []string{api}},
+	{OrphanUploads, Counter, "Orphaned uploads removed from the store (left by an API that stopped mid-upload), by kind: object (a file or a temporary file) or multipart (an incomplete S3 upload).", []string{"kind"}, []string{manager}},
+	{OrphanUploadBytes, Counter, "Bytes of the orphaned upload objects removed (incomplete S3 uploads not counted).", nil, []string{manager}},
+	{UploadSweeps, Counter, "Sweeps of the uploads folder for orphans, by outcome (succeeded or failed).", []string{"outcome"}, []string{manager}},
 }
 
 // engineCounter maps a key of the engines' Counters() maps (mxdns.Stats,

@@ -38,6 +38,7 @@ func touchManager(m *Manager) {
 	m.ListFinished(ListOutcome{Service: "email_validation", Phase: "Failed", Reason: "InvalidInput", Seconds: 2,
 		ShardsSucceeded: 1, ShardsFailed: 1, Rows: 3, StatusCodes: map[string]int64{"50": 3}, Engine: allEngine()})
 	m.CallbackAttempt(CallbackDelivered)
+	m.UploadSweep(SweepSucceeded, 1, 1, 100)
 }
 
 // touchAPI gives every API family a sample.

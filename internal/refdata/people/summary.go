@@ -1,6 +1,10 @@
 package people
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/emaildata/emaildata/internal/platform/redact"
+)
 
 // ImportSummary is the outcome of one import as the worker's people-import
 // and the manager's local loader write it (JSON in the blob store) and the
@@ -35,7 +39,7 @@ func Summarize(res ImportResult, err error) ImportSummary {
 		s.Errors = append(s.Errors, clip(res.Errors[i].Error(), maxSummaryMessage))
 	}
 	if err != nil {
-		s.Error = clip(err.Error(), maxSummaryMessage)
+		s.Error = clip(redact.Error(err), maxSummaryMessage) // a Dataset's status message
 	}
 	return s
 }

@@ -88,6 +88,18 @@ func (w *EmailListWrapper) CallbackURL(u string) *EmailListWrapper {
 	return w
 }
 
+// CallbackSecret signs the callback with the key in Secret name.
+func (w *EmailListWrapper) CallbackSecret(name string) *EmailListWrapper {
+	w.Spec.CallbackSecretRef = &listsv1.LocalSecretReference{Name: name}
+	return w
+}
+
+// EscapeFormulas escapes the input's formula cells in the result.
+func (w *EmailListWrapper) EscapeFormulas() *EmailListWrapper {
+	w.Spec.Format.EscapeFormulas = true
+	return w
+}
+
 // MaxAge sets the oldest history verdict the list accepts.
 func (w *EmailListWrapper) MaxAge(d time.Duration) *EmailListWrapper {
 	w.Spec.Verification = &listsv1.VerificationSpec{MaxAge: &metav1.Duration{Duration: d}}
