@@ -83,6 +83,7 @@ func main() {
 		os.Exit(2)
 	}
 	o.Verifier, o.EVSMTP = engine, vc.SMTP
+	o.HistoryHealth = wiring.HistoryHealth(engine)
 	if *peopleURL != "" {
 		if o.People, err = people.Open(ctx, *peopleURL); err != nil {
 			log.Error("people store", logging.KeyError, err.Error())

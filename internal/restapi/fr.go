@@ -29,7 +29,7 @@ func (s *Server) fraudCheck(w http.ResponseWriter, r *http.Request, k *apikey.Ke
 		budget = frDefaultBudget
 	}
 	vctx, cancel := context.WithTimeout(r.Context(), budget)
-	ev := s.verifier.Verify(vctx, in.Email, verify.Options{SMTP: s.cfg.FraudSMTP})
+	ev := s.verifier.Verify(vctx, in.Email, verify.Options{SMTP: s.cfg.FraudSMTP, Tenant: historyTenant(k)})
 	cancel()
 	// The key's tenant asks: its own history and reports, and the network's
 	// agreed reports, never another single tenant's.

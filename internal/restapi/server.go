@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +75,10 @@ type Config struct {
 	// a store transaction while its client sends it; beyond, 429.
 	FeedbackFiles          int
 	FeedbackFilesPerTenant int
+	// HistoryHealth, when set, says whether the verifier's verification
+	// history is in use, and why not (wiring.HistoryHealth): GET /readyz
+	// says so, still ready (the API answers, probing every address).
+	HistoryHealth func() (ok bool, detail string)
 }
 
 // Server is the REST API.
@@ -206,9 +211,20 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusServiceUnavailable, "draining")
 		return
 	}
+	var notes []string
 	if s.keys.Len() == 0 {
 		// Not fatal: a cluster may have no keys yet; report it for operators.
-		writeText(w, http.StatusOK, "ok (no API keys configured)")
+		notes = append(notes, "no API keys configured")
+	}
+	if s.cfg.HistoryHealth != nil {
+		if ok, detail := s.cfg.HistoryHealth(); !ok {
+			// Not fatal either: without the history every address is
+			// probed; failing readiness would stop every replica at once.
+			notes = append(notes, "verification history not in use: "+detail)
+		}
+	}
+	if len(notes) > 0 {
+		writeText(w, http.StatusOK, "ok ("+strings.Join(notes, "; ")+")")
 		return
 	}
 	writeText(w, http.StatusOK, "ok")

@@ -81,7 +81,7 @@ func TestMakeRunE2E(t *testing.T) {
 	}()
 
 	// The banner prints the kubeconfig and the apply line.
-	var kubeconfig, applyLine, apiURL, apiKey, validationKey, callbacks string
+	var kubeconfig, applyLine, apiURL, apiKey, validationKey, callbacks, history string
 	var mm metricsBanner
 	deadline := time.After(90 * time.Second)
 	for applyLine == "" || !mm.complete() {
@@ -102,6 +102,8 @@ func TestMakeRunE2E(t *testing.T) {
 				validationKey = f[2]
 			case len(f) >= 3 && f[0] == "callbacks:":
 				callbacks = strings.Join(f[1:], " ")
+			case len(f) >= 3 && f[0] == "history:":
+				history = strings.Join(f[1:], " ")
 			}
 			mm.parse(f)
 			if strings.Contains(l, "kubectl apply -f") {
@@ -113,6 +115,13 @@ func TestMakeRunE2E(t *testing.T) {
 	}
 	if kubeconfig == "" || apiURL == "" || apiKey == "" {
 		t.Fatalf("banner lacks kubeconfig (%q), REST API (%q) or API key (%q)", kubeconfig, apiURL, apiKey)
+	}
+	// make run says where the history is and that its key is a local one,
+	// kept (owner-only) in the state directory.
+	keyFile := filepath.Join(dir, "history-key")
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 ||
+		!strings.Contains(history, "bolt://"+filepath.Join(dir, "history.db")) || !strings.Contains(history, "local key in "+keyFile) {
+		t.Errorf("history banner %q, key file %v: want the bolt file and the local key in %s (0600)", history, err, keyFile)
 	}
 	go func() {
 		for range lines {

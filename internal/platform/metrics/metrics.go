@@ -146,6 +146,8 @@ var engineCounters = []engineCounter{
 	{"history_misses", "Mailbox lookups the verification history could not answer (none kept, too old for the caller, or the history unreachable): probed."},
 	{"history_errors", "Verification history calls that failed (the addresses were probed; nothing stale was trusted)."},
 	{"history_recorded", "Mailbox verdicts kept in the verification history."},
+	{"history_key_mismatches", "Key checks and verification history calls that found its store kept under another key or scope (another process runs with a different HISTORY_KEY or --history-scope): the process stops using the history until they agree, and probes. Growing: a mismatch now."},
+	{"history_key_lost", "Key checks that found this process's key fingerprint gone from the history's store (it lost its data, or no process renewed it for a lease) and published it again."},
 	{"fleet_lease_waits", "Connection slot requests that found every slot of the host taken fleet-wide and waited."},
 	{"fleet_lease_wait_seconds", "Time connection slot requests waited for a slot."},
 	{"fleet_rate_waits", "New connections that waited for the host's fleet-wide rate."},
