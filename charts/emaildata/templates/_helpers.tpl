@@ -184,3 +184,27 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
 
+{{/* Who may scrape the metrics ports: networkPolicy.metricsFrom, else the Prometheus pods networkPolicy.scrapers names. */}}
+{{- define "emaildata.metricsFrom" -}}
+{{- $np := .Values.networkPolicy -}}
+{{- if $np.metricsFrom -}}
+{{- toYaml $np.metricsFrom -}}
+{{- else -}}
+{{- if not $np.scrapers.namespace -}}
+{{- fail "networkPolicy.scrapers.namespace is empty: name the namespace Prometheus runs in, or give networkPolicy.metricsFrom" -}}
+{{- end -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ $np.scrapers.namespace }}
+  {{- with $np.scrapers.podLabels }}
+  podSelector:
+    matchLabels:
+      {{- toYaml . | nindent 6 }}
+  {{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the token the ServiceMonitor sends the manager. */}}
+{{- define "emaildata.scraperTokenSecret" -}}
+{{- default (printf "%s-metrics-scraper-token" (include "emaildata.fullname" .)) .Values.serviceMonitor.authorization.credentials.name -}}
+{{- end -}}
