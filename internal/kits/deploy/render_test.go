@@ -36,18 +36,9 @@ func renderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured
 }
 
 func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
-	ch, err := loader.Load(chartDir)
+	files, err := renderFiles(vals)
 	if err != nil {
-		return nil, fmt.Errorf("load chart: %w", err)
-	}
-	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, Revision: 1, IsInstall: true}
-	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
-	if err != nil {
-		return nil, fmt.Errorf("values: %w", err)
-	}
-	files, err := engine.Render(ch, rv)
-	if err != nil {
-		return nil, fmt.Errorf("render: %w", err)
+		return nil, err
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {
@@ -66,6 +57,25 @@ func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, got...)
 	}
 	return objs, nil
+}
+
+// renderFiles renders every template of the chart (NOTES.txt included),
+// keyed by path, as `helm template` would with vals.
+func renderFiles(vals map[string]any) (map[string]string, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart: %w", err)
+	}
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, Revision: 1, IsInstall: true}
+	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	files, err := engine.Render(ch, rv)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	return files, nil
 }
 
 // renderKustomize renders config/default as `kubectl apply -k` would.
