@@ -5,12 +5,14 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/platform/logging"
@@ -89,6 +91,24 @@ func (r *EmailListReconciler) recordFinished(ctx context.Context, orig, list *li
 		}
 	}
 	managerMetrics().ListFinished(o)
+	r.noteHistoryKey(list, o.Engine)
+}
+
+// ReasonHistoryKeyMismatch: a list's shards found the verification history
+// kept under another key, and verified without it.
+const ReasonHistoryKeyMismatch = "HistoryKeyMismatch"
+
+// noteHistoryKey warns on a finished list whose shards' key checks found
+// the verification history kept under another key (evhistory.CheckKey):
+// they probed every address, and the operator must give every process the
+// same HISTORY_KEY. The counts come from the shard summaries, so Job pods
+// and the local executor alike are heard.
+func (r *EmailListReconciler) noteHistoryKey(list *listsv1.EmailList, engine map[string]float64) {
+	if n := engine[evhistory.CounterKeyMismatches]; n > 0 {
+		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonHistoryKeyMismatch,
+			"the verification history was kept under another key than its shards' (%.0f key checks): they verified without it, "+
+				"probing every address; give the manager, the API and the workers the same HISTORY_KEY and --history-scope", n)
+	}
 }
 
 // addShards adds the finished shards' summaries to o.

@@ -57,7 +57,7 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 		return ctrl.Result{}, false, nil
 	}
 	req := pipeline.Request{Source: src, Dialect: dialect, Service: string(list.Spec.Service), MaxAge: list.Spec.MaxAge(),
-		EscapeFormulas: list.Spec.Format.EscapeFormulas}
+		HistoryTenant: r.Access.historyTenant(list), EscapeFormulas: list.Spec.Format.EscapeFormulas}
 	plan, err := pipeline.Prepare(ctx, r.Store, keys, req, svc, r.Pipeline)
 	if pipeline.IsBadInput(err) {
 		r.fail(list, ReasonInvalidInput, r.Store.Redact(err))

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
@@ -59,6 +60,19 @@ func (a SourceAccess) ownedUpload(list *listsv1.EmailList) (string, error) {
 		return "", refused("source.uploadKey: %v; a list may only read its own tenant's uploads", err)
 	}
 	return key, nil
+}
+
+// historyTenant is whose list this is for the verification history
+// (evhistory): the API tenant of a list the REST API created (in its
+// namespace, with its labels: the same trust as ownedUpload's), else the
+// list's namespace. A tenant label on a list anywhere else names no one:
+// a namespace cannot claim an API tenant's history by labelling a list.
+func (a SourceAccess) historyTenant(list *listsv1.EmailList) string {
+	if d := list.Labels[listsv1.LabelTenant]; d != "" && list.Namespace == a.APINamespace &&
+		list.Labels[listsv1.LabelManagedBy] == listsv1.ManagedByAPI {
+		return evhistory.APITenant(d)
+	}
+	return evhistory.NamespaceTenant(list.Namespace)
 }
 
 // resolveSource finds the list file in the operator's store, staging a

@@ -145,6 +145,12 @@ func TestJobShape(t *testing.T) {
 		t.Errorf("pod placement: sa %q priority %q nodeSelector %v tolerations %v resources %v", pod.ServiceAccountName,
 			pod.PriorityClassName, pod.NodeSelector, pod.Tolerations, pod.Containers[0].Resources)
 	}
+	// The history's key comes from the Secret, never from the Job spec.
+	if env := pod.Containers[0].Env; len(env) != 1 || env[0].Name != "HISTORY_KEY" || env[0].Value != "" ||
+		env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil || !*env[0].ValueFrom.SecretKeyRef.Optional ||
+		env[0].ValueFrom.SecretKeyRef.Name != historyKeySecret || env[0].ValueFrom.SecretKeyRef.Key != "HISTORY_KEY" {
+		t.Errorf("worker env %+v, want HISTORY_KEY from Secret %s", env, historyKeySecret)
+	}
 	args := strings.Join(pod.Containers[0].Args, " ")
 	for _, want := range []string{"--list-uid " + string(l.UID), "--max-record-bytes=4096", "--dns-server="} {
 		if !strings.Contains(args, want) {

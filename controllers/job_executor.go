@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 )
 
@@ -73,6 +74,10 @@ type JobConfig struct {
 	ServiceAccountName string
 	// EnvFromSecret, when set, feeds store credentials to the workers.
 	EnvFromSecret string
+	// HistoryKeySecret, when set, names the Secret whose HISTORY_KEY key
+	// becomes the workers' $HISTORY_KEY: the verification history's key,
+	// which every process must share (evhistory.LoadSecret).
+	HistoryKeySecret string
 	// StorePVC, when set, is mounted at StoreMountPath for file:// stores.
 	StorePVC       string
 	StoreMountPath string
@@ -176,6 +181,9 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 	// index (--fleet-seat's default) among the list's shards.
 	args = append(args, "--fleet-seats="+strconv.Itoa(shards))
 	pod := workerPod(e.Config, args)
+	if k := historyKeyEnv(e.Config); k != nil {
+		pod.Containers[0].Env = append(pod.Containers[0].Env, *k)
+	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: JobName(list), Namespace: e.Config.Namespace, Labels: labels,
@@ -194,6 +202,20 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 		},
 	}
 	return job, nil
+}
+
+// historyKeyEnv is a list worker's HISTORY_KEY from cfg's Secret (nil:
+// none named). Only list Jobs get it: they run in the workers' namespace,
+// where the Secret is; Dataset Jobs run in their Dataset's and never open
+// the history. Optional, as the manager's and the API's: a worker without
+// a history starts without it, one with a history and no key refuses to
+// start and says why (evhistory.LoadSecret), and the list fails with that.
+func historyKeyEnv(cfg JobConfig) *corev1.EnvVar {
+	if cfg.HistoryKeySecret == "" {
+		return nil
+	}
+	return &corev1.EnvVar{Name: evhistory.SecretEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: cfg.HistoryKeySecret}, Key: evhistory.SecretEnv, Optional: ptr.To(true)}}}
 }
 
 // workerPod is the pod of a worker Job running args, shaped by cfg.

@@ -49,10 +49,12 @@ const (
 	nsSystem  = "emaildata-system"
 	testLimit = 64 << 10 // zip expansion limit in tests
 
-	workerImage   = "emaildata:test"
-	workerSA      = "emaildata-worker"
-	workerPrio    = "emaildata-test-workers"
-	jobTTLSeconds = 15
+	workerImage = "emaildata:test"
+	// historyKeySecret holds the workers' HISTORY_KEY, in nsWorkers.
+	historyKeySecret = "emaildata-history-key"
+	workerSA         = "emaildata-worker"
+	workerPrio       = "emaildata-test-workers"
+	jobTTLSeconds    = 15
 )
 
 // emptyImage is an image the test node knows without a worker binary;
@@ -269,12 +271,14 @@ func jobOptions(ns, workers string) operator.Options {
 		NodeSelector:      map[string]string{"node.emaildata.io/testnode": "true"},
 		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
 		PriorityClassName: workerPrio,
+		HistoryKeySecret:  historyKeySecret,
 	}
 	return o
 }
 
 // createFixtures makes the namespaces, and what worker pods need in the
-// workers' namespace: the service account and the priority class.
+// workers' namespace: the service account, the priority class and the
+// history key Secret.
 func createFixtures(ctx context.Context) error {
 	for _, ns := range []string{nsJob, nsWorkers, nsLocal, nsTeamA, nsTeamB, nsSystem} {
 		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -293,6 +297,10 @@ func createFixtures(ctx context.Context) error {
 	}
 	if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: nsWorkers, Name: workerSA},
 		AutomountServiceAccountToken: ptrTo(false)}); err != nil {
+		return err
+	}
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsWorkers, Name: historyKeySecret},
+		StringData: map[string]string{"HISTORY_KEY": "controllers-test-history-key"}}); err != nil {
 		return err
 	}
 	return k8s.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: workerPrio}, Value: 1000})

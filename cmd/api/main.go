@@ -46,9 +46,13 @@ func main() {
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
+	o.Throttle = restapi.DefaultThrottle()
+	o.Throttle.BindFlags(flag.CommandLine)
+	flag.IntVar(&o.FeedbackFiles, "feedback-files", restapi.DefaultFeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
+	flag.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", restapi.DefaultFeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
 	vc := wiring.DefaultAPIVerifyConfig()
 	vc.BindFlags(flag.CommandLine)
-	var fc wiring.FraudConfig
+	fc := wiring.DefaultFraudConfig()
 	fc.BindFlags(flag.CommandLine)
 	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()
@@ -79,6 +83,7 @@ func main() {
 		os.Exit(2)
 	}
 	o.Verifier, o.EVSMTP = engine, vc.SMTP
+	o.HistoryHealth = wiring.HistoryHealth(engine)
 	if *peopleURL != "" {
 		if o.People, err = people.Open(ctx, *peopleURL); err != nil {
 			log.Error("people store", logging.KeyError, err.Error())
@@ -86,6 +91,7 @@ func main() {
 		}
 		defer o.People.Close()
 	}
+	fc.Fleet, fc.Log = wiring.FleetOf(engine), log
 	if o.Fraud, err = wiring.NewFraud(ctx, fc, o.People); err != nil {
 		log.Error("fraud scorer", logging.KeyError, err.Error())
 		os.Exit(2)

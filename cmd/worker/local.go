@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
 	"github.com/emaildata/emaildata/internal/engine/verify"
@@ -30,6 +31,7 @@ import (
 // cluster runs, through an in-memory store.
 type localRun struct {
 	in, out, service, delim, peopleURL string
+	historyTenant                      string
 	shardBy                            string
 	header, stats, escapeFormulas      bool
 	cpuProfile, tmpDir                 string
@@ -74,6 +76,7 @@ func (r *localRun) flags(args []string) error {
 	r.vc = wiring.DefaultVerifyConfig()
 	r.vc.BindFlags(fs)
 	fs.StringVar(&r.peopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store")
+	fs.StringVar(&r.historyTenant, "history-tenant", evhistory.LocalTenant, "whose checks these are, for a --history-url history in the tenant scope (the cluster names its tenants api/<digest> and namespace/<name>)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -140,7 +143,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 	plan, err := pipeline.Prepare(ctx, store, keys, pipeline.Request{
 		Source:  pipeline.Source{Key: "upload", Name: filepath.Base(r.in)},
 		Dialect: listfile.Dialect{Delimiter: d, Header: r.header, EmailColumn: listfile.Column(r.emailCol)},
-		Service: r.service,
+		Service: r.service, HistoryTenant: r.historyTenant,
 
 		EscapeFormulas: r.escapeFormulas,
 	}, svc, cfg)
@@ -360,6 +363,12 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 	if _, ok := c["history_hits"]; ok {
 		fmt.Fprintf(w, "  history: %.0f verdicts reused, %.0f looked up and probed, %.0f kept, %.0f errors\n",
 			c["history_hits"], c["history_misses"], c["history_recorded"], c["history_errors"])
+		if n := c[evhistory.CounterKeyMismatches]; n > 0 {
+			fmt.Fprintf(w, "  history: NOT USED: its store is kept under another key or scope (%.0f key checks; see the log): every address was probed\n", n)
+		}
+		if n := c[evhistory.CounterKeyLost]; n > 0 {
+			fmt.Fprintf(w, "  history: its store lost its data during the run (key fingerprint published again %.0f times)\n", n)
+		}
 	}
 	if _, ok := c["fleet_fallbacks"]; ok {
 		fmt.Fprintf(w, "  fleet: %.0f lease waits (%.1f s waited, summed over connections), %.0f fallbacks to the divided budget (%.1f s), %.0f backend errors\n",

@@ -258,6 +258,7 @@ func TestRunLocalFleetStats(t *testing.T) {
 	w, in, _ := smtpWorld(t)
 	rdb := redistest.Need(t)
 	prefix := redistest.Prefix(t, rdb, "workertest")
+	t.Setenv("HISTORY_KEY", "worker-fleet-test-key-0123") // the fleet backend keeps a history
 	out := filepath.Join(t.TempDir(), "out.csv")
 	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats",
 		"--fleet-url", "redis://" + redistest.Addr + "/0?prefix=" + prefix}, worldFlags(w)...)
@@ -274,6 +275,60 @@ func TestRunLocalFleetStats(t *testing.T) {
 	}
 	if log := stderr.String(); !regexp.MustCompile(`fleet: \d+ lease waits \(\d+\.\d s waited`).MatchString(log) {
 		t.Errorf("stderr lacks the fleet's lease waits:\n%s", log)
+	}
+}
+
+// worker run with a history: its key comes from $HISTORY_KEY (none: a
+// usage error saying so), a second run answers from the first one's
+// verdicts, and a run for another --history-tenant does not.
+func TestRunLocalHistoryTenant(t *testing.T) {
+	w, in, addrs := smtpWorld(t)
+	hist := "bolt://" + filepath.Join(t.TempDir(), "history.db")
+	runOnce := func(extra ...string) ([][]string, string, int) {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "out.csv")
+		args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--history-url", hist, "--stats"}, worldFlags(w)...)
+		var stderr bytes.Buffer
+		// Each run's history closes with its context, as at a process's exit.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		code := run(ctx, append(args, extra...), &stderr)
+		if code != 0 {
+			return nil, stderr.String(), code
+		}
+		return readCSV(t, out), stderr.String(), code
+	}
+	fromHistory := func(rows [][]string) int {
+		n := 0
+		for _, r := range rows[1:] {
+			if r[len(r)-1] == "true" {
+				n++
+			}
+		}
+		return n
+	}
+	t.Setenv("HISTORY_KEY", "")
+	if _, log, code := runOnce(); code != 2 || !strings.Contains(log, "needs a key: set HISTORY_KEY") {
+		t.Fatalf("without a key: exit %d\n%s", code, log)
+	}
+	t.Setenv("HISTORY_KEY", "worker-run-test-key-0123")
+	first, log, code := runOnce()
+	if code != 0 || len(first) != len(addrs)+1 || fromHistory(first) != 0 {
+		t.Fatalf("first run: exit %d, %d rows from history\n%s", code, fromHistory(first), log)
+	}
+	second, log, code := runOnce()
+	if code != 0 {
+		t.Fatalf("second run: exit %d\n%s", code, log)
+	}
+	if fromHistory(second) == 0 || second[1][len(second[1])-1] != "true" {
+		t.Errorf("second run: %d rows from history (want %s among them): %v", fromHistory(second), addrs[0], second)
+	}
+	other, log, code := runOnce("--history-tenant", "namespace/other")
+	if code != 0 {
+		t.Fatalf("third run: exit %d\n%s", code, log)
+	}
+	if n := fromHistory(other); n != 0 {
+		t.Errorf("another tenant's run: %d rows from the first tenant's history", n)
 	}
 }
 

@@ -98,7 +98,7 @@ func runOursJobs(dnsAddr string, rows []string, s settings, js jobsSettings) (pr
 	defer cancel()
 	st, err := stackrun.Start(ctx, stackrun.Options{
 		Bin: filepath.Join(bin, "localstack"), Root: "../..", Args: stackArgs(dir, bin, dnsAddr, s, js),
-		Env:     append(os.Environ(), "FLEET_URL=", "HISTORY_URL="),
+		Env:     childEnv(),
 		LogPath: filepath.Join(dir, "localstack.log"),
 	})
 	if err != nil {

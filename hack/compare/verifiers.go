@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -246,8 +247,19 @@ func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) *exec.
 	args = append(args, "--stats", "--progress", "30s",
 		"--fleet-seat", strconv.Itoa(seat), "--fleet-seats", strconv.Itoa(seats))
 	cmd := exec.Command(bin, append(args, s.workerArgs...)...)
-	cmd.Env = append(os.Environ(), "FLEET_URL=", "HISTORY_URL=")
+	cmd.Env = childEnv()
 	return cmd
+}
+
+// benchHistoryKey keys the verification history of the runs that have one
+// (-fleet-url) when $HISTORY_KEY is not set: a history needs a key, and
+// runs meant to reuse a prefix's history need the same one.
+const benchHistoryKey = "hack-compare-history-key-0001"
+
+// childEnv is the environment of the processes a run starts: this one's,
+// without the fleet and history URLs (the flags say them), with a key.
+func childEnv() []string {
+	return append(os.Environ(), "FLEET_URL=", "HISTORY_URL=", "HISTORY_KEY="+cmp.Or(os.Getenv("HISTORY_KEY"), benchHistoryKey))
 }
 
 // verifyArgs are the verification flags (wiring.VerifyConfig's, which

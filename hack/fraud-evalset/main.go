@@ -18,6 +18,15 @@
 // on VPNs, in offices sharing one IP, with random-looking nicknames or
 // mistyped postal codes, and fraud that looks clean (a stolen identity used
 // from a residential IP in the right country). See docs/fraud.md.
+//
+// Every row belongs to one of six tenants (the clients asking /fr), and
+// some rows are reported by their tenant as fraud some time later, as
+// honest feedback does: most fraud rows, a few legitimate ones by mistake.
+// Two kinds cross tenants: serial fraud (one stolen identity used at
+// several tenants in turn) and returning customers (a legitimate person
+// signing up at another tenant). Tenants, reports and these two kinds are
+// drawn from a random stream of their own, so that the other rows are
+// those the single-tenant set had, in the same order.
 package main
 
 import (
@@ -29,6 +38,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,9 +51,19 @@ type Case struct {
 	Label  string    `json:"label"` // "fraud" or "legit"
 	Kind   string    `json:"kind"`
 	At     time.Time `json:"at"`
+	Tenant string    `json:"tenant"` // the client that asked
 	Input  Input     `json:"input"`
 	Verify Verify    `json:"verify"`
 	Person *Person   `json:"person,omitempty"`
+	// Report is the tenant's fraud report of this row (its address, IP and
+	// phone), when it sends one.
+	Report *Report `json:"report,omitempty"`
+}
+
+// Report is a tenant's report of a row, sent at At.
+type Report struct {
+	At   time.Time `json:"at"`
+	Type string    `json:"type"`
 }
 
 // Input mirrors fraud.Input.
@@ -191,6 +211,49 @@ type gen struct {
 	now time.Time
 	n   int
 	out []Case
+
+	// x draws tenants, reports and the cross-tenant kinds; r the rest.
+	x *gen
+	// group is the tenant of the ring, series or office being emitted
+	// ("": each row draws its own).
+	group string
+	// pending are the serial fraud hits to come, in time order; pool the
+	// legitimate consumers who may sign up at another tenant.
+	pending []serialHit
+	pool    []Case
+	cross   int // rows of the cross-tenant kinds
+}
+
+// tenants of the set and their shares of the traffic.
+var (
+	tenants      = []string{"shop-1", "shop-2", "shop-3", "shop-4", "shop-5", "shop-6"}
+	tenantShares = []float64{0.30, 0.25, 0.15, 0.12, 0.10, 0.08}
+)
+
+// Honest feedback: the share of fraud rows their tenant reports, and of
+// legitimate rows reported by mistake (disputes, misjudged cases), after
+// a delay of 1 hour to 5 days.
+const (
+	reportFraud   = 0.6
+	reportMistake = 0.01
+)
+
+var reportTypes = map[string]string{
+	"bot_ring": "bot", "disposable": "fake_account", "stolen_identity": "identity_theft",
+	"synthetic_identity": "fake_account", "tumbling": "promotion_abuse", "invalid_email": "fake_account",
+	"serial_fraud": "payment_fraud",
+}
+
+// tenant draws a tenant by traffic share.
+func (x *gen) tenant() string {
+	f := x.r.Float64()
+	for i, s := range tenantShares {
+		if f < s {
+			return tenants[i]
+		}
+		f -= s
+	}
+	return tenants[len(tenants)-1]
 }
 
 func (g *gen) pick(ss []string) string { return ss[g.r.IntN(len(ss))] }
@@ -315,10 +378,121 @@ func title(s string) string {
 }
 
 func (g *gen) emit(label, kind string, in Input, v Verify, p *Person) {
-	g.n++
 	g.now = g.now.Add(time.Duration(10+g.r.IntN(600)) * time.Second)
+	g.add(label, kind, in, v, p)
+}
+
+// add appends a row at g.now, with its tenant and its report.
+func (g *gen) add(label, kind string, in Input, v Verify, p *Person) {
+	g.n++
 	in.ReferenceID = fmt.Sprintf("ref-%05d", g.n)
-	g.out = append(g.out, Case{ID: g.n, Label: label, Kind: kind, At: g.now, Input: in, Verify: v, Person: p})
+	tenant := g.group
+	if tenant == "" {
+		tenant = g.x.tenant()
+	}
+	c := Case{ID: g.n, Label: label, Kind: kind, At: g.now, Tenant: tenant, Input: in, Verify: v, Person: p}
+	share, typ := reportMistake, "chargeback"
+	if label == "fraud" {
+		share, typ = reportFraud, reportTypes[kind]
+	}
+	if g.x.chance(share) {
+		c.Report = &Report{At: g.now.Add(time.Hour + time.Duration(g.x.r.Int64N(int64(5*24*time.Hour)))), Type: typ}
+	}
+	g.out = append(g.out, c)
+	if kind == "legit_consumer" && g.x.chance(0.3) {
+		g.pool = append(g.pool, c)
+	}
+}
+
+// addLater appends a row of the cross-tenant kinds, a little after the
+// last one (without drawing from r, so the other rows stay as they were).
+func (g *gen) addLater(label, kind, tenant string, in Input, v Verify, p *Person) {
+	g.now = g.now.Add(time.Duration(10+g.x.r.IntN(600)) * time.Second)
+	g.group = tenant
+	g.add(label, kind, in, v, p)
+	g.group = ""
+	g.cross++
+}
+
+// serialHit is one use of a serial fraudster's identity at a tenant.
+type serialHit struct {
+	at     time.Time
+	tenant string
+	in     Input
+	p      *Person
+}
+
+// serialFraud starts a fraudster who uses one stolen identity (address,
+// name, phone, often one IP) at 3-6 tenants in turn, 6 to 48 hours apart:
+// the case a consortium of tenants is for.
+func (g *gen) serialFraud() {
+	x := g.x
+	country := x.pick([]string{"US", "US", "US", "GB", "CA"})
+	first, last := x.pick(firstNames), x.pick(lastNames)
+	email := x.nameLocal(first, last) + "@" + x.pick(freeDomains[country])
+	phone := x.phone("GB", phonenumbers.VOIP)
+	if x.chance(0.5) {
+		phone = x.phone(country, phonenumbers.MOBILE)
+	}
+	ip := x.ipOf(residential[country])
+	if x.chance(0.4) {
+		ip = x.ipOf(vpnNets)
+	}
+	victim, drop := x.address(country), x.address(country)
+	var p *Person
+	if x.chance(0.7) {
+		p = &Person{First: title(first), Last: title(last), Street: victim.street, City: victim.city, Zip: victim.zip}
+	}
+	order := slices.Clone(tenants)
+	x.r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	at := g.now
+	for _, tenant := range order[:3+x.r.IntN(4)] {
+		in := Input{Email: email, First: title(first), Last: title(last), Country: country, Phone: phone, IP: ip,
+			Street: drop.street, City: drop.city, State: drop.state, Zip: drop.zip, UserAgent: x.pick(browserUAs)}
+		if x.chance(0.3) {
+			in.IP = x.ipOf(residential[country]) // another network this time
+		}
+		g.pending = append(g.pending, serialHit{at: at, tenant: tenant, in: in, p: p})
+		at = at.Add(6*time.Hour + time.Duration(x.r.Int64N(int64(42*time.Hour))))
+	}
+	slices.SortStableFunc(g.pending, func(a, b serialHit) int { return a.at.Compare(b.at) })
+}
+
+// returning signs up a legitimate consumer of the pool again, at another
+// tenant, from a residential IP of their country.
+func (g *gen) returning() {
+	x := g.x
+	i := x.r.IntN(len(g.pool))
+	c := g.pool[i]
+	if x.chance(0.5) {
+		g.pool = slices.Delete(g.pool, i, i+1)
+	}
+	tenant := c.Tenant
+	for tenant == c.Tenant {
+		tenant = x.tenant()
+	}
+	in := c.Input
+	if country := in.Country; residential[country] != nil {
+		in.IP = x.ipOf(residential[country])
+	}
+	g.addLater("legit", "legit_returning", tenant, in, c.Verify, c.Person)
+}
+
+// crossTenant adds the rows of the cross-tenant kinds due before the next
+// row: serial hits whose time has come, a new serial fraudster now and
+// then, and now and then a returning customer.
+func (g *gen) crossTenant() {
+	for len(g.pending) > 0 && !g.pending[0].at.After(g.now) {
+		h := g.pending[0]
+		g.pending = g.pending[1:]
+		g.addLater("fraud", "serial_fraud", h.tenant, h.in, g.x.verifyGood("freeisp"), h.p)
+	}
+	if g.x.chance(0.012) {
+		g.serialFraud()
+	}
+	if len(g.pool) > 0 && g.x.chance(0.06) {
+		g.returning()
+	}
 }
 
 func (g *gen) verifyGood(domainType string) Verify {
@@ -432,6 +606,7 @@ func (g *gen) legit(office *officeState) {
 type officeState struct {
 	domain, country, ip string
 	left                int
+	tenant              string // colleagues sign up with one client
 }
 
 // fraud makes one fraudulent query of a random kind; rings emit several.
@@ -474,8 +649,11 @@ func (g *gen) badIP() string {
 	}
 }
 
-// botRing: scripted sign-ups with random addresses from one source.
+// botRing: scripted sign-ups with random addresses from one source, at
+// one tenant.
 func (g *gen) botRing() {
+	g.group = g.x.tenant()
+	defer func() { g.group = "" }()
 	ip := g.badIP()
 	ua := g.pick(botUAs)
 	if g.chance(0.25) {
@@ -600,8 +778,11 @@ func (g *gen) synthetic() {
 	g.emit("fraud", "synthetic_identity", in, g.verifyGood("freeisp"), nil)
 }
 
-// tumbling: variants of one mailbox to claim a promotion many times.
+// tumbling: variants of one mailbox to claim a promotion many times, at
+// one tenant.
 func (g *gen) tumbling() {
+	g.group = g.x.tenant()
+	defer func() { g.group = "" }()
 	first, last := g.pick(firstNames), g.pick(lastNames)
 	base := first + "." + last
 	domain := "gmail.com"
@@ -686,14 +867,22 @@ func main() {
 	fmt.Printf("wrote %d rows (%d fraud, %d legit) to %s\n", len(cases), fraud, len(cases)-fraud, *out)
 }
 
-// generate draws at least n cases in time order.
+// generate draws at least n cases of the single-tenant kinds in time
+// order, and the cross-tenant rows among them.
 func generate(n int, seed uint64, fraudShare float64) []Case {
 	g := &gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), now: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}
+	g.x = &gen{r: rand.New(rand.NewPCG(seed, 0x7e4a47))}
 	var office *officeState
-	for len(g.out) < n {
+	for len(g.out)-g.cross < n {
+		g.crossTenant()
 		switch {
 		case office != nil && office.left > 0 && g.chance(0.5):
+			if office.tenant == "" {
+				office.tenant = g.x.tenant()
+			}
+			g.group = office.tenant
 			g.legit(office)
+			g.group = ""
 			office.left--
 		case g.chance(fraudShare):
 			g.fraud()

@@ -96,6 +96,7 @@ emaildata local stack is running (Ctrl-C stops it).
   Validation key: %[8]s   (email_validation alone: lists submitted without service=)
   callbacks:   may reach %[9]s   (--callback-allow-cidrs; a cluster refuses loopback and private addresses unless allowed)
   verification: %[6]s
+  history:     %[10]s
   executor:    %[7]s
 
 With kubectl:
@@ -111,7 +112,7 @@ With the REST API:
   curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
 
 `, s.Kubeconfig, storeMode(s), samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s), s.ValidationKey,
-		cmp.Or(s.CallbackAllowCIDRs, "public addresses only"))
+		cmp.Or(s.CallbackAllowCIDRs, "public addresses only"), cmp.Or(s.History, "none (--history-url=off)"))
 	printMetrics(s)
 	if s.Jobs != nil {
 		fmt.Printf(`Watch the Job path (in other terminals, with the KUBECONFIG above):

@@ -5,6 +5,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -342,11 +343,25 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		}
 	}
 	setSMTPBudget(o)
+	if err := workersHistoryKey(o); err != nil {
+		return err
+	}
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(), o.Pipeline.Limits.Args()...), o.Job.ExtraArgs...)
+	return nil
+}
+
+// workersHistoryKey refuses Job workers that would open the verification
+// history without a way to its key: each would fail at start, list after
+// list, instead of this manager once.
+func workersHistoryKey(o *Options) error {
+	if o.Executor == ExecutorJob && o.Verify.NamesHistory() && o.Job.HistoryKeySecret == "" && o.Job.EnvFromSecret == "" {
+		return errors.New("worker Jobs would open the verification history without its key: " +
+			"name the Secret holding HISTORY_KEY with --worker-history-key-secret (the chart does), or put HISTORY_KEY in --worker-env-secret")
+	}
 	return nil
 }
 

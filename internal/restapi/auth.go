@@ -23,11 +23,13 @@ const (
 	refuseForbidden                // the key is not enabled for the route's service
 	refuseLimited                  // the key's rate limit is spent
 	refuseMalformed                // the query string cannot be parsed
+	refuseThrottled                // a throttle (ThrottleConfig) refuses it; detail says which
 )
 
 // refuser answers a refused request in a route family's style. detail is
-// the service a key is not enabled for (refuseForbidden) or what is wrong
-// with the query (refuseMalformed).
+// the service a key is not enabled for (refuseForbidden), what is wrong
+// with the query (refuseMalformed) or the throttle's reason, lower case
+// and without a full stop (refuseThrottled).
 type refuser func(w http.ResponseWriter, r *http.Request, why refusal, detail string, retry time.Duration)
 
 // authorizer decides whether key k may run the request and which service it
@@ -36,10 +38,12 @@ type authorizer func(w http.ResponseWriter, r *http.Request, k *apikey.Key) (ser
 
 // authenticate is the one key check every route goes through: it refuses a
 // malformed query string (whose broken pairs would otherwise be dropped
-// silently, the key or a parameter with them), looks up the presented key,
-// lets authorize (nil: any key) check its service and spends one token of
-// the key's rate limit, in that order. A refused request is answered with
-// refuse and yields ok false.
+// silently, the key or a parameter with them), looks up the presented key
+// unless the client's address has used up its failed checks (then 429,
+// the key unchecked), lets authorize (nil: any key) check its service,
+// spends one token of the key's rate limit and, for a request with a body,
+// takes one of the key's and the tenant's upload slots, in that order. A
+// refused request is answered with refuse and yields ok false.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, presented string, refuse refuser,
 	authorize authorizer) (k *apikey.Key, service string, ok bool) {
 	if msg := malformedQuery(r.URL.RawQuery); msg != "" {
@@ -50,7 +54,16 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, presented 
 		refuse(w, r, refuseMissing, "", 0)
 		return nil, "", false
 	}
-	if k, ok = s.keys.Lookup(presented); !ok {
+	addr := clientAddress(r, s.cfg.Throttle.TrustedProxies)
+	found, retry := s.authFailures.guard(addr, func() bool {
+		k, ok = s.keys.Lookup(presented)
+		return ok
+	})
+	if retry > 0 {
+		refuse(w, r, refuseThrottled, "too many failed API key checks from this address", retry)
+		return nil, "", false
+	}
+	if !found {
 		refuse(w, r, refuseInvalid, "", 0)
 		return nil, "", false
 	}
@@ -65,14 +78,49 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, presented 
 		refuse(w, r, refuseLimited, "", delay)
 		return nil, "", false
 	}
+	if !s.holdUpload(w, r, k, refuse) {
+		return nil, "", false
+	}
 	return k, service, true
 }
 
+// uploadRetry is the Retry-After of an upload refused for the slots of its
+// key or tenant: when one frees is the other uploads' affair.
+const uploadRetry = 5 * time.Second
+
+// holdUpload takes an upload slot of k's key and tenant for a request with
+// a body, held until the body is over (bodies); with none free it answers
+// 429 and returns false.
+func (s *Server) holdUpload(w http.ResponseWriter, r *http.Request, k *apikey.Key, refuse refuser) bool {
+	st := bodyStateFrom(r.Context())
+	if st == nil {
+		return true
+	}
+	release, full, limit := s.uploads.acquire(k.Secret, k.Tenant)
+	if release == nil {
+		refuse(w, r, refuseThrottled, fmt.Sprintf("too many uploads at once for this %s (at most %d); retry once one of them has finished", full, limit), uploadRetry)
+		return false
+	}
+	st.hold(release)
+	return true
+}
+
+// forbid answers a call k's key is not enabled for: 403 naming service
+// while k's tenant has such calls left (ThrottleConfig.ForbiddenRate),
+// else 429.
+func (s *Server) forbid(w http.ResponseWriter, r *http.Request, k *apikey.Key, service string, refuse refuser) {
+	if retry := s.forbidden.fail(k.Tenant); retry > 0 {
+		refuse(w, r, refuseThrottled, "too many calls this tenant's keys are not enabled for", retry)
+		return
+	}
+	refuse(w, r, refuseForbidden, service, 0)
+}
+
 // needs authorizes keys enabled for service.
-func needs(service string, refuse refuser) authorizer {
+func (s *Server) needs(service string, refuse refuser) authorizer {
 	return func(w http.ResponseWriter, r *http.Request, k *apikey.Key) (string, bool) {
 		if !k.Enabled(service) {
-			refuse(w, r, refuseForbidden, service, 0)
+			s.forbid(w, r, k, service, refuse)
 			return "", false
 		}
 		return service, true
@@ -120,13 +168,15 @@ func refuseJSON(w http.ResponseWriter, r *http.Request, why refusal, detail stri
 	case refuseForbidden:
 		writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for "+detail)
 	case refuseLimited:
-		tooMany(w, r, retry)
+		tooMany(w, r, retry, "too many requests for this API key")
+	case refuseThrottled:
+		tooMany(w, r, retry, detail)
 	}
 }
 
 // listService authorizes a submission: the service query parameter names
 // the list service, or the key's one enabled list service is taken.
-func listService(w http.ResponseWriter, r *http.Request, k *apikey.Key) (string, bool) {
+func (s *Server) listService(w http.ResponseWriter, r *http.Request, k *apikey.Key) (string, bool) {
 	bad := func(msg string) (string, bool) {
 		writeError(w, r, http.StatusBadRequest, "BadRequest", msg)
 		return "", false
@@ -138,12 +188,12 @@ func listService(w http.ResponseWriter, r *http.Request, k *apikey.Key) (string,
 			return bad(fmt.Sprintf("service %q is not a list service; choose one of %s", truncate(svc, 40), strings.Join(services.List, ", ")))
 		}
 		if !k.Enabled(svc) {
-			refuseHeaderJSON(w, r, refuseForbidden, svc, 0)
+			s.forbid(w, r, k, svc, refuseHeaderJSON)
 			return "", false
 		}
 		return svc, true
 	case len(enabled) == 0:
-		writeError(w, r, http.StatusForbidden, "Forbidden", "this API key is not enabled for any list service")
+		s.forbid(w, r, k, "any list service", refuseHeaderJSON)
 		return "", false
 	case len(enabled) > 1:
 		return bad(fmt.Sprintf("this API key is enabled for several list services; choose one with the service query parameter: %s", strings.Join(enabled, ", ")))
@@ -155,7 +205,7 @@ func listService(w http.ResponseWriter, r *http.Request, k *apikey.Key) (string,
 // bulkKey authenticates POST /v5/ei/bulk (key in the api_key query
 // parameter, enabled for demographics); errors are JSON like the body.
 func (s *Server) bulkKey(next func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
-	authorize := needs(services.Demographics, refuseQueryJSON)
+	authorize := s.needs(services.Demographics, refuseQueryJSON)
 	return func(w http.ResponseWriter, r *http.Request) {
 		presented := strings.TrimSpace(r.URL.Query().Get("api_key"))
 		if _, _, ok := s.authenticate(w, r, presented, refuseQueryJSON, authorize); ok {
@@ -180,7 +230,7 @@ func parseQuery(r *http.Request) url.Values { return r.URL.Query() }
 // parameter(s).) and the query parsed by parse.
 func (s *Server) textKey(service string, hasParams func(url.Values) bool, parse func(*http.Request) url.Values,
 	next func(http.ResponseWriter, *http.Request, *apikey.Key, url.Values)) http.HandlerFunc {
-	authorize := needs(service, refuseText)
+	authorize := s.needs(service, refuseText)
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := parse(r)
 		presented := strings.TrimSpace(q.Get("api_key"))
@@ -203,11 +253,18 @@ func refuseText(w http.ResponseWriter, _ *http.Request, why refusal, detail stri
 		writeText(w, http.StatusUnauthorized, "Invalid API key.")
 	case refuseForbidden:
 		writeText(w, http.StatusForbidden, fmt.Sprintf("This API key is not enabled for %s.", detail))
-	case refuseLimited:
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
-		writeText(w, http.StatusTooManyRequests, "Too many requests for this API key.")
+	case refuseLimited, refuseThrottled:
+		msg := "Too many requests for this API key."
+		if why == refuseThrottled {
+			msg = strings.ToUpper(detail[:1]) + detail[1:] + "."
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
+		writeText(w, http.StatusTooManyRequests, msg)
 	}
 }
+
+// retrySeconds is a Retry-After: whole seconds, at least 1.
+func retrySeconds(retry time.Duration) int { return max(1, int(math.Ceil(retry.Seconds()))) }
 
 // malformedQuery says what url.ParseQuery would fail on in a raw query,
 // "" when nothing: a percent sign not followed by two hex digits, or a

@@ -32,8 +32,11 @@ func (s *Server) bulkAppend(w http.ResponseWriter, r *http.Request) {
 	items, itemErrs, status, msg := decodeBulk(http.MaxBytesReader(w, r.Body, bulkMaxBytes))
 	if status != 0 {
 		code := "BadRequest"
-		if status == http.StatusRequestEntityTooLarge {
+		switch status {
+		case http.StatusRequestEntityTooLarge:
 			code = "TooLarge"
+		case http.StatusRequestTimeout:
+			code = "SlowUpload"
 		}
 		writeError(w, r, status, code, msg)
 		return
@@ -96,8 +99,8 @@ func decodeBulk(body io.Reader) (items []people.Input, itemErrs []string, status
 		return nil, nil, bodyStatus(err), "the JSON array is not closed: " + cleanJSONErr(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil && bodyStatus(err) == http.StatusRequestEntityTooLarge {
-			return nil, nil, http.StatusRequestEntityTooLarge, cleanJSONErr(err)
+		if status := bodyStatus(err); err != nil && status != http.StatusBadRequest {
+			return nil, nil, status, cleanJSONErr(err) // too large, or too slow
 		}
 		return nil, nil, http.StatusBadRequest, "the body has data after the closing ] of the array"
 	}
@@ -158,6 +161,9 @@ func bodyStatus(err error) int {
 	if errors.As(err, &tooBig) {
 		return http.StatusRequestEntityTooLarge
 	}
+	if isSlowBody(err) {
+		return http.StatusRequestTimeout
+	}
 	return http.StatusBadRequest
 }
 
@@ -165,6 +171,9 @@ func cleanJSONErr(err error) string {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return fmt.Sprintf("the body is larger than %d bytes", bulkMaxBytes)
+	}
+	if isSlowBody(err) {
+		return slowBodyMessage(err)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return "unexpected end of the body"

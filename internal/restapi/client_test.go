@@ -54,6 +54,7 @@ type response struct {
 	code   int
 	header http.Header
 	body   []byte
+	closes bool // the server closes the connection after it (Connection: close)
 }
 
 func (r response) json(t *testing.T) map[string]any {
@@ -69,12 +70,18 @@ func (r response) json(t *testing.T) map[string]any {
 // response the tests see is checked against the document.
 func do(t *testing.T, req *http.Request) response {
 	t.Helper()
+	return doWith(t, http.DefaultClient, req)
+}
+
+// doWith is do through the client cl.
+func doWith(t *testing.T, cl *http.Client, req *http.Request) response {
+	t.Helper()
 	var reqBody []byte
 	if req.Body != nil && req.GetBody != nil {
 		rc, _ := req.GetBody()
 		reqBody, _ = io.ReadAll(rc)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
@@ -87,7 +94,7 @@ func do(t *testing.T, req *http.Request) response {
 		t.Errorf("%s %s: no X-Request-Id", req.Method, req.URL.Path)
 	}
 	validate(t, req, reqBody, resp, body)
-	return response{code: resp.StatusCode, header: resp.Header, body: body}
+	return response{code: resp.StatusCode, header: resp.Header, body: body, closes: resp.Close}
 }
 
 func validate(t *testing.T, req *http.Request, reqBody []byte, resp *http.Response, body []byte) {

@@ -46,14 +46,11 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write([]byte(msg + "\n"))
 }
 
-// tooMany answers a rate-limited request.
-func tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration) {
-	secs := int(retry.Seconds() + 0.999)
-	if secs < 1 {
-		secs = 1
-	}
+// tooMany answers a rate-limited request; why says which limit, lower case.
+func tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration, why string) {
+	secs := retrySeconds(retry)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	writeError(w, r, http.StatusTooManyRequests, "RateLimited", "too many requests for this API key; retry after "+strconv.Itoa(secs)+"s")
+	writeError(w, r, http.StatusTooManyRequests, "RateLimited", why+"; retry after "+strconv.Itoa(secs)+"s")
 }
 
 // internalError logs err with the request ID and answers 500 without it.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
 	"github.com/emaildata/emaildata/internal/platform/services"
@@ -39,6 +40,17 @@ func parseMaxAge(v string) (time.Duration, error) {
 	return time.Duration(min(f, maxMaxAge.Seconds()) * float64(time.Second)), nil
 }
 
+// historyTenant is the verification history's tenant of a key: the same
+// as its tenant's lists' (the controller reads it from their LabelTenant),
+// so a tenant's GET /v5/ev and its lists share their checks, and no other
+// tenant's (in the history's default tenant scope).
+func historyTenant(k *apikey.Key) string {
+	if k == nil {
+		return ""
+	}
+	return evhistory.APITenant(tenantLabel(k.Tenant))
+}
+
 // evResponse is the GET /v5/ev body.
 type evResponse struct {
 	SafeToSend verify.SafeToSendResponse `json:"safe_to_send"`
@@ -47,7 +59,7 @@ type evResponse struct {
 // verifyEmail serves GET /v5/ev: one address, synchronously, within the
 // caller's timeout (default 10 s, at most 30 s). smtp=false skips the
 // mailbox check.
-func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request, _ *apikey.Key, q url.Values) {
+func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request, k *apikey.Key, q url.Values) {
 	timeout := evDefaultTimeout
 	if v := q.Get("timeout"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -57,7 +69,7 @@ func (s *Server) verifyEmail(w http.ResponseWriter, r *http.Request, _ *apikey.K
 		}
 		timeout = min(f, evMaxTimeout)
 	}
-	opts := verify.Options{SMTP: s.cfg.EVSMTP}
+	opts := verify.Options{SMTP: s.cfg.EVSMTP, Tenant: historyTenant(k)}
 	if v := q.Get("max_age"); v != "" {
 		d, err := parseMaxAge(v)
 		if err != nil {

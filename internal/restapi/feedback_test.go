@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -87,9 +88,12 @@ func TestFraudFeedback(t *testing.T) {
 		"eve.fb@good.test\tbot\t\t\t\t\textra\r\n" + // skipped: too many fields
 		"\x00\xff\xfe\tbot\t\t\t\t\r\n" // skipped: binary
 	r := feedbackFile(t, keyFraud, file)
+	got := r.json(t)
+	id, _ := got["feedback_id"].(string)
+	delete(got, "feedback_id")
 	want := map[string]any{"total_records": 10.0, "skipped_records": 8.0}
-	if r.code != http.StatusOK || !reflect.DeepEqual(r.json(t), want) {
-		t.Fatalf("%d %s, want %v", r.code, r.body, want)
+	if r.code != http.StatusOK || !reflect.DeepEqual(got, want) || !strings.HasPrefix(id, "fb_") {
+		t.Fatalf("%d %s, want %v and a feedback_id", r.code, r.body, want)
 	}
 	after := frOf(t, query...)
 	for _, c := range reported {
@@ -112,7 +116,8 @@ func TestFraudFeedback(t *testing.T) {
 		t.Errorf("carol from the reported IP: %v", a.codes())
 	}
 	// A key for every service may report too.
-	if r := feedbackFile(t, keyAll, "email\tfraud_type\nzed.fb@good.test\tspam\n"); r.code != 200 || string(r.body) != `{"total_records":1,"skipped_records":0}`+"\n" {
+	if r := feedbackFile(t, keyAll, "email\tfraud_type\nzed.fb@good.test\tspam\n"); r.code != 200 ||
+		!regexp.MustCompile(`^\{"total_records":1,"skipped_records":0,"feedback_id":"fb_[0-9a-f]{24}"\}\n$`).Match(r.body) {
 		t.Errorf("all-services key: %d %s", r.code, r.body)
 	}
 }

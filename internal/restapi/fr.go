@@ -14,9 +14,10 @@ import (
 // frDefaultBudget bounds the email check inside GET /fr.
 const frDefaultBudget = 1500 * time.Millisecond
 
-// fraudCheck serves GET /fr: an explainable risk assessment. Bad optional
-// inputs never fail the call; they are signals in reasons.
-func (s *Server) fraudCheck(w http.ResponseWriter, r *http.Request, _ *apikey.Key, q url.Values) {
+// fraudCheck serves GET /fr: an explainable risk assessment for the key's
+// tenant. Bad optional inputs never fail the call; they are signals in
+// reasons.
+func (s *Server) fraudCheck(w http.ResponseWriter, r *http.Request, k *apikey.Key, q url.Values) {
 	in := fraud.Input{
 		Email: q.Get("email"), ReferenceID: q.Get("reference_id"),
 		First: q.Get("first"), Last: q.Get("last"),
@@ -28,7 +29,9 @@ func (s *Server) fraudCheck(w http.ResponseWriter, r *http.Request, _ *apikey.Ke
 		budget = frDefaultBudget
 	}
 	vctx, cancel := context.WithTimeout(r.Context(), budget)
-	ev := s.verifier.Verify(vctx, in.Email, verify.Options{SMTP: s.cfg.FraudSMTP})
+	ev := s.verifier.Verify(vctx, in.Email, verify.Options{SMTP: s.cfg.FraudSMTP, Tenant: historyTenant(k)})
 	cancel()
-	writeJSON(w, http.StatusOK, s.cfg.Fraud.Assess(r.Context(), in, ev))
+	// The key's tenant asks: its own history and reports, and the network's
+	// agreed reports, never another single tenant's.
+	writeJSON(w, http.StatusOK, s.cfg.Fraud.Assess(r.Context(), k.Tenant, in, ev))
 }

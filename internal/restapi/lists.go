@@ -20,16 +20,24 @@ import (
 // TenantLabel marks a list with an opaque digest of the tenant that submitted it.
 const TenantLabel = listsv1.LabelTenant
 
-// ListIDIndex indexes EmailLists by their list-id label in the API's cache.
-const ListIDIndex = "metadata.labels.list-id"
+// ListIDIndex indexes EmailLists in the API's cache by their tenant and
+// list-id labels together (tenantListKey), so that a lookup finds only the
+// caller's tenant's lists: another tenant's list costs exactly what a
+// missing ID costs, and the time of an answer cannot tell them apart.
+const ListIDIndex = "metadata.labels.tenant-list-id"
 
 // IndexListID is the indexer function for ListIDIndex.
 func IndexListID(o client.Object) []string {
-	if v, ok := o.GetLabels()[listsv1.ListIDLabel]; ok {
-		return []string{v}
+	l := o.GetLabels()
+	id, ok := l[listsv1.ListIDLabel]
+	if !ok {
+		return nil
 	}
-	return nil
+	return []string{tenantListKey(l[TenantLabel], id)}
 }
+
+// tenantListKey is the ListIDIndex value of list id of a tenant's label.
+func tenantListKey(tenant, id string) string { return tenant + "/" + id }
 
 // tenantLabel turns a tenant name into a label value: a digest, so any
 // tenant name fits and none is exposed in labels.
@@ -73,7 +81,7 @@ func (s *Server) listCall(notFound notFoundAnswer, next listHandler) http.Handle
 			return
 		}
 		if svc := string(l.Spec.Service); !k.Enabled(svc) {
-			refuseHeaderJSON(w, r, refuseForbidden, svc, 0)
+			s.forbid(w, r, k, svc, refuseHeaderJSON)
 			return
 		}
 		next(w, r, l)
@@ -89,11 +97,14 @@ func listNotFound(w http.ResponseWriter, _ *http.Request, id int64) {
 // lookup reads the informer cache. On a miss it asks the API server once,
 // so a list is visible right after its submission on any replica, before
 // the cache has caught up (misses are bounded by the key's rate limit).
+// Both reads ask for the tenant's lists with the ID only: for an ID that
+// is another tenant's they do the same work, and find the same nothing, as
+// for an ID that does not exist (ListIDIndex).
 func (s *Server) lookup(ctx context.Context, id int64, tenant string) (*listsv1.EmailList, error) {
 	idStr := strconv.FormatInt(id, 10)
 	want := tenantLabel(tenant)
 	var lists listsv1.EmailListList
-	if err := s.client.List(ctx, &lists, client.InNamespace(s.cfg.Namespace), client.MatchingFields{ListIDIndex: idStr}); err != nil {
+	if err := s.client.List(ctx, &lists, client.InNamespace(s.cfg.Namespace), client.MatchingFields{ListIDIndex: tenantListKey(want, idStr)}); err != nil {
 		return nil, err
 	}
 	if l := pick(&lists, want, id); l != nil {

@@ -31,7 +31,9 @@ var handlerRoutes = []struct {
 	{method: http.MethodGet, path: "/v5/eppend"},   // routed when a people store is configured
 	{method: http.MethodGet, path: "/ae"},          // routed when a people store is configured
 	{method: http.MethodGet, path: "/pv"},
-	{method: http.MethodPost, path: "/feedback/v1"}, // routed when a fraud Scorer is configured
+	{method: http.MethodPost, path: "/feedback/v1"},           // routed when a fraud Scorer is configured
+	{method: http.MethodGet, path: "/feedback/v1/reports"},    // routed when a fraud Scorer is configured
+	{method: http.MethodDelete, path: "/feedback/v1/reports"}, // routed when a fraud Scorer is configured
 }
 
 func loadOpenAPIDoc(t *testing.T) *openapi3.T {

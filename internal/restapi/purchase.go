@@ -41,6 +41,10 @@ type purchaseResponse struct {
 // before anything is written.
 func (s *Server) purchase(w http.ResponseWriter, r *http.Request, l *listsv1.EmailList) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if isSlowBody(err) {
+		writeError(w, r, http.StatusRequestTimeout, "SlowUpload", slowBodyMessage(err))
+		return
+	}
 	if err != nil {
 		writeError(w, r, http.StatusBadRequest, "BadRequest", "could not read the request body")
 		return

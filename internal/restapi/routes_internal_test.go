@@ -81,11 +81,14 @@ func routesServer(t *testing.T) (*Server, http.Handler) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ps.Close() })
-	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{}, ps)
+	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{HistoryURL: wiring.HistoryMemory, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Namespace: routesNS, RateLimit: 1e6, Verifier: wiring.OfflineEngine(), People: ps, Fraud: scorer},
+	// The tests here call every route with every key, hundreds of refusals:
+	// budgets past them (the throttles have tests of their own).
+	throttle := ThrottleConfig{AuthFailureBurst: 1 << 20, ForbiddenBurst: 1 << 20}
+	s := New(Config{Namespace: routesNS, RateLimit: 1e6, Verifier: wiring.OfflineEngine(), People: ps, Fraud: scorer, Throttle: throttle},
 		keys, c, nil, store, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return s, s.Handler()
 }

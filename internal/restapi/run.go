@@ -60,7 +60,7 @@ type RunOptions struct {
 // Run serves the API until ctx ends, then drains in-flight requests.
 func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	o.defaults()
-	cl, keys, err := newCluster(ctx, cfg, o)
+	cl, keys, keysSynced, err := newCluster(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
@@ -80,6 +80,12 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	go func() { clusterDone <- cl.Start(cctx) }()
 	if !cl.GetCache().WaitForCacheSync(ctx) {
 		return errors.New("API caches did not sync")
+	}
+	// Serve once every key Secret is in the key store: a valid key answered
+	// 401 by a replica still loading would count as a failed key check
+	// against its client's address.
+	if !toolscache.WaitForCacheSync(ctx.Done(), keysSynced) {
+		return errors.New("API keys did not load")
 	}
 
 	var draining atomic.Bool
@@ -145,8 +151,9 @@ func (o *RunOptions) defaults() {
 }
 
 // newCluster builds the cluster client whose caches hold the key Secrets
-// and the lists, and the key store fed by the Secret informer.
-func newCluster(ctx context.Context, cfg *rest.Config, o RunOptions) (cluster.Cluster, *apikey.Store, error) {
+// and the lists, and the key store fed by the Secret informer; keysSynced
+// reports when the store holds the Secrets the informer first listed.
+func newCluster(ctx context.Context, cfg *rest.Config, o RunOptions) (_ cluster.Cluster, _ *apikey.Store, keysSynced toolscache.InformerSynced, _ error) {
 	namespaces := map[string]cache.Config{o.Namespace: {}, o.KeyNamespace: {}}
 	cl, err := cluster.New(cfg, func(co *cluster.Options) {
 		co.Scheme = kubescheme.New()
@@ -162,24 +169,25 @@ func newCluster(ctx context.Context, cfg *rest.Config, o RunOptions) (cluster.Cl
 		}
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("create cluster client: %w", err)
+		return nil, nil, nil, fmt.Errorf("create cluster client: %w", err)
 	}
 	if err := cl.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ListIDIndex, IndexListID); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	keys := apikey.NewStore()
 	inf, err := cl.GetCache().GetInformer(ctx, &corev1.Secret{})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if _, err := inf.AddEventHandler(keyHandler(keys, o.Log)); err != nil {
-		return nil, nil, err
+	reg, err := inf.AddEventHandler(keyHandler(keys, o.Log))
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	// Lists are read through the cache too; start the informer now.
 	if _, err := cl.GetCache().GetInformer(ctx, &listsv1.EmailList{}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return cl, keys, nil
+	return cl, keys, reg.HasSynced, nil
 }
 
 // drain turns readiness off, waits DrainDelay, then shuts the server down.

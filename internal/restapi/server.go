@@ -8,6 +8,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +63,22 @@ type Config struct {
 	// FeedbackMaxBytes bounds the file of POST /feedback/v1
 	// (DefaultFeedbackMaxBytes when 0).
 	FeedbackMaxBytes int64
+	// Throttle bounds what one client address, key or tenant can take of
+	// the connections and the key checks (DefaultThrottle for zero fields).
+	Throttle ThrottleConfig
+	// Now is the clock of the failure counts (time.Now when nil). Read
+	// deadlines are the connection's, always on the wall clock.
+	Now func() time.Time
+	// FeedbackFiles bounds the feedback files this process records at
+	// once, FeedbackFilesPerTenant those of one tenant (defaults
+	// DefaultFeedbackFiles and DefaultFeedbackFilesPerTenant): each holds
+	// a store transaction while its client sends it; beyond, 429.
+	FeedbackFiles          int
+	FeedbackFilesPerTenant int
+	// HistoryHealth, when set, says whether the verifier's verification
+	// history is in use, and why not (wiring.HistoryHealth): GET /readyz
+	// says so, still ready (the API answers, probing every address).
+	HistoryHealth func() (ok bool, detail string)
 }
 
 // Server is the REST API.
@@ -75,6 +93,9 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics.API
 
+	// feedback bounds the feedback files recorded at once.
+	feedback *feedbackSlots
+
 	// notReady reports draining, when set.
 	notReady func() bool
 
@@ -84,6 +105,13 @@ type Server struct {
 	// every Secret update or informer resync yields a new *Key, and a map by
 	// pointer would grow with each and reset the key's limit.
 	limiters map[string]*keyLimiter
+
+	// authFailures counts failed key checks by client address; forbidden,
+	// calls refused with 403 by tenant; uploads, bodies in flight by key
+	// and tenant (ThrottleConfig).
+	authFailures *failures[netip.Addr]
+	forbidden    *failures[string]
+	uploads      *uploads
 
 	// routes are the patterns Handler registered (tests walk them).
 	routes []string
@@ -112,10 +140,25 @@ func New(cfg Config, keys *apikey.Store, c client.Client, live client.Reader, st
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.FeedbackFiles <= 0 {
+		cfg.FeedbackFiles = DefaultFeedbackFiles
+	}
+	if cfg.FeedbackFilesPerTenant <= 0 {
+		cfg.FeedbackFilesPerTenant = DefaultFeedbackFilesPerTenant
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	t := cfg.Throttle.withDefaults()
+	cfg.Throttle = t
 	s := &Server{
 		cfg: cfg, keys: keys, client: c, live: live, store: store, ids: ids, log: log, verifier: cfg.Verifier,
-		metrics:  metrics.NewAPI(),
-		limiters: map[string]*keyLimiter{},
+		metrics:      metrics.NewAPI(),
+		limiters:     map[string]*keyLimiter{},
+		authFailures: newFailures[netip.Addr](t.AuthFailureRate, t.AuthFailureBurst, t.TrackedAddresses, cfg.Now),
+		forbidden:    newFailures[string](t.ForbiddenRate, t.ForbiddenBurst, t.TrackedAddresses, cfg.Now),
+		uploads:      newUploads(t.UploadsPerKey, t.UploadsPerTenant),
+		feedback:     &feedbackSlots{max: cfg.FeedbackFiles, perTenant: cfg.FeedbackFilesPerTenant, tenants: map[string]int{}},
 	}
 	s.exportEngine()
 	return s
@@ -134,7 +177,7 @@ func (s *Server) Handler() http.Handler {
 	// GET /metrics is served on its own port (MetricsHandler), never here.
 	route("GET /openapi.json", serveOpenAPI)
 
-	route("POST /v5/list", s.listKey(listService, s.submitList))
+	route("POST /v5/list", s.listKey(s.listService, s.submitList))
 	// Every call on one list goes through listCall (key, tenant, service).
 	route("GET /v5/list/{list_id}", s.listCall(listNotFound, s.listStatus))
 	route("POST /v5/list/{list_id}/purchase", s.listCall(listNotFound, s.purchase))
@@ -151,6 +194,8 @@ func (s *Server) Handler() http.Handler {
 	route("GET /pv", s.textKey(services.Fraud, hasPhone, parseQuery, s.verifyPhone))
 	if s.cfg.Fraud != nil {
 		route("POST /feedback/v1", s.feedbackKey(s.fraudFeedback))
+		route("GET /feedback/v1/reports", s.textKey(services.Fraud, anyParams, parseQuery, s.listReports))
+		route("DELETE /feedback/v1/reports", s.textKey(services.Fraud, anyParams, parseQuery, s.withdrawReports))
 	}
 	if s.verifier != nil {
 		route("GET /v5/ev", s.queryKey(services.EmailValidation, s.verifyEmail))
@@ -158,7 +203,7 @@ func (s *Server) Handler() http.Handler {
 			route("GET /fr", s.queryKey(services.Fraud, s.fraudCheck))
 		}
 	}
-	return s.requestID(s.recoverer(s.dispatch(mux)))
+	return s.bodies(s.requestID(s.recoverer(s.dispatch(mux))))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -166,9 +211,20 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusServiceUnavailable, "draining")
 		return
 	}
+	var notes []string
 	if s.keys.Len() == 0 {
 		// Not fatal: a cluster may have no keys yet; report it for operators.
-		writeText(w, http.StatusOK, "ok (no API keys configured)")
+		notes = append(notes, "no API keys configured")
+	}
+	if s.cfg.HistoryHealth != nil {
+		if ok, detail := s.cfg.HistoryHealth(); !ok {
+			// Not fatal either: without the history every address is
+			// probed; failing readiness would stop every replica at once.
+			notes = append(notes, "verification history not in use: "+detail)
+		}
+	}
+	if len(notes) > 0 {
+		writeText(w, http.StatusOK, "ok ("+strings.Join(notes, "; ")+")")
 		return
 	}
 	writeText(w, http.StatusOK, "ok")

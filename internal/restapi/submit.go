@@ -154,6 +154,9 @@ func (s *Server) storeList(w http.ResponseWriter, r *http.Request, tenant, name 
 	case errors.Is(err, errEmptyUpload):
 		writeError(w, r, http.StatusBadRequest, "EmptyFile", "the list file is empty")
 		return "", 0, false
+	case isSlowBody(err):
+		writeError(w, r, http.StatusRequestTimeout, "SlowUpload", slowBodyMessage(err))
+		return "", 0, false
 	case err != nil:
 		if r.Context().Err() != nil {
 			return "", 0, false // the client went away; nothing was created
@@ -271,6 +274,40 @@ func isListService(s string) bool {
 
 var errEmptyUpload = errors.New("empty upload")
 
+// An upload is copied to the store through a buffer that starts at
+// minUploadBuffer and doubles, up to maxUploadBuffer, while reads fill it.
+const (
+	minUploadBuffer = 2 << 10
+	maxUploadBuffer = 64 << 10
+)
+
+// copyUpload copies r to w. A slow upload holds its buffer for as long as
+// it lasts, so the buffer grows only with the pace: 1,500 uploads sending a
+// byte at a time hold 2 KiB each, a fast one reads 64 KiB at a time.
+// (io.Copy would take blob.Writer's ReadFrom, which reads into 1 MiB: 1,500
+// slow uploads held 1.5 GiB against the chart's 256 MiB limit.)
+func copyUpload(w io.Writer, r io.Reader) (int64, error) {
+	buf := make([]byte, minUploadBuffer)
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			if _, werr := w.Write(buf[:k]); werr != nil {
+				return n, werr
+			}
+			n += int64(k)
+		}
+		switch {
+		case err == io.EOF:
+			return n, nil
+		case err != nil:
+			return n, err
+		case k == len(buf) && len(buf) < maxUploadBuffer:
+			buf = make([]byte, 2*len(buf))
+		}
+	}
+}
+
 // maxUploadOverhead bounds what a multipart body carries beside its file
 // part (boundaries, headers, form fields).
 const maxUploadOverhead = 1 << 20
@@ -294,6 +331,8 @@ func uploadErrorCode(status int) string {
 		return "UnsupportedMediaType"
 	case http.StatusRequestEntityTooLarge:
 		return "FileTooLarge"
+	case http.StatusRequestTimeout:
+		return "SlowUpload"
 	}
 	return "BadRequest"
 }
@@ -345,6 +384,8 @@ func nextFilePart(mr *multipart.Reader, maxFile int64) (*multipart.Part, int, st
 		case errors.As(err, &tooBig):
 			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the multipart body is larger than the %d bytes allowed: %d for the list file, %d for the other parts and headers",
 				maxFile+maxUploadOverhead, maxFile, maxUploadOverhead)
+		case isSlowBody(err):
+			return nil, http.StatusRequestTimeout, slowBodyMessage(err)
 		case err != nil:
 			return nil, http.StatusBadRequest, "malformed multipart body"
 		}
@@ -365,7 +406,7 @@ func (s *Server) streamUpload(ctx context.Context, key string, body io.Reader) (
 		return 0, err
 	}
 	limited := &maxReader{r: body, remaining: s.cfg.MaxUploadBytes, limit: s.cfg.MaxUploadBytes}
-	n, err := io.Copy(w, limited)
+	n, err := copyUpload(w, limited)
 	if err == nil && n == 0 {
 		err = errEmptyUpload
 	}

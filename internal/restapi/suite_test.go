@@ -3,6 +3,7 @@ package restapi_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/lists/evlist"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice/listservicetest"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
@@ -136,8 +138,32 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	world, err = mailworld.Start(ctx, append([]mailworld.Domain{
+		{Name: "good.test", DefaultBehaviour: mailworld.Exists},
+		{Name: "gone.test", NXDomain: true},
+	}, histWorldDomains()...), mailworld.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer world.Close()
+	histDir, err := os.MkdirTemp("", "emaildata-history-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(histDir)
+	if err := startHistories(ctx, histDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	reg := wiring.Registry(nil)
 	reg.Register("email_intelligence", listservicetest.DomainService{})
+	// email_validation: offline as before, but the history test domains
+	// (history_test.go) go through their SMTP engines with a history.
+	ev := evlist.New(routedBatch(wiring.OfflineEngine()))
+	ev.Counters = histCounters
+	reg.Register(evlist.Name, ev)
 	mgr, err := operator.New(ctx, cfg, operator.Options{
 		Namespace: nsSystem, Store: store, Registry: reg, Executor: operator.ExecutorLocal,
 		Pipeline:     pipeline.Config{Limits: listfile.Limits{MaxExpandedBytes: 1 << 20}, ShardBytes: 1 << 10, MaxShards: 4},
@@ -151,15 +177,6 @@ func runSuite(m *testing.M) int {
 	}
 	go func() { _ = mgr.Start(ctx) }()
 
-	world, err = mailworld.Start(ctx, []mailworld.Domain{
-		{Name: "good.test", DefaultBehaviour: mailworld.Exists},
-		{Name: "gone.test", NXDomain: true},
-	}, mailworld.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer world.Close()
 	peopleDir, err := os.MkdirTemp("", "emaildata-people-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -182,11 +199,28 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	baseURL = "http://" + addr
+	// The API of the history tests (history_test.go): SMTP and a history
+	// for their domains.
+	if addr, err = startAPI(ctx, restapi.Config{Verifier: routedVerifier{base: baseEngine()}, EVSMTP: true}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	histURL = "http://" + addr
 	if err := loadOpenAPI(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
+}
+
+// baseEngine is the suite's verifier: DNS against the mail world, no SMTP.
+func baseEngine() *verify.Engine {
+	return &verify.Engine{
+		Lists:     emaillists.Default,
+		Typos:     typo.Default(),
+		DNS:       mxdns.New(mxdns.Config{Server: world.DNSAddr(), Timeout: time.Second}),
+		ExtraTLDs: map[string]bool{"test": true},
+	}
 }
 
 // startAPI runs an API server on a loopback port until ctx ends.
@@ -211,19 +245,26 @@ func startAPIStore(ctx context.Context, c restapi.Config, st *blobstore.Store) (
 	if c.RateLimit == 0 {
 		c.RateLimit = 1000
 	}
+	// The suite's tests refuse keys by the hundred, all from 127.0.0.1:
+	// budgets past them unless a test sets its own (throttle_test.go).
+	if c.Throttle.AuthFailureBurst == 0 {
+		c.Throttle.AuthFailureBurst = 1 << 20
+	}
+	if c.Throttle.ForbiddenBurst == 0 {
+		c.Throttle.ForbiddenBurst = 1 << 20
+	}
 	c.PurchaseWait = 10 * time.Second
-	c.Verifier = &verify.Engine{
-		Lists:     emaillists.Default,
-		Typos:     typo.Default(),
-		DNS:       mxdns.New(mxdns.Config{Server: world.DNSAddr(), Timeout: time.Second}),
-		ExtraTLDs: map[string]bool{"test": true},
+	if c.Verifier == nil {
+		c.Verifier = baseEngine()
 	}
 	c.People = peopleStore
-	scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{}, peopleStore) // in-memory history
-	if err != nil {
-		return "", err
+	if c.Fraud == nil { // an in-memory history, unless the test brings its own
+		scorer, err := wiring.NewFraud(ctx, wiring.FraudConfig{HistoryURL: wiring.HistoryMemory, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, peopleStore)
+		if err != nil {
+			return "", err
+		}
+		c.Fraud = scorer
 	}
-	c.Fraud = scorer
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {

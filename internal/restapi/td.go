@@ -127,7 +127,7 @@ func (s *Server) singleDemographics(w http.ResponseWriter, r *http.Request, k *a
 		}
 		b = appendJSONString(b, fieldEmailValidation)
 		b = append(b, ':')
-		b = appendTDValidation(b, s.verifyForTD(r.Context(), in.Email))
+		b = appendTDValidation(b, s.verifyForTD(r.Context(), k, in.Email))
 	}
 	b = append(b, '}', '\n')
 	if format == "html" {
@@ -137,14 +137,14 @@ func (s *Server) singleDemographics(w http.ResponseWriter, r *http.Request, k *a
 	writeJSONBytes(w, http.StatusOK, b)
 }
 
-func (s *Server) verifyForTD(ctx context.Context, email string) verify.Result {
+func (s *Server) verifyForTD(ctx context.Context, k *apikey.Key, email string) verify.Result {
 	budget := s.cfg.FraudBudget
 	if budget <= 0 {
 		budget = tdVerifyBudget
 	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	return s.verifier.Verify(ctx, email, verify.Options{SMTP: s.cfg.EVSMTP})
+	return s.verifier.Verify(ctx, email, verify.Options{SMTP: s.cfg.EVSMTP, Tenant: historyTenant(k)})
 }
 
 // appendTDValidation appends the email_validation object the ruby SDK

@@ -95,6 +95,21 @@ type VerifyConfig struct {
 	HistoryURL string
 	// HistoryTTLs say how long each kind of verdict is reused.
 	HistoryTTLs evhistory.TTLs
+	// HistoryScope says whose earlier checks answer a call:
+	// evhistory.ScopeTenant (the default: a tenant's own only; the keyed
+	// hash includes the tenant) or evhistory.ScopeShared (every tenant's,
+	// dated to the hour: it tells a tenant that someone checked an
+	// address, see evhistory.Scope). Every process of an installation must
+	// run the same scope (the key check reports one that does not).
+	HistoryScope evhistory.Scope
+	// HistoryKeyFile holds the history's key (a mounted Secret); empty:
+	// $HISTORY_KEY. A history needs one: without it the process refuses
+	// to start (evhistory.LoadSecret). Not passed to workers, which take
+	// HISTORY_KEY from their environment (--worker-history-key-secret).
+	HistoryKeyFile string
+	// HistoryKeyCheck is how often a process checks that the store's
+	// history is kept under its key (evhistory.CheckKey).
+	HistoryKeyCheck time.Duration
 	// History, when set, is used instead of opening HistoryURL (one bolt
 	// file shared by the engines of one process).
 	History *evhistory.History `json:"-"`
@@ -119,6 +134,7 @@ func DefaultVerifyConfig() VerifyConfig {
 		HostPenaltyTTL: p.HostPenaltyTTL, GreylistRetry: p.GreylistRetry, ProxyMaxConns: 100, RowsInFlight: 100_000,
 		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
 		HistoryURL: os.Getenv("HISTORY_URL"), HistoryTTLs: evhistory.DefaultTTLs(),
+		HistoryScope: evhistory.DefaultScope, HistoryKeyCheck: evhistory.DefaultKeyCheckEvery,
 	}
 }
 
@@ -134,7 +150,7 @@ func DefaultAPIVerifyConfig() VerifyConfig {
 
 // managerOnly flags are not passed on to workers (see Args); the fleet
 // seats are the Job's own (JobConfig adds them per list).
-var managerOnly = map[string]bool{"lists-dir": true, "fleet-seat": true, "fleet-seats": true}
+var managerOnly = map[string]bool{"lists-dir": true, "fleet-seat": true, "fleet-seats": true, "history-key-file": true}
 
 // secretURLFlags are not passed on to workers when their URL holds a
 // password: Job specs are readable by more people than Secrets. Workers
@@ -171,8 +187,11 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ListsBlobKey, "lists-blob-key", c.ListsBlobKey, "blob key of list extensions published by the manager (workers)")
 	fs.StringVar(&c.ExtraTLDs, "extra-tlds", c.ExtraTLDs, "top-level domains accepted besides ICANN's, comma separated")
 	c.Fleet.BindFlags(fs)
-	fs.StringVar(&c.HistoryURL, "history-url", c.HistoryURL, `verification history: redis://host:port/db, postgres://..., bolt:///path.db, or "off" (default: $HISTORY_URL, else the --fleet-url backend, else none); keys are keyed with $HISTORY_KEY`)
+	fs.StringVar(&c.HistoryURL, "history-url", c.HistoryURL, `verification history: redis://host:port/db, postgres://..., bolt:///path.db, or "off" (default: $HISTORY_URL, else the --fleet-url backend, else none); needs a key: $HISTORY_KEY or --history-key-file`)
 	c.HistoryTTLs.BindFlags(fs)
+	fs.Var(&c.HistoryScope, "history-scope", `whose earlier checks answer a call: "tenant" (a tenant's own only) or "shared" (every tenant's, dated to the hour: tells a tenant that someone checked an address)`)
+	fs.StringVar(&c.HistoryKeyFile, "history-key-file", c.HistoryKeyFile, "file holding the history's key, a mounted Secret (default: $HISTORY_KEY); a history refuses to start without one")
+	fs.DurationVar(&c.HistoryKeyCheck, "history-key-check-interval", c.HistoryKeyCheck, "how often a process checks that the history's store is kept under its key (a mismatch is logged, counted and stops its use of the history)")
 }
 
 // Args renders the config as flags, for worker Jobs: every flag BindFlags

@@ -27,9 +27,10 @@ func TestArgsRoundTrip(t *testing.T) {
 	c.ListsDir, c.ListsBlobKey, c.ExtraTLDs = "/etc/emaildata/lists", "system/lists.json", "test"
 	c.Fleet.URL, c.HistoryURL, c.Fleet.Seat, c.Fleet.Seats = "redis://10.0.0.5:6379/2", "postgres://history@10.0.0.6/ev", 3, 8
 	c.HistoryTTLs.CatchAll = 12 * time.Hour
+	c.HistoryScope, c.HistoryKeyFile, c.HistoryKeyCheck = "shared", "/etc/emaildata/history/HISTORY_KEY", 30*time.Second
 	args := c.Args()
 	for _, a := range args {
-		if strings.HasPrefix(a, "--lists-dir") || strings.HasPrefix(a, "--fleet-seat") {
+		if strings.HasPrefix(a, "--lists-dir") || strings.HasPrefix(a, "--fleet-seat") || strings.HasPrefix(a, "--history-key-file") {
 			t.Fatalf("manager-only flag passed on: %s", a)
 		}
 	}
@@ -39,7 +40,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	c.ListsDir = ""
+	c.ListsDir, c.HistoryKeyFile = "", ""
 	c.Fleet.Seat, c.Fleet.Seats = got.Fleet.Seat, got.Fleet.Seats // the Job's own
 	if !reflect.DeepEqual(got, c) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, c)

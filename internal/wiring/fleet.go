@@ -100,13 +100,16 @@ func openShared(ctx context.Context, e *verify.Engine, c VerifyConfig) (*fleet.F
 }
 
 // openHistory opens c's verification history: c.History, HistoryURL, or
-// the fleet backend; nil for none.
+// the fleet backend; nil for none. A history needs its key (HISTORY_KEY or
+// --history-key-file): without one the process refuses to start rather
+// than key the history with a secret kept beside it, or run without it
+// unnoticed (twice the probes).
 func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.Logger) (*evhistory.History, error) {
 	if c.History != nil {
 		return c.History, nil
 	}
 	url := c.HistoryURL
-	o := evhistory.Options{TTLs: c.HistoryTTLs, Warn: func(m string) { log.Warn(m) }}
+	o := evhistory.Options{TTLs: c.HistoryTTLs, Scope: c.HistoryScope, KeyCheckEvery: c.HistoryKeyCheck, Log: log}
 	switch {
 	case url == "off":
 		return nil, nil
@@ -118,13 +121,37 @@ func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.
 	case url == c.Fleet.URL && f != nil:
 		o.Redis = f.Backend().Client()
 	}
+	key, err := evhistory.LoadSecret(c.HistoryKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("verification history %s: %w", fleet.Redacted(url), err)
+	}
+	o.Secret = key
 	h, err := evhistory.Open(ctx, url, o)
 	if err != nil {
 		return nil, fmt.Errorf("--history-url: %w", err)
 	}
-	log.Info("verification history", "url", fleet.Redacted(url))
+	log.Info("verification history", "url", fleet.Redacted(url), "scope", string(h.Scope()), "key", h.Fingerprint())
 	context.AfterFunc(ctx, func() { _ = h.Close() }) // a shared fleet client stays open
 	return h, nil
+}
+
+// NamesHistory reports whether a process with c's flags opens a
+// verification history (and so needs its key): --history-url other than
+// "off", or a --fleet-url backend that keeps it by default.
+func (c VerifyConfig) NamesHistory() bool {
+	return c.HistoryURL != "off" && (c.HistoryURL != "" || c.Fleet.URL != "")
+}
+
+// HistoryHealth returns whether e's verification history is in use, and
+// why not (its store kept under another key); nil when e has none.
+func HistoryHealth(e *verify.Engine) func() (ok bool, detail string) {
+	if e == nil {
+		return nil
+	}
+	if h, ok := e.History.(*evhistory.History); ok {
+		return h.Health
+	}
+	return nil
 }
 
 // FleetHealth returns whether e's fleet backend answers, and why not; nil

@@ -3,7 +3,9 @@ package wiring
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
@@ -14,6 +16,7 @@ import (
 func TestEngineSharedParts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	t.Setenv("HISTORY_KEY", "wiring-test-key-0123456789")
 	c := DefaultVerifyConfig()
 	c.DNSServer = "off"
 	c.Fleet.URL = redistest.URL(t, "wiringtest") // fails under CI=true without Redis
@@ -51,6 +54,7 @@ func TestEngineWithBackendDown(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	t.Setenv("HISTORY_KEY", "wiring-test-key-0123456789")
 	c := DefaultVerifyConfig()
 	c.DNSServer = "off"
 	c.Fleet.URL = "redis://" + addr + "/0"
@@ -64,7 +68,7 @@ func TestEngineWithBackendDown(t *testing.T) {
 	if up, _ := FleetHealth(e)(); up {
 		t.Error("FleetHealth says up with the backend down")
 	}
-	if _, err := e.History.Lookup(ctx, []string{"a@example.test"}, nil); err == nil {
+	if _, err := e.History.Lookup(ctx, "api/acme", []string{"a@example.test"}, nil); err == nil {
 		t.Error("a history lookup with the backend down did not fail (it must be skipped, not trusted)")
 	}
 	for _, bad := range []string{"http://x", "redis://127.0.0.1:6379/x"} {
@@ -72,5 +76,44 @@ func TestEngineWithBackendDown(t *testing.T) {
 		if _, err := NewEngine(ctx, c); err == nil {
 			t.Errorf("--fleet-url=%s accepted", bad)
 		}
+	}
+}
+
+// A history needs its key, from $HISTORY_KEY or --history-key-file: without
+// one the engine refuses to start and says what to set; two engines with
+// different keys on one store report the mismatch through HistoryHealth.
+func TestHistoryNeedsKey(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := DefaultVerifyConfig()
+	c.DNSServer = "off"
+	c.HistoryURL = redistest.URL(t, "wiringkey")
+	t.Setenv("HISTORY_KEY", "")
+	if _, err := NewEngine(ctx, c); err == nil || !strings.Contains(err.Error(), "needs a key: set HISTORY_KEY") {
+		t.Fatalf("no key: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(file, []byte("file-key-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.HistoryKeyFile = file
+	a, err := NewEngine(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := HistoryHealth(a)(); !ok {
+		t.Error("the first engine reports a mismatch")
+	}
+	c.HistoryKeyFile = ""
+	t.Setenv("HISTORY_KEY", "another-key-0123456789")
+	b, err := NewEngine(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, detail := HistoryHealth(b)(); ok || !strings.Contains(detail, "HISTORY_KEY") {
+		t.Errorf("another key: health %v %q, want the mismatch", ok, detail)
+	}
+	if HistoryHealth(OfflineEngine()) != nil {
+		t.Error("HistoryHealth of an engine without a history")
 	}
 }

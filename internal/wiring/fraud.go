@@ -1,52 +1,108 @@
 package wiring
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"log/slog"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/emaildata/emaildata/internal/engine/fleet"
+	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/refdata/fraud"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 )
 
-// FraudConfig configures GET /fr.
+// FraudConfig configures GET /fr and the fraud feedback routes.
 type FraudConfig struct {
 	// ConfigPath is a weights/thresholds file (a mounted ConfigMap),
 	// reloaded on change; empty uses the embedded defaults.
 	ConfigPath string
 	// GeoIPPaths are MaxMind-format databases, comma separated.
 	GeoIPPaths string
-	// HistoryURL is a PostgreSQL URL shared by all API replicas; empty keeps
-	// history in memory (one replica's view only).
+	// HistoryURL keeps the fraud history (queries) and feedback (reports):
+	// postgres://... or redis://host:port/db[?prefix=emaildata:], shared
+	// by all API replicas and durable; "memory", this process's memory
+	// (make run: lost on restart); or empty: the fleet backend (Fleet)
+	// when there is one and HistoryKeyFile is set, else this process's
+	// memory for /fr queries with feedback refused (503), so that reports
+	// are never kept where a restart loses them or one replica alone sees
+	// them. A PostgreSQL pool gets 16 connections unless the URL sets
+	// pool_max_conns.
 	HistoryURL string
 	// HistoryKeyFile holds the key that digests identifiers in history; all
-	// replicas sharing a history need the same key.
+	// replicas sharing a history need the same key (a Secret). A shared
+	// history needs it or HistoryKey.
 	HistoryKeyFile string
+	// HistoryKey is that key itself, when no file gives it: $FRAUD_HISTORY_KEY
+	// in DefaultFraudConfig (a Secret's key in the environment, such as the
+	// chart's store.credentialsSecret gives). Not a flag: a key never goes
+	// on a command line.
+	HistoryKey string
 	// Budget bounds the email check inside one call.
 	Budget time.Duration
 	// SMTP adds the mailbox check to that email check.
 	SMTP bool
+
+	// Fleet is the fleet backend (FleetOf the engine), whose Redis keeps
+	// the history when HistoryURL is empty; nil for none. Not a flag.
+	Fleet *fleet.Fleet
+	// Log says at start where history and feedback are kept. Not a flag.
+	Log *slog.Logger
+}
+
+// HistoryMemory is FraudConfig.HistoryURL for a history in this process's
+// memory.
+const HistoryMemory = "memory"
+
+// DefaultFraudConfig is the configuration the API starts from: the history
+// URL from $FRAUD_HISTORY_URL and its key from $FRAUD_HISTORY_KEY, so that
+// a Secret in the environment (the chart's store.credentialsSecret) can
+// give both.
+func DefaultFraudConfig() FraudConfig {
+	return FraudConfig{HistoryURL: os.Getenv("FRAUD_HISTORY_URL"), HistoryKey: os.Getenv("FRAUD_HISTORY_KEY"), Budget: 1500 * time.Millisecond}
 }
 
 // BindFlags registers the flags on fs.
 func (c *FraudConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ConfigPath, "fraud-config", c.ConfigPath, "fraud weights and thresholds file (reloaded on change)")
 	fs.StringVar(&c.GeoIPPaths, "geoip-db", c.GeoIPPaths, "MaxMind-format GeoIP databases, comma separated")
-	fs.StringVar(&c.HistoryURL, "fraud-history-url", c.HistoryURL, "PostgreSQL URL for shared fraud history (default: in memory)")
-	fs.StringVar(&c.HistoryKeyFile, "fraud-history-key-file", c.HistoryKeyFile, "file with the key that digests identifiers in fraud history")
-	fs.DurationVar(&c.Budget, "fraud-email-budget", 1500*time.Millisecond, "time budget of the email check in GET /fr")
+	fs.StringVar(&c.HistoryURL, "fraud-history-url", c.HistoryURL, `fraud history and feedback: postgres://..., redis://host:port/db[?prefix=], or "memory" (this process, lost on restart) (default $FRAUD_HISTORY_URL, else the --fleet-url backend when the key is given, else memory for /fr with POST /feedback/v1 refused)`)
+	fs.StringVar(&c.HistoryKeyFile, "fraud-history-key-file", c.HistoryKeyFile, "file with the key that digests identifiers in fraud history (default: $FRAUD_HISTORY_KEY; a shared history needs one)")
+	fs.DurationVar(&c.Budget, "fraud-email-budget", cmp.Or(c.Budget, 1500*time.Millisecond), "time budget of the email check in GET /fr")
 	fs.BoolVar(&c.SMTP, "fraud-smtp", false, "run the SMTP mailbox check inside GET /fr")
 }
 
+// FleetOf returns e's fleet backend, nil when it has none.
+func FleetOf(e *verify.Engine) *fleet.Fleet {
+	if e == nil {
+		return nil
+	}
+	for _, r := range e.Reporters {
+		if f, ok := r.(*fleet.Fleet); ok {
+			return f
+		}
+	}
+	return nil
+}
+
 // NewFraud builds the fraud scorer, starting its config watcher. A people
-// store, when given, fills the postal *_match fields.
+// store, when given, fills the postal *_match fields. It logs where the
+// history and feedback are kept.
 func NewFraud(ctx context.Context, c FraudConfig, store people.Store) (*fraud.Scorer, error) {
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	cfg := fraud.DefaultConfig()
 	if c.ConfigPath != "" {
 		var err error
@@ -65,34 +121,8 @@ func NewFraud(ctx context.Context, c FraudConfig, store people.Store) (*fraud.Sc
 		}
 		deps.GeoIP = db
 	}
-	switch {
-	case c.HistoryKeyFile != "":
-		key, err := os.ReadFile(c.HistoryKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("fraud history key: %w", err)
-		}
-		deps.HistoryKey = key
-	case c.HistoryURL != "":
-		return nil, fmt.Errorf("--fraud-history-url needs --fraud-history-key-file, so that replicas agree on digests")
-	default:
-		deps.HistoryKey = make([]byte, 32)
-		_, _ = rand.Read(deps.HistoryKey)
-	}
-	if c.HistoryURL != "" {
-		pool, err := pgxpool.New(ctx, c.HistoryURL)
-		if err != nil {
-			return nil, fmt.Errorf("fraud history: %w", err)
-		}
-		h, err := fraud.NewPostgresHistory(pool, fraud.PostgresOptions{})
-		if err != nil {
-			return nil, err
-		}
-		if err := h.Migrate(ctx); err != nil {
-			return nil, fmt.Errorf("fraud history schema: %w", err)
-		}
-		deps.History = h
-	} else {
-		deps.History = fraud.NewMemoryHistory(1_000_000, 256)
+	if err := openFraudHistory(ctx, c, cfg, &deps, log); err != nil {
+		return nil, err
 	}
 	s := fraud.New(cfg, deps)
 	if c.ConfigPath != "" {
@@ -100,6 +130,123 @@ func NewFraud(ctx context.Context, c FraudConfig, store people.Store) (*fraud.Sc
 		go func() { _ = w.Run(ctx) }()
 	}
 	return s, nil
+}
+
+// openFraudHistory sets deps' History, HistoryKey and NoFeedback from c;
+// a Redis history keeps queries for the longer of cfg's windows (at least
+// its default week).
+func openFraudHistory(ctx context.Context, c FraudConfig, cfg fraud.Config, deps *fraud.Deps, log *slog.Logger) error {
+	ro := fraud.RedisOptions{Retain: max(7*24*time.Hour, time.Duration(cfg.Network.Window), time.Duration(cfg.Velocity.Window))}
+	url := c.HistoryURL
+	onFleet := false
+	if url == "" && c.Fleet != nil {
+		if c.HistoryKeyFile == "" && c.HistoryKey == "" {
+			log.Warn("fraud history not kept on the fleet backend: no key (--fraud-history-key-file or $FRAUD_HISTORY_KEY, from a Secret, not from the backend)")
+		} else {
+			onFleet = true
+		}
+	}
+	shared := onFleet || url != "" && url != HistoryMemory
+	switch {
+	case c.HistoryKeyFile != "":
+		key, err := os.ReadFile(c.HistoryKeyFile)
+		if err != nil {
+			return fmt.Errorf("fraud history key: %w", err)
+		}
+		if len(bytes.TrimSpace(key)) == 0 {
+			return fmt.Errorf("fraud history key file %s is empty", c.HistoryKeyFile)
+		}
+		deps.HistoryKey = key
+	case c.HistoryKey != "":
+		deps.HistoryKey = []byte(c.HistoryKey)
+	case shared:
+		return fmt.Errorf("--fraud-history-url needs --fraud-history-key-file (or $FRAUD_HISTORY_KEY), so that replicas agree on digests")
+	default:
+		deps.HistoryKey = make([]byte, 32)
+		_, _ = rand.Read(deps.HistoryKey)
+	}
+	switch {
+	case onFleet:
+		r := c.Fleet.Backend()
+		ro.Prefix = r.Prefix()
+		deps.History = fraud.NewRedisHistory(r.Client(), ro)
+		log.Info("fraud history and feedback kept on the fleet backend (Redis), shared by every replica")
+	case strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://"):
+		h, err := openFraudPostgres(ctx, url)
+		if err != nil {
+			return err
+		}
+		deps.History = h
+		log.Info("fraud history and feedback kept in PostgreSQL, shared by every replica", "url", fleet.Redacted(url))
+	case strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://"):
+		rdb, prefix, err := openFraudRedis(url)
+		if err != nil {
+			return err
+		}
+		context.AfterFunc(ctx, func() { _ = rdb.Close() })
+		ro.Prefix = prefix
+		deps.History = fraud.NewRedisHistory(rdb, ro)
+		log.Info("fraud history and feedback kept in Redis, shared by every replica", "url", fleet.Redacted(url))
+	case url == HistoryMemory:
+		deps.History = fraud.NewMemoryHistory(0, 256)
+		log.Warn("fraud history and feedback kept in this process's memory: lost on restart, seen by this process only (make run)")
+	case url == "":
+		deps.History, deps.NoFeedback = fraud.NewMemoryHistory(0, 256), true
+		log.Warn("fraud history kept in this process's memory (this replica only, lost on restart); POST /feedback/v1 is refused until --fraud-history-url (PostgreSQL or Redis) or --fleet-url, with the history key (--fraud-history-key-file or $FRAUD_HISTORY_KEY), gives it a durable store")
+	default:
+		return fmt.Errorf("--fraud-history-url %s: not postgres://, redis:// or %q", fleet.Redacted(url), HistoryMemory)
+	}
+	return nil
+}
+
+// openFraudPostgres opens and migrates a PostgreSQL history.
+func openFraudPostgres(ctx context.Context, url string) (*fraud.PostgresHistory, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("fraud history: %s: %w", fleet.Redacted(url), err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// Room for the feedback files under way (each holds a
+		// transaction) beside the /fr queries.
+		pc.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("fraud history: %w", err)
+	}
+	context.AfterFunc(ctx, pool.Close)
+	h, err := fraud.NewPostgresHistory(pool, fraud.PostgresOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Migrate(ctx); err != nil {
+		return nil, fmt.Errorf("fraud history schema: %w", err)
+	}
+	return h, nil
+}
+
+// openFraudRedis connects (lazily) to the Redis of url; its prefix query
+// parameter, "emaildata:" by default, starts the keys.
+func openFraudRedis(raw string) (*redis.Client, string, error) {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("--fraud-history-url: %w", err)
+	}
+	prefix := "emaildata:"
+	q := u.Query()
+	if q.Has("prefix") {
+		prefix = q.Get("prefix")
+		q.Del("prefix")
+	}
+	u.RawQuery = q.Encode()
+	opt, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, "", fmt.Errorf("--fraud-history-url %s: %w", fleet.Redacted(raw), err)
+	}
+	if !q.Has("read_timeout") {
+		opt.ReadTimeout = 2 * time.Second // a feedback batch is one script
+	}
+	return redis.NewClient(opt), prefix, nil
 }
 
 // personLookup answers the fraud scorer's reference-person questions from

@@ -61,6 +61,29 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $p -}}
 {{- end -}}
 
+{{/* The Secret holding the verification history's HISTORY_KEY. */}}
+{{- define "emaildata.historySecret" -}}
+{{- default (printf "%s-history-key" (include "emaildata.fullname" .)) .Values.history.existingSecret -}}
+{{- end -}}
+
+{{/* HISTORY_KEY from that Secret: optional, so a process without a history
+starts without it; one with a history and no key refuses to start. */}}
+{{- define "emaildata.historyKeyEnv" -}}
+- name: HISTORY_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "emaildata.historySecret" . }}
+      key: HISTORY_KEY
+      optional: true
+{{- end -}}
+
+{{/* --history-scope when not the default (config/default leaves it out). */}}
+{{- define "emaildata.historyArgs" -}}
+{{- if ne (toString .Values.history.scope) "tenant" }}
+- --history-scope={{ .Values.history.scope }}
+{{- end }}
+{{- end -}}
+
 {{/* Whether the store is a file:// store on a PVC. */}}
 {{- define "emaildata.filestore" -}}
 {{- if hasPrefix "file://" .Values.store.url }}true{{ end -}}

@@ -10,11 +10,13 @@ import (
 	"github.com/emaildata/emaildata/internal/platform/cputime"
 )
 
+const benchTenant = "api/bench"
+
 // benchHistory opens a history on b's backend holding n verdicts and
 // returns their mailboxes.
 func benchHistory(b *testing.B, mk func(testing.TB) backend, n int) (*History, []string) {
 	be := mk(b)
-	h, err := Open(context.Background(), be.url, Options{TTLs: DefaultTTLs(), Secret: []byte("0123456789abcdef")})
+	h, err := Open(context.Background(), be.url, Options{TTLs: DefaultTTLs(), Secret: testSecret})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -25,7 +27,7 @@ func benchHistory(b *testing.B, mk func(testing.TB) backend, n int) (*History, [
 		boxes[i] = "user" + strconv.Itoa(i) + "@domain" + strconv.Itoa(i%500) + ".test"
 		vs[i] = verify.NewVerdict{Mailbox: boxes[i], Code: verify.CodeDeliverable, CheckedAt: time.Now()}
 	}
-	if err := h.Record(context.Background(), vs); err != nil {
+	if err := h.Record(context.Background(), benchTenant, vs); err != nil {
 		b.Fatal(err)
 	}
 	return h, boxes
@@ -40,7 +42,7 @@ func benchLookup(b *testing.B, mk func(testing.TB) backend, batch int) {
 	for i := range b.N {
 		lo := (i * batch) % len(boxes)
 		hi := min(lo+batch, len(boxes))
-		if _, err := h.Lookup(ctx, boxes[lo:hi], nil); err != nil {
+		if _, err := h.Lookup(ctx, benchTenant, boxes[lo:hi], nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,7 +63,7 @@ func benchRecord(b *testing.B, mk func(testing.TB) backend) {
 	cpu0 := cputime.Self()
 	b.ResetTimer()
 	for range b.N {
-		if err := h.Record(ctx, vs); err != nil {
+		if err := h.Record(ctx, benchTenant, vs); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,16 +6,38 @@
 // # Keys
 //
 // An address is never stored. The key is HMAC-SHA256 over the normalised
-// mailbox (local part and ASCII domain, lower-cased), truncated to 128
-// bits, under a secret of the installation. A plain hash would not do:
-// addresses are guessable, and MD5 and SHA hashes of addresses are traded
-// and looked up by this very industry, so anyone reading a plain-hashed
-// store could test addresses against it. With a keyed hash, the store
-// alone tells nothing. The secret comes from HISTORY_KEY (a Secret: the
-// manager's and API's environment, the workers' through
-// --worker-env-secret); without one, a random secret is created once in
-// the store itself, which still stops dictionaries built elsewhere but
-// not someone who can read the store (the log says so).
+// mailbox (local part and ASCII domain, lower-cased), and in the tenant
+// scope over the tenant before it, truncated to 128 bits, under the
+// installation's secret. A plain hash would not do: addresses are
+// guessable, and MD5 and SHA hashes of addresses are traded and looked up
+// by this very industry, so anyone reading a plain-hashed store could test
+// addresses against it. With a keyed hash, the store alone tells nothing.
+// The secret comes from HISTORY_KEY (a Secret: the manager's, the API's
+// and the workers' environment) or a mounted file (LoadSecret), never from
+// the store it protects; Open refuses to run without one. The store holds
+// only a fingerprint of it, which every process checks (see CheckKey).
+//
+// # Scopes
+//
+// Whose earlier checks may answer a call: the caller's tenant alone (the
+// default), or every tenant's, dated to the hour. See Scope.
+//
+// # The key check
+//
+// Every process of an installation must key the history with the same
+// secret, or one address is kept under several keys: probed again, and
+// never said. So the store holds a fingerprint of the key the history is
+// kept under (HMAC of a fixed label and the scope under the secret: it
+// tells nothing of the secret), with a lease. Each process claims it at
+// start and then every KeyCheckEvery (and before reading or writing when
+// a check is due): an empty store (new, or one that lost its data) gets
+// this process's fingerprint; a matching one has its lease renewed;
+// another one means another key (or another scope) is in use, and this
+// process reports it (log, the history_key_mismatches counter, Health)
+// and neither reads nor writes the history until they agree. When every
+// process of the old key is gone, its lease runs out (KeyLeaseFactor
+// times KeyCheckEvery) and the new key takes the store over: a rotation
+// heals by itself, loudly.
 //
 // # What is kept, and how long
 //
@@ -34,12 +56,10 @@ package evhistory
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,18 +83,18 @@ type Record struct {
 	Code      verify.Code
 	CheckedAt time.Time
 	TTL       time.Duration
-
-	mailbox string // hashed into Key once the secret is known
 }
 
 // Store is a backend: it returns unexpired entries only.
 type Store interface {
 	Get(ctx context.Context, keys []Key) ([]Entry, error)
 	Put(ctx context.Context, recs []Record) error
-	// Secret returns the installation's secret kept in the store,
-	// creating it (concurrently safe: every process gets the same) when
-	// there is none.
-	Secret(ctx context.Context) ([]byte, error)
+	// ClaimKey keeps the fingerprint of the key the history is kept
+	// under: with none held (or its lease run out), fp is published with
+	// a lease of lease; when fp is held, its lease is renewed. It returns
+	// the fingerprint held after the call and whether fp was published
+	// now. Concurrent claims agree: one publishes, the others see it.
+	ClaimKey(ctx context.Context, fp []byte, lease time.Duration) (held []byte, published bool, err error)
 	Close() error
 }
 
@@ -124,106 +144,144 @@ func (t TTLs) For(c verify.Code, temporary bool) time.Duration {
 type Stats struct {
 	Hits     uint64 // lookups answered with a verdict fresh enough
 	Misses   uint64 // lookups without one (none kept, or older than the caller's maximum age)
-	Errors   uint64 // backend calls that failed (the lookups then probe)
+	Errors   uint64 // calls that failed (the backend, or a key mismatch): the lookups then probe
 	Recorded uint64 // verdicts kept
+	// KeyMismatches counts key checks, and history calls refused, because
+	// the store is kept under another key (or scope); KeyLost, checks that
+	// found this process's key fingerprint gone (the store lost its data)
+	// and published it again.
+	KeyMismatches uint64
+	KeyLost       uint64
 }
+
+// Counter names of the key checks, which the manager reads from shard
+// summaries to warn on a list (the metrics export every counter).
+const (
+	CounterKeyMismatches = "history_key_mismatches"
+	CounterKeyLost       = "history_key_lost"
+)
 
 // Counters names the counters for shard summaries and metrics.
 func (s Stats) Counters() map[string]float64 {
 	return map[string]float64{
-		"history_hits":     float64(s.Hits),
-		"history_misses":   float64(s.Misses),
-		"history_errors":   float64(s.Errors),
-		"history_recorded": float64(s.Recorded),
+		"history_hits":       float64(s.Hits),
+		"history_misses":     float64(s.Misses),
+		"history_errors":     float64(s.Errors),
+		"history_recorded":   float64(s.Recorded),
+		CounterKeyMismatches: float64(s.KeyMismatches),
+		CounterKeyLost:       float64(s.KeyLost),
 	}
 }
 
 // History implements verify.History on a Store.
 type History struct {
-	store Store
-	ttls  TTLs
-	now   func() time.Time
+	store      Store
+	ttls       TTLs
+	scope      Scope
+	secret, fp []byte
+	now        func() time.Time
+	log        *slog.Logger
+	checkEvery time.Duration
+	lease      time.Duration
 
-	// The secret, or (kept in the store) read on first use: a backend
-	// unreachable at start delays it without failing the process.
-	mu        sync.Mutex
-	secret    []byte
-	fromStore bool
-	warn      func(string)
+	// The key check (keycheck.go): keyMu serialises checks.
+	keyMu     sync.Mutex
+	keyState  atomic.Int32
+	lastCheck time.Time // the last check the store answered
+	lastTry   time.Time // the last check tried
+	seen      bool      // this process has seen its fingerprint in the store
+	detailMu  sync.Mutex
+	detail    string
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+
+	noTenant sync.Once // warned of a call without a tenant
 
 	hits, misses, errs, recorded atomic.Uint64
+	keyMismatches, keyLost       atomic.Uint64
 }
 
 var _ verify.History = (*History)(nil)
 
-// New returns a history on store with secret (at least 16 bytes).
-func New(store Store, secret []byte, ttls TTLs) (*History, error) {
+// New returns a history on store keyed with secret (at least 16 bytes),
+// with the scope, TTLs, clock and log of o (o.Secret and o.Redis are
+// Open's). It checks the store's key on first use; Open also at once.
+func New(store Store, secret []byte, o Options) (*History, error) {
 	if len(secret) < 16 {
 		return nil, errors.New("evhistory: the secret must have at least 16 bytes")
 	}
-	return &History{store: store, secret: secret, ttls: ttls, now: time.Now}, nil
-}
-
-// newFromStore returns a history whose secret is the store's own.
-func newFromStore(store Store, ttls TTLs, warn func(string)) *History {
-	return &History{store: store, ttls: ttls, now: time.Now, fromStore: true, warn: warn}
-}
-
-// key returns the secret, reading it from the store the first time.
-func (h *History) key(ctx context.Context) ([]byte, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.secret != nil {
-		return h.secret, nil
-	}
-	s, err := h.store.Secret(ctx)
+	scope, err := ParseScope(string(o.Scope))
 	if err != nil {
-		return nil, fmt.Errorf("the history's secret: %w", err)
+		return nil, err
 	}
-	if len(s) < 16 {
-		return nil, errors.New("the history's secret in the store is too short")
+	h := &History{store: store, secret: secret, ttls: o.TTLs, scope: scope, now: o.Now, log: o.Log, checkEvery: o.KeyCheckEvery}
+	if h.now == nil {
+		h.now = time.Now
 	}
-	h.secret = s
-	if h.warn != nil {
-		h.warn("no " + SecretEnv + ": the verification history's hashes are keyed with a secret kept in the history's own store")
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
 	}
-	return s, nil
+	if h.checkEvery <= 0 {
+		h.checkEvery = DefaultKeyCheckEvery
+	}
+	h.lease = KeyLeaseFactor * h.checkEvery
+	h.fp = fingerprint(secret, scope)
+	return h, nil
 }
 
-// Close closes the store.
-func (h *History) Close() error { return h.store.Close() }
+// Close stops the key checks and closes the store.
+func (h *History) Close() error {
+	if h.stopWatch != nil {
+		h.stopWatch()
+		<-h.watchDone
+	}
+	return h.store.Close()
+}
 
 // TTLs returns the TTLs in use.
 func (h *History) TTLs() TTLs { return h.ttls }
 
+// Scope returns the scope in use.
+func (h *History) Scope() Scope { return h.scope }
+
 // Stats returns a snapshot of the counters.
 func (h *History) Stats() Stats {
-	return Stats{Hits: h.hits.Load(), Misses: h.misses.Load(), Errors: h.errs.Load(), Recorded: h.recorded.Load()}
+	return Stats{Hits: h.hits.Load(), Misses: h.misses.Load(), Errors: h.errs.Load(), Recorded: h.recorded.Load(),
+		KeyMismatches: h.keyMismatches.Load(), KeyLost: h.keyLost.Load()}
 }
 
 // Counters implements verify.Reporter.
 func (h *History) Counters() map[string]float64 { return h.Stats().Counters() }
 
-// keyOf is the key of a mailbox (local@domain, the domain in ASCII).
-func keyOf(secret []byte, mailbox string) Key {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("ev1\x00"))
-	m.Write([]byte(strings.ToLower(strings.TrimSpace(mailbox))))
-	var k Key
-	copy(k[:], m.Sum(nil))
-	return k
+// forTenant says whether a call of tenant may use the history: in the
+// tenant scope, only a call that names its tenant (one that does not, a
+// list prepared before scopes, say, is probed: never keyed with another's).
+func (h *History) forTenant(tenant string) bool {
+	if h.scope == ScopeShared || validTenant(tenant) {
+		return true
+	}
+	h.noTenant.Do(func() {
+		h.log.Warn("verification history: a call without a tenant in the tenant scope is neither answered from the history nor kept in it")
+	})
+	return false
 }
 
-// Lookup implements verify.History: the verdicts checked at most maxAge
-// ago (nil: any still kept). A failing backend is an error; the caller
-// probes, it never trusts what it could not read.
-func (h *History) Lookup(ctx context.Context, mailboxes []string, maxAge *time.Duration) ([]verify.PastVerdict, error) {
-	secret, err := h.key(ctx)
+// Lookup implements verify.History: tenant's verdicts (any tenant's in the
+// shared scope) checked at most maxAge ago (nil: any still kept). A
+// failing backend, or a store kept under another key, is an error; the
+// caller probes, it never trusts what it could not read.
+func (h *History) Lookup(ctx context.Context, tenant string, mailboxes []string, maxAge *time.Duration) ([]verify.PastVerdict, error) {
+	out := make([]verify.PastVerdict, len(mailboxes))
+	if !h.forTenant(tenant) {
+		h.misses.Add(uint64(len(mailboxes)))
+		return out, nil
+	}
+	err := h.keyReady(ctx)
 	var entries []Entry
 	if err == nil {
 		keys := make([]Key, len(mailboxes))
 		for i, m := range mailboxes {
-			keys[i] = keyOf(secret, m)
+			keys[i] = keyOf(h.secret, h.scope, tenant, m)
 		}
 		entries, err = h.store.Get(ctx, keys)
 	}
@@ -232,24 +290,40 @@ func (h *History) Lookup(ctx context.Context, mailboxes []string, maxAge *time.D
 		h.misses.Add(uint64(len(mailboxes)))
 		return nil, fmt.Errorf("verification history: %w", err)
 	}
-	out := make([]verify.PastVerdict, len(mailboxes))
 	now := h.now()
 	var hits uint64
 	for i, e := range entries {
-		if !e.Found || (maxAge != nil && now.Sub(e.CheckedAt) > *maxAge) || h.ttls.For(e.Code, false) <= 0 ||
-			now.Sub(e.CheckedAt) > h.ttls.For(e.Code, false) {
-			continue // none, too old for the caller, or kept longer than today's TTL allows
+		if v, ok := h.fresh(e, now, maxAge); ok {
+			out[i] = v
+			hits++
 		}
-		out[i] = verify.PastVerdict{Code: e.Code, CheckedAt: e.CheckedAt}
-		hits++
 	}
 	h.hits.Add(hits)
 	h.misses.Add(uint64(len(mailboxes)) - hits)
 	return out, nil
 }
 
-// Record implements verify.History: keeps the verdicts their TTLs allow.
-func (h *History) Record(ctx context.Context, verdicts []verify.NewVerdict) error {
+// fresh returns an entry's verdict when it is fresh enough for the caller
+// and today's TTL of its outcome, both measured from when the scope dates
+// it (the hour, in the shared scope: that is all another tenant learns).
+func (h *History) fresh(e Entry, now time.Time, maxAge *time.Duration) (verify.PastVerdict, bool) {
+	if !e.Found {
+		return verify.PastVerdict{}, false
+	}
+	at := dated(h.scope, e.CheckedAt)
+	age, ttl := now.Sub(at), h.ttls.For(e.Code, false)
+	if ttl <= 0 || age > ttl || (maxAge != nil && age > *maxAge) {
+		return verify.PastVerdict{}, false
+	}
+	return verify.PastVerdict{Code: e.Code, CheckedAt: at}, true
+}
+
+// Record implements verify.History: keeps tenant's verdicts their TTLs
+// allow.
+func (h *History) Record(ctx context.Context, tenant string, verdicts []verify.NewVerdict) error {
+	if !h.forTenant(tenant) {
+		return nil
+	}
 	recs := make([]Record, 0, len(verdicts))
 	for _, v := range verdicts {
 		ttl := h.ttls.For(v.Code, v.Temporary)
@@ -260,16 +334,13 @@ func (h *History) Record(ctx context.Context, verdicts []verify.NewVerdict) erro
 		if at.IsZero() {
 			at = h.now()
 		}
-		recs = append(recs, Record{Code: v.Code, CheckedAt: at, TTL: ttl, mailbox: v.Mailbox})
+		recs = append(recs, Record{Key: keyOf(h.secret, h.scope, tenant, v.Mailbox), Code: v.Code, CheckedAt: at, TTL: ttl})
 	}
 	if len(recs) == 0 {
 		return nil
 	}
-	secret, err := h.key(ctx)
+	err := h.keyReady(ctx)
 	if err == nil {
-		for i := range recs {
-			recs[i].Key = keyOf(secret, recs[i].mailbox)
-		}
 		err = h.store.Put(ctx, recs)
 	}
 	if err != nil {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +46,12 @@ func need(t testing.TB, what string, err error) {
 type backend struct {
 	url  string
 	dump func(t testing.TB) []byte
+	// flush loses everything the store holds, as a Redis restarted
+	// without persistence (or FLUSHDB), or emptied tables, do.
+	flush func(t testing.TB)
+	// expireKey ends the key fingerprint's lease now, as the lease of
+	// processes that all stopped does.
+	expireKey func(t testing.TB)
 }
 
 func redisBackend(t testing.TB) backend {
@@ -60,6 +69,12 @@ func redisBackend(t testing.TB) backend {
 			b.Write(v)
 		}
 		return b.Bytes()
+	}, flush: func(testing.TB) {
+		redistest.DeletePrefix(rdb, prefix)
+	}, expireKey: func(t testing.TB) {
+		if err := rdb.Del(context.Background(), prefix+"ev-key").Err(); err != nil {
+			t.Fatal(err)
+		}
 	}}
 }
 
@@ -77,14 +92,23 @@ func pgBackend(t testing.TB) backend {
 	need(t, "PostgreSQL", err)
 	table := "evh_test_" + randHex(5)
 	t.Cleanup(func() {
-		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table+`, `+table+`_secret`)
+		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table+`, `+table+`_key`)
 		pool.Close()
 	})
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	return backend{url: url + sep + "table=" + table, dump: func(t testing.TB) []byte {
+	exec := func(t testing.TB, q string) {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return backend{url: url + sep + "table=" + table, flush: func(t testing.TB) {
+		exec(t, `TRUNCATE `+table+`, `+table+`_key`)
+	}, expireKey: func(t testing.TB) {
+		exec(t, `UPDATE `+table+`_key SET expires_at = now() - interval '1 second'`)
+	}, dump: func(t testing.TB) []byte {
 		var b bytes.Buffer
 		rows, err := pool.Query(context.Background(), `SELECT key, code::text, checked_at::text FROM `+table)
 		if err != nil {
@@ -106,6 +130,8 @@ func pgBackend(t testing.TB) backend {
 
 func boltBackend(t testing.TB) backend {
 	path := filepath.Join(t.TempDir(), "history.db")
+	// A bolt file has one opener: flush and expireKey are done through
+	// the history's own store (boltStore.flush, expireKey).
 	return backend{url: "bolt://" + path, dump: func(t testing.TB) []byte {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -121,6 +147,60 @@ func backends(t *testing.T) map[string]func(testing.TB) backend {
 
 func dur(d time.Duration) *time.Duration { return &d }
 
+// testSecret keys the tests' histories.
+var testSecret = []byte("0123456789abcdef")
+
+// clock is a test's injected clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+const acme = "api/acme"
+
+// mustBolt opens the bolt store of url.
+func mustBolt(t testing.TB, rawURL string) Store {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openBolt(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// expireKey ends the key fingerprint's lease now.
+func (s *boltStore) expireKey(t testing.TB) {
+	t.Helper()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltMeta)
+		v := append([]byte(nil), b.Get(boltKey)...)
+		if len(v) < 8 {
+			return nil
+		}
+		binary.BigEndian.PutUint64(v[len(v)-8:], uint64(time.Now().Add(-time.Second).UnixNano()))
+		return b.Put(boltKey, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Each backend keeps verdicts by keyed hash for their outcome's TTL, hands
 // back those fresh enough for the caller, and never keeps timeouts or
 // deferrals.
@@ -130,12 +210,13 @@ func TestStoresKeepVerdicts(t *testing.T) {
 			b := mk(t)
 			ctx := context.Background()
 			ttls := TTLs{Deliverable: time.Hour, Undeliverable: time.Hour, CatchAll: 2 * time.Second, Unverified: 2 * time.Second}
-			h, err := Open(ctx, b.url, Options{TTLs: ttls})
+			now := time.Now()
+			clk := &clock{t: now}
+			h, err := Open(ctx, b.url, Options{TTLs: ttls, Secret: testSecret, Now: clk.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
-			now := time.Now()
-			err = h.Record(ctx, []verify.NewVerdict{
+			err = h.Record(ctx, acme, []verify.NewVerdict{
 				{Mailbox: "Alice@Example.test", Code: verify.CodeDeliverable, CheckedAt: now.Add(-10 * time.Minute)},
 				{Mailbox: "bob@example.test", Code: verify.CodeMailboxNotFound, CheckedAt: now},
 				{Mailbox: "carol@catchall.test", Code: verify.CodeCatchAll, CheckedAt: now},
@@ -147,7 +228,7 @@ func TestStoresKeepVerdicts(t *testing.T) {
 				t.Fatal(err)
 			}
 			boxes := []string{"alice@example.test", "bob@example.test", "carol@catchall.test", "dave@example.test", "erin@grey.test", "frank@example.test", "nobody@example.test"}
-			got, err := h.Lookup(ctx, boxes, nil)
+			got, err := h.Lookup(ctx, acme, boxes, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,13 +242,14 @@ func TestStoresKeepVerdicts(t *testing.T) {
 				t.Errorf("checked at %v, recorded %v", got[0].CheckedAt, now.Add(-10*time.Minute))
 			}
 			// A caller asking for fresher than ten minutes probes alice again.
-			got, _ = h.Lookup(ctx, boxes[:2], dur(5*time.Minute))
+			got, _ = h.Lookup(ctx, acme, boxes[:2], dur(5*time.Minute))
 			if got[0].Code != 0 || got[1].Code != verify.CodeMailboxNotFound {
 				t.Errorf("max age 5m: %v, want alice too old and bob fresh", got)
 			}
-			// Short TTLs run out.
-			time.Sleep(2100 * time.Millisecond)
-			got, _ = h.Lookup(ctx, boxes, nil)
+			// Short TTLs run out (by the history's clock: whatever the
+			// store still holds, nothing older than its TTL is trusted).
+			clk.Add(2100 * time.Millisecond)
+			got, _ = h.Lookup(ctx, acme, boxes, nil)
 			if got[0].Code != verify.CodeDeliverable || got[2].Code != 0 || got[5].Code != 0 {
 				t.Errorf("after the catch-all TTL: %v", got)
 			}
@@ -182,21 +264,23 @@ func TestStoresKeepVerdicts(t *testing.T) {
 				}
 			}
 			h.Close()
-			// Another process (or a restart) finds the same verdicts: the
-			// secret kept in the store is the same.
-			h2, err := Open(ctx, b.url, Options{TTLs: ttls})
+			// Another process (or a restart) with the same key finds the
+			// same verdicts.
+			h2, err := Open(ctx, b.url, Options{TTLs: ttls, Secret: testSecret})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer h2.Close()
-			if got, _ := h2.Lookup(ctx, boxes[:1], nil); got[0].Code != verify.CodeDeliverable {
+			if got, _ := h2.Lookup(ctx, acme, boxes[:1], nil); got[0].Code != verify.CodeDeliverable {
 				t.Errorf("reopened: %v, want the verdict kept", got)
 			}
 		})
 	}
 }
 
-// A configured secret keys the hashes; another secret finds nothing.
+// A configured secret keys the hashes; another secret finds nothing (and
+// is reported as a mismatch). Without a secret nothing opens: the key is
+// never kept in the store it protects.
 func TestSecretKeysHashes(t *testing.T) {
 	ctx := context.Background()
 	url := boltBackend(t).url
@@ -204,36 +288,74 @@ func TestSecretKeysHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Record(ctx, []verify.NewVerdict{{Mailbox: "a@example.test", Code: verify.CodeDeliverable}}); err != nil {
+	if err := a.Record(ctx, acme, []verify.NewVerdict{{Mailbox: "a@example.test", Code: verify.CodeDeliverable}}); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
-	b, err := Open(ctx, url, Options{TTLs: DefaultTTLs(), Secret: []byte("0123456789abcdef-two")})
+	b, err := New(mustBolt(t, url), []byte("0123456789abcdef-two"), Options{TTLs: DefaultTTLs()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if got, _ := b.Lookup(ctx, []string{"a@example.test"}, nil); got[0].Code != 0 {
-		t.Error("a verdict found under another secret")
+	// The store's key lease (3 minutes by default) is the first one's:
+	// the second key may not read or write.
+	if got, err := b.Lookup(ctx, acme, []string{"a@example.test"}, nil); !errors.Is(err, ErrKeyMismatch) || got != nil {
+		t.Errorf("another key: %v, %v; want ErrKeyMismatch", got, err)
 	}
-	if _, err := Open(ctx, "bolt://"+filepath.Join(t.TempDir(), "x.db"), Options{Secret: []byte("short")}); err == nil {
-		t.Error("a 5-byte secret accepted")
+	b.store.(*boltStore).expireKey(t)
+	if err := b.CheckKey(ctx); err != nil {
+		t.Fatalf("the first key's lease ran out: %v", err)
 	}
-	var warned string
-	t.Setenv(SecretEnv, "")
-	c, err := Open(ctx, "bolt://"+filepath.Join(t.TempDir(), "y.db"), Options{Warn: func(m string) { warned = m }})
-	if err != nil {
+	if got, err := b.Lookup(ctx, acme, []string{"a@example.test"}, nil); err != nil || got[0].Code != 0 {
+		t.Errorf("another key, once the first one's lease ran out: %v, %v; want nothing found", got, err)
+	}
+	for _, bad := range [][]byte{nil, []byte("short")} {
+		if h, err := Open(ctx, "bolt://"+filepath.Join(t.TempDir(), "x.db"), Options{Secret: bad}); err == nil {
+			h.Close()
+			t.Errorf("secret %q accepted", bad)
+		}
+	}
+}
+
+// LoadSecret reads $HISTORY_KEY or a file, trimmed alike, and refuses
+// none or a short one with what to do.
+func TestLoadSecret(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "key")
+	if err := os.WriteFile(file, []byte("  file-key-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
-	if warned == "" {
-		t.Error("no warning without a configured secret")
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env, file, want, err string
+	}{
+		{"env-key-0123456789\n", "", "env-key-0123456789", ""},
+		{"env-key-0123456789", file, "file-key-0123456789", ""},
+		{"", "", "", "needs a key: set HISTORY_KEY from a Secret"},
+		{"   ", "", "", "needs a key"},
+		{"", short, "", "has 3 bytes, want at least 16"},
+		{"", filepath.Join(dir, "missing"), "", "history key file"},
+	} {
+		t.Setenv(SecretEnv, tc.env)
+		got, err := LoadSecret(tc.file)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("env %q file %q: %v, want an error with %q", tc.env, tc.file, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tc.want {
+			t.Errorf("env %q file %q: %q, %v; want %q", tc.env, tc.file, got, err, tc.want)
+		}
 	}
 }
 
 func TestOpenRejectsBadURLs(t *testing.T) {
 	for _, u := range []string{"http://x", "postgres://127.0.0.1:5432/test?table=Bad-Name", "bolt://", "::"} {
-		if h, err := Open(context.Background(), u, Options{Secret: []byte("0123456789abcdef")}); err == nil {
+		if h, err := Open(context.Background(), u, Options{Secret: testSecret}); err == nil {
 			h.Close()
 			t.Errorf("Open(%q) accepted", u)
 		}
@@ -244,7 +366,7 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 func TestBoltSweep(t *testing.T) {
 	ctx := context.Background()
 	url := boltBackend(t).url
-	h, err := Open(ctx, url, Options{TTLs: TTLs{Deliverable: time.Hour, CatchAll: time.Second}, Secret: []byte("0123456789abcdef")})
+	h, err := Open(ctx, url, Options{TTLs: TTLs{Deliverable: time.Hour, CatchAll: time.Second}, Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +380,7 @@ func TestBoltSweep(t *testing.T) {
 		}
 		vs = append(vs, verify.NewVerdict{Mailbox: randHex(4) + "@example.test", Code: code, CheckedAt: old})
 	}
-	if err := h.Record(ctx, vs); err != nil {
+	if err := h.Record(ctx, acme, vs); err != nil {
 		t.Fatal(err)
 	}
 	st := h.store.(*boltStore)
@@ -306,7 +428,8 @@ func (c *checker) take() []string {
 // for the caller, probes otherwise, and records what it probed.
 func TestEngineReusesFreshVerdicts(t *testing.T) {
 	ctx := context.Background()
-	h, err := Open(ctx, boltBackend(t).url, Options{TTLs: DefaultTTLs(), Secret: []byte("0123456789abcdef")})
+	clk := &clock{t: time.Now()}
+	h, err := Open(ctx, boltBackend(t).url, Options{TTLs: DefaultTTLs(), Secret: testSecret, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +438,10 @@ func TestEngineReusesFreshVerdicts(t *testing.T) {
 		"ann@example.test": verify.CodeDeliverable, "ben@example.test": verify.CodeMailboxNotFound,
 		"cat@example.test": verify.CodeValidDomain, // unconfirmed: may be a deferral, never kept
 	}}
-	e := &verify.Engine{DNS: resolver{}, SMTP: ck, History: h, ExtraTLDs: map[string]bool{"test": true}}
+	e := &verify.Engine{DNS: resolver{}, SMTP: ck, History: h, ExtraTLDs: map[string]bool{"test": true}, Now: clk.Now}
 	addrs := []string{"ann@example.test", "Ben@Example.test", "cat@example.test"}
 	res := make([]verify.Result, len(addrs))
-	opts := verify.Options{SMTP: true}
+	opts := verify.Options{SMTP: true, Tenant: acme}
 	if err := e.VerifyBatch(ctx, addrs, res, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +464,7 @@ func TestEngineReusesFreshVerdicts(t *testing.T) {
 		t.Errorf("second run: %+v", res)
 	}
 	// A caller who wants verdicts under a millisecond old probes again.
-	time.Sleep(5 * time.Millisecond)
+	clk.Add(5 * time.Millisecond)
 	opts.MaxAge = dur(time.Millisecond)
 	if err := e.VerifyBatch(ctx, addrs, res, opts); err != nil {
 		t.Fatal(err)
@@ -369,13 +492,13 @@ func TestEngineProbesWhenHistoryFails(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer rdb.Close()
-	h, err := New(&redisStore{rdb: rdb, prefix: "x:"}, []byte("0123456789abcdef"), DefaultTTLs())
+	h, err := New(&redisStore{rdb: rdb, prefix: "x:"}, testSecret, Options{TTLs: DefaultTTLs()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ck := &checker{answer: map[string]verify.Code{"ann@example.test": verify.CodeDeliverable}}
 	e := &verify.Engine{DNS: resolver{}, SMTP: ck, History: h, ExtraTLDs: map[string]bool{"test": true}}
-	r := e.Verify(ctx, "ann@example.test", verify.Options{SMTP: true})
+	r := e.Verify(ctx, "ann@example.test", verify.Options{SMTP: true, Tenant: acme})
 	if r.Code != verify.CodeDeliverable || r.FromHistory || len(ck.take()) != 1 {
 		t.Errorf("with the history down: %+v", r)
 	}

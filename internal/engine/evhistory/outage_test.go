@@ -68,7 +68,7 @@ func TestEngineThroughHistoryOutage(t *testing.T) {
 	defer r.cut()
 	url := strings.Replace(be.url, "127.0.0.1:6379", r.addr, 1)
 	ctx := context.Background()
-	h, err := Open(ctx, url, Options{TTLs: DefaultTTLs(), Secret: []byte("0123456789abcdef")})
+	h, err := Open(ctx, url, Options{TTLs: DefaultTTLs(), Secret: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestEngineThroughHistoryOutage(t *testing.T) {
 	e := &verify.Engine{DNS: resolver{}, SMTP: ck, History: h, ExtraTLDs: map[string]bool{"test": true}}
 	addrs := []string{"ann@example.test", "ben@example.test"}
 	res := make([]verify.Result, 2)
-	opts := verify.Options{SMTP: true}
+	opts := verify.Options{SMTP: true, Tenant: "api/acme"}
 	run := func() []string {
 		t.Helper()
 		if err := e.VerifyBatch(ctx, addrs, res, opts); err != nil {

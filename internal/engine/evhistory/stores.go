@@ -1,14 +1,14 @@
 package evhistory
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,17 +26,25 @@ import (
 // secret (at least 16 bytes; a Kubernetes Secret's value).
 const SecretEnv = "HISTORY_KEY"
 
-// Options configure Open.
+// Options configure Open (and New).
 type Options struct {
 	TTLs TTLs
-	// Secret keys the hashes; empty: $HISTORY_KEY, else one kept in the
-	// store (see the package comment).
+	// Scope: whose checks answer a call (DefaultScope when empty).
+	Scope Scope
+	// Secret keys the hashes: at least 16 bytes, required (LoadSecret
+	// reads it from $HISTORY_KEY or a file). It is never kept in the store.
 	Secret []byte
+	// KeyCheckEvery: how often the store's key fingerprint is checked
+	// (DefaultKeyCheckEvery when 0); see CheckKey.
+	KeyCheckEvery time.Duration
 	// Redis, when set, is used for a redis:// URL instead of a new client
 	// (the fleet backend's, when both URLs are the same).
 	Redis *redis.Client
-	// Warn hears of a weaker setting (no secret configured).
-	Warn func(msg string)
+	// Log hears of the key checks: a mismatch (error), a lost fingerprint
+	// (warning). Nil: discarded.
+	Log *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // Open opens the history a URL names:
@@ -44,7 +52,14 @@ type Options struct {
 //	redis://host:port/db[?prefix=emaildata:]   keys <prefix>ev:<hash>, with TTLs
 //	postgres://user@host:5432/db[?table=ev_history]   (or postgresql://)
 //	bolt:///path/history.db                     an embedded file, one process
+//
+// It checks the store's key fingerprint at once when the store answers
+// (a mismatch is reported, not fatal: the process runs without the
+// history until the keys agree), and then every o.KeyCheckEvery.
 func Open(ctx context.Context, rawURL string, o Options) (*History, error) {
+	if len(o.Secret) < 16 {
+		return nil, errors.New("the verification history needs a key of at least 16 bytes (" + SecretEnv + " or --history-key-file)")
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("history url: %w", err)
@@ -63,27 +78,16 @@ func Open(ctx context.Context, rawURL string, o Options) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret := o.Secret
-	if len(secret) == 0 {
-		secret = []byte(os.Getenv(SecretEnv))
-	}
-	if len(secret) == 0 {
-		h := newFromStore(st, o.TTLs, o.Warn)
-		_, _ = h.key(ctx) // now if the store answers; else on first use
-		return h, nil
-	}
-	if len(secret) < 16 {
+	h, err := New(st, o.Secret, o)
+	if err != nil {
 		st.Close()
-		return nil, fmt.Errorf("%s must have at least 16 bytes", SecretEnv)
+		return nil, err
 	}
-	return New(st, secret, o.TTLs)
-}
-
-// newSecret is 32 random bytes.
-func newSecret() []byte {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return b
+	_ = h.CheckKey(ctx) // now if the store answers; else on first use
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.stopWatch, h.watchDone = cancel, make(chan struct{})
+	go h.watch(wctx)
+	return h, nil
 }
 
 // value encodes a verdict: code and check time.
@@ -178,12 +182,31 @@ func (s *redisStore) Put(ctx context.Context, recs []Record) error {
 	return err
 }
 
-func (s *redisStore) Secret(ctx context.Context) ([]byte, error) {
-	k := s.prefix + "ev-secret"
-	if err := s.rdb.SetNX(ctx, k, newSecret(), 0).Err(); err != nil {
-		return nil, err
+// claimScript is ClaimKey in one step: publish when none is held, renew
+// when the same is, and return what is held.
+var claimScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, ARGV[1]}
+end
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return {0, cur}
+`)
+
+func (s *redisStore) ClaimKey(ctx context.Context, fp []byte, lease time.Duration) ([]byte, bool, error) {
+	res, err := claimScript.Run(ctx, s.rdb, []string{s.prefix + "ev-key"}, fp, lease.Milliseconds()).Slice()
+	if err != nil {
+		return nil, false, err
 	}
-	return s.rdb.Get(ctx, k).Bytes()
+	if len(res) != 2 {
+		return nil, false, fmt.Errorf("key claim: unexpected reply %v", res)
+	}
+	published, _ := res[0].(int64)
+	held, _ := res[1].(string)
+	return []byte(held), published == 1, nil
 }
 
 func (s *redisStore) Close() error {
@@ -204,7 +227,8 @@ var quietOnce sync.Once
 // pgStore keeps verdicts in one table; a janitor deletes expired rows.
 type pgStore struct {
 	pool              *pgxpool.Pool
-	table, secrets    string // quoted
+	table, keys       string // quoted
+	rawTable          string
 	getSQL, putSQL    string
 	stopJanitor       context.CancelFunc
 	janitorDone       chan struct{}
@@ -229,7 +253,7 @@ func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
 		return nil, fmt.Errorf("history url %s: %w", u.Redacted(), err)
 	}
 	s := &pgStore{
-		pool: pool, table: pgx.Identifier{table}.Sanitize(), secrets: pgx.Identifier{table + "_secret"}.Sanitize(),
+		pool: pool, table: pgx.Identifier{table}.Sanitize(), keys: pgx.Identifier{table + "_key"}.Sanitize(), rawTable: table,
 		janitorEvery: time.Hour, janitorBatchLimit: 10_000,
 	}
 	s.getSQL = `SELECT key, code, checked_at FROM ` + s.table + ` WHERE key = ANY($1) AND expires_at > now()`
@@ -271,7 +295,7 @@ func (s *pgStore) migrate(ctx context.Context) error {
 		`SELECT pg_advisory_xact_lock(hashtext('emaildata/evhistory/' || $1))`,
 		`CREATE TABLE IF NOT EXISTS ` + s.table + ` (key bytea PRIMARY KEY, code smallint NOT NULL, checked_at timestamptz NOT NULL, expires_at timestamptz NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{strings.Trim(s.table, `"`) + "_expires"}.Sanitize() + ` ON ` + s.table + ` (expires_at)`,
-		`CREATE TABLE IF NOT EXISTS ` + s.secrets + ` (id int PRIMARY KEY, secret bytea NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + s.keys + ` (id int PRIMARY KEY, fingerprint bytea NOT NULL, expires_at timestamptz NOT NULL)`,
 	}
 	for i, q := range stmts {
 		var args []any
@@ -344,13 +368,34 @@ func (s *pgStore) Put(ctx context.Context, recs []Record) error {
 	return err
 }
 
-func (s *pgStore) Secret(ctx context.Context) ([]byte, error) {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.secrets+` (id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, newSecret()); err != nil {
-		return nil, err
+// ClaimKey runs in a transaction serialised by an advisory lock, with the
+// database's clock for the lease.
+func (s *pgStore) ClaimKey(ctx context.Context, fp []byte, lease time.Duration) ([]byte, bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, false, err
 	}
-	var b []byte
-	err := s.pool.QueryRow(ctx, `SELECT secret FROM `+s.secrets+` WHERE id = 1`).Scan(&b)
-	return b, err
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('emaildata/evhistory/key/' || $1))`, s.rawTable); err != nil {
+		return nil, false, err
+	}
+	var held []byte
+	err = tx.QueryRow(ctx, `SELECT fingerprint FROM `+s.keys+` WHERE id = 1 AND expires_at > now()`).Scan(&held)
+	published := errors.Is(err, pgx.ErrNoRows)
+	switch {
+	case published:
+		held = fp
+		_, err = tx.Exec(ctx, `INSERT INTO `+s.keys+` (id, fingerprint, expires_at) VALUES (1, $1, now() + $2 * interval '1 millisecond')
+ON CONFLICT (id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, expires_at = EXCLUDED.expires_at`, fp, lease.Milliseconds())
+	case err != nil:
+		return nil, false, err
+	case bytes.Equal(held, fp):
+		_, err = tx.Exec(ctx, `UPDATE `+s.keys+` SET expires_at = now() + $1 * interval '1 millisecond' WHERE id = 1`, lease.Milliseconds())
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return held, published, tx.Commit(ctx)
 }
 
 // janitor deletes expired rows every janitorEvery, in bounded batches.
@@ -391,7 +436,7 @@ type boltStore struct {
 var (
 	boltVerdicts = []byte("ev")
 	boltMeta     = []byte("meta")
-	boltSecret   = []byte("secret")
+	boltKey      = []byte("key")
 )
 
 func openBolt(u *url.URL) (Store, error) {
@@ -457,18 +502,26 @@ func (s *boltStore) Put(_ context.Context, recs []Record) error {
 	})
 }
 
-func (s *boltStore) Secret(context.Context) ([]byte, error) {
-	var out []byte
+// ClaimKey keeps the fingerprint and its lease's end in the meta bucket.
+func (s *boltStore) ClaimKey(_ context.Context, fp []byte, lease time.Duration) ([]byte, bool, error) {
+	var held []byte
+	published := false
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(boltMeta)
-		if v := b.Get(boltSecret); v != nil {
-			out = append([]byte(nil), v...)
-			return nil
+		now := time.Now()
+		v := b.Get(boltKey)
+		if len(v) > 8 && int64(binary.BigEndian.Uint64(v[len(v)-8:])) > now.UnixNano() {
+			held = append([]byte(nil), v[:len(v)-8]...)
+			if !bytes.Equal(held, fp) {
+				return nil
+			}
+		} else {
+			held, published = append([]byte(nil), fp...), true
 		}
-		out = newSecret()
-		return b.Put(boltSecret, out)
+		nv := binary.BigEndian.AppendUint64(append([]byte(nil), fp...), uint64(now.Add(lease).UnixNano()))
+		return b.Put(boltKey, nv)
 	})
-	return out, err
+	return held, published, err
 }
 
 // janitor deletes expired entries every interval.

@@ -20,6 +20,12 @@ type Options struct {
 	// instead of a probe: nil, any the history still keeps; 0, none
 	// (every address is probed). New verdicts are recorded either way.
 	MaxAge *time.Duration
+	// Tenant is whose call this is, for the history: an identity from
+	// evhistory (APITenant, NamespaceTenant, LocalTenant). In the
+	// history's tenant scope, a call is answered only from its tenant's
+	// own earlier checks, and one without a tenant neither reads nor
+	// writes the history.
+	Tenant string
 }
 
 // Resolver finds a domain's mail hosts; *mxdns.Resolver implements it.
@@ -59,6 +65,15 @@ type Engine struct {
 	// Reporters are parts with work counters of their own (the history,
 	// the fleet backend), reported with the engine's.
 	Reporters []Reporter
+	// Now is the clock that dates new verdicts (nil: time.Now).
+	Now func() time.Time
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
 }
 
 // Reporter has cumulative work counters, named for reports and metrics.

@@ -9,19 +9,24 @@ import (
 
 // History keeps mailbox verdicts between runs (internal/engine/evhistory
 // implements it). The engine asks it before the DNS stage and tells it
-// the SMTP stage's verdicts.
+// the SMTP stage's verdicts, each time for the call's tenant
+// (Options.Tenant): the history decides what another tenant's checks may
+// answer (evhistory.Scope).
 type History interface {
 	// Lookup returns, for each mailbox (local@ascii-domain), the verdict
-	// recorded at most maxAge ago (nil: any still kept), or a zero
-	// PastVerdict. An error means nothing could be read: the engine
-	// probes every address, it never trusts what it could not read.
-	Lookup(ctx context.Context, mailboxes []string, maxAge *time.Duration) ([]PastVerdict, error)
-	// Record keeps new verdicts, as long as their outcomes' TTLs say.
-	// Failures are the history's to count; the verdicts stand.
-	Record(ctx context.Context, verdicts []NewVerdict) error
+	// recorded at most maxAge ago (nil: any still kept) that tenant may
+	// see, or a zero PastVerdict. An error means nothing could be read:
+	// the engine probes every address, it never trusts what it could not
+	// read.
+	Lookup(ctx context.Context, tenant string, mailboxes []string, maxAge *time.Duration) ([]PastVerdict, error)
+	// Record keeps tenant's new verdicts, as long as their outcomes' TTLs
+	// say. Failures are the history's to count; the verdicts stand.
+	Record(ctx context.Context, tenant string, verdicts []NewVerdict) error
 }
 
 // PastVerdict is a verdict from the history; a zero Code means none.
+// CheckedAt is when the history dates it (to the hour for another
+// tenant's check in a shared history).
 type PastVerdict struct {
 	Code      Code
 	CheckedAt time.Time
@@ -65,7 +70,7 @@ func (e *Engine) fromHistory(ctx context.Context, idx []int, results []Result, o
 	for j, i := range idx {
 		boxes[j] = mailbox(results[i])
 	}
-	past, err := e.History.Lookup(ctx, boxes, o.MaxAge)
+	past, err := e.History.Lookup(ctx, o.Tenant, boxes, o.MaxAge)
 	if err != nil {
 		return idx
 	}
@@ -86,7 +91,7 @@ func (e *Engine) record(ctx context.Context, idx []int, results []Result, o Opti
 	if !e.keepsHistory(o) || len(idx) == 0 {
 		return
 	}
-	now := time.Now()
+	now := e.now()
 	vs := make([]NewVerdict, 0, len(idx))
 	for _, i := range idx {
 		r := &results[i]
@@ -103,5 +108,5 @@ func (e *Engine) record(ctx context.Context, idx []int, results []Result, o Opti
 	// verdicts are good, and the next call should not pay for them again.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = e.History.Record(rctx, vs)
+	_ = e.History.Record(rctx, o.Tenant, vs)
 }

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"encoding/base64"
 	"reflect"
 	"slices"
 	"strings"
@@ -287,6 +288,73 @@ func TestChartExecutor(t *testing.T) {
 		if got, _ := argValue(args, "--executor"); got != tc.want {
 			t.Errorf("executor %s: --executor=%q, want %q", tc.executor, got, tc.want)
 		}
+	}
+}
+
+// TestChartHistoryKey: the verification history's key (issue 30) reaches
+// the manager, the API and, by name, the worker pods from one Secret: the
+// chart's own (a random 48-character key, kept on uninstall) unless
+// history.existingSecret names one; history.scope becomes --history-scope
+// of the manager and the API (which passes it on to workers).
+func TestChartHistoryKey(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		vals   map[string]any
+		secret string
+		scope  string
+		owned  bool
+	}{
+		{"defaults", nil, "emaildata-history-key", "", true},
+		{"existing secret, shared scope", map[string]any{"history": map[string]any{"existingSecret": "vault-history", "scope": "shared"}},
+			"vault-history", "shared", false},
+		{"renamed", map[string]any{"fullnameOverride": "acme-mail"}, "acme-mail-history-key", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := renderChart(t, tc.vals)
+			var secrets []*unstructured.Unstructured
+			for _, o := range objs {
+				if o.GetKind() == "Secret" {
+					secrets = append(secrets, o)
+				}
+			}
+			if !tc.owned && len(secrets) != 0 {
+				t.Errorf("a Secret rendered though %s is named", tc.secret)
+			}
+			if tc.owned {
+				if len(secrets) != 1 || secrets[0].GetName() != tc.secret || secrets[0].GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+					t.Fatalf("secrets %v, want %s, kept on uninstall", secrets, tc.secret)
+				}
+				key, _, _ := unstructured.NestedString(secrets[0].Object, "data", "HISTORY_KEY")
+				raw, err := base64.StdEncoding.DecodeString(key)
+				if err != nil || len(raw) != 48 {
+					t.Errorf("HISTORY_KEY %q: %d bytes (%v), want 48", key, len(raw), err)
+				}
+			}
+			prefix := "emaildata"
+			if tc.name == "renamed" {
+				prefix = "acme-mail"
+			}
+			for _, d := range []string{prefix + "-controller-manager", prefix + "-api"} {
+				c := deployment(t, objs, d).Spec.Template.Spec.Containers[0]
+				var ref *corev1.SecretKeySelector
+				for _, e := range c.Env {
+					if e.Name == "HISTORY_KEY" && e.ValueFrom != nil {
+						ref = e.ValueFrom.SecretKeyRef
+					}
+				}
+				if ref == nil || ref.Name != tc.secret || ref.Key != "HISTORY_KEY" || ref.Optional == nil || !*ref.Optional {
+					t.Errorf("%s: HISTORY_KEY from %+v, want optional %s/HISTORY_KEY", d, ref, tc.secret)
+				}
+				if got, _ := argValue(c.Args, "--history-scope"); got != tc.scope {
+					t.Errorf("%s: --history-scope=%q, want %q", d, got, tc.scope)
+				}
+				if strings.HasSuffix(d, "-controller-manager") {
+					if got, _ := argValue(c.Args, "--worker-history-key-secret"); got != tc.secret {
+						t.Errorf("--worker-history-key-secret=%q, want %s", got, tc.secret)
+					}
+				}
+			}
+		})
 	}
 }
 

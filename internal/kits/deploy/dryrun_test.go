@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"testing"
 	"time"
@@ -71,6 +72,29 @@ func TestServerSideDryRun(t *testing.T) {
 				}
 			}
 		})
+	}
+	t.Run("history key kept on upgrade", func(t *testing.T) { historyKeyKept(ctx, t, cfg, c) })
+}
+
+// historyKeyKept: an upgrade renders the history key Secret with the key
+// the installed one holds (helm's lookup), never a new random one, which
+// would make every verdict of the history unreadable.
+func historyKeyKept(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client) {
+	const key = "the-key-made-at-install-0123456789abcdef"
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: releaseName + "-history-key"},
+		Data: map[string][]byte{"HISTORY_KEY": []byte(key)}}
+	if err := c.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		objs, err := renderChartFrom(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := unstructured.NestedString(find(t, objs, "Secret", sec.Name).Object, "data", "HISTORY_KEY")
+		if got != base64.StdEncoding.EncodeToString([]byte(key)) {
+			t.Fatalf("upgrade rendered HISTORY_KEY %q, want the installed key", got)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -36,7 +37,14 @@ func renderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured
 }
 
 func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
-	files, err := renderFiles(vals)
+	return renderChartFrom(nil, vals)
+}
+
+// renderChartFrom renders the chart as an install (cluster nil: as `helm
+// template`, lookup finds nothing) or as an upgrade against the cluster
+// (lookup reads it, as `helm upgrade` does).
+func renderChartFrom(cluster *rest.Config, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	files, err := renderFilesFrom(cluster, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -62,16 +70,30 @@ func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
 // renderFiles renders every template of the chart (NOTES.txt included),
 // keyed by path, as `helm template` would with vals.
 func renderFiles(vals map[string]any) (map[string]string, error) {
+	return renderFilesFrom(nil, vals)
+}
+
+// renderFilesFrom is renderFiles as an install (cluster nil) or as an
+// upgrade against the cluster (see renderChartFrom).
+func renderFilesFrom(cluster *rest.Config, vals map[string]any) (map[string]string, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart: %w", err)
 	}
 	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, Revision: 1, IsInstall: true}
+	if cluster != nil {
+		opts.Revision, opts.IsInstall, opts.IsUpgrade = 2, false, true
+	}
 	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
-	files, err := engine.Render(ch, rv)
+	var files map[string]string
+	if cluster != nil {
+		files, err = engine.RenderWithClient(ch, rv, cluster)
+	} else {
+		files, err = engine.Render(ch, rv)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}

@@ -81,7 +81,7 @@ func TestMakeRunE2E(t *testing.T) {
 	}()
 
 	// The banner prints the kubeconfig and the apply line.
-	var kubeconfig, applyLine, apiURL, apiKey, validationKey, callbacks string
+	var kubeconfig, applyLine, apiURL, apiKey, validationKey, callbacks, history string
 	var mm metricsBanner
 	deadline := time.After(90 * time.Second)
 	for applyLine == "" || !mm.complete() {
@@ -102,6 +102,8 @@ func TestMakeRunE2E(t *testing.T) {
 				validationKey = f[2]
 			case len(f) >= 3 && f[0] == "callbacks:":
 				callbacks = strings.Join(f[1:], " ")
+			case len(f) >= 3 && f[0] == "history:":
+				history = strings.Join(f[1:], " ")
 			}
 			mm.parse(f)
 			if strings.Contains(l, "kubectl apply -f") {
@@ -113,6 +115,13 @@ func TestMakeRunE2E(t *testing.T) {
 	}
 	if kubeconfig == "" || apiURL == "" || apiKey == "" {
 		t.Fatalf("banner lacks kubeconfig (%q), REST API (%q) or API key (%q)", kubeconfig, apiURL, apiKey)
+	}
+	// make run says where the history is and that its key is a local one,
+	// kept (owner-only) in the state directory.
+	keyFile := filepath.Join(dir, "history-key")
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 ||
+		!strings.Contains(history, "bolt://"+filepath.Join(dir, "history.db")) || !strings.Contains(history, "local key in "+keyFile) {
+		t.Errorf("history banner %q, key file %v: want the bolt file and the local key in %s (0600)", history, err, keyFile)
 	}
 	go func() {
 		for range lines {
@@ -294,7 +303,8 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 		`{"email_append":[{"email":"josephl@example.org","email_match_type":"Individual"}]}`,
 		`{"alternate_email":[{"email":"alee@example.org","email_match_type":"Household"},`,
 		`{"phone_verification":{"phone_number":"16502530000","line_type":"landline_or_mobile","status":"valid","country_code":"US","country_calling_code":1}}`,
-		`{"total_records":1,"skipped_records":0}`, `"code":"email_reported"`} {
+		`{"total_records":1,"skipped_records":0,"feedback_id":"fb_`, `"code":"email_reported"`,
+		`{"reports":[{"feedback_id":"fb_`, `"reference_id":"case-17"`, `{"withdrawn":1}`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("README block output lacks %s:\n%s", want, text)
 		}

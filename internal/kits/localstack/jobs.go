@@ -67,6 +67,9 @@ func startJobs(ctx context.Context, env *envtest.Environment, c client.Client, o
 		ServiceAccountName: WorkerServiceAccount,
 		Resources:          res,
 	}
+	// make run's history key (historyKey), should a URL give the workers
+	// a history.
+	mopts.Job.HistoryKeySecret = LocalHistorySecret
 	if o.Store == StoreS3 {
 		// The workers get the store's credentials from the Secret, not
 		// from this process: the test node gives a pod only its own env.

@@ -130,6 +130,9 @@ type Stack struct {
 	ValidationKey string
 	// CallbackAllowCIDRs are the private ranges callbacks may reach.
 	CallbackAllowCIDRs string
+	// History says where the verification history lives and what keys
+	// it ("" when there is none), for make run to say at start.
+	History string
 	// MetricsURL is the manager's metrics (HTTPS, self-signed, behind
 	// authn/authz; empty when disabled); MetricsTokenFile holds a bearer
 	// token that may read it. APIMetricsURL is the API's (plain HTTP).
@@ -187,6 +190,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("unknown store %q (want %s or %s)", o.Store, StoreFile, StoreS3)
 	}
 	if s.people, err = localPeople(ctx, filepath.Join(s.dir, "people.db")); err != nil {
+		return nil, err
+	}
+	if err := s.historyKey(ctx, c, &o); err != nil {
 		return nil, err
 	}
 	if err := s.openHistory(ctx, &o.Verify); err != nil {
@@ -381,7 +387,8 @@ func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) erro
 	if err != nil {
 		return err
 	}
-	scorer, err := wiring.NewFraud(mctx, wiring.FraudConfig{}, s.people)
+	// make run keeps fraud history and feedback in memory, and says so.
+	scorer, err := wiring.NewFraud(mctx, wiring.FraudConfig{HistoryURL: wiring.HistoryMemory, Log: o.Log}, s.people)
 	if err != nil {
 		return err
 	}
@@ -389,7 +396,7 @@ func (s *Stack) startAPI(mctx context.Context, cfg *rest.Config, o Options) erro
 	go func() {
 		err := restapi.Run(mctx, cfg, restapi.RunOptions{
 			Config: restapi.Config{CallbackPolicy: policy, Verifier: engine, EVSMTP: o.Verify.SMTP, Fraud: scorer, People: s.people,
-				Limits: o.limits()},
+				HistoryHealth: wiring.HistoryHealth(engine), Limits: o.limits()},
 			Listener:        ln,
 			KeyNamespace:    Namespace,
 			BlobURL:         s.BlobURL,
@@ -558,21 +565,89 @@ func (s *Stack) Stop() error {
 // openHistory opens the verification history once for the manager's and
 // the API's engines (a bolt file has one opener): the one --history-url
 // names, else a bolt file in the state directory unless a --fleet-url
-// backend keeps it. Worker processes of --executor=job keep none.
+// backend keeps it (then the engines open it, with the same key). Worker
+// processes of --executor=job keep none unless a URL names one.
 func (s *Stack) openHistory(ctx context.Context, vc *wiring.VerifyConfig) error {
 	url := vc.HistoryURL
 	switch {
-	case vc.History != nil || url == "off" || (url == "" && vc.Fleet.URL != ""):
+	case url == "off":
+		s.History = ""
+		return nil
+	case vc.History != nil:
+		return nil
+	case url == "" && vc.Fleet.URL != "":
+		s.History = fmt.Sprintf("the --fleet-url backend, %s scope, keyed with %s", vc.HistoryScope, s.History)
 		return nil
 	case url == "":
 		url = "bolt://" + filepath.Join(s.dir, "history.db")
 	}
-	h, err := evhistory.Open(ctx, url, evhistory.Options{TTLs: vc.HistoryTTLs})
+	key, err := evhistory.LoadSecret(vc.HistoryKeyFile)
+	if err != nil {
+		return err
+	}
+	h, err := evhistory.Open(ctx, url, evhistory.Options{TTLs: vc.HistoryTTLs, Scope: vc.HistoryScope, Secret: key,
+		KeyCheckEvery: vc.HistoryKeyCheck, Log: vc.Log})
 	if err != nil {
 		return fmt.Errorf("verification history: %w", err)
 	}
 	s.history, vc.History = h, h
+	s.History = fmt.Sprintf("%s, %s scope, keyed with %s", url, h.Scope(), s.History)
 	return nil
+}
+
+// LocalHistorySecret is the Secret holding make run's history key for the
+// worker pods of --executor=job (JobConfig.HistoryKeySecret).
+const LocalHistorySecret = "emaildata-history-key"
+
+// historyKey gives make run a key for the verification history when none
+// is configured ($HISTORY_KEY, --history-key-file): a random one made once
+// and kept in the state directory (so the history survives restarts), a
+// Secret of it for worker pods, and s.History saying which it is. A
+// cluster takes the key from a Secret instead (the chart makes one).
+func (s *Stack) historyKey(ctx context.Context, c client.Client, o *Options) error {
+	vc := &o.Verify
+	if vc.Log == nil {
+		vc.Log = o.Log
+	}
+	switch {
+	case vc.HistoryKeyFile != "":
+		s.History = "the key in " + vc.HistoryKeyFile
+	case os.Getenv(evhistory.SecretEnv) != "":
+		s.History = "$" + evhistory.SecretEnv
+	default:
+		file := filepath.Join(s.dir, "history-key")
+		if err := localSecretFile(file); err != nil {
+			return fmt.Errorf("history key: %w", err)
+		}
+		vc.HistoryKeyFile = file
+		s.History = "make run's local key in " + file + " (a cluster takes " + evhistory.SecretEnv + " from a Secret)"
+	}
+	key, err := evhistory.LoadSecret(vc.HistoryKeyFile)
+	if err != nil {
+		return err
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: LocalHistorySecret}}
+	_, err = controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
+		sec.Data = map[string][]byte{evhistory.SecretEnv: key}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("history key Secret: %w", err)
+	}
+	return nil
+}
+
+// localSecretFile writes 32 random bytes, hex, to file unless it holds a
+// key already.
+func localSecretFile(file string) error {
+	if b, err := os.ReadFile(file); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		return nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(hex.EncodeToString(b[:])+"\n"), 0o600)
 }
 
 // The local stack loads localDemoPeople synthetic people from this seed.

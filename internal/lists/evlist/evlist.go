@@ -94,7 +94,7 @@ func (s *Service) Check(listservice.Input) error { return nil }
 // NewProcessor implements listservice.Service.
 func (s *Service) NewProcessor(_ context.Context, in listservice.Input) (listservice.Processor, error) {
 	p := &processor{svc: s, col: in.EmailIndex, report: listservice.Reporting{},
-		opts: verify.Options{SMTP: true, MaxAge: in.MaxAge}}
+		opts: verify.Options{SMTP: true, MaxAge: in.MaxAge, Tenant: in.HistoryTenant}}
 	if s.Counters != nil {
 		p.start = s.Counters()
 	}
@@ -106,7 +106,7 @@ type processor struct {
 	col    int
 	report listservice.Reporting
 	start  map[string]float64 // engine counters when the shard began
-	opts   verify.Options     // the list's: SMTP on, its maximum age
+	opts   verify.Options     // the list's: SMTP on, its maximum age, its tenant
 }
 
 // Counters implements listservice.CounterReporter: the engine's work

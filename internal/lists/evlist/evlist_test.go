@@ -392,8 +392,8 @@ func TestEngineChecker(t *testing.T) {
 	}
 }
 
-// The list's maximum age reaches the checker with SMTP on, and verdicts
-// from the history are marked in their column and counted.
+// The list's maximum age and history tenant reach the checker with SMTP
+// on, and verdicts from the history are marked in their column and counted.
 func TestMaxAgeAndFromHistory(t *testing.T) {
 	ctx := context.Background()
 	week := 7 * 24 * time.Hour
@@ -409,7 +409,7 @@ func TestMaxAgeAndFromHistory(t *testing.T) {
 	}
 	for _, maxAge := range []*time.Duration{nil, &week} {
 		got = nil
-		p, err := New(check).NewProcessor(ctx, listservice.Input{EmailIndex: 0, MaxAge: maxAge})
+		p, err := New(check).NewProcessor(ctx, listservice.Input{EmailIndex: 0, MaxAge: maxAge, HistoryTenant: "namespace/team-a"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,8 +417,8 @@ func TestMaxAgeAndFromHistory(t *testing.T) {
 		if err := processBatch(ctx, p, rowsOf(0, "old1@example.com", "new@example.com", "old2@example.com"), out); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || !got[0].SMTP || got[0].MaxAge != maxAge {
-			t.Errorf("checker options %+v, want SMTP and max age %v", got, maxAge)
+		if len(got) != 1 || !got[0].SMTP || got[0].MaxAge != maxAge || got[0].Tenant != "namespace/team-a" {
+			t.Errorf("checker options %+v, want SMTP, max age %v and the list's tenant", got, maxAge)
 		}
 		if col := len(columns) - 1; out[0][col] != "true" || out[1][col] != "false" || out[2][col] != "true" {
 			t.Errorf("ev_from_history: %q %q %q", out[0][col], out[1][col], out[2][col])

@@ -42,6 +42,12 @@ type Input struct {
 	// accepts instead of a new probe (nil: the service's default, any
 	// verdict still kept; 0: probe every address).
 	MaxAge *time.Duration
+	// HistoryTenant is whose list this is, for the verification history:
+	// an evhistory tenant (APITenant of the submitting API tenant,
+	// NamespaceTenant of a list applied with kubectl). With a history
+	// scoped per tenant, the list is answered only from its tenant's own
+	// earlier checks.
+	HistoryTenant string
 }
 
 // Processor runs a service over the rows of one shard. Rows come in

@@ -14,7 +14,9 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
@@ -1169,5 +1171,69 @@ func benchPipeline(b *testing.B, s *blobstore.Store, data []byte) {
 	b.ReportMetric(float64(shards), "shards")
 	if out.Rows == 0 || out.Bytes <= int64(len(data)) {
 		b.Fatalf("outcome %+v", out)
+	}
+}
+
+// inputService records the Input each shard's processor got.
+type inputService struct {
+	constService
+	mu  *sync.Mutex
+	got *[]listservice.Input
+}
+
+func (s inputService) NewProcessor(ctx context.Context, in listservice.Input) (listservice.Processor, error) {
+	s.mu.Lock()
+	*s.got = append(*s.got, in)
+	s.mu.Unlock()
+	return constProc{}, nil
+}
+
+// ShardKey makes the service a HostSharder, for domain mode.
+func (inputService) ShardKey(email string) string {
+	_, d, _ := strings.Cut(email, "@")
+	return d
+}
+
+// The list's history tenant and maximum age travel in the stored plan to
+// every shard's processor, in rows and domain mode alike: a Job pod reads
+// them there, as the manager's local executor does.
+func TestHistoryTenantReachesShards(t *testing.T) {
+	week := 7 * 24 * time.Hour
+	for _, by := range []string{ShardByRows, ShardByDomain} {
+		t.Run(by, func(t *testing.T) {
+			s := memStore(t)
+			ctx := context.Background()
+			keys := blobstore.ListKeys{UID: "tenant-" + by}
+			put(t, s, "uploads/t/list.csv", genList(400))
+			cfg := testConfig()
+			cfg.ShardBytes, cfg.ShardBy = 2<<10, by
+			var mu sync.Mutex
+			var got []listservice.Input
+			svc := inputService{mu: &mu, got: &got}
+			req := Request{Source: Source{Key: "uploads/t/list.csv", Name: "list.csv"}, Dialect: listfile.Dialect{Delimiter: ',', Header: true, EmailColumn: 2},
+				Service: "svc", MaxAge: &week, HistoryTenant: "namespace/team-a"}
+			plan, err := Prepare(ctx, s, keys, req, svc, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Shards) < 2 {
+				t.Fatalf("%d shards, want several", len(plan.Shards))
+			}
+			reg := listservice.NewRegistry()
+			reg.Register("svc", svc)
+			for i := range plan.Shards {
+				if _, err := RunShard(ctx, s, keys, i, reg, cfg.Limits); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(got) != len(plan.Shards) {
+				t.Fatalf("%d processors for %d shards", len(got), len(plan.Shards))
+			}
+			for i, in := range got {
+				if in.HistoryTenant != "namespace/team-a" || in.MaxAge == nil || *in.MaxAge != week {
+					t.Errorf("shard %d got tenant %q, max age %v", i, in.HistoryTenant, in.MaxAge)
+				}
+			}
+		})
 	}
 }

@@ -87,6 +87,11 @@ type Plan struct {
 	// history (nanoseconds; absent: the service's default). A field added
 	// without a version change: older plans simply lack it.
 	MaxAge *time.Duration `json:"maxAge,omitempty"`
+	// HistoryTenant is whose list this is, for the verification history:
+	// the shards (in the manager or in Job pods alike) read it here. Added
+	// without a version change: a plan made before it has none, and its
+	// shards then neither read nor write a tenant-scoped history.
+	HistoryTenant string `json:"historyTenant,omitempty"`
 	// EscapeFormulas says the input's own cells, header included, are
 	// formula-escaped in the result (listfile.EscapeFormula), as the
 	// service's columns always are; false keeps them byte for byte. A

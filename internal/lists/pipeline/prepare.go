@@ -83,6 +83,9 @@ type Request struct {
 	Service string
 	// MaxAge is passed to the service (listservice.Input.MaxAge).
 	MaxAge *time.Duration
+	// HistoryTenant is whose list this is, for the verification history
+	// (listservice.Input.HistoryTenant).
+	HistoryTenant string
 	// EscapeFormulas escapes the input's own cells in the result too
 	// (Plan.EscapeFormulas).
 	EscapeFormulas bool
@@ -113,15 +116,16 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 	}
 
 	plan := &Plan{
-		Version:     PlanVersion,
-		Service:     req.Service,
-		InputKey:    req.Source.Key,
-		Delimiter:   req.Dialect.Delimiter,
-		Header:      req.Dialect.Header,
-		EmailColumn: req.Dialect.EmailColumn,
-		SizeBytes:   size,
-		Columns:     svc.Columns(),
-		MaxAge:      req.MaxAge,
+		Version:       PlanVersion,
+		Service:       req.Service,
+		InputKey:      req.Source.Key,
+		Delimiter:     req.Dialect.Delimiter,
+		Header:        req.Dialect.Header,
+		EmailColumn:   req.Dialect.EmailColumn,
+		SizeBytes:     size,
+		Columns:       svc.Columns(),
+		MaxAge:        req.MaxAge,
+		HistoryTenant: req.HistoryTenant,
 
 		EscapeFormulas: req.EscapeFormulas,
 	}

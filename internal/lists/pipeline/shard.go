@@ -70,7 +70,8 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err != nil {
 		return nil, err
 	}
-	proc, err := svc.NewProcessor(ctx, listservice.Input{Header: plan.InputHeader, EmailIndex: plan.EmailColumn.Index(), MaxAge: plan.MaxAge})
+	proc, err := svc.NewProcessor(ctx, listservice.Input{Header: plan.InputHeader, EmailIndex: plan.EmailColumn.Index(),
+		MaxAge: plan.MaxAge, HistoryTenant: plan.HistoryTenant})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", plan.Service, err)
 	}

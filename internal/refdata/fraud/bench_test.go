@@ -34,7 +34,7 @@ func BenchmarkAssess(b *testing.B) {
 		defer reportCPU(b)()
 		for b.Loop() {
 			now = now.Add(time.Second)
-			s.Assess(ctx, in, ev)
+			s.Assess(ctx, testTenant, in, ev)
 		}
 	})
 
@@ -45,7 +45,7 @@ func BenchmarkAssess(b *testing.B) {
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for b.Loop() {
-			s.Assess(ctx, in, ev)
+			s.Assess(ctx, testTenant, in, ev)
 		}
 	})
 
@@ -65,7 +65,7 @@ func BenchmarkAssess(b *testing.B) {
 		for b.Loop() {
 			c := &cases[i%len(cases)]
 			now = c.At.Add(time.Duration(i/len(cases)) * 24 * time.Hour)
-			s.Assess(ctx, c.Input, evs[i%len(cases)])
+			s.Assess(ctx, testTenant, c.Input, evs[i%len(cases)])
 			i++
 		}
 	})

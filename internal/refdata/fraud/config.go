@@ -37,6 +37,8 @@ type Config struct {
 	Velocity   VelocityConfig   `json:"velocity"`
 	Activity   ActivityConfig   `json:"activity"`
 	DomainRisk DomainRiskConfig `json:"domain_risk"`
+	Feedback   FeedbackConfig   `json:"feedback"`
+	Network    NetworkConfig    `json:"network"`
 
 	// IPLists holds CIDR prefixes or single addresses inline, IPListFiles
 	// names files with one prefix or address per line ('#' starts a
@@ -117,6 +119,41 @@ type DomainRiskConfig struct {
 	Corporate  int `json:"corporate"`
 	Default    int `json:"default"`
 	NewDomain  int `json:"new_domain"`
+}
+
+// FeedbackConfig bounds fraud reports (POST /feedback/v1): how long they
+// count and how many a tenant may keep.
+type FeedbackConfig struct {
+	// Horizon: a report dated longer ago counts for nothing, and a feedback
+	// row dated before it is skipped.
+	Horizon Duration `json:"horizon"`
+	// TenantQuota bounds the reports one tenant keeps (all its feedback
+	// files together, withdrawn reports not counted): a file that would go
+	// beyond is refused whole (429) and other tenants are not affected.
+	TenantQuota int64 `json:"tenant_quota"`
+}
+
+// NetworkConfig is the trust model of other tenants' signals (the
+// network): a tenant's own queries and reports count in full for it;
+// another tenant's count only when enough distinct tenants agree, never
+// from one tenant alone.
+type NetworkConfig struct {
+	// MinTenants: other tenants' signals on an identifier count only when
+	// at least this many distinct tenants gave them (at least 2, so that
+	// one other tenant alone never moves a score).
+	MinTenants int `json:"min_tenants"`
+	// FullTenants: a network reason reaches its full weight when this many
+	// distinct tenants agree (fresh); fewer give a share, n/full_tenants.
+	// At least MinTenants, at most MaxNetworkTenants.
+	FullTenants int `json:"full_tenants"`
+	// HalfLife: another tenant's report weighs half as much after it, a
+	// quarter after twice it, and so on (each tenant's newest report of an
+	// identifier counts 2^(-age/half_life) of one tenant). A tenant's own
+	// reports count in full until the horizon.
+	HalfLife Duration `json:"half_life"`
+	// Window: other tenants that asked about the address within it count
+	// for email_velocity_network.
+	Window Duration `json:"window"`
 }
 
 // IPLists are the CIDR lists by kind.
@@ -223,6 +260,22 @@ func (c *Config) Validate() error {
 	if c.Velocity.Window <= 0 {
 		bad("velocity.window must be positive")
 	}
+	if c.Feedback.Horizon <= 0 {
+		bad("feedback.horizon must be positive")
+	}
+	if c.Feedback.TenantQuota < 1 {
+		bad("feedback.tenant_quota must be at least 1")
+	}
+	n := c.Network
+	if n.HalfLife <= 0 || n.Window <= 0 {
+		bad("network.half_life and network.window must be positive")
+	}
+	if n.MinTenants < 2 {
+		bad("network.min_tenants %d: at least 2 (one other tenant alone never moves a score)", n.MinTenants)
+	}
+	if n.FullTenants < n.MinTenants || n.FullTenants > MaxNetworkTenants {
+		bad("network.full_tenants %d outside min_tenants..%d", n.FullTenants, MaxNetworkTenants)
+	}
 	d := c.Activity.LongevityDays
 	if d[0] < 0 || d[1] < d[0] || d[2] < d[1] {
 		bad("activity.longevity_days must be ascending and non-negative")
@@ -323,6 +376,17 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // compiled here; entries that do not parse and list files are ignored
 // because New cannot fail. Use ParseConfig to catch such errors.
 func (c Config) prepared() Config {
+	// A hand-built Config that leaves out the trust model gets the
+	// default one (a zero horizon would refuse every dated report).
+	if c.Feedback == (FeedbackConfig{}) || c.Network == (NetworkConfig{}) {
+		d := DefaultConfig()
+		if c.Feedback == (FeedbackConfig{}) {
+			c.Feedback = d.Feedback
+		}
+		if c.Network == (NetworkConfig{}) {
+			c.Network = d.Network
+		}
+	}
 	if c.ip != nil {
 		return c
 	}

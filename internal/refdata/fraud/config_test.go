@@ -60,6 +60,18 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("velocity %+v", c.Velocity)
 			}
 		}},
+		{name: "trust model merges", json: `{"network": {"window": "48h"}, "feedback": {"tenant_quota": 10}}`, check: func(t *testing.T, c Config) {
+			d := DefaultConfig()
+			if time.Duration(c.Network.Window) != 48*time.Hour || c.Network.MinTenants != d.Network.MinTenants ||
+				c.Feedback.TenantQuota != 10 || c.Feedback.Horizon != d.Feedback.Horizon {
+				t.Errorf("network %+v feedback %+v", c.Network, c.Feedback)
+			}
+		}},
+		{name: "one other tenant alone", json: `{"network": {"min_tenants": 1}}`, err: "network.min_tenants 1"},
+		{name: "full below min", json: `{"network": {"full_tenants": 2}}`, err: "network.full_tenants 2"},
+		{name: "full beyond the cap", json: `{"network": {"full_tenants": 65}}`, err: "network.full_tenants 65"},
+		{name: "no quota", json: `{"feedback": {"tenant_quota": 0}}`, err: "feedback.tenant_quota"},
+		{name: "no horizon", json: `{"feedback": {"horizon": "0s"}}`, err: "feedback.horizon"},
 		{name: "unknown code", json: `{"weights": {"ip_torr": 5}}`, err: "unknown reason code"},
 		{name: "unknown key", json: `{"treshold": 5}`, err: "unknown field"},
 		{name: "threshold range", json: `{"threshold": 150}`, err: "threshold"},
@@ -93,7 +105,7 @@ func TestHandBuiltConfig(t *testing.T) {
 	c.ip = nil
 	c.IPLists = IPLists{Tor: []string{"nonsense", "185.220.101.0/24"}}
 	s := New(c, Deps{})
-	a := s.Assess(context.Background(), Input{Email: "a@gmail.com", IP: "185.220.101.9"}, okResult("a@gmail.com"))
+	a := s.Assess(context.Background(), testTenant, Input{Email: "a@gmail.com", IP: "185.220.101.9"}, okResult("a@gmail.com"))
 	checkCodes(t, a, []string{ReasonIPTor}, nil)
 }
 
@@ -140,7 +152,7 @@ func TestWatcherReload(t *testing.T) {
 		}
 	}
 	hosting := func(ip string) bool {
-		a := s.Assess(context.Background(), Input{Email: "a@gmail.com", IP: ip}, okResult("a@gmail.com"))
+		a := s.Assess(context.Background(), testTenant, Input{Email: "a@gmail.com", IP: ip}, okResult("a@gmail.com"))
 		return hasCode(a, ReasonIPHosting)
 	}
 	if !hosting("104.131.1.1") {

@@ -42,7 +42,7 @@ func TestEmailValiditySignals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := s.Assess(context.Background(), Input{Email: tc.ev.Address}, tc.ev)
+			a := s.Assess(context.Background(), testTenant, Input{Email: tc.ev.Address}, tc.ev)
 			checkCodes(t, a, tc.want, tc.notWant)
 			if a.EmailValidation.Status != tc.ev.Status || a.EmailValidation.StatusCode != tc.ev.Code {
 				t.Errorf("email_validation = %+v, want the verify result", a.EmailValidation)
@@ -73,7 +73,7 @@ func TestLocalPartSignals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.email, func(t *testing.T) {
-			a := s.Assess(context.Background(), Input{Email: tc.email, First: tc.first, Last: tc.last}, okResult(tc.email))
+			a := s.Assess(context.Background(), testTenant, Input{Email: tc.email, First: tc.first, Last: tc.last}, okResult(tc.email))
 			checkCodes(t, a, tc.want, tc.notWant)
 		})
 	}

@@ -146,7 +146,17 @@ type Reason struct {
 	Code        string `json:"code"`
 	Description string `json:"description"`
 	Points      int    `json:"points"`
+	// Source says whose stored signals gave the reason: SourceOwn (the
+	// asking tenant's own queries and reports) or SourceNetwork (reports of
+	// several other tenants). Empty for reasons read from the query alone.
+	Source string `json:"source,omitempty"`
 }
+
+// Reason sources.
+const (
+	SourceOwn     = "own"
+	SourceNetwork = "network"
+)
 
 // PersonLookup finds the reference record of a person by email address; ok
 // is false when there is none (or the lookup failed).
@@ -167,6 +177,11 @@ type Deps struct {
 	// (addresses, IPs, phones are never stored in clear). All replicas
 	// sharing a History must use the same key. Empty uses a fixed key.
 	HistoryKey []byte
+	// NoFeedback refuses fraud reports (BeginFeedback fails with
+	// ErrFeedbackOff): set when History does not keep them durably and
+	// shared, so that feedback is never silently lost or seen by one
+	// replica only.
+	NoFeedback bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// NoRecord stops Assess from recording the query in History (it still
@@ -218,8 +233,11 @@ type assessor struct {
 	deps *Deps
 	in   *Input
 	ev   *verify.Result
-	out  *Assessment
-	sum  int
+	// tenant asked (apikey.Key.Tenant): history and reports are read and
+	// recorded as its own.
+	tenant string
+	out    *Assessment
+	sum    int
 
 	country   string     // normalised input country, "" when absent or unknown
 	ip        netip.Addr // parsed IP, invalid when absent or malformed
@@ -242,13 +260,16 @@ func (a *assessor) addPoints(code string, points int) {
 		return
 	}
 	a.sum += points
-	a.out.Reasons = append(a.out.Reasons, Reason{Code: code, Description: reasonDescriptions[code], Points: points})
+	a.out.Reasons = append(a.out.Reasons, Reason{Code: code, Description: reasonDescriptions[code], Points: points, Source: reasonSources[code]})
 }
 
-// Assess scores in. ev is the verification of in.Email computed by the
-// caller. Assess never fails: a History or PersonLookup error leaves out the
-// signals that needed it.
-func (s *Scorer) Assess(ctx context.Context, in Input, ev verify.Result) Assessment {
+// Assess scores in for tenant (the client asking: apikey.Key.Tenant). ev
+// is the verification of in.Email computed by the caller. The history
+// signals are tenant's own (its queries, its reports); other tenants'
+// reports count only as the network reasons (see FeedbackConfig). Assess
+// never fails: a History or PersonLookup error leaves out the signals that
+// needed it.
+func (s *Scorer) Assess(ctx context.Context, tenant string, in Input, ev verify.Result) Assessment {
 	cfg := s.cfg.Load()
 	out := Assessment{
 		ReferenceID:     in.ReferenceID,
@@ -256,7 +277,7 @@ func (s *Scorer) Assess(ctx context.Context, in Input, ev verify.Result) Assessm
 		Reasons:         make([]Reason, 0, 8),
 	}
 	out.Risk.QueryID = newQueryID()
-	a := &assessor{ctx: ctx, cfg: cfg, deps: &s.deps, in: &in, ev: &ev, out: &out}
+	a := &assessor{ctx: ctx, cfg: cfg, deps: &s.deps, in: &in, ev: &ev, out: &out, tenant: tenant}
 
 	a.country = a.countrySignal(in.Country)
 	a.emailSignals()

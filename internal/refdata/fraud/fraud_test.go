@@ -19,7 +19,7 @@ func TestAssessJSONShape(t *testing.T) {
 		City: "Denver", State: "CO", Zip: "80202", Country: "US", Phone: "+1 201 555 0123", IP: "73.1.2.3",
 		UserAgent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36",
 	}
-	a := s.Assess(context.Background(), in, okResult(in.Email))
+	a := s.Assess(context.Background(), testTenant, in, okResult(in.Email))
 	b, err := json.Marshal(a)
 	if err != nil {
 		t.Fatal(err)
@@ -84,12 +84,12 @@ func TestAssessScoreAndThreshold(t *testing.T) {
 	ctx := context.Background()
 	s := New(testConfig(t, nil), Deps{})
 	good := Input{Email: "ann.lee@acme.com", First: "Ann", Last: "Lee", UserAgent: "Mozilla/5.0 (Macintosh) Safari/605.1"}
-	ga := s.Assess(ctx, good, evResult(good.Email, verify.CodeDeliverable, "biz", false))
+	ga := s.Assess(ctx, testTenant, good, evResult(good.Email, verify.CodeDeliverable, "biz", false))
 	if ga.Assessment != UnlikelyFraud || ga.Risk.Score != 0 {
 		t.Errorf("good: %s %d %v", ga.Assessment, ga.Risk.Score, codes(ga))
 	}
 	bad := Input{Email: "xkqzvbtwrp@mailinator.com", IP: "185.220.101.3", Phone: "12", UserAgent: "HeadlessChrome puppeteer", Country: "XX"}
-	ba := s.Assess(ctx, bad, evResult(bad.Email, verify.CodeSpamTrap, "disposable", false))
+	ba := s.Assess(ctx, testTenant, bad, evResult(bad.Email, verify.CodeSpamTrap, "disposable", false))
 	if ba.Assessment != LikelyFraud || ba.Risk.Score != 100 {
 		t.Errorf("bad: %s %d %v", ba.Assessment, ba.Risk.Score, codes(ba))
 	}
@@ -100,7 +100,7 @@ func TestAssessScoreAndThreshold(t *testing.T) {
 	// The threshold is configuration: at the same score the verdict flips.
 	mid := Input{Email: "ann.lee@gmail.com", IP: "104.131.9.9"}
 	ev := okResult(mid.Email)
-	score := s.Assess(ctx, mid, ev).Risk.Score
+	score := s.Assess(ctx, testTenant, mid, ev).Risk.Score
 	for _, tc := range []struct {
 		threshold int
 		want      string
@@ -108,7 +108,7 @@ func TestAssessScoreAndThreshold(t *testing.T) {
 		c := s.Config()
 		c.Threshold = tc.threshold
 		s2 := New(c, Deps{})
-		if got := s2.Assess(ctx, mid, ev).Assessment; got != tc.want {
+		if got := s2.Assess(ctx, testTenant, mid, ev).Assessment; got != tc.want {
 			t.Errorf("threshold %d score %d: %s", tc.threshold, score, got)
 		}
 	}
@@ -125,7 +125,7 @@ func TestAssessNeverFails(t *testing.T) {
 	}
 	for _, in := range inputs {
 		ev := verify.CheckSyntax(in.Email)
-		a := s.Assess(context.Background(), in, ev)
+		a := s.Assess(context.Background(), testTenant, in, ev)
 		if a.Risk.Score < 0 || a.Risk.Score > 100 || a.Risk.QueryID == "" || (a.Assessment != LikelyFraud && a.Assessment != UnlikelyFraud) {
 			t.Errorf("%+v: %+v", in, a)
 		}
@@ -139,7 +139,7 @@ func TestQueryIDUnique(t *testing.T) {
 	s := New(DefaultConfig(), Deps{})
 	seen := map[string]bool{}
 	for range 1000 {
-		id := s.Assess(context.Background(), Input{Email: "a@b.com"}, okResult("a@b.com")).Risk.QueryID
+		id := s.Assess(context.Background(), testTenant, Input{Email: "a@b.com"}, okResult("a@b.com")).Risk.QueryID
 		if len(id) != 32 || seen[id] {
 			t.Fatalf("query id %q repeated or malformed", id)
 		}
@@ -150,7 +150,7 @@ func TestQueryIDUnique(t *testing.T) {
 func TestEmailValidationEchoesCorrection(t *testing.T) {
 	s := New(DefaultConfig(), Deps{})
 	ev := evResult("ann@gmial.com", verify.CodeDomainNotAccepted, "", false, "ann@gmail.com")
-	a := s.Assess(context.Background(), Input{Email: "ann@gmial.com"}, ev)
+	a := s.Assess(context.Background(), testTenant, Input{Email: "ann@gmial.com"}, ev)
 	if len(a.EmailValidation.EmailCorrections) != 1 || a.EmailValidation.Status != verify.StatusInvalid {
 		t.Errorf("email_validation %+v", a.EmailValidation)
 	}
@@ -175,7 +175,7 @@ func TestConcurrentAssessAndReload(t *testing.T) {
 	}()
 	for i := range 500 {
 		email := fmt.Sprintf("user%d@gmail.com", i%50)
-		a := s.Assess(context.Background(), Input{Email: email, IP: "185.220.101.1", Phone: "+12015550123"}, okResult(email))
+		a := s.Assess(context.Background(), testTenant, Input{Email: email, IP: "185.220.101.1", Phone: "+12015550123"}, okResult(email))
 		if a.Risk.Score < 0 || a.Risk.Score > 100 {
 			t.Fatal(a.Risk.Score)
 		}

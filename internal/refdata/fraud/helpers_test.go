@@ -150,3 +150,6 @@ func buildMMDB(t testing.TB, nets []geoNet) *MaxMindDB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// testTenant asks the tests' queries.
+const testTenant = "tenant-a"

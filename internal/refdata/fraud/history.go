@@ -5,11 +5,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
+	"math"
 	"math/bits"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
@@ -34,13 +32,31 @@ type Keys struct {
 // Event is one recorded query.
 type Event struct {
 	Keys
-	At time.Time
+	// Tenant asked the query; its velocity and activity counts are its own.
+	Tenant string
+	At     time.Time
 }
 
-// Stats answer the velocity questions for one query. Window counts cover
-// [now-window, now]; none of them includes the query being assessed, which
-// is recorded after Stats. Implementations may cap counts (the 0-10 scales
-// saturate far below any cap).
+// StatsQuery asks a History about one query.
+type StatsQuery struct {
+	Keys
+	// Tenant asks: every count is of its own queries, and Reported tells
+	// its own reports from other tenants'.
+	Tenant string
+	// Now and Window bound the window counts, [Now-Window, Now].
+	Now    time.Time
+	Window time.Duration
+	// ReportsSince is the horizon: reports dated before it are not counted.
+	ReportsSince time.Time
+	// NetworkSince starts the window of EmailNetworkTenants.
+	NetworkSince time.Time
+}
+
+// Stats answer the velocity questions for one query, from the asking
+// tenant's own queries only. Window counts cover [now-window, now]; none
+// of them includes the query being assessed, which is recorded after
+// Stats. Implementations may cap counts (the 0-10 scales saturate far
+// below any cap).
 type Stats struct {
 	EmailCount      int       // events of Email in the window
 	EmailTotal      int64     // events of Email ever
@@ -58,20 +74,39 @@ type Stats struct {
 	// PhoneDistinctEmails counts distinct other Emails with Phone in the
 	// window.
 	PhoneDistinctEmails int
-	// EmailReports, IPReports and PhoneReports count the fraud reports
-	// (Report) naming Email, IP and Phone, ever.
-	EmailReports, IPReports, PhoneReports int
+	// EmailNetworkTenants counts the other tenants that asked about Email
+	// in [NetworkSince, Now] (at most MaxNetworkTenants; queries recorded
+	// without a tenant are not counted).
+	EmailNetworkTenants int
+	// EmailReported, IPReported and PhoneReported sum up the fraud reports
+	// (feedback) naming Email, IP and Phone since ReportsSince, of every
+	// tenant.
+	EmailReported, IPReported, PhoneReported Reported
 }
 
-// History stores queries and answers velocity questions about them. The
-// in-memory implementation serves one process; PostgresHistory is shared by
-// all API replicas, so they agree on first-seen dates and counts.
+// Reported sums up the reports naming one identifier, by reporting tenant.
+type Reported struct {
+	// Own is the day of the asking tenant's newest report; zero when none.
+	Own time.Time
+	// Network holds, for each other tenant that reported the identifier,
+	// the day of its newest report: newest first, at most
+	// MaxNetworkTenants. Reports stored without a tenant (before reports
+	// had one) are in neither.
+	Network []time.Time
+}
+
+// MaxNetworkTenants bounds Reported.Network: beyond it, more tenants
+// agreeing change nothing (NetworkConfig.FullTenants is at most this).
+const MaxNetworkTenants = 64
+
+// History stores queries and fraud reports, each with its tenant, and
+// answers velocity questions about them. MemoryHistory serves one process
+// (make run, tests); PostgresHistory and RedisHistory are shared by all
+// API replicas, so they agree on first-seen dates, counts and reports.
 type History interface {
 	Record(ctx context.Context, ev Event) error
-	Stats(ctx context.Context, k Keys, now time.Time, window time.Duration) (Stats, error)
-	// Report stores fraud reports (feedback); they are kept apart from
-	// queries: never evicted by them, never pruned with them.
-	Report(ctx context.Context, reports []Report) error
+	Stats(ctx context.Context, q StatsQuery) (Stats, error)
+	ReportStore
 }
 
 // digest returns the keyed digest of a normalised value.
@@ -175,7 +210,8 @@ func (a *assessor) historySignals() (newDomain bool) {
 	k := a.keys()
 	now := a.deps.Now()
 	v := &a.cfg.Velocity
-	st, err := h.Stats(a.ctx, k, now, time.Duration(v.Window))
+	st, err := h.Stats(a.ctx, StatsQuery{Keys: k, Tenant: a.tenant, Now: now, Window: time.Duration(v.Window),
+		ReportsSince: now.Add(-time.Duration(a.cfg.Feedback.Horizon)), NetworkSince: now.Add(-time.Duration(a.cfg.Network.Window))})
 	if err == nil {
 		days := a.cfg.Activity.LongevityDays
 		a.out.EAM = activity(st.EmailFirstSeen, now, st.EmailCount, st.EmailTotal, days)
@@ -194,13 +230,16 @@ func (a *assessor) historySignals() (newDomain bool) {
 		if v.EmailEvents > 0 && st.EmailCount >= v.EmailEvents {
 			a.add(ReasonEmailVelocity)
 		}
+		if share := networkCount(st.EmailNetworkTenants, &a.cfg.Network); share > 0 {
+			a.addPoints(ReasonEmailVelocityNetwork, int(math.Round(float64(a.cfg.Weights[ReasonEmailVelocityNetwork])*share)))
+		}
 		if v.IPDistinctEmails > 0 && k.IP != "" && st.IPDistinctEmails >= v.IPDistinctEmails {
 			a.add(ReasonIPVelocity)
 		}
 		if v.PhoneDistinctEmails > 0 && k.Phone != "" && st.PhoneDistinctEmails >= v.PhoneDistinctEmails {
 			a.add(ReasonPhoneVelocity)
 		}
-		a.reportSignals(st, k)
+		a.reportSignals(st, k, now)
 		switch {
 		case v.TumblingHigh > 0 && st.TumblingVariants >= v.TumblingHigh:
 			tumbling = 3
@@ -213,229 +252,7 @@ func (a *assessor) historySignals() (newDomain bool) {
 		}
 	}
 	if !a.deps.NoRecord {
-		_ = h.Record(a.ctx, Event{Keys: k, At: now})
+		_ = h.Record(a.ctx, Event{Keys: k, Tenant: a.tenant, At: now})
 	}
 	return newDomain
-}
-
-// MemoryHistory is a bounded in-memory History for one process (tests,
-// single-replica deployments). It keeps at most maxKeys identifiers and, per
-// identifier, the maxPerKey (up to twice that between trims) most recent
-// event times and the maxPerKey most recently associated addresses; beyond
-// that the least recently seen of a small random sample
-// is evicted, so memory stays bounded and hot keys survive.
-type MemoryHistory struct {
-	mu        sync.Mutex
-	maxKeys   int
-	maxPerKey int
-	m         map[memKeyID]*memKey
-	// reports counts the reports per identifier (kinds 'e', 'i', 'p'),
-	// apart from m so that query traffic never evicts them; at most
-	// maxKeys identifiers, beyond which new ones are dropped (Report
-	// fails).
-	reports map[memKeyID]int
-}
-
-type memKeyID struct {
-	kind byte
-	key  string
-}
-
-type memKey struct {
-	first, last time.Time
-	total       int64
-	times       []int64              // event times (Unix ns), ascending, at most 2*maxPerKey
-	emails      map[string]time.Time // associated email -> last seen
-}
-
-// NewMemoryHistory returns a MemoryHistory keeping at most maxKeys
-// identifiers (default 100000 when <= 0) and maxPerKey events per
-// identifier (default 256 when <= 0).
-func NewMemoryHistory(maxKeys, maxPerKey int) *MemoryHistory {
-	if maxKeys <= 0 {
-		maxKeys = 100000
-	}
-	if maxPerKey <= 0 {
-		maxPerKey = 256
-	}
-	return &MemoryHistory{maxKeys: maxKeys, maxPerKey: maxPerKey, m: map[memKeyID]*memKey{}, reports: map[memKeyID]int{}}
-}
-
-// ErrReportsFull is returned by MemoryHistory.Report when it holds as many
-// reported identifiers as it may.
-var ErrReportsFull = errors.New("fraud: in-memory history holds no more reported identifiers")
-
-// Report implements History. Reports are all counted or none (when they
-// would exceed the bound).
-func (h *MemoryHistory) Report(_ context.Context, reports []Report) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var ids []memKeyID
-	for _, r := range reports {
-		for _, id := range []memKeyID{{'e', r.Email}, {'i', r.IP}, {'p', r.Phone}} {
-			if id.key != "" {
-				ids = append(ids, id)
-			}
-		}
-	}
-	fresh := map[memKeyID]bool{}
-	for _, id := range ids {
-		if h.reports[id] == 0 {
-			fresh[id] = true
-		}
-	}
-	if len(h.reports)+len(fresh) > h.maxKeys {
-		return ErrReportsFull
-	}
-	for _, id := range ids {
-		h.reports[id]++
-	}
-	return nil
-}
-
-// Len returns the number of identifiers held.
-func (h *MemoryHistory) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.m)
-}
-
-// Record implements History.
-func (h *MemoryHistory) Record(_ context.Context, ev Event) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.touch('e', ev.Email, "", ev.At)
-	h.touch('d', ev.Domain, "", ev.At)
-	h.touch('t', ev.Tumbling, ev.Email, ev.At)
-	h.touch('i', ev.IP, ev.Email, ev.At)
-	h.touch('p', ev.Phone, ev.Email, ev.At)
-	return nil
-}
-
-func (h *MemoryHistory) touch(kind byte, key, email string, at time.Time) {
-	if key == "" {
-		return
-	}
-	id := memKeyID{kind, key}
-	k := h.m[id]
-	if k == nil {
-		for len(h.m) >= h.maxKeys {
-			h.evict()
-		}
-		k = &memKey{first: at, last: at}
-		h.m[id] = k
-	}
-	if at.Before(k.first) {
-		k.first = at
-	}
-	if at.After(k.last) {
-		k.last = at
-	}
-	k.total++
-	// Insert keeping times ascending (events arrive nearly in order).
-	ns := at.UnixNano()
-	i := len(k.times)
-	for i > 0 && k.times[i-1] > ns {
-		i--
-	}
-	k.times = append(k.times, 0)
-	copy(k.times[i+1:], k.times[i:])
-	k.times[i] = ns
-	if len(k.times) >= 2*h.maxPerKey {
-		// Keep the maxPerKey most recent; trimming in halves keeps the
-		// cost per event constant.
-		k.times = append(k.times[:0], k.times[len(k.times)-h.maxPerKey:]...)
-	}
-	if email != "" {
-		if k.emails == nil {
-			k.emails = map[string]time.Time{}
-		}
-		if prev, ok := k.emails[email]; !ok || at.After(prev) {
-			k.emails[email] = at
-		}
-		if len(k.emails) > h.maxPerKey {
-			var oldest string
-			var ot time.Time
-			for e, t := range k.emails {
-				if oldest == "" || t.Before(ot) {
-					oldest, ot = e, t
-				}
-			}
-			delete(k.emails, oldest)
-		}
-	}
-}
-
-// evict removes the least recently seen key of a random sample of eight.
-func (h *MemoryHistory) evict() {
-	var victim memKeyID
-	var vt time.Time
-	n := 0
-	for id, k := range h.m {
-		if n == 0 || k.last.Before(vt) {
-			victim, vt = id, k.last
-		}
-		n++
-		if n == 8 {
-			break
-		}
-	}
-	delete(h.m, victim)
-}
-
-// Stats implements History.
-func (h *MemoryHistory) Stats(_ context.Context, k Keys, now time.Time, window time.Duration) (Stats, error) {
-	since := now.Add(-window)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var s Stats
-	if e := h.get('e', k.Email); e != nil {
-		s.EmailCount, s.EmailTotal, s.EmailFirstSeen = e.count(since, now), e.total, e.first
-	}
-	if d := h.get('d', k.Domain); d != nil {
-		s.DomainCount, s.DomainTotal, s.DomainFirstSeen = d.count(since, now), d.total, d.first
-	}
-	if t := h.get('t', k.Tumbling); t != nil {
-		s.TumblingVariants = t.distinct(k.Email, since, now)
-	}
-	if i := h.get('i', k.IP); i != nil {
-		s.IPCount, s.IPDistinctEmails = i.count(since, now), i.distinct(k.Email, since, now)
-	}
-	if p := h.get('p', k.Phone); p != nil {
-		s.PhoneCount, s.PhoneDistinctEmails = p.count(since, now), p.distinct(k.Email, since, now)
-	}
-	s.EmailReports, s.IPReports, s.PhoneReports = h.reported('e', k.Email), h.reported('i', k.IP), h.reported('p', k.Phone)
-	return s, nil
-}
-
-func (h *MemoryHistory) reported(kind byte, key string) int {
-	if key == "" {
-		return 0
-	}
-	return h.reports[memKeyID{kind, key}]
-}
-
-func (h *MemoryHistory) get(kind byte, key string) *memKey {
-	if key == "" {
-		return nil
-	}
-	return h.m[memKeyID{kind, key}]
-}
-
-// count returns the number of kept events in [since, now].
-func (k *memKey) count(since, now time.Time) int {
-	lo, hi := since.UnixNano(), now.UnixNano()
-	i := sort.Search(len(k.times), func(i int) bool { return k.times[i] >= lo })
-	j := sort.Search(len(k.times), func(i int) bool { return k.times[i] > hi })
-	return max(0, j-i)
-}
-
-func (k *memKey) distinct(self string, since, now time.Time) int {
-	n := 0
-	for e, t := range k.emails {
-		if e != self && !t.Before(since) && !t.After(now) {
-			n++
-		}
-	}
-	return n
 }

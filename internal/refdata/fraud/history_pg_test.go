@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,12 +56,17 @@ func pgHistory(t *testing.T, pool *pgxpool.Pool) (*PostgresHistory, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, err := pool.Exec(context.Background(), fmt.Sprintf("DROP TABLE IF EXISTS %s, %s_first_seen, %s_reports", table, table, table))
+		_, err := pool.Exec(context.Background(), dropTables(table))
 		if err != nil {
 			t.Errorf("drop: %v", err)
 		}
 	})
 	return h, table
+}
+
+// dropTables drops every table of a history on table.
+func dropTables(table string) string {
+	return fmt.Sprintf("DROP TABLE IF EXISTS %[1]s, %[1]s_first_seen, %[1]s_reports, %[1]s_report_marks, %[1]s_report_counts", table)
 }
 
 func TestPostgresHistory(t *testing.T) {
@@ -71,6 +77,8 @@ func TestPostgresHistory(t *testing.T) {
 	if err := h.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	h2, _ := pgHistory(t, pool)
+	reportContract(t, h2)
 }
 
 func TestPostgresHistoryBadTable(t *testing.T) {
@@ -127,7 +135,7 @@ func TestPostgresHistoryReplicas(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range perReplica {
-				s.Assess(ctx, Input{Email: "Shared@Example.com", IP: "8.8.8.8"}, okResult("Shared@Example.com"))
+				s.Assess(ctx, testTenant, Input{Email: "Shared@Example.com", IP: "8.8.8.8"}, okResult("Shared@Example.com"))
 			}
 		}()
 	}
@@ -136,11 +144,11 @@ func TestPostgresHistoryReplicas(t *testing.T) {
 	later := base.Add(time.Hour)
 	for i, h := range []*PostgresHistory{h1, h2} {
 		s := New(DefaultConfig(), Deps{History: h, HistoryKey: key, Now: fixedClock(later), NoRecord: true})
-		a := s.Assess(ctx, Input{Email: "shared@example.com"}, okResult("shared@example.com"))
+		a := s.Assess(ctx, testTenant, Input{Email: "shared@example.com"}, okResult("shared@example.com"))
 		if a.EAM == nil || a.EAM.DateFirstSeen != "2026-01-10" || a.EAM.Popularity != scale10(2*perReplica) {
 			t.Errorf("replica %d: eam %+v", i, a.EAM)
 		}
-		st, err := h.Stats(ctx, s.HistoryKeys(Input{Email: "shared@example.com"}), later, 24*time.Hour)
+		st, err := h.Stats(ctx, StatsQuery{Keys: s.HistoryKeys(Input{Email: "shared@example.com"}), Tenant: testTenant, Now: later, Window: 24 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +161,7 @@ func TestPostgresHistoryReplicas(t *testing.T) {
 	if err != nil || n != 2*perReplica {
 		t.Errorf("prune: %d, %v", n, err)
 	}
-	st, _ := h2.Stats(ctx, replicas[0].HistoryKeys(Input{Email: "shared@example.com"}), later, 24*time.Hour)
+	st, _ := h2.Stats(ctx, StatsQuery{Keys: replicas[0].HistoryKeys(Input{Email: "shared@example.com"}), Tenant: testTenant, Now: later, Window: 24 * time.Hour})
 	if st.EmailCount != 0 || st.EmailTotal != 2*perReplica {
 		t.Errorf("after prune: %+v", st)
 	}
@@ -186,19 +194,89 @@ func BenchmarkPostgresHistory(b *testing.B) {
 	if err := h.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	defer pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s_first_seen, %s_reports", table, table, table))
+	defer pool.Exec(ctx, dropTables(table))
 	now := t0
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		k := Keys{Email: fmt.Sprint("e", i), Domain: "d", Tumbling: fmt.Sprint("t", i/3), IP: fmt.Sprint("ip", i%64), Phone: fmt.Sprint("p", i%500)}
-		if _, err := h.Stats(ctx, k, now, 24*time.Hour); err != nil {
+		if _, err := h.Stats(ctx, StatsQuery{Keys: k, Tenant: testTenant, Now: now, Window: 24 * time.Hour, ReportsSince: now.AddDate(-1, 0, 0)}); err != nil {
 			b.Fatal(err)
 		}
-		if err := h.Record(ctx, Event{Keys: k, At: now}); err != nil {
+		if err := h.Record(ctx, Event{Keys: k, Tenant: testTenant, At: now}); err != nil {
 			b.Fatal(err)
 		}
 		now = now.Add(100 * time.Millisecond)
 		i++
 	}
+}
+
+// pgSchemaV1 is the schema before tenants (fraud_events, _first_seen and
+// _reports without a tenant), as a database of that version holds it.
+const pgSchemaV1 = `
+CREATE TABLE {T} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at timestamptz NOT NULL, email text NOT NULL,
+	domain text NOT NULL DEFAULT '', tumbling text NOT NULL DEFAULT '', ip text NOT NULL DEFAULT '', phone text NOT NULL DEFAULT '');
+CREATE INDEX {T}_email_at ON {T} (email, at);
+CREATE INDEX {T}_ip_at ON {T} (ip, at, email) WHERE ip <> '';
+CREATE TABLE {T}_first_seen (kind text NOT NULL, key text NOT NULL, first_seen timestamptz NOT NULL,
+	last_seen timestamptz NOT NULL, total bigint NOT NULL, PRIMARY KEY (kind, key));
+CREATE TABLE {T}_reports (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at timestamptz NOT NULL, fraud_type text NOT NULL,
+	email text NOT NULL, ip text NOT NULL DEFAULT '', phone text NOT NULL DEFAULT '');
+CREATE INDEX {T}_reports_email ON {T}_reports (email);
+INSERT INTO {T} (at, email, domain, ip) VALUES ('2026-03-01T10:00:00Z', 'E', 'D', 'I');
+INSERT INTO {T}_first_seen VALUES ('e', 'E', '2026-03-01T10:00:00Z', '2026-03-01T10:00:00Z', 1);
+INSERT INTO {T}_reports (at, fraud_type, email, ip) VALUES ('2026-03-01T00:00:00Z', 'spam', 'E', 'I');
+`
+
+// TestPostgresMigrateFromV1: Migrate brings a database of the version
+// without tenants up to date in place. What it held cannot be told apart
+// by tenant, so it counts for no tenant: the old report is neither own nor
+// network for anyone, the old events no tenant's velocity.
+func TestPostgresMigrateFromV1(t *testing.T) {
+	pool := pgPool(t)
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	table := "fraud_v1_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), dropTables(table)) })
+	if _, err := pool.Exec(ctx, strings.ReplaceAll(pgSchemaV1, "{T}", table)); err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewPostgresHistory(pool, PostgresOptions{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if err := h.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := StatsQuery{Keys: Keys{Email: "E", Domain: "D", IP: "I"}, Tenant: "acme", Now: t0, Window: 48 * time.Hour, ReportsSince: t0.AddDate(-1, 0, 0)}
+	st, err := h.Stats(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameStats(st, Stats{}) {
+		t.Errorf("the old rows count for acme: %+v", st)
+	}
+	// The first-seen key now has the tenant: two tenants see one address.
+	for _, tenant := range []string{"acme", "globex"} {
+		if err := h.Record(ctx, Event{Keys: Keys{Email: "E", Domain: "D"}, Tenant: tenant, At: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ = h.Stats(ctx, q)
+	if st.EmailTotal != 1 || st.EmailCount != 1 || !st.EmailFirstSeen.Equal(t0) {
+		t.Errorf("after acme's query: %+v", st)
+	}
+	// The old report is kept (an operator may attribute it), but listed
+	// to no tenant.
+	if list, _, err := h.ListReports(ctx, "acme", ReportFilter{}, "", 10); err != nil || len(list) != 0 {
+		t.Errorf("acme lists %v, %v", list, err)
+	}
+	var old int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table+"_reports WHERE tenant = ''").Scan(&old); err != nil || old != 1 {
+		t.Errorf("old reports kept: %d, %v", old, err)
+	}
+	reportContract(t, h)
 }

@@ -53,7 +53,7 @@ func TestIPSignals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Input{Email: "ann@gmail.com", IP: tc.ip, Country: tc.country}
-			a := s.Assess(context.Background(), in, okResult(in.Email))
+			a := s.Assess(context.Background(), testTenant, in, okResult(in.Email))
 			ip := a.Risk.IP
 			if ip == nil {
 				t.Fatal("risk.ip missing")
@@ -72,14 +72,14 @@ func TestIPSignals(t *testing.T) {
 	}
 
 	t.Run("organization and location", func(t *testing.T) {
-		a := s.Assess(context.Background(), Input{Email: "ann@gmail.com", IP: "73.1.2.3"}, okResult("ann@gmail.com"))
+		a := s.Assess(context.Background(), testTenant, Input{Email: "ann@gmail.com", IP: "73.1.2.3"}, okResult("ann@gmail.com"))
 		ip := a.Risk.IP
 		if ip.Organization != "Comcast Cable" || *ip.Latitude != 39.7 || *ip.Longitude != -104.9 {
 			t.Errorf("ip = %+v", *ip)
 		}
 	})
 	t.Run("no ip no object", func(t *testing.T) {
-		a := s.Assess(context.Background(), Input{Email: "ann@gmail.com"}, okResult("ann@gmail.com"))
+		a := s.Assess(context.Background(), testTenant, Input{Email: "ann@gmail.com"}, okResult("ann@gmail.com"))
 		if a.Risk.IP != nil {
 			t.Errorf("risk.ip = %+v without ip", a.Risk.IP)
 		}

@@ -52,7 +52,7 @@ func TestPhoneSignals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Input{Email: "ann@gmail.com", Phone: tc.phone, Country: tc.country, IP: tc.ip}
-			a := s.Assess(context.Background(), in, okResult(in.Email))
+			a := s.Assess(context.Background(), testTenant, in, okResult(in.Email))
 			p := a.Risk.Phone
 			if p == nil {
 				t.Fatal("risk.phone missing")
@@ -71,7 +71,7 @@ func TestPhoneSignals(t *testing.T) {
 	t.Run("carrier", func(t *testing.T) {
 		// Carrier data exists for many non-portable mobile ranges; the
 		// field must at least not break the query.
-		a := s.Assess(context.Background(), Input{Email: "ann@gmail.com", Phone: gbMobile}, okResult("ann@gmail.com"))
+		a := s.Assess(context.Background(), testTenant, Input{Email: "ann@gmail.com", Phone: gbMobile}, okResult("ann@gmail.com"))
 		if a.Risk.Phone.Status != PhoneValid {
 			t.Fatalf("status %q", a.Risk.Phone.Status)
 		}

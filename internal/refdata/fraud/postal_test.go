@@ -131,7 +131,7 @@ func TestPostalSignals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := s.Assess(context.Background(), tc.in, okResult(tc.in.Email))
+			a := s.Assess(context.Background(), testTenant, tc.in, okResult(tc.in.Email))
 			p := a.Risk.Postal
 			if p == nil {
 				t.Fatal("risk.postal missing")
@@ -148,7 +148,7 @@ func TestPostalSignals(t *testing.T) {
 		})
 	}
 	t.Run("no postal input no object", func(t *testing.T) {
-		a := s.Assess(context.Background(), Input{Email: "ann.lee@gmail.com"}, okResult("ann.lee@gmail.com"))
+		a := s.Assess(context.Background(), testTenant, Input{Email: "ann.lee@gmail.com"}, okResult("ann.lee@gmail.com"))
 		if a.Risk.Postal != nil {
 			t.Errorf("postal = %+v", a.Risk.Postal)
 		}

@@ -25,18 +25,25 @@ const (
 	ReasonEmailNameMatch = "email_name_match"
 
 	// History.
-	ReasonEmailTumbling    = "email_tumbling"
-	ReasonEmailVelocity    = "email_velocity"
-	ReasonEmailNew         = "email_new"
-	ReasonEmailEstablished = "email_established"
-	ReasonDomainNew        = "domain_new"
-	ReasonIPVelocity       = "ip_velocity"
-	ReasonPhoneVelocity    = "phone_velocity"
+	ReasonEmailTumbling = "email_tumbling"
+	ReasonEmailVelocity = "email_velocity"
+	// ReasonEmailVelocityNetwork: other tenants asked about the address
+	// recently, enough of them (NetworkConfig).
+	ReasonEmailVelocityNetwork = "email_velocity_network"
+	ReasonEmailNew             = "email_new"
+	ReasonEmailEstablished     = "email_established"
+	ReasonDomainNew            = "domain_new"
+	ReasonIPVelocity           = "ip_velocity"
+	ReasonPhoneVelocity        = "phone_velocity"
 
-	// Feedback (POST /feedback/v1).
-	ReasonEmailReported = "email_reported"
-	ReasonIPReported    = "ip_reported"
-	ReasonPhoneReported = "phone_reported"
+	// Feedback (POST /feedback/v1): the asking tenant's own reports, and
+	// other tenants' reports once enough of them agree (the network).
+	ReasonEmailReported        = "email_reported"
+	ReasonIPReported           = "ip_reported"
+	ReasonPhoneReported        = "phone_reported"
+	ReasonEmailReportedNetwork = "email_reported_network"
+	ReasonIPReportedNetwork    = "ip_reported_network"
+	ReasonPhoneReportedNetwork = "phone_reported_network"
 
 	// IP address.
 	ReasonIPInvalid         = "ip_invalid"
@@ -104,17 +111,21 @@ var reasonDescriptions = map[string]string{
 	ReasonEmailPlusTag:   "email local part carries a plus tag",
 	ReasonEmailNameMatch: "first or last name appears in the email local part",
 
-	ReasonEmailTumbling:    "variants of this email address were used recently (tumbling)",
-	ReasonEmailVelocity:    "email address was submitted many times recently",
-	ReasonEmailNew:         "email address has not been seen before",
-	ReasonEmailEstablished: "email address was first seen long ago",
-	ReasonDomainNew:        "email domain has not been seen before",
-	ReasonIPVelocity:       "many different email addresses came from this IP address recently",
-	ReasonPhoneVelocity:    "many different email addresses used this phone number recently",
+	ReasonEmailTumbling:        "variants of this email address were used recently (tumbling)",
+	ReasonEmailVelocity:        "email address was submitted many times recently",
+	ReasonEmailVelocityNetwork: "email address was submitted to several other clients recently (network)",
+	ReasonEmailNew:             "email address has not been seen before",
+	ReasonEmailEstablished:     "email address was first seen long ago",
+	ReasonDomainNew:            "email domain has not been seen before",
+	ReasonIPVelocity:           "many different email addresses came from this IP address recently",
+	ReasonPhoneVelocity:        "many different email addresses used this phone number recently",
 
-	ReasonEmailReported: "email address was reported as fraud (feedback)",
-	ReasonIPReported:    "IP address was reported in a fraud case (feedback)",
-	ReasonPhoneReported: "phone number was reported in a fraud case (feedback)",
+	ReasonEmailReported:        "email address was reported as fraud in your feedback",
+	ReasonIPReported:           "IP address was reported in a fraud case in your feedback",
+	ReasonPhoneReported:        "phone number was reported in a fraud case in your feedback",
+	ReasonEmailReportedNetwork: "email address was reported as fraud by several other clients (network)",
+	ReasonIPReportedNetwork:    "IP address was reported in fraud cases by several other clients (network)",
+	ReasonPhoneReportedNetwork: "phone number was reported in fraud cases by several other clients (network)",
 
 	ReasonIPInvalid:         "ip is not a valid IP address",
 	ReasonIPPrivate:         "IP address is private, reserved or not routable",
@@ -154,6 +165,16 @@ var reasonDescriptions = map[string]string{
 	ReasonUAHeadless:   "user agent is a headless browser",
 	ReasonUAAutomation: "user agent shows browser automation",
 	ReasonUABot:        "user agent is a bot, crawler or HTTP library",
+}
+
+// reasonSources says whose stored signals give a reason (Reason.Source);
+// reasons read from the query alone have none.
+var reasonSources = map[string]string{
+	ReasonEmailTumbling: SourceOwn, ReasonEmailVelocity: SourceOwn, ReasonEmailNew: SourceOwn,
+	ReasonEmailEstablished: SourceOwn, ReasonDomainNew: SourceOwn, ReasonIPVelocity: SourceOwn,
+	ReasonPhoneVelocity: SourceOwn, ReasonEmailVelocityNetwork: SourceNetwork,
+	ReasonEmailReported: SourceOwn, ReasonIPReported: SourceOwn, ReasonPhoneReported: SourceOwn,
+	ReasonEmailReportedNetwork: SourceNetwork, ReasonIPReportedNetwork: SourceNetwork, ReasonPhoneReportedNetwork: SourceNetwork,
 }
 
 // ReasonCodes returns every known reason code with its description.

@@ -45,9 +45,9 @@ func TestUserAgentSignals(t *testing.T) {
 		{"curl/8.5.0", ReasonUABot},
 	}
 	for _, tc := range tests {
-		a := s.Assess(context.Background(), Input{Email: "ann@gmail.com", UserAgent: tc.ua}, okResult("ann@gmail.com"))
+		a := s.Assess(context.Background(), testTenant, Input{Email: "ann@gmail.com", UserAgent: tc.ua}, okResult("ann@gmail.com"))
 		checkCodes(t, a, []string{tc.want}, nil)
 	}
-	a := s.Assess(context.Background(), Input{Email: "ann@gmail.com", UserAgent: "Mozilla/5.0 (Macintosh) Safari/605.1"}, okResult("ann@gmail.com"))
+	a := s.Assess(context.Background(), testTenant, Input{Email: "ann@gmail.com", UserAgent: "Mozilla/5.0 (Macintosh) Safari/605.1"}, okResult("ann@gmail.com"))
 	checkCodes(t, a, nil, []string{ReasonUAMissing, ReasonUAHeadless, ReasonUAAutomation, ReasonUABot})
 }
