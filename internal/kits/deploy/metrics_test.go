@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -239,12 +240,25 @@ func TestMetricsReaderBindings(t *testing.T) {
 	metricsGet := authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}
 	other := authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/debug/pprof/", Verb: "get"}}
 	secrets := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: releaseNS, Verb: "get", Resource: "secrets"}}
+	// The API server's authorizer learns of new bindings through its
+	// informers: wait until both grants show (or fail), then every answer
+	// is from a cache that holds all the bindings.
+	bound := []string{"system:serviceaccount:" + releaseNS + ":emaildata-metrics-scraper", "system:serviceaccount:monitoring:prom"}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, user := range bound {
+		for !can(user, metricsGet) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s may not GET /metrics 30s after its binding", user)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for _, tc := range []struct {
 		user    string
 		metrics bool
 	}{
-		{"system:serviceaccount:" + releaseNS + ":emaildata-metrics-scraper", true},
-		{"system:serviceaccount:monitoring:prom", true},
+		{bound[0], true},
+		{bound[1], true},
 		{"system:serviceaccount:monitoring:someone-else", false},
 	} {
 		if got := can(tc.user, metricsGet); got != tc.metrics {
