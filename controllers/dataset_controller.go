@@ -194,12 +194,14 @@ func (r *DatasetReconciler) reconcileLoading(ctx context.Context, ds *listsv1.Da
 		}
 	}
 	if exec.State == ExecFailed {
-		msg := exec.Message
-		if sum != nil && sum.Error != "" {
+		reason, msg := ReasonLoadFailed, exec.Message
+		if exec.Reason != "" {
+			reason = exec.Reason
+		} else if sum != nil && sum.Error != "" {
 			msg = "import stopped: " + sum.Error
 		}
 		ds.Status.CompletedAt = &now
-		r.fail(ds, ReasonLoadFailed, msg)
+		r.fail(ds, reason, msg)
 		return ctrl.Result{}, nil
 	}
 	if sum == nil {

@@ -87,7 +87,9 @@ func (l *DatasetJobLoader) buildJob(ds *listsv1.Dataset, key string) (*batchv1.J
 			Parallelism:      ptr.To(int32(1)),
 			BackoffLimit:     ptr.To(int32(1)),
 			PodFailurePolicy: workerFailurePolicy(batchv1.PodFailurePolicyActionFailJob),
-			Template:         corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+			// The same guard as the lists' Jobs: an import that never ends fails.
+			ActiveDeadlineSeconds: activeDeadlineSeconds(l.Config.ActiveDeadline),
+			Template:              corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
 	if err := controllerutil.SetControllerReference(ds, job, l.Scheme); err != nil {

@@ -359,6 +359,10 @@ func (r *EmailListReconciler) reconcileProcessing(ctx context.Context, list *lis
 		r.noteFleet(list)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case ExecFailed:
+		if exec.Reason != "" {
+			r.fail(list, exec.Reason, exec.Message)
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, r.failFromShards(ctx, list, keys, exec.Message)
 	}
 	return r.complete(ctx, list, keys)

@@ -20,6 +20,10 @@ const (
 	// ReasonStartFailed: the executor could not start the shards (for the
 	// Job executor, the Job could not be created); retried with backoff.
 	ReasonStartFailed = "StartFailed"
+	// ReasonDeadlineExceeded: the run lasted longer than the workers'
+	// deadline (JobConfig.ActiveDeadline) and was stopped; lists and
+	// Datasets alike.
+	ReasonDeadlineExceeded = "DeadlineExceeded"
 )
 
 // setProgressing marks a list as being worked on (kstatus InProgress).

@@ -25,6 +25,10 @@ type Execution struct {
 	State ExecState
 	// Message explains a failure.
 	Message string
+	// Reason, when set, is a failure's condition reason that outranks
+	// what the shards' summaries say (ReasonDeadlineExceeded: the run was
+	// stopped from outside, whatever its shards were doing).
+	Reason string
 	// Blocked is a pod of a running run that cannot start (nil when none,
 	// and always for in-process runs).
 	Blocked *BlockedPod

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +49,10 @@ type JobConfig struct {
 	Namespace string
 	// Image of the worker (the same image as the manager).
 	Image string
+	// ImagePullPolicy of the worker container; IfNotPresent when empty.
+	// The chart passes its image.pullPolicy, so the workers are pulled as
+	// the manager and the API are.
+	ImagePullPolicy corev1.PullPolicy
 	// BlobURL is the store the workers open.
 	BlobURL string
 	// Parallelism caps pods running at once for one list.
@@ -55,6 +61,15 @@ type JobConfig struct {
 	BackoffLimitPerIndex int32
 	// TTLSecondsAfterFinished is set once the outcome is in status.
 	TTLSecondsAfterFinished int32
+	// ActiveDeadline bounds how long a worker Job (a list's, or a
+	// Dataset's import) may run from its start: past it the Job controller
+	// stops its pods and fails the Job (activeDeadlineSeconds), and the list
+	// or Dataset fails with the reason DeadlineExceeded. It is a guard
+	// against a run that never ends (a mail host that keeps every
+	// connection waiting, pods that keep failing), not a time budget: set it
+	// above the longest run you expect. Zero or negative: no deadline
+	// (operator.Options defaults it to DefaultWorkerActiveDeadline).
+	ActiveDeadline time.Duration
 	// ServiceAccountName of worker pods; it needs no API permissions.
 	ServiceAccountName string
 	// EnvFromSecret, when set, feeds store credentials to the workers.
@@ -180,9 +195,10 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 			Parallelism:          ptr.To(parallelism),
 			BackoffLimitPerIndex: ptr.To(e.Config.BackoffLimitPerIndex),
 			// One index failing for good fails the list: no partial results.
-			MaxFailedIndexes: ptr.To(int32(0)),
-			PodFailurePolicy: workerFailurePolicy(batchv1.PodFailurePolicyActionFailIndex),
-			Template:         corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+			MaxFailedIndexes:      ptr.To(int32(0)),
+			PodFailurePolicy:      workerFailurePolicy(batchv1.PodFailurePolicyActionFailIndex),
+			ActiveDeadlineSeconds: activeDeadlineSeconds(e.Config.ActiveDeadline),
+			Template:              corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
 	return job, nil
@@ -207,7 +223,7 @@ func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
 	container := corev1.Container{
 		Name:            WorkerContainer,
 		Image:           cfg.Image,
-		ImagePullPolicy: corev1.PullIfNotPresent,
+		ImagePullPolicy: pullPolicy(cfg.ImagePullPolicy),
 		Command:         []string{"/worker"},
 		Args:            args,
 		Resources:       cfg.Resources,
@@ -242,6 +258,28 @@ func workerPod(cfg JobConfig, args []string) corev1.PodSpec {
 		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: cfg.StoreMountPath}}
 	}
 	return pod
+}
+
+// DefaultWorkerActiveDeadline is the manager's default JobConfig.ActiveDeadline:
+// a day. A Job still running after it is taken to be stuck; where a list's
+// run may take longer (a very large list, a tight per-host politeness),
+// raise it with --worker-active-deadline.
+const DefaultWorkerActiveDeadline = 24 * time.Hour
+
+// activeDeadlineSeconds is a Job's activeDeadlineSeconds for d: whole
+// seconds, rounded up (the field's unit), nil for no deadline.
+func activeDeadlineSeconds(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	return ptr.To(int64(math.Ceil(d.Seconds())))
+}
+
+func pullPolicy(p corev1.PullPolicy) corev1.PullPolicy {
+	if p == "" {
+		return corev1.PullIfNotPresent
+	}
+	return p
 }
 
 // workerFailurePolicy applies onBadInput at once when the worker exits with
@@ -336,6 +374,9 @@ func jobExecution(job *batchv1.Job, owner metav1.Object) Execution {
 	}
 	for _, c := range job.Status.Conditions {
 		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) {
+			if c.Reason == batchv1.JobReasonDeadlineExceeded {
+				return deadlineExceeded(job)
+			}
 			msg := c.Message
 			if msg == "" {
 				msg = c.Reason
@@ -349,6 +390,17 @@ func jobExecution(job *batchv1.Job, owner metav1.Object) Execution {
 		}
 	}
 	return Execution{State: ExecRunning}
+}
+
+// deadlineExceeded is the failure of a Job the Job controller stopped at
+// its activeDeadlineSeconds: the run's own reason, not a shard's.
+func deadlineExceeded(job *batchv1.Job) Execution {
+	limit := "its activeDeadlineSeconds"
+	if s := job.Spec.ActiveDeadlineSeconds; s != nil {
+		limit = fmt.Sprintf("its deadline of %s (activeDeadlineSeconds)", time.Duration(*s)*time.Second)
+	}
+	return Execution{State: ExecFailed, Reason: ReasonDeadlineExceeded, Message: fmt.Sprintf(
+		"job %s ran longer than %s and was stopped with its pods; the deadline is the manager's --worker-active-deadline: raise it if runs this long are expected", job.Name, limit)}
 }
 
 // setJobTTL sets ttlSecondsAfterFinished on a finished Job its owner

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/controllers"
@@ -70,6 +71,7 @@ func main() {
 // workerFlags are the worker pod flags that need parsing after flag.Parse.
 type workerFlags struct {
 	cpu, memory, cpuLimit, nodeSelector, tolerations, extraArgs string
+	pullPolicy                                                  string
 	parallelism, backoff, ttl                                   int
 }
 
@@ -82,6 +84,8 @@ func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 	fs.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL (file://, s3://, gs://, azblob://)")
 	fs.StringVar(&o.Executor, "executor", operator.ExecutorJob, "job (Kubernetes Jobs) or local (in-process)")
 	fs.StringVar(&o.Job.Image, "worker-image", os.Getenv("WORKER_IMAGE"), "image of the worker Jobs")
+	fs.StringVar(&w.pullPolicy, "worker-image-pull-policy", string(corev1.PullIfNotPresent), "imagePullPolicy of the worker Jobs' container: Always, IfNotPresent or Never")
+	fs.DurationVar(&o.Job.ActiveDeadline, "worker-active-deadline", controllers.DefaultWorkerActiveDeadline, "longest a worker Job (a list's shards, a Dataset's import) may run before it is stopped and its list or Dataset fails with reason DeadlineExceeded (activeDeadlineSeconds, rounded up to seconds); negative: none")
 	fs.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "", "service account of worker pods, in the workers' namespace (default: its default account; no token is mounted either way)")
 	fs.StringVar(&o.Job.EnvFromSecret, "worker-env-secret", "", "Secret whose keys become the workers' environment (store credentials)")
 	fs.StringVar(&o.Job.HistoryKeySecret, "worker-history-key-secret", "", "Secret whose HISTORY_KEY key becomes the workers' $HISTORY_KEY, the verification history's key (in the workers' namespace; the same Secret as the manager's and the API's)")
@@ -134,6 +138,9 @@ func (w *workerFlags) apply(o *operator.Options) (string, error) {
 	o.Job.Parallelism, o.Job.BackoffLimitPerIndex, o.Job.TTLSecondsAfterFinished = int32(w.parallelism), int32(w.backoff), int32(w.ttl)
 	o.Job.ExtraArgs = strings.Fields(w.extraArgs)
 	var err error
+	if o.Job.ImagePullPolicy, err = operator.ParsePullPolicy(w.pullPolicy); err != nil {
+		return "bad --worker-image-pull-policy", err
+	}
 	if o.Job.Resources, err = operator.WorkerResources(w.cpu, w.memory, w.cpuLimit); err != nil {
 		return "bad worker resources", err
 	}

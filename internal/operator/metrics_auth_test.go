@@ -9,19 +9,27 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/emaildata/emaildata/api/kubescheme"
+	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/platform/metrics"
 )
 
 // TestManagerMetricsNeedAuthorization runs the manager with its default
@@ -52,6 +60,7 @@ func TestManagerMetricsNeedAuthorization(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()
+	reconcileOneList(ctx, t, cfg)
 
 	reader := readerRole(t)
 	reader.Name = "test-metrics-reader"
@@ -100,10 +109,79 @@ func TestManagerMetricsNeedAuthorization(t *testing.T) {
 			if code == http.StatusOK && !strings.Contains(body, `emaildata_lists{phase="Results"}`) {
 				t.Errorf("metrics lack emaildata_lists{phase=\"Results\"}")
 			}
+			if code == http.StatusOK {
+				checkExternalFamilies(t, body)
+			}
 			if code != http.StatusOK && strings.Contains(body, "emaildata_") {
 				t.Errorf("a refused request got metrics")
 			}
 		})
+	}
+}
+
+// reconcileOneList creates a list (its ConfigMap missing) and waits until
+// the manager has reconciled it: its work queue has held an item, so the
+// queue's depth is a series (controller-runtime makes it on first use).
+func reconcileOneList(ctx context.Context, t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: kubescheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := builders.MakeEmailList("default", "metrics-probe").ConfigMap("missing", "list.csv").Obj()
+	if err := c.Create(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(list.Status.Conditions) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the manager did not reconcile %s within 30s", list.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(list), list); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkExternalFamilies: the controller-runtime series the alerts read
+// (metrics.ExternalFamilies) are served, for the emaillist controller,
+// with exactly the labels declared there.
+func checkExternalFamilies(t *testing.T, body string) {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	parsed, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse the metrics: %v", err)
+	}
+	for _, f := range metrics.ExternalFamilies() {
+		if f.Name == metrics.Up {
+			continue // Prometheus's, per scrape
+		}
+		mf, ok := parsed[f.Name]
+		if !ok {
+			t.Errorf("the manager serves no %s", f.Name)
+			continue
+		}
+		found := false
+		for _, m := range mf.GetMetric() {
+			var names []string
+			controller := ""
+			for _, l := range m.GetLabel() {
+				names = append(names, l.GetName())
+				if l.GetName() == "controller" {
+					controller = l.GetValue()
+				}
+			}
+			slices.Sort(names)
+			if want := slices.Sorted(slices.Values(f.Labels)); !slices.Equal(names, want) {
+				t.Errorf("%s has labels %v, want %v", f.Name, names, want)
+			}
+			found = found || controller == "emaillist"
+		}
+		if !found {
+			t.Errorf("%s has no series for the emaillist controller", f.Name)
+		}
 	}
 }
 

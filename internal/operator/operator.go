@@ -176,6 +176,10 @@ func (o *Options) Defaults() {
 	if o.Job.Parallelism == 0 {
 		o.Job.Parallelism = 8
 	}
+	// Zero is unset; a negative deadline stays: no deadline.
+	if o.Job.ActiveDeadline == 0 {
+		o.Job.ActiveDeadline = controllers.DefaultWorkerActiveDeadline
+	}
 	if o.Job.BlobURL == "" {
 		o.Job.BlobURL = o.BlobURL
 	}

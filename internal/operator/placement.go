@@ -108,3 +108,14 @@ func WorkerResources(cpu, memory, cpuLimit string) (corev1.ResourceRequirements,
 	}
 	return r, nil
 }
+
+// ParsePullPolicy parses an imagePullPolicy: Always, IfNotPresent or Never
+// (as the API server spells them; anything else would be refused there, at
+// each Job's creation).
+func ParsePullPolicy(s string) (corev1.PullPolicy, error) {
+	switch p := corev1.PullPolicy(s); p {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		return p, nil
+	}
+	return "", fmt.Errorf("image pull policy %q: want Always, IfNotPresent or Never", s)
+}

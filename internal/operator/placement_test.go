@@ -82,3 +82,26 @@ func TestWorkerResources(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePullPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want corev1.PullPolicy
+		err  bool
+	}{
+		{"Always", corev1.PullAlways, false},
+		{"IfNotPresent", corev1.PullIfNotPresent, false},
+		{"Never", corev1.PullNever, false},
+		{"", "", true},
+		{"always", "", true}, // the API server's spelling only
+		{"IfNotPresent ", "", true},
+	} {
+		got, err := ParsePullPolicy(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("%q: %q, %v; want %q (error: %v)", tc.in, got, err, tc.want, tc.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "want Always, IfNotPresent or Never") {
+			t.Errorf("%q: error %q does not say what is allowed", tc.in, err)
+		}
+	}
+}

@@ -21,12 +21,44 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{- define "emaildata.image" -}}
-{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) -}}
+{{/* An image reference: repository@digest when a digest is given, else repository:tag. */}}
+{{- define "emaildata.imageRef" -}}
+{{- if .digest -}}
+{{- if not (regexMatch "^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$" (toString .digest)) -}}
+{{- fail (printf "%s: %q is not a digest: want sha256:<64 lowercase hex digits> (or sha512:<128>)" .what .digest) -}}
+{{- end -}}
+{{- printf "%s@%s" .repository .digest -}}
+{{- else -}}
+{{- printf "%s:%s" .repository (toString .tag) -}}
+{{- end -}}
 {{- end -}}
 
+{{- define "emaildata.image" -}}
+{{- include "emaildata.imageRef" (dict "what" "image.digest" "repository" .Values.image.repository "tag" .Values.image.tag "digest" .Values.image.digest) -}}
+{{- end -}}
+
+{{/* The workers' image: worker.image over image; image's digest only for image's repository. */}}
 {{- define "emaildata.workerImage" -}}
-{{- printf "%s:%s" (default .Values.image.repository .Values.worker.image.repository) (toString (default .Values.image.tag .Values.worker.image.tag)) -}}
+{{- $w := .Values.worker.image -}}
+{{- $ref := dict "what" "worker.image.digest" "repository" (default .Values.image.repository $w.repository) "tag" .Values.image.tag "digest" "" -}}
+{{- if $w.digest -}}
+{{- $_ := set $ref "digest" $w.digest -}}
+{{- else if $w.tag -}}
+{{- $_ := set $ref "tag" $w.tag -}}
+{{- else if not $w.repository -}}
+{{- $_ := set $ref "digest" .Values.image.digest -}}
+{{- $_ := set $ref "what" "image.digest" -}}
+{{- end -}}
+{{- include "emaildata.imageRef" $ref -}}
+{{- end -}}
+
+{{/* The workers' pull policy (the manager's --worker-image-pull-policy). */}}
+{{- define "emaildata.workerPullPolicy" -}}
+{{- $p := default .Values.image.pullPolicy .Values.worker.image.pullPolicy -}}
+{{- if not (has $p (list "Always" "IfNotPresent" "Never")) -}}
+{{- fail (printf "worker pull policy %q (worker.image.pullPolicy, else image.pullPolicy): want Always, IfNotPresent or Never" $p) -}}
+{{- end -}}
+{{- $p -}}
 {{- end -}}
 
 {{/* The Secret holding the verification history's HISTORY_KEY. */}}
@@ -61,23 +93,13 @@ starts without it; one with a history and no key refuses to start. */}}
 {{- default (printf "%s-store" (include "emaildata.fullname" .)) .Values.store.pvc.existingClaim -}}
 {{- end -}}
 
-{{/* The pod security context both Deployments share (the image's nonroot user). */}}
+{{/* The pod security context both Deployments share (values podSecurityContext). */}}
 {{- define "emaildata.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-fsGroup: 65532
-fsGroupChangePolicy: OnRootMismatch
-seccompProfile:
-  type: RuntimeDefault
+{{- toYaml .Values.podSecurityContext -}}
 {{- end -}}
 
 {{- define "emaildata.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop:
-  - ALL
+{{- toYaml .Values.containerSecurityContext -}}
 {{- end -}}
 
 {{/* Volumes shared by the manager and the API: the lists ConfigMap and the store claim. */}}
@@ -177,4 +199,35 @@ priorityClassName: {{ . }}
 {{- with $w.priorityClassName }}
 - --worker-priority-class={{ . }}
 {{- end }}
+{{- with $w.activeDeadline }}
+{{- if not (regexMatch "^-?([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$" (toString .)) }}
+{{- fail (printf "worker.activeDeadline %q: want a Go duration such as 36h or 90m" (toString .)) }}
+{{- end }}
+- --worker-active-deadline={{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* Who may scrape the metrics ports: networkPolicy.metricsFrom, else the Prometheus pods networkPolicy.scrapers names. */}}
+{{- define "emaildata.metricsFrom" -}}
+{{- $np := .Values.networkPolicy -}}
+{{- if $np.metricsFrom -}}
+{{- toYaml $np.metricsFrom -}}
+{{- else -}}
+{{- if not $np.scrapers.namespace -}}
+{{- fail "networkPolicy.scrapers.namespace is empty: name the namespace Prometheus runs in, or give networkPolicy.metricsFrom" -}}
+{{- end -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ $np.scrapers.namespace }}
+  {{- with $np.scrapers.podLabels }}
+  podSelector:
+    matchLabels:
+      {{- toYaml . | nindent 6 }}
+  {{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the token the ServiceMonitor sends the manager. */}}
+{{- define "emaildata.scraperTokenSecret" -}}
+{{- default (printf "%s-metrics-scraper-token" (include "emaildata.fullname" .)) .Values.serviceMonitor.authorization.credentials.name -}}
 {{- end -}}

@@ -37,6 +37,12 @@ var valueSets = []struct {
 		"argocd":         map[string]any{"healthChecks": map[string]any{"enabled": true}},
 	}},
 	{"object store, custom images and placement", customValues()},
+	{"digest, OpenShift security contexts, one API replica", map[string]any{
+		"image":              map[string]any{"digest": digestA},
+		"worker":             map[string]any{"image": map[string]any{"pullPolicy": "Always"}, "activeDeadline": "36h"},
+		"podSecurityContext": openShiftValues()["podSecurityContext"],
+		"api":                map[string]any{"replicas": 1},
+	}},
 	{"renamed, no API, no user roles", map[string]any{
 		"fullnameOverride": "acme-mail",
 		"api":              map[string]any{"enabled": false},
@@ -106,8 +112,10 @@ func TestChartValueSets(t *testing.T) {
 					t.Errorf("%d %s objects rendered", kinds[k], k)
 				}
 			}
-			// The API's PDB is on by default (as in config/default).
-			if wantPDB := vs.name != "renamed, no API, no user roles"; (kinds["PodDisruptionBudget"] == 1) != wantPDB {
+			// The API's PDB is on by default (as in config/default), off
+			// without the API or with one replica.
+			wantPDB := vs.name != "renamed, no API, no user roles" && vs.name != "digest, OpenShift security contexts, one API replica"
+			if (kinds["PodDisruptionBudget"] == 1) != wantPDB {
 				t.Errorf("%d PodDisruptionBudgets rendered, want one: %v", kinds["PodDisruptionBudget"], wantPDB)
 			}
 			if optional && (kinds["NetworkPolicy"] != 3 || kinds["ServiceMonitor"] != 2 || kinds["ConfigMap"] != 2) {

@@ -19,10 +19,11 @@ import (
 
 // TestServerSideDryRun applies (server-side apply, dryRun=All) every object
 // config/default renders and every object the chart renders for each value
-// set, and the optional config/network-policy and config/prometheus,
-// against a real kube-apiserver, so schemas, defaults and validation
-// are the API server's. The chart's CRDs are applied for real first: the
-// rendered EmailLists and Purchases need them, and they must install.
+// set, the optional config/network-policy and config/prometheus, and the
+// first list NOTES.txt gives, against a real kube-apiserver, so schemas,
+// defaults and validation are the API server's. The chart's CRDs are
+// applied for real first: the rendered EmailLists and Purchases need them,
+// and they must install.
 //
 // The Prometheus Operator's CRDs are not part of this repository: stand-ins
 // that accept any object check that ServiceMonitor and PrometheusRule are
@@ -56,6 +57,12 @@ func TestServerSideDryRun(t *testing.T) {
 	for _, vs := range valueSets {
 		sets["chart "+vs.name] = renderChart(t, vs.vals)
 	}
+	// The first list NOTES.txt tells an installer to apply.
+	example := notesExample(t, renderNotes(t, nil))
+	for _, o := range example {
+		o.SetNamespace(releaseNS)
+	}
+	sets["NOTES.txt's first list"] = example
 	for name, objs := range sets {
 		t.Run(name, func(t *testing.T) {
 			for _, o := range objs {

@@ -84,18 +84,19 @@ func historyKeySecret(o *unstructured.Unstructured) bool {
 
 // TestChartMatchesOptionalConfig: the optional parts config/default leaves
 // commented out (../network-policy and ../prometheus), rendered as if they
-// were uncommented, equal the chart's with networkPolicy and serviceMonitor
-// enabled.
+// were uncommented, equal what the chart adds to its defaults with
+// networkPolicy and serviceMonitor enabled.
 func TestChartMatchesOptionalConfig(t *testing.T) {
 	want := byKey(renderOptionalConfig(t))
+	base := byKey(renderChart(t, nil))
 	chart := map[string]*unstructured.Unstructured{}
 	for k, o := range byKey(renderChart(t, map[string]any{"networkPolicy": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true}})) {
-		if o.GetKind() == "NetworkPolicy" || o.GetKind() == "ServiceMonitor" {
+		if _, ok := base[k]; !ok {
 			chart[k] = o
 		}
 	}
-	if len(want) != 5 {
-		t.Errorf("config/network-policy and config/prometheus rendered %d objects, want 3 policies and 2 monitors", len(want))
+	if len(want) != 8 {
+		t.Errorf("config/network-policy and config/prometheus rendered %d objects, want 3 policies, 2 monitors, and the scraper's account, token and binding", len(want))
 	}
 	for k, w := range want {
 		got, ok := chart[k]

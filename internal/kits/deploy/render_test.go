@@ -44,6 +44,38 @@ func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
 // template`, lookup finds nothing) or as an upgrade against the cluster
 // (lookup reads it, as `helm upgrade` does).
 func renderChartFrom(cluster *rest.Config, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	files, err := renderFilesFrom(cluster, vals)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var objs []*unstructured.Unstructured
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(filepath.Base(name), "_") {
+			continue
+		}
+		got, err := decodeDocs([]byte(files[name]))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		objs = append(objs, got...)
+	}
+	return objs, nil
+}
+
+// renderFiles renders every template of the chart (NOTES.txt included),
+// keyed by path, as `helm template` would with vals.
+func renderFiles(vals map[string]any) (map[string]string, error) {
+	return renderFilesFrom(nil, vals)
+}
+
+// renderFilesFrom is renderFiles as an install (cluster nil) or as an
+// upgrade against the cluster (see renderChartFrom).
+func renderFilesFrom(cluster *rest.Config, vals map[string]any) (map[string]string, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart: %w", err)
@@ -65,23 +97,7 @@ func renderChartFrom(cluster *rest.Config, vals map[string]any) ([]*unstructured
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var objs []*unstructured.Unstructured
-	for _, name := range names {
-		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(filepath.Base(name), "_") {
-			continue
-		}
-		got, err := decodeDocs([]byte(files[name]))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		objs = append(objs, got...)
-	}
-	return objs, nil
+	return files, nil
 }
 
 // renderKustomize renders config/default as `kubectl apply -k` would.
