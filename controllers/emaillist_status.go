@@ -20,6 +20,9 @@ const (
 	// ReasonStartFailed: the executor could not start the shards (for the
 	// Job executor, the Job could not be created); retried with backoff.
 	ReasonStartFailed = "StartFailed"
+	// ReasonWaitingForInstallation: an installation secret the list needs
+	// (the list ID key) does not exist yet; looked for again each poll.
+	ReasonWaitingForInstallation = "WaitingForInstallation"
 )
 
 // setProgressing marks a list as being worked on (kstatus InProgress).
