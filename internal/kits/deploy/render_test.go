@@ -36,11 +36,25 @@ func renderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured
 }
 
 func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
+	return renderReleaseErr(releaseName, releaseNS, vals)
+}
+
+// renderRelease renders the chart as the release name in namespace ns.
+func renderRelease(t *testing.T, name, ns string, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := renderReleaseErr(name, ns, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func renderReleaseErr(name, ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart: %w", err)
 	}
-	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, Revision: 1, IsInstall: true}
+	opts := chartutil.ReleaseOptions{Name: name, Namespace: ns, Revision: 1, IsInstall: true}
 	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
