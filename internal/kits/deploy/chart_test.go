@@ -36,6 +36,11 @@ var valueSets = []struct {
 		"argocd":         map[string]any{"healthChecks": map[string]any{"enabled": true}},
 	}},
 	{"object store, custom images and placement", customValues()},
+	{"namespaced, keys apart, own signing key", map[string]any{
+		"watchNamespaces":     []any{"team-a", "team-b"},
+		"apiKeys":             map[string]any{"namespace": "emaildata-keys"},
+		"installationSecrets": map[string]any{"callbackSigning": map[string]any{"existingSecret": "vault-signing"}},
+	}},
 	{"renamed, no API, no user roles", map[string]any{
 		"fullnameOverride": "acme-mail",
 		"api":              map[string]any{"enabled": false},

@@ -45,8 +45,11 @@ func TestServerSideDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}); err != nil {
-		t.Fatal(err)
+	// The release's, and those the namespaced value set grants Roles in.
+	for _, ns := range []string{releaseNS, "team-a", "team-b", "emaildata-keys"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	installCRDs(ctx, t, cfg, c, renderChart(t, nil))
 
