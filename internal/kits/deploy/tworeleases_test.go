@@ -19,8 +19,9 @@ import (
 // account, processes its team's list and not the other's: the result is
 // in its own store, the ID drawn from its own counter. An install that would
 // overlap is refused at install with a message saying why: one watching
-// every namespace, one watching a namespace already watched, one reusing
-// a release name in another namespace.
+// every namespace, one watching a namespace already watched, one in a
+// namespace already holding an installation, one reusing a release name
+// in another namespace, one installing the CRDs another release owns.
 func TestTwoReleases(t *testing.T) {
 	tc := startCluster(t)
 	ctx := context.Background()
@@ -38,6 +39,7 @@ func TestTwoReleases(t *testing.T) {
 	}{
 		{"every namespace", "mail-c", "ops-c", map[string]any{"crds": map[string]any{"install": false}}, "one of the two would watch every namespace"},
 		{"overlapping", "mail-d", "ops-d", map[string]any{"watchNamespaces": []any{"team-a"}, "crds": map[string]any{"install": false}}, `already watches namespace "team-a"`},
+		{"same namespace", "mail-f", "ops-a", map[string]any{"watchNamespaces": []any{"team-f"}, "crds": map[string]any{"install": false}}, `already watches namespace "ops-a"`},
 		{"same name", "mail-a", "ops-c", map[string]any{"watchNamespaces": []any{"team-c"}, "crds": map[string]any{"install": false}}, "has this release's name"},
 		{"the CRDs again", "mail-e", "ops-d", map[string]any{"watchNamespaces": []any{"team-e"}}, `belong to the Helm release "mail-a" in namespace "ops-a"`},
 	} {
