@@ -61,13 +61,6 @@ type DatasetReconciler struct {
 	Clock clock.PassiveClock
 }
 
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=datasets,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=datasets/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=datasets/finalizers,verbs=update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-
 // Reconcile loads the Dataset, computes its status, acts, and writes status
 // back only when it changed.
 func (r *DatasetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

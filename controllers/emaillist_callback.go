@@ -16,6 +16,7 @@ import (
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/callback"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/platform/metrics"
 )
@@ -29,7 +30,7 @@ type CallbackConfig struct {
 	// Timeout bounds one attempt.
 	Timeout time.Duration
 	// SigningNamespace and SigningSecret name the Secret holding the
-	// installation's signing key (callback.SigningKeyField), from which
+	// installation's signing key (installsecret.CallbackSigning), from which
 	// the key of each tenant of the REST API is derived
 	// (callback.TenantKey). It is read by name when a callback is sent.
 	SigningNamespace, SigningSecret string
@@ -107,9 +108,9 @@ func (r *EmailListReconciler) callbackSigning(ctx context.Context, list *listsv1
 	switch {
 	case list.Namespace == r.Access.APINamespace && list.Labels[listsv1.LabelManagedBy] == listsv1.ManagedByAPI && tenant != "":
 		var inst []byte
-		inst, err = r.secretValue(ctx, r.Callbacks.SigningNamespace, r.Callbacks.SigningSecret, callback.SigningKeyField)
+		inst, err = r.secretValue(ctx, r.Callbacks.SigningNamespace, r.Callbacks.SigningSecret, installsecret.Field)
 		if err == nil {
-			if err = callback.CheckInstallationKey(inst); err == nil {
+			if inst, err = callback.InstallationKey(map[string][]byte{installsecret.Field: inst}); err == nil {
 				s.Key = callback.TenantKey(inst, tenant)
 			}
 		}
@@ -132,7 +133,7 @@ func (r *EmailListReconciler) callbackSigning(ctx context.Context, list *listsv1
 // Errors name the Secret and the field, never a value.
 func (r *EmailListReconciler) secretValue(ctx context.Context, ns, name, field string) ([]byte, error) {
 	if name == "" {
-		return nil, errors.New("no signing Secret is configured (--" + callback.SigningSecretFlag + ")")
+		return nil, errors.New("no signing Secret is configured (--" + installsecret.CallbackSigning.Flag() + ")")
 	}
 	var sec corev1.Secret
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sec)

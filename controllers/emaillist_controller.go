@@ -67,15 +67,6 @@ type EmailListReconciler struct {
 	releases listid.Releaser
 }
 
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=emaillists/finalizers,verbs=update
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=purchases,verbs=get;list;watch
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-
 // Reconcile loads the list, computes its status from the world, acts, and
 // writes status back only when it changed.
 func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -100,6 +91,12 @@ func (r *EmailListReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *listsv1.EmailList) (ctrl.Result, error) {
 	if list.Status.ListID == 0 {
 		id, err := r.listID(ctx, list)
+		if errors.Is(err, listid.ErrKeyMissing) {
+			// A new installation before its manager made the key, or an
+			// installer's own key not provided yet: say so, look again.
+			setProgressing(list, ReasonWaitingForInstallation, "no list ID can be assigned yet: "+err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		if err != nil {
 			return ctrl.Result{}, err
 		}

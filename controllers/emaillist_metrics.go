@@ -19,11 +19,6 @@ import (
 	"github.com/emaildata/emaildata/internal/platform/metrics"
 )
 
-// The manager's metrics endpoint authenticates and authorizes scrapers
-// (controller-runtime's filters, see internal/operator).
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-
 // managerMetrics are the manager's emaildata_ metrics, registered once per
 // process with controller-runtime's registry (served on the manager's
 // metrics endpoint beside its own).

@@ -24,6 +24,9 @@ const (
 	// deadline (JobConfig.ActiveDeadline) and was stopped; lists and
 	// Datasets alike.
 	ReasonDeadlineExceeded = "DeadlineExceeded"
+	// ReasonWaitingForInstallation: an installation secret the list needs
+	// (the list ID key) does not exist yet; looked for again each poll.
+	ReasonWaitingForInstallation = "WaitingForInstallation"
 )
 
 // setProgressing marks a list as being worked on (kstatus InProgress).

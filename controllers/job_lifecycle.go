@@ -25,8 +25,6 @@ type Stopper interface {
 
 var _ Stopper = (*JobExecutor)(nil)
 
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete,namespace=system
-
 // Stop deletes the list's Job with foreground propagation: the garbage
 // collector deletes its pods, the kubelet stops their containers, and the
 // Job goes only once they are all gone. Stopped means the Job is gone.

@@ -17,8 +17,6 @@ import (
 // writes nothing, and only its pod says so. The executor then reads the
 // failed pods of the Job, once, when the Job has failed.
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list,namespace=system
-
 // ReasonOOMKilled is the terminated reason of a container the kernel killed
 // for going over its memory limit.
 const ReasonOOMKilled = "OOMKilled"

@@ -3,6 +3,8 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -11,9 +13,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/emaildata/emaildata/internal/lists/listid"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 )
 
 // TestListIDsUniqueUnderContention: several allocators (as API replicas and
@@ -121,13 +126,30 @@ func BenchmarkListIDAllocation(b *testing.B) {
 }
 
 // TestObscureListIDs: allocators that obscure (the manager's and the
-// API's) racing on one counter hand out distinct IDs in [2^40, 2^41), all
-// made with the one key the first of them created, that do not count:
-// their order says nothing. A key that is not the one the counter's IDs
-// were made with is refused, before any ID is handed out.
+// API's) hand out nothing until the key Secret exists (they never make it:
+// the elected manager does), then, racing on one counter, distinct IDs in
+// [2^40, 2^41), all made with that key, that do not count: their order
+// says nothing. A key that is not the one the counter's IDs were made with
+// is refused, before any ID is handed out.
 func TestObscureListIDs(t *testing.T) {
 	ctx := context.Background()
-	const allocators, each, name = 3, 10, "obscure-test"
+	const allocators, each, name, keyName = 3, 10, "obscure-test", "obscure-test-key"
+	_, err := (&listid.Allocator{Reader: k8s, Writer: k8s, Namespace: nsSystem, Name: name, Obscure: true, KeySecret: keyName}).Next(ctx)
+	if !errors.Is(err, listid.ErrKeyMissing) || !strings.Contains(err.Error(), nsSystem+"/"+keyName) {
+		t.Fatalf("no key Secret: %v, want ErrKeyMissing naming it", err)
+	}
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsSystem, Name: name}, &cm); !apierrors.IsNotFound(err) {
+		t.Fatalf("an allocation without a key touched the counter: %v %v", cm.Data, err)
+	}
+	spec, _ := installsecret.Lookup(installsecret.ListIDKey)
+	data, err := spec.Make(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: keyName}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var ids []int64
 	var wg sync.WaitGroup
@@ -136,7 +158,7 @@ func TestObscureListIDs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			alloc := &listid.Allocator{Reader: k8s, Writer: k8s, Namespace: nsSystem, Name: name, Obscure: true}
+			alloc := &listid.Allocator{Reader: k8s, Writer: k8s, Namespace: nsSystem, Name: name, Obscure: true, KeySecret: keyName}
 			for i := 0; i < each; i++ {
 				id, err := alloc.Next(ctx)
 				if err != nil {
@@ -168,13 +190,9 @@ func TestObscureListIDs(t *testing.T) {
 		t.Errorf("IDs in handing-out order %v: they count", ids)
 	}
 	var sec corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsSystem, Name: listid.KeySecretName(name)}, &sec); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsSystem, Name: keyName}, &sec); err != nil {
 		t.Fatalf("the key Secret: %v", err)
 	}
-	if len(sec.Data["key"]) != 32 {
-		t.Errorf("the key Secret holds %d key bytes", len(sec.Data["key"]))
-	}
-	var cm corev1.ConfigMap
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsSystem, Name: name}, &cm); err != nil || cm.Data["last"] != fmt.Sprint(allocators*each) {
 		t.Errorf("counter %v (%v), want last=%d", cm.Data, err, allocators*each)
 	}
@@ -184,7 +202,7 @@ func TestObscureListIDs(t *testing.T) {
 	if err := k8s.Update(ctx, &sec); err != nil {
 		t.Fatal(err)
 	}
-	_, err := (&listid.Allocator{Reader: k8s, Writer: k8s, Namespace: nsSystem, Name: name, Obscure: true}).Next(ctx)
+	_, err = (&listid.Allocator{Reader: k8s, Writer: k8s, Namespace: nsSystem, Name: name, Obscure: true, KeySecret: keyName}).Next(ctx)
 	if err == nil || !strings.Contains(err.Error(), "is not the key the IDs of counter") {
 		t.Errorf("a replaced key: %v, want a refusal", err)
 	}

@@ -23,11 +23,6 @@ import (
 // a Warning event, with the kubelet's or the scheduler's reason and
 // message), and fail the run once it has lasted the grace period.
 
-// The manager reads worker pods (cached, only its own: see the operator's
-// cache options) and the Job controller's events, in the workers' namespace.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch,namespace=system
-// +kubebuilder:rbac:groups="",resources=events,verbs=list,namespace=system
-
 // DefaultPodStartGrace is how long a worker pod may be unable to start
 // before its run fails.
 const DefaultPodStartGrace = 2 * time.Minute

@@ -43,9 +43,6 @@ type PurchaseReconciler struct {
 	Clock clock.PassiveClock // nil: the wall clock
 }
 
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=purchases,verbs=get;list;watch
-// +kubebuilder:rbac:groups=lists.emaildata.io,resources=purchases/status,verbs=get;update;patch
-
 // Reconcile computes the Purchase's status from its list.
 func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var p listsv1.Purchase

@@ -31,6 +31,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/listservice"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/wiring"
 )
@@ -289,8 +290,8 @@ func createFixtures(ctx context.Context) error {
 	// namespace (docs/callbacks.md).
 	for _, ns := range []string{nsJob, nsLocal} {
 		if err := k8s.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: callback.DefaultSigningSecret},
-			Data:       map[string][]byte{callback.SigningKeyField: []byte(testSigningKey)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: installsecret.Config{}.Name(installsecret.CallbackSigning)},
+			Data:       map[string][]byte{installsecret.Field: []byte(testSigningKey)},
 		}); err != nil {
 			return err
 		}

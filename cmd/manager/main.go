@@ -10,11 +10,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
-	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
@@ -118,7 +118,22 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	fs.StringVar(&o.SourceAllowCIDRs, "source-allow-cidrs", "", "private ranges the S3 endpoints of credentialsSecretRef sources may resolve to, comma separated")
 	fs.BoolVar(&o.KeepParts, "keep-parts", false, "keep the shards' intermediate parts after the merge (debugging)")
 	fs.StringVar(&o.CallbackAllowCIDRs, "callback-allow-cidrs", "", "private ranges callbacks may reach, comma separated (e.g. 10.0.0.0/8)")
-	fs.StringVar(&o.CallbackSigningSecret, callback.SigningSecretFlag, callback.DefaultSigningSecret, "Secret in --namespace whose key \""+callback.SigningKeyField+"\" is the installation's callback signing key (at least 32 bytes); each API tenant's key is derived from it")
+	o.Secrets.BindFlags(fs) // the API's flags of the same names: one setting
+	o.Secrets.BindManagerFlags(fs)
+	fs.StringVar(&o.ListIDConfigMap, "list-id-configmap", listid.DefaultConfigMap, "the list ID counter ConfigMap in --namespace (the API's flag of the same name)")
+	fs.Func("watch-namespaces", "reconcile lists, Purchases and Datasets only in these namespaces (comma separated) and in --namespace and --api-namespace; default: every namespace", func(v string) error {
+		o.WatchNamespaces = nil
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+				return fmt.Errorf("namespace %q: %s", n, strings.Join(errs, "; "))
+			}
+			o.WatchNamespaces = append(o.WatchNamespaces, n)
+		}
+		return nil
+	})
 	fs.DurationVar(&o.SourceGrace, "source-grace", 0, "how long to wait for a missing list source (default 2m)")
 	fs.DurationVar(&o.OrphanUploadAge, "orphan-upload-age", controllers.DefaultOrphanUploadAge, "remove an upload no list names once nothing has written it for this long (what an API killed mid-upload leaves); negative: never")
 	fs.DurationVar(&o.UploadSweepInterval, "upload-sweep-interval", controllers.DefaultUploadSweepInterval, "how often the store's uploads folder is swept for orphaned uploads")
@@ -129,6 +144,7 @@ func bindManagerFlags(fs *flag.FlagSet, o *operator.Options) (grants *string, me
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics server (default: self-signed)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader, for several replicas")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", operator.DefaultLeaderElectionID, "name of the leader election Lease in --namespace, one per installation")
 	return grants, metricsSecure
 }
 

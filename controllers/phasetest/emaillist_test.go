@@ -24,6 +24,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/wiring"
 )
 
@@ -359,17 +360,17 @@ func TestEmailListCallbackNeedsSigningKey(t *testing.T) {
 	}
 	backoff := callback.Backoff{Base: 10 * time.Second, Max: time.Minute, Attempts: 5}
 	r.Callbacks = controllers.CallbackConfig{Client: policy.Client(5 * time.Second), Backoff: backoff,
-		SigningNamespace: ns, SigningSecret: callback.DefaultSigningSecret}
+		SigningNamespace: ns, SigningSecret: installsecret.Config{}.Name(installsecret.CallbackSigning)}
 
 	wantRequeue(t, w.reconcile(r, l, false), backoff.Delay(1))
 	cb := w.list(l.Name).Status.Callback
-	if cb == nil || cb.State != listsv1.CallbackPending || !strings.Contains(cb.LastError, "Secret "+ns+"/"+callback.DefaultSigningSecret+" does not exist") || calls.Load() != 0 {
+	if cb == nil || cb.State != listsv1.CallbackPending || !strings.Contains(cb.LastError, "Secret "+ns+"/"+installsecret.Config{}.Name(installsecret.CallbackSigning)+" does not exist") || calls.Load() != 0 {
 		t.Fatalf("without the signing Secret: %+v, %d calls", cb, calls.Load())
 	}
 
 	inst := []byte("phasetest-installation-signing-key-0123")
-	if err := w.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: callback.DefaultSigningSecret},
-		Data: map[string][]byte{callback.SigningKeyField: inst}}); err != nil {
+	if err := w.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: installsecret.Config{}.Name(installsecret.CallbackSigning)},
+		Data: map[string][]byte{installsecret.Field: inst}}); err != nil {
 		t.Fatal(err)
 	}
 	w.clock.Step(backoff.Delay(1))

@@ -34,9 +34,14 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/listservice"
 	"github.com/emaildata/emaildata/internal/lists/peoplelist"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/wiring"
 )
+
+// DefaultLeaderElectionID names the leader election Lease of the
+// installation config/default and the chart's release "emaildata" make.
+const DefaultLeaderElectionID = "emaildata-manager.lists.emaildata.io"
 
 // Executor kinds.
 const (
@@ -85,13 +90,16 @@ type Options struct {
 	// CallbackAllowCIDRs opens private ranges to callbacks, comma separated.
 	CallbackAllowCIDRs string
 	CallbackBackoff    callback.Backoff
-	// CallbackSigningSecret names the Secret in Namespace holding the
-	// installation's callback signing key, from which each tenant's key is
-	// derived (default callback.DefaultSigningSecret; docs/callbacks.md).
-	CallbackSigningSecret string
-	SourceGrace           time.Duration
-	PollInterval          time.Duration
-	MaxConcurrent         int
+	// Secrets names the installation secrets in Namespace (the list ID key,
+	// the callback signing key): the elected manager makes the missing
+	// ones at start, except those the installer provides (Secrets.External).
+	Secrets installsecret.Config
+	// SecretsRecheck is how often a missing external installation secret
+	// is looked for again (default 30s).
+	SecretsRecheck time.Duration
+	SourceGrace    time.Duration
+	PollInterval   time.Duration
+	MaxConcurrent  int
 
 	// OrphanUploadAge is how long an upload nothing writes and no list
 	// names stays in the store before the manager removes it (what an API
@@ -106,8 +114,17 @@ type Options struct {
 	// before its list or Dataset fails (default 2m).
 	PodStartGrace time.Duration
 
-	// WatchNamespaces limits the manager to these namespaces (all when empty).
+	// WatchNamespaces limits the manager to these namespaces (all when
+	// empty): it then reconciles EmailLists, Purchases and Datasets, and
+	// reads ConfigMaps and list Secrets, there and in Namespace and
+	// APINamespace only (which it always watches), so that its RBAC can be
+	// Roles in those namespaces instead of ClusterRoles (the chart's
+	// watchNamespaces; docs/install.md).
 	WatchNamespaces []string
+
+	// LeaderElectionID names the leader election Lease in Namespace
+	// (default DefaultLeaderElectionID); one per installation.
+	LeaderElectionID string
 
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
@@ -143,8 +160,11 @@ func (o *Options) Defaults() {
 	if o.Pipeline.ShardBytes == 0 {
 		o.Pipeline = pipeline.DefaultConfig()
 	}
-	if o.CallbackSigningSecret == "" {
-		o.CallbackSigningSecret = callback.DefaultSigningSecret
+	if o.SecretsRecheck <= 0 {
+		o.SecretsRecheck = 30 * time.Second
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = DefaultLeaderElectionID
 	}
 	if o.CallbackBackoff.Attempts == 0 {
 		o.CallbackBackoff = callback.Backoff{Base: 5 * time.Second, Max: 5 * time.Minute, Attempts: 8}
@@ -223,13 +243,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Registry:  reg,
 		Executor:  exec,
 		IDs: &listid.Allocator{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-			Namespace: o.Namespace, Name: o.ListIDConfigMap, Obscure: true},
+			Namespace: o.Namespace, Name: o.ListIDConfigMap, Obscure: true, KeySecret: o.Secrets.Name(installsecret.ListIDKey)},
 		Pipeline:      o.Pipeline.SharedBy(o.MaxConcurrent),
 		SourceGrace:   o.SourceGrace,
 		PodStartGrace: o.PodStartGrace,
 		PollInterval:  o.PollInterval,
 		Callbacks: controllers.CallbackConfig{Client: policy.Client(callback.DefaultTimeout), Backoff: o.CallbackBackoff,
-			SigningNamespace: o.Namespace, SigningSecret: o.CallbackSigningSecret},
+			SigningNamespace: o.Namespace, SigningSecret: o.Secrets.Name(installsecret.CallbackSigning)},
 		Access: controllers.SourceAccess{
 			APINamespace: o.APINamespace, Grants: o.StoreGrants,
 			HTTPClient: sourceClient, MaxBytes: o.Pipeline.Limits.MaxExpandedBytes,
@@ -243,6 +263,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := setupOthers(mgr, o, scheme, store, loader); err != nil {
 		return nil, err
 	}
+	if err := mgr.Add(&installationSecrets{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), namespace: o.Namespace,
+		cfg: o.Secrets, interval: o.SecretsRecheck}); err != nil {
+		return nil, fmt.Errorf("set up the installation secrets: %w", err)
+	}
 	if o.OrphanUploadAge > 0 {
 		if err := mgr.Add(&controllers.UploadSweeper{Reader: mgr.GetAPIReader(), Namespace: o.APINamespace, Store: store,
 			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval}); err != nil {
@@ -250,7 +274,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 	}
 	logf.FromContext(ctx).Info("manager configured", "executor", o.Executor, "namespace", o.Namespace,
-		"apiNamespace", o.APINamespace, "storeGrants", o.StoreGrants.String())
+		"apiNamespace", o.APINamespace, "watchNamespaces", watched(o), "storeGrants", o.StoreGrants.String())
 	return mgr, nil
 }
 
@@ -262,15 +286,15 @@ func newManager(cfg *rest.Config, o Options, scheme *runtime.Scheme) (ctrl.Manag
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElection,
 		Controller:              ctrlconfig.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
-		LeaderElectionID:        "emaildata-manager.lists.emaildata.io",
+		LeaderElectionID:        o.LeaderElectionID,
 		LeaderElectionNamespace: o.Namespace,
-		Cache: cache.Options{DefaultNamespaces: namespaces(o.WatchNamespaces), ByObject: map[client.Object]cache.ByObject{
-			// Only our worker Jobs, not every Job in the cluster: list Jobs
-			// in the workers' namespace, Dataset Jobs beside their Dataset.
-			&batchv1.Job{}: {Label: workerSelector, Namespaces: jobNamespaces(o.WatchNamespaces, o.Job.Namespace)},
-			// And only their pods (read to see one that cannot start), where
-			// Jobs run: the workers' namespace and, for Datasets, the
-			// operator's. The manager's Role allows no more.
+		Cache: cache.Options{DefaultNamespaces: namespaces(watched(o)), ByObject: map[client.Object]cache.ByObject{
+			// Only our worker Jobs, not every Job in the cluster, and only
+			// where they run: list Jobs in the workers' namespace, Dataset
+			// Jobs beside their Dataset, in the operator's. The manager's
+			// Role there allows no more (no Job access anywhere else).
+			&batchv1.Job{}: {Label: workerSelector, Namespaces: namespaces(uniq(o.Job.Namespace, o.Namespace))},
+			// And only their pods (read to see one that cannot start).
 			&corev1.Pod{}: {Label: workerSelector, Namespaces: namespaces(uniq(o.Job.Namespace, o.Namespace))},
 		}},
 	})
@@ -462,12 +486,14 @@ func uniq(names ...string) []string {
 	return out
 }
 
-// jobNamespaces are the watched namespaces plus the workers' (nil: all).
-func jobNamespaces(watched []string, workers string) map[string]cache.Config {
-	if len(watched) == 0 {
+// watched are the namespaces whose lists, Purchases and Datasets the
+// manager reconciles: nil for all, else WatchNamespaces plus its own and
+// the API's (where Datasets and API lists live).
+func watched(o Options) []string {
+	if len(o.WatchNamespaces) == 0 {
 		return nil
 	}
-	return namespaces(append(slices.Clone(watched), workers))
+	return uniq(append(slices.Clone(o.WatchNamespaces), o.Namespace, o.APINamespace)...)
 }
 
 func namespaces(names []string) map[string]cache.Config {

@@ -53,8 +53,8 @@ func (s *Server) callbackSecret(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, "read the callback signing Secret", err)
 		return
 	}
-	inst := sec.Data[callback.SigningKeyField]
-	if err := callback.CheckInstallationKey(inst); err != nil {
+	inst, err := callback.InstallationKey(sec.Data)
+	if err != nil {
 		s.log.Warn("callback signing Secret is unusable", "secret", s.cfg.CallbackSigningSecret, logging.KeyError, err.Error())
 		writeError(w, r, http.StatusServiceUnavailable, "CallbackSigningUnavailable",
 			"callback signing is not configured on this server yet; callbacks of your lists are not sent until it is")

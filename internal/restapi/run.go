@@ -23,9 +23,9 @@ import (
 	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
-	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 )
 
@@ -35,9 +35,19 @@ type RunOptions struct {
 	// Listen is the address to serve on; Listener, when set, is used instead.
 	Listen   string
 	Listener net.Listener
-	// KeyNamespace holds the API key Secrets and the list ID counter.
+	// KeyNamespace is the operator's namespace: it holds the list ID
+	// counter and the installation secrets, and, unless APIKeyNamespace
+	// says otherwise, the API key Secrets.
 	KeyNamespace    string
 	ListIDConfigMap string
+	// APIKeyNamespace is where the API key Secrets are watched (default
+	// KeyNamespace). The watch needs list and watch on Secrets there, which
+	// RBAC cannot narrow to the labelled ones: a namespace holding key
+	// Secrets alone keeps every other Secret (Helm's release records among
+	// them) out of the API's reach (docs/install.md).
+	APIKeyNamespace string
+	// Secrets names the installation secrets, read by name in KeyNamespace.
+	Secrets installsecret.Config
 	// BlobURL names the store; Store, when set, is used instead.
 	BlobURL string
 	Store   *blobstore.Store
@@ -71,7 +81,8 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 		}
 		defer store.Close()
 	}
-	ids := &listid.Allocator{Reader: cl.GetAPIReader(), Writer: cl.GetClient(), Namespace: o.KeyNamespace, Name: o.ListIDConfigMap, Obscure: true}
+	ids := &listid.Allocator{Reader: cl.GetAPIReader(), Writer: cl.GetClient(), Namespace: o.KeyNamespace, Name: o.ListIDConfigMap,
+		Obscure: true, KeySecret: o.Secrets.Name(installsecret.ListIDKey)}
 	srv := New(o.Config, keys, cl.GetClient(), cl.GetAPIReader(), store, ids, o.Log)
 
 	cctx, cancelCluster := context.WithCancel(context.WithoutCancel(ctx))
@@ -139,8 +150,11 @@ func (o *RunOptions) defaults() {
 	if o.CallbackSigningNamespace == "" {
 		o.CallbackSigningNamespace = o.KeyNamespace
 	}
+	if o.APIKeyNamespace == "" {
+		o.APIKeyNamespace = o.KeyNamespace
+	}
 	if o.CallbackSigningSecret == "" {
-		o.CallbackSigningSecret = callback.DefaultSigningSecret
+		o.CallbackSigningSecret = o.Secrets.Name(installsecret.CallbackSigning)
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 45 * time.Second
@@ -154,15 +168,17 @@ func (o *RunOptions) defaults() {
 // and the lists, and the key store fed by the Secret informer; keysSynced
 // reports when the store holds the Secrets the informer first listed.
 func newCluster(ctx context.Context, cfg *rest.Config, o RunOptions) (_ cluster.Cluster, _ *apikey.Store, keysSynced toolscache.InformerSynced, _ error) {
-	namespaces := map[string]cache.Config{o.Namespace: {}, o.KeyNamespace: {}}
+	// Lists and Purchases: only where the API creates them.
+	namespaces := map[string]cache.Config{o.Namespace: {}}
 	cl, err := cluster.New(cfg, func(co *cluster.Options) {
 		co.Scheme = kubescheme.New()
 		co.Cache = cache.Options{
 			DefaultNamespaces: namespaces,
 			ByObject: map[client.Object]cache.ByObject{
-				// Only key Secrets, only in the key namespace.
+				// Only key Secrets, only in the key namespace (the label
+				// narrows what is cached; RBAC cannot narrow list/watch).
 				&corev1.Secret{}: {
-					Namespaces: map[string]cache.Config{o.KeyNamespace: {}},
+					Namespaces: map[string]cache.Config{o.APIKeyNamespace: {}},
 					Label:      labels.SelectorFromSet(labels.Set{apikey.Label: "true"}),
 				},
 			},

@@ -43,7 +43,8 @@ type Config struct {
 	// CallbackSigningNamespace and CallbackSigningSecret name the Secret
 	// holding the installation's callback signing key, from which
 	// GET /v5/callback/secret derives the caller's tenant's key (RunOptions:
-	// the key namespace and callback.DefaultSigningSecret by default).
+	// the operator's namespace and installsecret.CallbackSigning's name by
+	// default).
 	CallbackSigningNamespace, CallbackSigningSecret string
 	// PurchaseWait bounds how long a purchase waits for the list to settle.
 	PurchaseWait time.Duration

@@ -19,6 +19,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/platform/services"
 )
@@ -81,6 +82,17 @@ func (s *Server) submitList(w http.ResponseWriter, r *http.Request) {
 	// The ID is reserved for the list's name: the controller adopts the
 	// label below only for the list the reservation names (internal/lists/listid).
 	id, err := s.ids.Reserve(r.Context(), listName)
+	if errors.Is(err, listid.ErrKeyMissing) {
+		// A new installation whose manager has not made the key yet (or
+		// an installer's own key not provided yet): nothing is lost, the
+		// client tries again.
+		cleanup()
+		s.log.Warn("no list ID until the list ID key Secret exists", logging.KeyError, err.Error())
+		w.Header().Set("Retry-After", "10")
+		writeError(w, r, http.StatusServiceUnavailable, "ListIDsUnavailable",
+			"this server cannot hand out list IDs yet: its installation key is not in place (the operator makes it when it starts); try again shortly")
+		return
+	}
 	if err != nil {
 		cleanup()
 		s.internalError(w, r, "allocate list id", err)

@@ -36,6 +36,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/platform/services"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -126,9 +127,16 @@ func runSuite(m *testing.M) int {
 
 	// The installation's callback signing key (docs/callbacks.md).
 	if err := k8s.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: callback.DefaultSigningSecret},
-		Data:       map[string][]byte{callback.SigningKeyField: []byte("restapi-suite-signing-key-0123456789")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsSystem, Name: installsecret.Config{}.Name(installsecret.CallbackSigning)},
+		Data:       map[string][]byte{installsecret.Field: []byte("restapi-suite-signing-key-0123456789")},
 	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	// The list ID key, as the elected manager makes it at start; made here
+	// first so that no test's upload meets "no list ID key yet".
+	if _, err := operator.EnsureInstallationSecrets(ctx, k8s, k8s, nsSystem, installsecret.Config{}, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -228,8 +236,9 @@ func startAPI(ctx context.Context, c restapi.Config) (string, error) {
 	return startAPIStore(ctx, c, store)
 }
 
-// startAPIStore is startAPI with the API's uploads going to st.
-func startAPIStore(ctx context.Context, c restapi.Config, st *blobstore.Store) (string, error) {
+// startAPIStore is startAPI with the API's uploads going to st; opts
+// change its run options last.
+func startAPIStore(ctx context.Context, c restapi.Config, st *blobstore.Store, opts ...func(*restapi.RunOptions)) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -267,14 +276,16 @@ func startAPIStore(ctx context.Context, c restapi.Config, st *blobstore.Store) (
 	}
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
-	go func() {
-		errc <- restapi.Run(ctx, cfg, restapi.RunOptions{
-			Config: c, Listener: ln, MetricsListener: mln, KeyNamespace: nsSystem, Store: st,
-			ShutdownTimeout: 20 * time.Second,
-			Log:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Ready:           func(string) { close(ready) },
-		})
-	}()
+	ro := restapi.RunOptions{
+		Config: c, Listener: ln, MetricsListener: mln, KeyNamespace: nsSystem, Store: st,
+		ShutdownTimeout: 20 * time.Second,
+		Log:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Ready:           func(string) { close(ready) },
+	}
+	for _, o := range opts {
+		o(&ro)
+	}
+	go func() { errc <- restapi.Run(ctx, cfg, ro) }()
 	select {
 	case <-ready:
 	case err := <-errc:

@@ -231,3 +231,66 @@ priorityClassName: {{ . }}
 {{- define "emaildata.scraperTokenSecret" -}}
 {{- default (printf "%s-metrics-scraper-token" (include "emaildata.fullname" .)) .Values.serviceMonitor.authorization.credentials.name -}}
 {{- end -}}
+
+{{/* ---- Per-installation names, installation secrets and watched namespaces (docs/install.md) ---- */}}
+
+{{/* The selector label that tells this release's pods from another's. */}}
+{{- define "emaildata.instanceSelector" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The list ID counter ConfigMap, in the release namespace. */}}
+{{- define "emaildata.listIDConfigMap" -}}
+{{- printf "%s-list-ids" (include "emaildata.fullname" .) -}}
+{{- end -}}
+
+{{/* The leader election Lease, in the release namespace. */}}
+{{- define "emaildata.leaderElectionID" -}}
+{{- printf "%s-manager.lists.emaildata.io" (include "emaildata.fullname" .) -}}
+{{- end -}}
+
+{{/* The installation secrets (internal/platform/installsecret): kind, value key,
+     Secret name (existingSecret or <fullname>-<suffix>), whether the installer brings it.
+     Returns a YAML list; the suffixes are installsecret.Specs'. */}}
+{{- define "emaildata.installationSecrets" -}}
+{{- $fullname := include "emaildata.fullname" . -}}
+{{- $v := .Values.installationSecrets -}}
+- kind: list-id-key
+  name: {{ default (printf "%s-list-ids-key" $fullname) $v.listIDKey.existingSecret }}
+  external: {{ not (empty $v.listIDKey.existingSecret) }}
+- kind: callback-signing
+  name: {{ default (printf "%s-callback-signing" $fullname) $v.callbackSigning.existingSecret }}
+  external: {{ not (empty $v.callbackSigning.existingSecret) }}
+{{- end -}}
+
+{{/* The flags naming the counter and the installation secrets, the same for the manager and the API. */}}
+{{- define "emaildata.installationArgs" -}}
+- --list-id-configmap={{ include "emaildata.listIDConfigMap" . }}
+{{- range (include "emaildata.installationSecrets" . | fromYamlArray) }}
+- --{{ .kind }}-secret={{ .name }}
+{{- end }}
+{{- end -}}
+
+{{/* The manager's --external-secrets: the installation secrets the installer brings. */}}
+{{- define "emaildata.externalSecretsArg" -}}
+{{- $ext := list -}}
+{{- range (include "emaildata.installationSecrets" . | fromYamlArray) }}{{ if .external }}{{ $ext = append $ext .kind }}{{ end }}{{ end -}}
+{{- with $ext }}
+- --external-secrets={{ join "," . }}
+{{- end }}
+{{- end -}}
+
+{{/* The namespace of the API key Secrets. */}}
+{{- define "emaildata.apiKeyNamespace" -}}
+{{- default .Release.Namespace .Values.apiKeys.namespace -}}
+{{- end -}}
+
+{{/* What this release reconciles, as recorded on its manager's ClusterRoleBinding
+     ("*": every namespace) and read by templates/guard.yaml. */}}
+{{- define "emaildata.watchAnnotation" -}}
+{{- if .Values.watchNamespaces -}}
+{{- join "," (uniq .Values.watchNamespaces) -}}
+{{- else -}}
+*
+{{- end -}}
+{{- end -}}

@@ -43,6 +43,11 @@ var valueSets = []struct {
 		"podSecurityContext": openShiftValues()["podSecurityContext"],
 		"api":                map[string]any{"replicas": 1},
 	}},
+	{"namespaced, keys apart, own signing key", map[string]any{
+		"watchNamespaces":     []any{"team-a", "team-b"},
+		"apiKeys":             map[string]any{"namespace": "emaildata-keys"},
+		"installationSecrets": map[string]any{"callbackSigning": map[string]any{"existingSecret": "vault-signing"}},
+	}},
 	{"renamed, no API, no user roles", map[string]any{
 		"fullnameOverride": "acme-mail",
 		"api":              map[string]any{"enabled": false},

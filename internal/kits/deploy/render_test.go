@@ -37,30 +37,50 @@ func renderChart(t *testing.T, vals map[string]any) []*unstructured.Unstructured
 }
 
 func renderChartErr(vals map[string]any) ([]*unstructured.Unstructured, error) {
-	return renderChartFrom(nil, vals)
+	return renderReleaseFrom(nil, releaseName, releaseNS, vals)
 }
 
 // renderChartFrom renders the chart as an install (cluster nil: as `helm
 // template`, lookup finds nothing) or as an upgrade against the cluster
 // (lookup reads it, as `helm upgrade` does).
 func renderChartFrom(cluster *rest.Config, vals map[string]any) ([]*unstructured.Unstructured, error) {
-	files, err := renderFilesFrom(cluster, vals)
+	return renderReleaseFrom(cluster, releaseName, releaseNS, vals)
+}
+
+// renderRelease renders the chart as the release name in namespace ns.
+func renderRelease(t *testing.T, name, ns string, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := renderReleaseErr(name, ns, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func renderReleaseErr(name, ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	return renderReleaseFrom(nil, name, ns, vals)
+}
+
+// renderReleaseFrom renders the chart as the release name in namespace ns,
+// as an install or as an upgrade against the cluster (see renderChartFrom).
+func renderReleaseFrom(cluster *rest.Config, name, ns string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	files, err := renderReleaseFilesFrom(cluster, name, ns, vals)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
+	paths := make([]string, 0, len(files))
+	for path := range files {
+		paths = append(paths, path)
 	}
-	sort.Strings(names)
+	sort.Strings(paths)
 	var objs []*unstructured.Unstructured
-	for _, name := range names {
-		if !strings.HasSuffix(name, ".yaml") || strings.HasPrefix(filepath.Base(name), "_") {
+	for _, path := range paths {
+		if !strings.HasSuffix(path, ".yaml") || strings.HasPrefix(filepath.Base(path), "_") {
 			continue
 		}
-		got, err := decodeDocs([]byte(files[name]))
+		got, err := decodeDocs([]byte(files[path]))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		objs = append(objs, got...)
 	}
@@ -76,11 +96,17 @@ func renderFiles(vals map[string]any) (map[string]string, error) {
 // renderFilesFrom is renderFiles as an install (cluster nil) or as an
 // upgrade against the cluster (see renderChartFrom).
 func renderFilesFrom(cluster *rest.Config, vals map[string]any) (map[string]string, error) {
+	return renderReleaseFilesFrom(cluster, releaseName, releaseNS, vals)
+}
+
+// renderReleaseFilesFrom is renderFilesFrom as the release name in
+// namespace ns.
+func renderReleaseFilesFrom(cluster *rest.Config, name, ns string, vals map[string]any) (map[string]string, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart: %w", err)
 	}
-	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: releaseNS, Revision: 1, IsInstall: true}
+	opts := chartutil.ReleaseOptions{Name: name, Namespace: ns, Revision: 1, IsInstall: true}
 	if cluster != nil {
 		opts.Revision, opts.IsInstall, opts.IsUpgrade = 2, false, true
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/platform/services"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -198,7 +199,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := s.openHistory(ctx, &o.Verify); err != nil {
 		return nil, err
 	}
-	if err := ensureSigningKey(ctx, c, filepath.Join(s.dir, "callback-signing-key")); err != nil {
+	// The manager makes the installation secrets when it is elected; made
+	// here first, the API never answers a first upload with "no list ID
+	// key yet". They live in etcd, which keeps its data between runs, so
+	// tenants' callback keys stay the same.
+	if _, err := operator.EnsureInstallationSecrets(ctx, c, c, Namespace, installsecret.Config{}, nil); err != nil {
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(ctx)
@@ -495,30 +500,6 @@ func ensureLocalKey(ctx context.Context, c client.Client, keyFile, secretName st
 		return "", fmt.Errorf("create local API key %s: %w", secretName, err)
 	}
 	return key, nil
-}
-
-// ensureSigningKey creates (once) the installation's callback signing key
-// Secret, with a random key kept in keyFile so that the tenant keys
-// derived from it stay the same between runs.
-func ensureSigningKey(ctx context.Context, c client.Client, keyFile string) error {
-	key, err := os.ReadFile(keyFile)
-	if err != nil || callback.CheckInstallationKey(key) != nil {
-		key = make([]byte, callback.MinInstallationKeyBytes)
-		if _, err := rand.Read(key); err != nil {
-			return err
-		}
-		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-			return err
-		}
-	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: callback.DefaultSigningSecret}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
-		sec.Data = map[string][]byte{callback.SigningKeyField: key}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("create the callback signing key %s: %w", callback.DefaultSigningSecret, err)
-	}
-	return nil
 }
 
 // Done reports the manager or the API stopping on its own.

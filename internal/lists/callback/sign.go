@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 )
 
 // Callbacks are signed as the Standard Webhooks specification says
@@ -40,25 +42,16 @@ const (
 )
 
 // Where the keys come from. A list the REST API created is signed with its
-// tenant's key, derived from the installation's signing key (a Secret in
-// the operator's namespace that the manager and the API read by name) and
-// the tenant's label (TenantKey); the tenant reads its key from
-// GET /v5/callback/secret. A list applied with kubectl names a Secret of
-// its own namespace (spec.callbackSecretRef) whose SecretKeyField holds the
-// key's text form.
+// tenant's key, derived from the installation's signing key (the
+// installation secret installsecret.CallbackSigning, in the operator's
+// namespace, which the manager and the API read by name) and the tenant's
+// label (TenantKey); the tenant reads its key from GET /v5/callback/secret.
+// A list applied with kubectl names a Secret of its own namespace
+// (spec.callbackSecretRef) whose SecretKeyField holds the key's text form.
 const (
-	// DefaultSigningSecret names the installation's signing key Secret.
-	DefaultSigningSecret = "emaildata-callback-signing"
-	// SigningSecretFlag is the flag of the manager and the API naming it.
-	SigningSecretFlag = "callback-signing-secret"
-	// SigningKeyField is the Secret key holding the installation's key:
-	// at least MinInstallationKeyBytes bytes, as they are (not base64).
-	SigningKeyField = "key"
 	// SecretKeyField is the key of a spec.callbackSecretRef Secret holding
 	// a list's signing key in its text form (whsec_...).
 	SecretKeyField = "secret"
-	// MinInstallationKeyBytes is the shortest installation key accepted.
-	MinInstallationKeyBytes = 32
 )
 
 // Signing says how one callback is signed.
@@ -83,12 +76,11 @@ func TenantKey(installation []byte, tenantLabel string) []byte {
 	return m.Sum(nil)
 }
 
-// CheckInstallationKey refuses an installation key that is too short.
-func CheckInstallationKey(key []byte) error {
-	if len(key) < MinInstallationKeyBytes {
-		return fmt.Errorf("the callback signing key is %d bytes; at least %d are needed", len(key), MinInstallationKeyBytes)
-	}
-	return nil
+// InstallationKey returns the installation's signing key from its
+// Secret's data, refusing one that is too short (installsecret's rule).
+func InstallationKey(data map[string][]byte) ([]byte, error) {
+	spec, _ := installsecret.Lookup(installsecret.CallbackSigning)
+	return spec.Key(data)
 }
 
 // FormatSecret is a key's text form, as receivers configure it: whsec_

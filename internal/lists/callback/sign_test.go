@@ -72,11 +72,11 @@ func TestTenantKey(t *testing.T) {
 	if k, err := ParseSecret(FormatSecret(a)); err != nil || !bytes.Equal(k, a) {
 		t.Fatalf("a tenant key's text form does not parse back: %v", err)
 	}
-	if err := CheckInstallationKey(inst[:31]); err == nil {
+	if _, err := InstallationKey(map[string][]byte{"key": inst[:31]}); err == nil {
 		t.Error("a 31-byte installation key was accepted")
 	}
-	if err := CheckInstallationKey(inst); err != nil {
-		t.Error(err)
+	if k, err := InstallationKey(map[string][]byte{"key": inst}); err != nil || !bytes.Equal(k, inst) {
+		t.Errorf("a 32-byte installation key: %q %v", k, err)
 	}
 }
 

@@ -49,9 +49,12 @@ type Allocator struct {
 	Namespace string
 	Name      string
 	// Obscure hands out PermutedBase + P(n) for counter value n, P the
-	// permutation keyed by the Secret KeySecretName(Name), made on first
-	// use (see permute.go); false hands out n (tests that count on it).
+	// permutation keyed by the Secret KeySecret (see permute.go); false
+	// hands out n (tests that count on it).
 	Obscure bool
+	// KeySecret names the key's Secret in Namespace (default: the
+	// installation secret ListIDKey's default name).
+	KeySecret string
 
 	keyMu sync.Mutex
 	perm  *permutation // the key's, once read
@@ -255,7 +258,7 @@ func (a *Allocator) checkKey(cm *corev1.ConfigMap, p permutation) error {
 		cm.Data[keyCheckKey] = check
 	case v != check:
 		return fmt.Errorf("list id key Secret %s/%s is not the key the IDs of counter %s were made with: restore it "+
-			"(a new key could hand out an ID again); no ID is handed out until then", a.Namespace, KeySecretName(a.Name), a.key())
+			"(a new key could hand out an ID again); no ID is handed out until then", a.Namespace, a.keySecret(), a.key())
 	}
 	return nil
 }

@@ -3,16 +3,17 @@ package listid
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 )
 
 // Public IDs that do not count. The counter's values, handed out as they
@@ -27,8 +28,10 @@ import (
 // counter value, so the IDs handed out before keep their meaning and are
 // never handed out again.
 //
-// The key is 32 random bytes in the Secret <counter name>-key, made by the
-// first allocator that needs it; the counter records a check of it
+// The key is an installation secret (internal/platform/installsecret,
+// ListIDKey): random bytes in a Secret the elected manager makes at start
+// and never replaces. An allocator only reads it, by name: until it exists
+// no ID is handed out (ErrKeyMissing). The counter records a check of it
 // (keyCheckKey), and an allocator finding another key refuses to hand out
 // IDs: a new key could repeat an old ID.
 const (
@@ -43,9 +46,6 @@ const (
 	permuteBits = 40
 	halfBits    = permuteBits / 2
 	halfMask    = uint64(1)<<halfBits - 1
-	keyBytes    = 32
-	// secretDataKey holds the key in its Secret.
-	secretDataKey = "key"
 	// keyCheckKey, in the counter, holds keyCheck of the key its IDs were
 	// made with.
 	keyCheckKey = "key-check"
@@ -96,54 +96,40 @@ func (p permutation) publicID(n int64) (int64, error) {
 	return PermutedBase + int64(p.apply(uint64(n))), nil
 }
 
-// KeySecretName is the Secret holding the key of the counter named
-// counter (in the counter's namespace).
-func KeySecretName(counter string) string { return counter + "-key" }
+// ErrKeyMissing: the key Secret does not exist (yet). The elected manager
+// makes it when it starts; callers answer "try again later".
+var ErrKeyMissing = errors.New("the list ID key Secret does not exist yet")
 
 // permutation returns the installation's permutation, reading its key
-// from the Secret, or making it when there is none yet.
+// from the Secret by name (never creating it: see ErrKeyMissing).
 func (a *Allocator) permutation(ctx context.Context) (permutation, error) {
 	a.keyMu.Lock()
 	defer a.keyMu.Unlock()
 	if a.perm != nil {
 		return *a.perm, nil
 	}
-	key := client.ObjectKey{Namespace: a.Namespace, Name: KeySecretName(a.Name)}
-	for attempt := 0; attempt < 2; attempt++ {
-		var sec corev1.Secret
-		err := a.Reader.Get(ctx, key, &sec)
-		if err == nil {
-			k := sec.Data[secretDataKey]
-			if len(k) < keyBytes {
-				return permutation{}, fmt.Errorf("list id key Secret %s holds no %d-byte key %q", key, keyBytes, secretDataKey)
-			}
-			a.perm = &permutation{key: k}
-			return *a.perm, nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return permutation{}, fmt.Errorf("read list id key Secret %s: %w", key, err)
-		}
-		if err := a.createKey(ctx, key); err != nil && !apierrors.IsAlreadyExists(err) {
-			return permutation{}, err
-		}
+	key := client.ObjectKey{Namespace: a.Namespace, Name: a.keySecret()}
+	var sec corev1.Secret
+	err := a.Reader.Get(ctx, key, &sec)
+	if apierrors.IsNotFound(err) {
+		return permutation{}, fmt.Errorf("%w: %s (the elected manager creates it when it starts, or the installer provides it)", ErrKeyMissing, key)
 	}
-	return permutation{}, fmt.Errorf("list id key Secret %s: created, yet not found", key)
+	if err != nil {
+		return permutation{}, fmt.Errorf("read list id key Secret %s: %w", key, err)
+	}
+	spec, _ := installsecret.Lookup(installsecret.ListIDKey)
+	k, err := spec.Key(sec.Data)
+	if err != nil {
+		return permutation{}, fmt.Errorf("list id key Secret %s: %w", key, err)
+	}
+	a.perm = &permutation{key: k}
+	return *a.perm, nil
 }
 
-// createKey makes the key Secret with a new random key.
-func (a *Allocator) createKey(ctx context.Context, key client.ObjectKey) error {
-	k := make([]byte, keyBytes)
-	if _, err := rand.Read(k); err != nil {
-		return err
+// keySecret names the key Secret: KeySecret, else the default.
+func (a *Allocator) keySecret() string {
+	if a.KeySecret != "" {
+		return a.KeySecret
 	}
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{"app.kubernetes.io/name": "emaildata", "app.kubernetes.io/component": "list-id-key"}},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{secretDataKey: k},
-	}
-	if err := a.Writer.Create(ctx, sec); err != nil {
-		return fmt.Errorf("create list id key Secret %s: %w", key, err)
-	}
-	return nil
+	return installsecret.Config{}.Name(installsecret.ListIDKey)
 }

@@ -10,8 +10,8 @@ import (
 // values to IDs whose order and gaps say nothing: about half of the next
 // IDs are smaller, and the gaps spread over the range.
 func TestPermutation(t *testing.T) {
-	p := permutation{key: bytes.Repeat([]byte{7}, keyBytes)}
-	q := permutation{key: bytes.Repeat([]byte{8}, keyBytes)}
+	p := permutation{key: bytes.Repeat([]byte{7}, 32)}
+	q := permutation{key: bytes.Repeat([]byte{8}, 32)}
 	const n = 20_000
 	seen := make(map[int64]bool, n)
 	down, same, near := 0, 0, 0
@@ -56,7 +56,7 @@ func TestPermutation(t *testing.T) {
 	if _, err := p.publicID(PermutedBase); err == nil {
 		t.Error("a counter value of 2^40 got an ID")
 	}
-	if p.keyCheck() == q.keyCheck() || p.keyCheck() != (permutation{key: bytes.Repeat([]byte{7}, keyBytes)}).keyCheck() {
+	if p.keyCheck() == q.keyCheck() || p.keyCheck() != (permutation{key: bytes.Repeat([]byte{7}, 32)}).keyCheck() {
 		t.Error("key checks do not tell keys apart")
 	}
 }
@@ -64,7 +64,7 @@ func TestPermutation(t *testing.T) {
 // Distinct values have distinct images (the Feistel structure makes it a
 // permutation of the whole domain; this walks two slices of it).
 func TestPermutationIsABijection(t *testing.T) {
-	p := permutation{key: bytes.Repeat([]byte{9}, keyBytes)}
+	p := permutation{key: bytes.Repeat([]byte{9}, 32)}
 	// 2^16 values of the low half (the high one 0), and as many of the
 	// high half (the low one 0): every image distinct, and each inverts.
 	const walk = 1 << 16
