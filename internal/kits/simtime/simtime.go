@@ -13,12 +13,15 @@ import (
 	"time"
 )
 
-// Advance lets d pass on the bubble's clock: it waits until every other
-// goroutine of the bubble is durably blocked (so that what the test set in
-// motion has happened), then sleeps d, which the bubble skips. Call it from
-// the test's own goroutine; it panics outside a synctest bubble, and when
-// another goroutine of the bubble is in synctest.Wait.
+// Advance lets d pass on the bubble's clock and returns once everything
+// due by then has run: it waits until every other goroutine of the bubble
+// is durably blocked (what the test set in motion has happened), sleeps d,
+// which the bubble skips, and waits again (what woke at the new time has
+// happened too). Call it from the test's own goroutine; it panics outside
+// a synctest bubble, and when another goroutine of the bubble is in
+// synctest.Wait.
 func Advance(d time.Duration) {
 	synctest.Wait()
 	time.Sleep(d)
+	synctest.Wait()
 }
