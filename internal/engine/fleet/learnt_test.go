@@ -2,11 +2,12 @@ package fleet
 
 import (
 	"context"
-	"github.com/emaildata/emaildata/internal/kits/simtime"
-	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/simtime"
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 )
 
 // eachLearnt runs body on each Learnt implementation, as two processes'

@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/emaildata/emaildata/internal/kits/simtime"
 	"io"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 func TestReadReply(t *testing.T) {
