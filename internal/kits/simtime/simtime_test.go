@@ -1,6 +1,7 @@
 package simtime
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,14 +10,14 @@ import (
 func TestAdvanceMovesTheBubblesClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		fired := false
-		time.AfterFunc(time.Hour, func() { fired = true })
+		var fired atomic.Bool
+		time.AfterFunc(time.Hour, func() { fired.Store(true) })
 		Advance(time.Hour - time.Nanosecond)
-		if fired || time.Since(start) != time.Hour-time.Nanosecond {
-			t.Fatalf("after %v: fired %v", time.Since(start), fired)
+		if fired.Load() || time.Since(start) != time.Hour-time.Nanosecond {
+			t.Fatalf("after %v: fired %v", time.Since(start), fired.Load())
 		}
 		Advance(time.Nanosecond)
-		if !fired {
+		if !fired.Load() {
 			t.Fatal("the timer due at 1h did not fire")
 		}
 	})
