@@ -298,11 +298,12 @@ func TestHostPenaltyConnectTimeout(t *testing.T) {
 		if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Timeout || errors.Is(r.Err, ErrHostSkipped) {
 			t.Fatalf("first: %+v", r)
 		}
-		// Skipped without a connect: the dial count says so (a 20ms clock
-		// bound here is at the mercy of a loaded machine).
+		// Skipped without a connect, at once: the dial count and the
+		// bubble's clock say so.
+		start := time.Now()
 		r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
-		if r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) || !errors.Is(r.Err, context.DeadlineExceeded) {
-			t.Fatalf("second: %+v", r)
+		if r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) || !errors.Is(r.Err, context.DeadlineExceeded) || time.Since(start) != 0 {
+			t.Fatalf("second: %+v after %v", r, time.Since(start))
 		}
 		if st := p.Stats(); st.Dials != 2 {
 			t.Fatalf("stats %+v", st)

@@ -237,10 +237,10 @@ func TestAnvilMidList(t *testing.T) {
 			t.Fatalf("host %+v, prober %+v, learnt %+v: want the limit met once, waited out, then 2 sessions into the slow zone, none hung up on", hs, st, p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0]))
 		}
 		learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0])
-		// 3, or 2 when the machine was so slow that the first of the window's
-		// connections fell out of the last RefusalWindow before the refusal
-		// came: never more than the host takes.
-		if learnt.ConnsPerWindow < 2 || learnt.ConnsPerWindow > 3 || learnt.Conns > 1 {
+		// Exactly what the host takes: its window's three (in simulated time
+		// none of them can fall out of the last RefusalWindow before the
+		// refusal comes, as on a slow machine's clock).
+		if learnt.ConnsPerWindow != 3 || learnt.Conns > 1 {
 			t.Fatalf("learnt %+v, want 3 connections a window", learnt)
 		}
 	})
@@ -279,11 +279,10 @@ func TestTarpitHangup(t *testing.T) {
 					t.Fatalf("stats %+v: want both hosts stalled, no refusal", st)
 				}
 				// Remembered: a later call skips both hosts at once. The
-				// counters say so whatever the machine's load (a clock bound
-				// of greet/2 does not, on a busy CI box).
-				before := p.Stats()
-				if r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("pit.test"), "d@pit.test"); r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) {
-					t.Fatalf("later call: %+v", r)
+				// counters and the bubble's clock say so.
+				before, start := p.Stats(), time.Now()
+				if r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("pit.test"), "d@pit.test"); r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) || time.Since(start) != 0 {
+					t.Fatalf("later call: %+v after %v", r, time.Since(start))
 				}
 				if st := p.Stats(); st.Dials != before.Dials || st.HostsSkipped != before.HostsSkipped+2 {
 					t.Fatalf("later call: %d dials, %d hosts skipped; want none and both", st.Dials-before.Dials, st.HostsSkipped-before.HostsSkipped)
