@@ -9,7 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -171,84 +174,88 @@ func configMap(t *testing.T, dir, version string, files map[string]string) {
 	}
 }
 
+// TestWatcher runs in a synctest bubble: each change is seen at the next
+// poll (5ms on the bubble's clock), exactly.
 func TestWatcher(t *testing.T) {
-	dir := t.TempDir()
-	configMap(t, dir, "1", map[string]string{"suppressed-addresses.txt": "old@example.com\n"})
-	base := testLists()
-	w := NewWatcher(base, dir, 5*time.Millisecond)
-	if err := w.LastError(); err != nil {
-		t.Fatal(err)
-	}
-	if !w.Lists().Classify("old", "example.com").Suppressed {
-		t.Fatal("initial load not applied")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
+	synctest.Test(t, func(t *testing.T) {
+		const every = 5 * time.Millisecond
+		dir := t.TempDir()
+		configMap(t, dir, "1", map[string]string{"suppressed-addresses.txt": "old@example.com\n"})
+		base := testLists()
+		w := NewWatcher(base, dir, every)
+		if err := w.LastError(); err != nil {
+			t.Fatal(err)
+		}
+		if !w.Lists().Classify("old", "example.com").Suppressed {
+			t.Fatal("initial load not applied")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- w.Run(ctx) }()
 
-	// readers run concurrently with reloads (go test -race)
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				w.Lists().Classify("old", "example.com")
+		// readers run concurrently with reloads (go test -race): every
+		// 100µs, so at each poll's instant too
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		wg.Go(func() {
+			tick := time.NewTicker(100 * time.Microsecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					w.Lists().Classify("old", "example.com")
+				}
+			}
+		})
+
+		// seen checks, one poll after a change, that it was seen
+		seen := func(what string, cond func() bool) {
+			t.Helper()
+			simtime.Advance(every)
+			if !cond() {
+				t.Fatalf("%s not seen at the next poll", what)
 			}
 		}
-	}()
 
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(time.Millisecond)
+		// update: same size and, possibly, same mtime; the symlink swap is seen
+		configMap(t, dir, "2", map[string]string{"suppressed-addresses.txt": "new@example.com\n"})
+		seen("update", func() bool {
+			l := w.Lists()
+			return l.Classify("new", "example.com").Suppressed && !l.Classify("old", "example.com").Suppressed
+		})
+
+		// a malformed update is not published; the last good snapshot stays
+		good := w.Lists()
+		configMap(t, dir, "3", map[string]string{"suppressed-addresses.txt": "broken\n"})
+		seen("error", func() bool { return w.LastError() != nil })
+		if w.Lists() != good {
+			t.Error("malformed update published")
 		}
-	}
+		if !strings.Contains(w.LastError().Error(), "suppressed-addresses.txt:1:") {
+			t.Errorf("LastError = %v", w.LastError())
+		}
 
-	// update: same size and, possibly, same mtime; the symlink swap is seen
-	configMap(t, dir, "2", map[string]string{"suppressed-addresses.txt": "new@example.com\n"})
-	waitFor("update", func() bool {
-		l := w.Lists()
-		return l.Classify("new", "example.com").Suppressed && !l.Classify("old", "example.com").Suppressed
+		// fixing it recovers; removing every file goes back to base
+		configMap(t, dir, "4", map[string]string{"spamtrap-domains.txt": "trap2.example\n"})
+		seen("recovery", func() bool { return w.LastError() == nil && w.Lists().Classify("x", "trap2.example").SpamTrap })
+		configMap(t, dir, "5", nil)
+		seen("empty", func() bool { return w.Lists() == base })
+
+		loads := w.Loads()
+		simtime.Advance(6 * every)
+		if w.Loads() != loads {
+			t.Errorf("reloaded without a change: %d -> %d loads", loads, w.Loads())
+		}
+
+		close(stop)
+		wg.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	})
-
-	// a malformed update is not published; the last good snapshot stays
-	good := w.Lists()
-	configMap(t, dir, "3", map[string]string{"suppressed-addresses.txt": "broken\n"})
-	waitFor("error", func() bool { return w.LastError() != nil })
-	if w.Lists() != good {
-		t.Error("malformed update published")
-	}
-	if !strings.Contains(w.LastError().Error(), "suppressed-addresses.txt:1:") {
-		t.Errorf("LastError = %v", w.LastError())
-	}
-
-	// fixing it recovers; removing every file goes back to base
-	configMap(t, dir, "4", map[string]string{"spamtrap-domains.txt": "trap2.example\n"})
-	waitFor("recovery", func() bool { return w.LastError() == nil && w.Lists().Classify("x", "trap2.example").SpamTrap })
-	configMap(t, dir, "5", nil)
-	waitFor("empty", func() bool { return w.Lists() == base })
-
-	loads := w.Loads()
-	time.Sleep(30 * time.Millisecond)
-	if w.Loads() != loads {
-		t.Errorf("reloaded without a change: %d -> %d loads", loads, w.Loads())
-	}
-
-	close(stop)
-	wg.Wait()
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
 }
 
 func TestWatcherMissingDir(t *testing.T) {

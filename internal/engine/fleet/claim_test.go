@@ -12,54 +12,52 @@ import (
 // again (renewing it), others do not until it is given up or expires.
 func TestClaimOneHolder(t *testing.T) {
 	ctx := context.Background()
-	for name, pair := range learntImpls(t) {
-		t.Run(name, func(t *testing.T) {
-			var won atomic.Int32
-			var wg sync.WaitGroup
-			for i := range 16 {
-				l := pair[i%2] // two processes' clients
-				holder := "holder-" + string(rune('a'+i))
-				wg.Go(func() {
-					ok, err := l.Claim(ctx, "catchall:one.test", holder, 300*time.Millisecond)
-					if err != nil {
-						t.Error(err)
-					}
-					if ok {
-						won.Add(1)
-					}
-				})
-			}
-			wg.Wait()
-			if n := won.Load(); n != 1 {
-				t.Fatalf("%d holders won the claim at once, want 1", n)
-			}
+	eachLearnt(t, func(t *testing.T, a, b Learnt, pass func(time.Duration)) {
+		pair := [2]Learnt{a, b}
+		var won atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 16 {
+			l := pair[i%2] // two processes' clients
+			holder := "holder-" + string(rune('a'+i))
+			wg.Go(func() {
+				ok, err := l.Claim(ctx, "catchall:one.test", holder, 300*time.Millisecond)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					won.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("%d holders won the claim at once, want 1", n)
+		}
 
-			a, b := pair[0], pair[1]
-			claim := func(l Learnt, holder string, ttl time.Duration) bool {
-				ok, err := l.Claim(ctx, "catchall:two.test", holder, ttl)
-				must(t, err)
-				return ok
-			}
-			if !claim(a, "h1", 300*time.Millisecond) || claim(b, "h2", time.Minute) {
-				t.Fatal("first claim lost, or a second holder took a held claim")
-			}
-			if !claim(b, "h1", 300*time.Millisecond) {
-				t.Fatal("the holder could not renew its claim")
-			}
-			must(t, b.Unclaim(ctx, "catchall:two.test", "h2")) // not its claim: nothing
-			if claim(a, "h2", time.Minute) {
-				t.Fatal("another holder's Unclaim freed the claim")
-			}
-			time.Sleep(400 * time.Millisecond)
-			if !claim(b, "h2", time.Minute) {
-				t.Fatal("the claim outlived its TTL")
-			}
-			must(t, a.Unclaim(ctx, "catchall:two.test", "h2"))
-			if !claim(a, "h3", time.Minute) {
-				t.Fatal("the claim was not given up")
-			}
-		})
-	}
+		claim := func(l Learnt, holder string, ttl time.Duration) bool {
+			ok, err := l.Claim(ctx, "catchall:two.test", holder, ttl)
+			must(t, err)
+			return ok
+		}
+		if !claim(a, "h1", 300*time.Millisecond) || claim(b, "h2", time.Minute) {
+			t.Fatal("first claim lost, or a second holder took a held claim")
+		}
+		if !claim(b, "h1", 300*time.Millisecond) {
+			t.Fatal("the holder could not renew its claim")
+		}
+		must(t, b.Unclaim(ctx, "catchall:two.test", "h2")) // not its claim: nothing
+		if claim(a, "h2", time.Minute) {
+			t.Fatal("another holder's Unclaim freed the claim")
+		}
+		pass(300 * time.Millisecond)
+		if !claim(b, "h2", time.Minute) {
+			t.Fatal("the claim outlived its TTL")
+		}
+		must(t, a.Unclaim(ctx, "catchall:two.test", "h2"))
+		if !claim(a, "h3", time.Minute) {
+			t.Fatal("the claim was not given up")
+		}
+	})
 }
 
 // With the backend away a Fleet claims in the process: never an error,

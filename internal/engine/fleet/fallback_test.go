@@ -10,28 +10,34 @@ import (
 	"time"
 )
 
-// Local keeps one process's limits.
+// Local keeps one process's limits, on the clock its limiters grant by
+// (a synctest bubble: see TestTurnsDivideExactly).
 func TestLocalHostLimits(t *testing.T) {
-	l := NewLocal(0)
-	k := Key{Egress: DefaultEgress, Host: "192.0.2.1:25"}
-	lim := Limits{Conns: 2, Rate: 20}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	var rec recorder
-	var wg sync.WaitGroup
-	for range 6 {
-		wg.Go(func() { _ = hammer(ctx, l, k, lim, 5*time.Millisecond, &rec) })
-	}
-	wg.Wait()
-	if got := maxConcurrent(rec.spans); got > 2 {
-		t.Errorf("%d at once, limit 2", got)
-	}
-	if got := maxStartsIn(rec.spans, time.Second); got > 22 {
-		t.Errorf("%d starts in a second, limit 20/s burst 2", got)
-	}
-	if len(rec.spans) < 20 {
-		t.Errorf("only %d connections", len(rec.spans))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLocal(0)
+		k := Key{Egress: DefaultEgress, Host: "192.0.2.1:25"}
+		lim := Limits{Conns: 2, Rate: 20}
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		var rec recorder
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() { _ = hammer(ctx, l, k, lim, 5*time.Millisecond, &rec) })
+		}
+		wg.Wait()
+		// The limits, exactly: the burst's two at once, then one start
+		// every 50ms (19 more within the first second), up to and at the
+		// 1.5s deadline.
+		if got := maxConcurrent(rec.spans); got != 2 {
+			t.Errorf("%d at once, want the limit, 2", got)
+		}
+		if got := maxStartsIn(rec.spans, time.Second); got != 21 {
+			t.Errorf("%d starts in a second, want 21: a burst of 2 and 20/s", got)
+		}
+		if len(rec.spans) != 32 {
+			t.Errorf("%d connections in 1.5s, want 2 + 30", len(rec.spans))
+		}
+	})
 }
 
 // Seats of a divided budget hold the host's limits together, whatever

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
 )
 
@@ -211,14 +212,9 @@ func (c *cutter) url(prefix string) string {
 	return fmt.Sprintf("redis://%s/0?prefix=%s", c.addr, prefix)
 }
 
-// waitFor polls cond until it holds or d passes.
+// waitFor polls cond until it holds or d passes: for what a real backend
+// (a Redis cut and restored) does on its own clock.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	realtime.Eventually(t, d, what, cond)
 }

@@ -3,78 +3,87 @@ package fleet
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/simtime"
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 )
 
-// learntImpls are the Learnt implementations under test: the in-process
-// one, and Redis (shared by two processes' clients).
-func learntImpls(t *testing.T) map[string][2]Learnt {
-	l := NewLocal(0)
-	out := map[string][2]Learnt{"local": {l, l}}
-	url := redisURL(t)
-	a, err := NewRedis(url, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewRedis(url, fastOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	out["redis"] = [2]Learnt{a, b}
-	return out
+// eachLearnt runs body on each Learnt implementation, as two processes'
+// clients a and b: the in-process one in a synctest bubble, where its
+// TTLs run on the bubble's clock and pass lets exactly d go by; Redis on
+// the wall clock, where TTLs run on Redis's and pass waits d in real time
+// (and Redis's millisecond rounding).
+func eachLearnt(t *testing.T, body func(t *testing.T, a, b Learnt, pass func(d time.Duration))) {
+	t.Run("local", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := NewLocal(0)
+			body(t, l, l, simtime.Advance)
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		url := redisURL(t)
+		a, err := NewRedis(url, fastOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewRedis(url, fastOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close(); b.Close() })
+		body(t, a, b, realtime.PastTTL)
+	})
 }
 
 // What one process learns, another reads, until its TTL passes.
 func TestLearntSharedWithTTL(t *testing.T) {
 	ctx := context.Background()
 	k := Key{Egress: DefaultEgress, Host: "192.0.2.20:25"}
-	for name, pair := range learntImpls(t) {
-		t.Run(name, func(t *testing.T) {
-			w, r := pair[0], pair[1]
-			if _, ok, err := r.CatchAll(ctx, "example.test"); ok || err != nil {
-				t.Fatalf("catch-all before any lesson: %v %v", ok, err)
-			}
-			must(t, w.SetCatchAll(ctx, "example.test", true, 300*time.Millisecond))
-			must(t, w.SetCatchAll(ctx, "other.test", false, time.Minute))
-			if v, ok, err := r.CatchAll(ctx, "example.test"); !ok || !v || err != nil {
-				t.Errorf("catch-all = %v %v %v, want true", v, ok, err)
-			}
-			if v, ok, _ := r.CatchAll(ctx, "other.test"); !ok || v {
-				t.Errorf("other.test catch-all = %v %v, want a kept false", v, ok)
-			}
+	eachLearnt(t, func(t *testing.T, w, r Learnt, pass func(time.Duration)) {
+		if _, ok, err := r.CatchAll(ctx, "example.test"); ok || err != nil {
+			t.Fatalf("catch-all before any lesson: %v %v", ok, err)
+		}
+		must(t, w.SetCatchAll(ctx, "example.test", true, 300*time.Millisecond))
+		must(t, w.SetCatchAll(ctx, "other.test", false, time.Minute))
+		if v, ok, err := r.CatchAll(ctx, "example.test"); !ok || !v || err != nil {
+			t.Errorf("catch-all = %v %v %v, want true", v, ok, err)
+		}
+		if v, ok, _ := r.CatchAll(ctx, "other.test"); !ok || v {
+			t.Errorf("other.test catch-all = %v %v, want a kept false", v, ok)
+		}
 
-			must(t, w.SetPenalty(ctx, k, Penalty{Reason: "no greeting in 30s"}, 300*time.Millisecond))
-			p, ok, err := r.Penalty(ctx, k)
-			if !ok || err != nil || p.Reason != "no greeting in 30s" || time.Since(p.At) > time.Minute {
-				t.Errorf("penalty = %+v %v %v", p, ok, err)
-			}
+		must(t, w.SetPenalty(ctx, k, Penalty{Reason: "no greeting in 30s"}, 300*time.Millisecond))
+		p, ok, err := r.Penalty(ctx, k)
+		if !ok || err != nil || p.Reason != "no greeting in 30s" || time.Since(p.At) > time.Minute {
+			t.Errorf("penalty = %+v %v %v", p, ok, err)
+		}
 
-			must(t, w.LowerHostLimits(ctx, k, HostLimits{RcptPerSession: 50, ConnInterval: time.Second}, 300*time.Millisecond))
-			must(t, w.LowerHostLimits(ctx, k, HostLimits{RcptPerSession: 80, RejectsPerSession: 4, ConnInterval: 200 * time.Millisecond}, 300*time.Millisecond))
-			must(t, w.LowerHostLimits(ctx, k, HostLimits{Conns: 1, ConnInterval: 3 * time.Second, RcptPerTransaction: 20, NonmailPerSession: 9, ConnsPerWindow: 6, Answered: true}, 300*time.Millisecond))
-			want := HostLimits{RcptPerSession: 50, RejectsPerSession: 4, Conns: 1, ConnInterval: 3 * time.Second, RcptPerTransaction: 20, NonmailPerSession: 9, ConnsPerWindow: 6, Answered: true}
-			if h, err := r.HostLimits(ctx, k); h != want || err != nil {
-				t.Errorf("learnt limits = %+v %v, want %+v (caps keep the lowest, spacings the longest)", h, err, want)
-			}
+		must(t, w.LowerHostLimits(ctx, k, HostLimits{RcptPerSession: 50, ConnInterval: time.Second}, 300*time.Millisecond))
+		must(t, w.LowerHostLimits(ctx, k, HostLimits{RcptPerSession: 80, RejectsPerSession: 4, ConnInterval: 200 * time.Millisecond}, 300*time.Millisecond))
+		must(t, w.LowerHostLimits(ctx, k, HostLimits{Conns: 1, ConnInterval: 3 * time.Second, RcptPerTransaction: 20, NonmailPerSession: 9, ConnsPerWindow: 6, Answered: true}, 300*time.Millisecond))
+		want := HostLimits{RcptPerSession: 50, RejectsPerSession: 4, Conns: 1, ConnInterval: 3 * time.Second, RcptPerTransaction: 20, NonmailPerSession: 9, ConnsPerWindow: 6, Answered: true}
+		if h, err := r.HostLimits(ctx, k); h != want || err != nil {
+			t.Errorf("learnt limits = %+v %v, want %+v (caps keep the lowest, spacings the longest)", h, err, want)
+		}
 
-			time.Sleep(400 * time.Millisecond)
-			if _, ok, _ := r.CatchAll(ctx, "example.test"); ok {
-				t.Error("catch-all verdict outlived its TTL")
-			}
-			if _, ok, _ := r.Penalty(ctx, k); ok {
-				t.Error("penalty outlived its TTL")
-			}
-			if h, _ := r.HostLimits(ctx, k); h != (HostLimits{}) {
-				t.Errorf("limits outlived their TTL: %+v", h)
-			}
-			must(t, w.SetPenalty(ctx, k, Penalty{Reason: "refused"}, time.Minute))
-			must(t, w.ClearPenalty(ctx, k))
-			if _, ok, _ := r.Penalty(ctx, k); ok {
-				t.Error("penalty not cleared")
-			}
-		})
-	}
+		pass(300 * time.Millisecond)
+		if _, ok, _ := r.CatchAll(ctx, "example.test"); ok {
+			t.Error("catch-all verdict outlived its TTL")
+		}
+		if _, ok, _ := r.Penalty(ctx, k); ok {
+			t.Error("penalty outlived its TTL")
+		}
+		if h, _ := r.HostLimits(ctx, k); h != (HostLimits{}) {
+			t.Errorf("limits outlived their TTL: %+v", h)
+		}
+		must(t, w.SetPenalty(ctx, k, Penalty{Reason: "refused"}, time.Minute))
+		must(t, w.ClearPenalty(ctx, k))
+		if _, ok, _ := r.Penalty(ctx, k); ok {
+			t.Error("penalty not cleared")
+		}
+	})
 }
 
 // With the backend away, the lessons stay in the process: nothing learnt

@@ -25,33 +25,30 @@ func woken(t *testing.T, ch <-chan struct{}, what string) {
 // and so wakes no one before the holder's own.
 func TestWatchWakesOnVerdictAndUnclaim(t *testing.T) {
 	ctx := context.Background()
-	for name, pair := range learntImpls(t) {
-		t.Run(name, func(t *testing.T) {
-			holder, waiter := pair[0], pair[1]
-			for i, end := range []struct {
-				what string
-				do   func(claim string) error
-			}{
-				{"verdict", func(string) error { return holder.SetCatchAll(ctx, "w0.test", true, time.Minute) }},
-				{"unclaim", func(claim string) error {
-					must(t, holder.Unclaim(ctx, claim, "not-the-holder"))
-					return holder.Unclaim(ctx, claim, "h")
-				}},
-			} {
-				claim := CatchAllClaim("w" + string(rune('0'+i)) + ".test")
-				if ok, err := holder.Claim(ctx, claim, "h", time.Minute); !ok || err != nil {
-					t.Fatalf("claim: %v %v", ok, err)
-				}
-				ch, stop := waiter.Watch(claim)
-				must(t, end.do(claim))
-				woken(t, ch, end.what)
-				stop()
+	eachLearnt(t, func(t *testing.T, holder, waiter Learnt, _ func(time.Duration)) {
+		for i, end := range []struct {
+			what string
+			do   func(claim string) error
+		}{
+			{"verdict", func(string) error { return holder.SetCatchAll(ctx, "w0.test", true, time.Minute) }},
+			{"unclaim", func(claim string) error {
+				must(t, holder.Unclaim(ctx, claim, "not-the-holder"))
+				return holder.Unclaim(ctx, claim, "h")
+			}},
+		} {
+			claim := CatchAllClaim("w" + string(rune('0'+i)) + ".test")
+			if ok, err := holder.Claim(ctx, claim, "h", time.Minute); !ok || err != nil {
+				t.Fatalf("claim: %v %v", ok, err)
 			}
-			if ok, _ := waiter.Claim(ctx, CatchAllClaim("w1.test"), "w", time.Minute); !ok {
-				t.Fatal("the claim given up is still held")
-			}
-		})
-	}
+			ch, stop := waiter.Watch(claim)
+			must(t, end.do(claim))
+			woken(t, ch, end.what)
+			stop()
+		}
+		if ok, _ := waiter.Claim(ctx, CatchAllClaim("w1.test"), "w", time.Minute); !ok {
+			t.Fatal("the claim given up is still held")
+		}
+	})
 }
 
 // countingHook counts a client's commands and new connections.

@@ -2,20 +2,21 @@ package mxdns
 
 import (
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/emaildata/emaildata/internal/kits/memnet"
 )
 
-// fakeDNS is a scriptable loopback DNS server for cases mailworld does not
-// model: CNAMEs, SERVFAIL, truncation, slow answers, MX hosts without
-// addresses.
+// fakeDNS is a scriptable DNS server, on an in-memory network of its own,
+// for cases mailworld does not model: CNAMEs, SERVFAIL, truncation, slow
+// answers, MX hosts without addresses.
 type fakeDNS struct {
-	addr string
+	srv server
 
 	mu       sync.Mutex
 	rrs      map[string][]dns.RR // "name./TYPE"
@@ -39,23 +40,16 @@ func newFakeDNS(t testing.TB, records ...string) *fakeDNS {
 	for _, s := range records {
 		f.add(t, s)
 	}
-	var pc net.PacketConn
-	var ln net.Listener
-	var err error
-	for i := 0; i < 20; i++ {
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
-			continue
-		}
-		port := pc.LocalAddr().(*net.UDPAddr).Port
-		if ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-			break
-		}
-		pc.Close()
-	}
+	n := memnet.New()
+	pc, err := n.ListenPacket("udp", "127.0.0.1:53")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.addr = pc.LocalAddr().String()
+	ln, err := n.Listen("tcp", "127.0.0.1:53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = server{addr: "127.0.0.1:53", net: n}
 	started := make(chan struct{}, 2)
 	var servers []*dns.Server
 	for _, s := range []*dns.Server{{PacketConn: pc}, {Listener: ln}} {
@@ -128,7 +122,7 @@ func (f *fakeDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 	delay, trunc := f.delay, f.truncUDP && udp
 	f.mu.Unlock()
 	if delay > 0 {
-		time.Sleep(delay)
+		<-time.After(delay) // the server's own time to answer (simulated, in a bubble)
 	}
 
 	m := new(dns.Msg)

@@ -126,6 +126,10 @@ type Config struct {
 	// MaxHosts bounds how many MX hosts (lowest preferences first) are
 	// resolved and returned per domain (default 10).
 	MaxHosts int
+	// Dial opens the connections to Server, "udp" and "tcp" (default: a
+	// net.Dialer's). Tests give an in-memory network's, so that lookups
+	// wait in simulated time (testing/synctest).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 func (c *Config) setDefaults() {
@@ -170,6 +174,10 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxHosts <= 0 {
 		c.MaxHosts = 10
+	}
+	if c.Dial == nil {
+		var d net.Dialer
+		c.Dial = d.DialContext
 	}
 }
 
@@ -270,7 +278,6 @@ var resolveBounds = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1,
 // Resolver resolves and caches mail exchangers. Create it with New.
 type Resolver struct {
 	cfg   Config
-	udp   *dns.Client
 	tcp   *dns.Client
 	now   func() time.Time
 	flt   singleflight.Group // domain lookups
@@ -293,7 +300,6 @@ func New(cfg Config) *Resolver {
 	cfg.setDefaults()
 	return &Resolver{
 		cfg:   cfg,
-		udp:   &dns.Client{Net: "udp", Timeout: cfg.Timeout, UDPSize: ednsSize},
 		tcp:   &dns.Client{Net: "tcp", Timeout: cfg.Timeout},
 		now:   time.Now,
 		cache: newLRU[Result](cfg.CacheSize),

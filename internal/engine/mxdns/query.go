@@ -130,7 +130,7 @@ func (r *Resolver) exchange(ctx context.Context, qname string, qtype uint16) (*d
 			r.tcpFallbacks.Add(1)
 			r.queries.Add(1)
 			m.Id = dns.Id()
-			resp, _, err = r.tcp.ExchangeContext(ctx, m, r.cfg.Server)
+			resp, err = r.tcpExchange(ctx, m)
 		}
 		if err == nil && !sameQuestion(resp, qname, qtype) {
 			err = errBadResponse
@@ -158,10 +158,11 @@ func (r *Resolver) udpExchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error
 	}
 	r.connMu.Unlock()
 	if co == nil {
-		var err error
-		if co, err = r.udp.DialContext(ctx, r.cfg.Server); err != nil {
+		c, err := r.cfg.Dial(ctx, "udp", r.cfg.Server)
+		if err != nil {
 			return nil, err
 		}
+		co = &dns.Conn{Conn: c, UDPSize: ednsSize}
 	}
 	resp, err := r.sendUDP(ctx, co, m)
 	if err != nil {
@@ -178,6 +179,21 @@ func (r *Resolver) udpExchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error
 		co.Close()
 	}
 	return resp, nil
+}
+
+// tcpExchange sends m over a connection of its own (a truncated answer's
+// retry), the dial bounded by the attempt's Timeout.
+func (r *Resolver) tcpExchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	dctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	c, err := r.cfg.Dial(dctx, "tcp", r.cfg.Server)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	co := &dns.Conn{Conn: c}
+	defer co.Close()
+	resp, _, err := r.tcp.ExchangeWithConnContext(ctx, m, co)
+	return resp, err
 }
 
 // maxIdleConns bounds the pooled UDP sockets.

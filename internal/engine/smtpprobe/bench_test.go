@@ -39,7 +39,7 @@ func BenchmarkProbeBatch(b *testing.B) {
 	doms, rows := mailworld.Generate(20260101, 200, 10_000)
 	t0 := time.Now()
 	fast := func() time.Time { return t0.Add(10 * time.Since(t0)) }
-	e := startWorld(b, mailworld.Options{Latency: latency, Now: fast}, doms...)
+	e := loopbackWorld(b, mailworld.Options{Latency: latency, Now: fast}, doms...)
 
 	byDomain := map[string][]string{}
 	for _, a := range rows {

@@ -11,16 +11,21 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
+	"github.com/emaildata/emaildata/internal/kits/memnet"
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
-// fakeSMTP is a scripted loopback SMTP server for behaviours the mail world
-// does not have (HELO-only servers, refused senders, per-session limits,
-// garbage). Empty replies from the hooks close the connection.
+// fakeSMTP is a scripted SMTP server, on an in-memory network of its own,
+// for behaviours the mail world does not have (HELO-only servers, refused
+// senders, per-session limits, garbage). Empty replies from the hooks
+// close the connection. Start it in the test's synctest bubble.
 type fakeSMTP struct {
 	t        testing.TB
+	net      *memnet.Network
 	ln       net.Listener
 	greeting string
 	greet    func(session int) string                 // the greeting of a session, if set ("": close without a byte)
@@ -35,14 +40,18 @@ type fakeSMTP struct {
 	wg       sync.WaitGroup
 }
 
+// fakeAddr is where a fake server listens on its network.
+const fakeAddr = "127.0.0.1:25"
+
 // newFake starts a fake server, configured by setup before it serves.
 func newFake(t testing.TB, setup func(f *fakeSMTP)) *fakeSMTP {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	n := memnet.New()
+	ln, err := n.Listen("tcp4", fakeAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fakeSMTP{
-		t: t, ln: ln, greeting: "220 fake ESMTP",
+		t: t, net: n, ln: ln, greeting: "220 fake ESMTP",
 		ehlo: []string{"250-fake", "250-PIPELINING", "250 ENHANCEDSTATUSCODES"},
 		mail: func(int, int) string { return "250 2.1.0 Ok" },
 		rcpt: func(_, _ int, rcpt string) string {
@@ -61,6 +70,7 @@ func newFake(t testing.TB, setup func(f *fakeSMTP)) *fakeSMTP {
 		f.mu.Unlock()
 		f.wg.Wait()
 	})
+	t.Cleanup(settle)
 	f.wg.Go(func() { f.accept(ln) })
 	return f
 }
@@ -83,19 +93,21 @@ func (f *fakeSMTP) accept(ln net.Listener) {
 // on the same address again.
 func (f *fakeSMTP) closeFor(d time.Duration) {
 	f.mu.Lock()
-	addr := f.ln.Addr().String()
 	f.ln.Close()
 	f.mu.Unlock()
-	time.Sleep(d)
-	ln, err := net.Listen("tcp4", addr)
-	if err != nil {
-		f.t.Errorf("listening again on %s: %v", addr, err)
-		return
-	}
-	f.mu.Lock()
-	f.ln = ln
-	f.mu.Unlock()
-	f.wg.Go(func() { f.accept(ln) })
+	f.wg.Add(1)
+	time.AfterFunc(d, func() {
+		defer f.wg.Done()
+		ln, err := f.net.Listen("tcp4", fakeAddr)
+		if err != nil {
+			f.t.Errorf("listening again on %s: %v", fakeAddr, err)
+			return
+		}
+		f.mu.Lock()
+		f.ln = ln
+		f.mu.Unlock()
+		f.wg.Go(func() { f.accept(ln) })
+	})
 }
 
 func (f *fakeSMTP) serve(c net.Conn, session int) {
@@ -182,25 +194,24 @@ func (f *fakeSMTP) nSessions() int {
 // fakeProber probes MX hosts fake1, fake2, ... (pretend addresses
 // 127.0.0.101, ...) that the dialer maps to the given servers.
 func fakeProber(t testing.TB, mod func(*Config), servers ...*fakeSMTP) (*Prober, []mxdns.MXHost) {
-	route := map[string]string{}
+	route := map[string]*fakeSMTP{}
 	var mx []mxdns.MXHost
 	for i, f := range servers {
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(101 + i)})
-		route[ip.String()+":25"] = f.ln.Addr().String()
+		route[ip.String()+":25"] = f
 		mx = append(mx, mxdns.MXHost{Host: fmt.Sprintf("fake%d", i+1), Pref: uint16(10 * (i + 1)), Addrs: []netip.Addr{ip}})
 	}
-	guard := loopbackDialer(t)
 	cfg := Config{
 		HELOName: "verify.example.test", MailFrom: "verify@example.test",
 		ConnectTimeout: 500 * time.Millisecond, CommandTimeout: time.Second,
 		RatePerHost: 1000, GreylistRetry: 100 * time.Millisecond, MaxGreylistRetries: 2, RefusalBackoff: 10 * time.Millisecond,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			to, ok := route[addr]
+		Dialer: guarded(t, func(ctx context.Context, network, addr string) (net.Conn, error) {
+			f, ok := route[addr]
 			if !ok {
 				return nil, fmt.Errorf("no route to %s", addr)
 			}
-			return guard(ctx, network, to)
-		},
+			return f.net.DialContext(ctx, network, fakeAddr)
+		}),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -209,97 +220,102 @@ func fakeProber(t testing.TB, mod func(*Config), servers ...*fakeSMTP) (*Prober,
 }
 
 func TestFakeHELOOnlyNoPipelining(t *testing.T) {
-	f := newFake(t, func(f *fakeSMTP) {
-		f.greeting = "220-fake.test ESMTP\n220-multi-line greeting\n220 ready"
-		f.ehlo = []string{"502 5.5.1 EHLO not implemented"}
-	})
-	p, mx := fakeProber(t, nil, f)
-	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake1" {
-		t.Fatalf("got %+v", r)
-	}
-	// The address and the catch-all probe in one transaction (the probe
-	// goes first: it is queued at the front), then QUIT (after the
-	// session waits holdIdle for more work). No RSET: one MAIL a
-	// transaction, and this one was never full.
-	var got []string
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t, func(f *fakeSMTP) {
+			f.greeting = "220-fake.test ESMTP\n220-multi-line greeting\n220 ready"
+			f.ehlo = []string{"502 5.5.1 EHLO not implemented"}
+		})
+		p, mx := fakeProber(t, nil, f)
+		if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake1" {
+			t.Fatalf("got %+v", r)
+		}
+		// The address and the catch-all probe in one transaction (the probe
+		// goes first: it is queued at the front), then QUIT (after the
+		// session waits holdIdle for more work). No RSET: one MAIL a
+		// transaction, and this one was never full.
+		simtime.Advance(holdIdle)
 		f.mu.Lock()
-		got = slices.Clone(f.cmds)
+		got := slices.Clone(f.cmds)
 		f.mu.Unlock()
-		if len(got) >= 6 {
-			break
+		want := []string{"EHLO verify.example.test", "HELO verify.example.test", "MAIL FROM:<verify@example.test>", "RCPT", "RCPT", "QUIT"}
+		if len(got) != len(want) {
+			t.Fatalf("commands %q", got)
 		}
-	}
-	want := []string{"EHLO verify.example.test", "HELO verify.example.test", "MAIL FROM:<verify@example.test>", "RCPT", "RCPT", "QUIT"}
-	if len(got) != len(want) {
-		t.Fatalf("commands %q", got)
-	}
-	rcpts := 0
-	for i, w := range want {
-		if !strings.HasPrefix(got[i], w) {
-			t.Fatalf("commands %q, want %q", got, want)
+		rcpts := 0
+		for i, w := range want {
+			if !strings.HasPrefix(got[i], w) {
+				t.Fatalf("commands %q, want %q", got, want)
+			}
+			if got[i] == "RCPT TO:<ok1@fake.test>" {
+				rcpts++
+			}
 		}
-		if got[i] == "RCPT TO:<ok1@fake.test>" {
-			rcpts++
+		if rcpts != 1 {
+			t.Fatalf("commands %q: ok1 asked %d times", got, rcpts)
 		}
-	}
-	if rcpts != 1 {
-		t.Fatalf("commands %q: ok1 asked %d times", got, rcpts)
-	}
+	})
 }
 
 // A host that answers every greeting with 421 is asked again after a
 // backoff, MaxRefusals times, before its addresses move to the next MX
 // host.
 func TestFakeGreeting421FallsToNextHost(t *testing.T) {
-	busy := newFake(t, func(f *fakeSMTP) { f.greeting = "421 4.7.0 too busy" })
-	ok := newFake(t, nil)
-	p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 10 * time.Millisecond; c.MaxRefusals = 3 }, busy, ok)
-	t0 := time.Now()
-	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake2" {
-		t.Fatalf("got %+v", r)
-	}
-	// Backoffs of 5-10ms and 10-20ms between the three refusals.
-	if took := time.Since(t0); took < 15*time.Millisecond {
-		t.Fatalf("took %v: no backoff between refusals", took)
-	}
-	if st := p.Stats(); st.Refusals != 3 || st.HostFailures != 1 || st.Sessions != 1 || st.Dials != 4 || busy.nSessions() != 3 {
-		t.Fatalf("stats %+v, %d connections to the busy host", st, busy.nSessions())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		busy := newFake(t, func(f *fakeSMTP) { f.greeting = "421 4.7.0 too busy" })
+		ok := newFake(t, nil)
+		p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 10 * time.Millisecond; c.MaxRefusals = 3 }, busy, ok)
+		t0 := time.Now()
+		if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test"); r.Outcome != Deliverable || r.Host != "fake2" {
+			t.Fatalf("got %+v", r)
+		}
+		// Backoffs of 5-10ms and 10-20ms (jittered) between the three
+		// refusals, and nothing else takes time.
+		if took := time.Since(t0); took < 15*time.Millisecond || took > 30*time.Millisecond {
+			t.Fatalf("took %v: want the two backoffs between refusals, 15-30ms", took)
+		}
+		if st := p.Stats(); st.Refusals != 3 || st.HostFailures != 1 || st.Sessions != 1 || st.Dials != 4 || busy.nSessions() != 3 {
+			t.Fatalf("stats %+v, %d connections to the busy host", st, busy.nSessions())
+		}
+	})
 }
 
 func TestFakeSenderRefused(t *testing.T) {
-	f := newFake(t, func(f *fakeSMTP) {
-		f.mail = func(int, int) string { return "553 5.1.8 sender domain rejected" }
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t, func(f *fakeSMTP) {
+			f.mail = func(int, int) string { return "553 5.1.8 sender domain rejected" }
+		})
+		p, mx := fakeProber(t, nil, f)
+		r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
+		if r.Outcome != Unconfirmed || !errors.Is(r.Err, ErrAllHostsFailed) || !strings.HasPrefix(r.Reply, "553 5.1.8") {
+			t.Fatalf("got %+v", r)
+		}
+		if f.count("RCPT") > 2 { // pipelined RCPTs (the address, the catch-all probe) are ignored
+			t.Fatalf("RCPTs %d", f.count("RCPT"))
+		}
 	})
-	p, mx := fakeProber(t, nil, f)
-	r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
-	if r.Outcome != Unconfirmed || !errors.Is(r.Err, ErrAllHostsFailed) || !strings.HasPrefix(r.Reply, "553 5.1.8") {
-		t.Fatalf("got %+v", r)
-	}
-	if f.count("RCPT") > 2 { // pipelined RCPTs (the address, the catch-all probe) are ignored
-		t.Fatalf("RCPTs %d", f.count("RCPT"))
-	}
 }
 
 func TestFakeMailTempFailRetried(t *testing.T) {
-	f := newFake(t, func(f *fakeSMTP) {
-		f.mail = func(session, _ int) string {
-			if session == 1 {
-				return "451 4.7.1 try later"
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t, func(f *fakeSMTP) {
+			f.mail = func(session, _ int) string {
+				if session == 1 {
+					return "451 4.7.1 try later"
+				}
+				return "250 2.1.0 Ok"
 			}
-			return "250 2.1.0 Ok"
+		})
+		p, mx := fakeProber(t, nil, f)
+		if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "nobody@fake.test"); r.Outcome != Missing {
+			t.Fatalf("got %+v", r)
+		}
+		// The retry needs a second session, after the backoff (a 4xx to
+		// MAIL is the host asking to slow down); no catch-all probe: the
+		// answer is a "user unknown".
+		if n := f.nSessions(); n != 2 {
+			t.Fatalf("%d sessions, want 2", n)
 		}
 	})
-	p, mx := fakeProber(t, nil, f)
-	if r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "nobody@fake.test"); r.Outcome != Missing {
-		t.Fatalf("got %+v", r)
-	}
-	// The retry needs a second session; a third when the catch-all
-	// probe's session did not wait long enough for the retry.
-	if n := f.nSessions(); n < 2 || n > 3 {
-		t.Fatalf("%d sessions", n)
-	}
 }
 
 // A server limiting recipients per session (452 4.5.3 after 3) or dropping
@@ -307,51 +323,55 @@ func TestFakeMailTempFailRetried(t *testing.T) {
 func TestFakePerSessionLimits(t *testing.T) {
 	for _, mode := range []string{"452", "drop"} {
 		t.Run(mode, func(t *testing.T) {
-			f := newFake(t, func(f *fakeSMTP) {
-				f.rcpt = func(_, n int, rcpt string) string {
-					if n > 3 {
-						if mode == "drop" {
-							return ""
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(t, func(f *fakeSMTP) {
+					f.rcpt = func(_, n int, rcpt string) string {
+						if n > 3 {
+							if mode == "drop" {
+								return ""
+							}
+							return "452 4.5.3 too many recipients this session"
 						}
-						return "452 4.5.3 too many recipients this session"
+						if strings.HasPrefix(rcpt, "ok") {
+							return "250 2.1.5 Ok"
+						}
+						return "550 5.1.1 unknown"
 					}
-					if strings.HasPrefix(rcpt, "ok") {
-						return "250 2.1.5 Ok"
+				})
+				p, mx := fakeProber(t, func(c *Config) { c.MaxConnsPerHost = 1 }, f, newFake(t, nil))
+				var addrs []string
+				for i := range 10 {
+					addrs = append(addrs, fmt.Sprintf("ok%d@fake.test", i), fmt.Sprintf("no%d@fake.test", i))
+				}
+				res := make([]Result, len(addrs))
+				if err := p.ProbeBatch(ctxTimeout(t, 5*time.Second), "fake.test", mx, addrs, res); err != nil {
+					t.Fatal(err)
+				}
+				for i, r := range res {
+					want := Deliverable
+					if i%2 == 1 {
+						want = Missing
 					}
-					return "550 5.1.1 unknown"
+					if r.Outcome != want || r.Host != "fake1" {
+						t.Fatalf("%s: %+v", addrs[i], r)
+					}
+				}
+				// 21 verdicts (the catch-all probe too) at 3 per session.
+				if n := f.nSessions(); n != 7 {
+					t.Fatalf("%d sessions, want 7", n)
 				}
 			})
-			p, mx := fakeProber(t, func(c *Config) { c.MaxConnsPerHost = 1 }, f, newFake(t, nil))
-			var addrs []string
-			for i := range 10 {
-				addrs = append(addrs, fmt.Sprintf("ok%d@fake.test", i), fmt.Sprintf("no%d@fake.test", i))
-			}
-			res := make([]Result, len(addrs))
-			if err := p.ProbeBatch(ctxTimeout(t, 5*time.Second), "fake.test", mx, addrs, res); err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range res {
-				want := Deliverable
-				if i%2 == 1 {
-					want = Missing
-				}
-				if r.Outcome != want || r.Host != "fake1" {
-					t.Fatalf("%s: %+v", addrs[i], r)
-				}
-			}
-			// 21 verdicts at 3 per session.
-			if n := f.nSessions(); n < 7 || n > 9 {
-				t.Fatalf("%d sessions", n)
-			}
 		})
 	}
 }
 
 func TestFakeGarbage(t *testing.T) {
-	f := newFake(t, func(f *fakeSMTP) { f.ehlo = []string{"hello there"} })
-	p, mx := fakeProber(t, nil, f)
-	r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
-	if r.Outcome != Unconfirmed || !errors.Is(r.Err, errProtocol) {
-		t.Fatalf("got %+v", r)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t, func(f *fakeSMTP) { f.ehlo = []string{"hello there"} })
+		p, mx := fakeProber(t, nil, f)
+		r := p.Probe(ctxTimeout(t, 5*time.Second), mx, "ok1@fake.test")
+		if r.Outcome != Unconfirmed || !errors.Is(r.Err, errProtocol) {
+			t.Fatalf("got %+v", r)
+		}
+	})
 }

@@ -10,18 +10,54 @@ import (
 
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/memnet"
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
-// env is a mail world with a resolver for it.
+// env is a mail world with a resolver for it, and the dialer that reaches
+// its hosts.
 type env struct {
-	t testing.TB
-	w *mailworld.World
-	r *mxdns.Resolver
+	t    testing.TB
+	w    *mailworld.World
+	r    *mxdns.Resolver
+	n    *memnet.Network // nil: the world is on loopback
+	dial DialFunc
 }
 
-// startWorld starts a mail world and checks, when the test ends, that no
-// DATA command ever reached it.
-func startWorld(t testing.TB, opts mailworld.Options, domains ...mailworld.Domain) *env {
+// startWorld starts a mail world on an in-memory network, for a test in a
+// synctest bubble: its greylisting windows, tarpits, latencies and every
+// wait of the prober pass in simulated time, and the test's timing
+// assertions are exact. It checks, when the test ends, that no DATA
+// command ever reached the world; before that, the bubble's clock runs on
+// until what the test left behind (idle sessions, deferred retries) is
+// done: every goroutine of a bubble must end with it.
+func startWorld(t *testing.T, opts mailworld.Options, domains ...mailworld.Domain) *env {
+	t.Helper()
+	n := memnet.New()
+	opts.Network = n
+	e := openWorld(t, opts, domains)
+	e.n, e.dial = n, guarded(t, n.DialContext)
+	e.r = mxdns.New(mxdns.Config{Server: e.w.DNSAddr(), Timeout: time.Second, Dial: n.DialContext})
+	t.Cleanup(settle)
+	return e
+}
+
+// settle lets the bubble's clock run until the work a test left behind is
+// done.
+func settle() { simtime.Advance(time.Hour) }
+
+// loopbackWorld starts a mail world on loopback, for the tests on the
+// wall clock: against a real Redis, with a child process, and the
+// benchmark.
+func loopbackWorld(t testing.TB, opts mailworld.Options, domains ...mailworld.Domain) *env {
+	t.Helper()
+	e := openWorld(t, opts, domains)
+	e.dial = loopbackDialer(t)
+	e.r = mxdns.New(mxdns.Config{Server: e.w.DNSAddr(), Timeout: time.Second})
+	return e
+}
+
+func openWorld(t testing.TB, opts mailworld.Options, domains []mailworld.Domain) *env {
 	t.Helper()
 	w, err := mailworld.Start(context.Background(), domains, opts)
 	if err != nil {
@@ -33,7 +69,7 @@ func startWorld(t testing.TB, opts mailworld.Options, domains ...mailworld.Domai
 		}
 		w.Close()
 	})
-	return &env{t: t, w: w, r: mxdns.New(mxdns.Config{Server: w.DNSAddr(), Timeout: time.Second})}
+	return &env{t: t, w: w}
 }
 
 func (e *env) mx(domain string) []mxdns.MXHost {
@@ -45,8 +81,9 @@ func (e *env) mx(domain string) []mxdns.MXHost {
 	return res.MX
 }
 
-// loopbackDialer refuses (and reports) any address outside 127.0.0.0/8.
-func loopbackDialer(t testing.TB) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// guarded refuses (and reports) any address outside 127.0.0.0/8, and
+// dials the others with dial.
+func guarded(t testing.TB, dial DialFunc) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -57,9 +94,14 @@ func loopbackDialer(t testing.TB) func(ctx context.Context, network, addr string
 			t.Errorf("dial outside 127.0.0.0/8: %s", addr)
 			return nil, errors.New("test dialer: not loopback")
 		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
+		return dial(ctx, network, addr)
 	}
+}
+
+// loopbackDialer dials real sockets in 127.0.0.0/8 only.
+func loopbackDialer(t testing.TB) DialFunc {
+	var d net.Dialer
+	return guarded(t, d.DialContext)
 }
 
 // testConfig is a Config with short timeouts for the world's port.
@@ -74,7 +116,7 @@ func (e *env) config() Config {
 		RatePerHost:        1000,
 		GreylistRetry:      200 * time.Millisecond,
 		MaxGreylistRetries: 2,
-		Dialer:             loopbackDialer(e.t),
+		Dialer:             e.dial,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
@@ -117,25 +118,27 @@ func TestRefusalsKeepTheQueue(t *testing.T) {
 		}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t, tc.setup)
-			spare := newFake(t, nil)
-			p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 20 * time.Millisecond }, f, spare)
-			t0 := time.Now()
-			requireFakeVerdicts(t, p, mx, fakeAddrs(20), 10*time.Second)
-			st := p.Stats()
-			if st.Refusals != tc.refusals || st.Stalled != 0 || st.HostFailures != 0 || spare.nSessions() != 0 {
-				t.Fatalf("stats %+v, %d sessions at the next MX: want %d refusals, no stall, no failure, no fallback", st, spare.nSessions(), tc.refusals)
-			}
-			if took := time.Since(t0); took < 10*time.Millisecond {
-				t.Fatalf("took %v: no backoff", took)
-			}
-			hs := p.cfg.HostMemory.Load(mx[0].Addrs[0].String() + ":25")
-			if hs.Conns != 1 || hs.ConnRate <= 0 || hs.ConnRate > p.cfg.RatePerHost/2 || !hs.Answered {
-				t.Fatalf("learnt %+v: want one session at a time and at most half the rate", hs)
-			}
-			if p.penalties.len() != 0 {
-				t.Fatal("a busy host was penalised as dead")
-			}
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(t, tc.setup)
+				spare := newFake(t, nil)
+				p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 20 * time.Millisecond }, f, spare)
+				t0 := time.Now()
+				requireFakeVerdicts(t, p, mx, fakeAddrs(20), 10*time.Second)
+				st := p.Stats()
+				if st.Refusals != tc.refusals || st.Stalled != 0 || st.HostFailures != 0 || spare.nSessions() != 0 {
+					t.Fatalf("stats %+v, %d sessions at the next MX: want %d refusals, no stall, no failure, no fallback", st, spare.nSessions(), tc.refusals)
+				}
+				if took := time.Since(t0); took < 10*time.Millisecond {
+					t.Fatalf("took %v: no backoff", took)
+				}
+				hs := p.cfg.HostMemory.Load(mx[0].Addrs[0].String() + ":25")
+				if hs.Conns != 1 || hs.ConnRate <= 0 || hs.ConnRate > p.cfg.RatePerHost/2 || !hs.Answered {
+					t.Fatalf("learnt %+v: want one session at a time and at most half the rate", hs)
+				}
+				if p.penalties.len() != 0 {
+					t.Fatal("a busy host was penalised as dead")
+				}
+			})
 		})
 	}
 }
@@ -143,29 +146,35 @@ func TestRefusalsKeepTheQueue(t *testing.T) {
 // Connections refused after a session at the host are a busy host, not a
 // dead one: the queue waits (no penalty, no move to the next MX); refused
 // on first contact, the host is skipped as before (TestHostPenaltyPrimaryDown).
+// One session at a time, and the host stops listening before it answers the
+// limit: a second session let in at that moment would make the refusal a
+// window of the host's (two connections in it: see TestAnvilMidList), too
+// long for the call's deadline (1 run in 50 before).
 func TestRefusedAfterSession(t *testing.T) {
-	var closing sync.Once
-	var f *fakeSMTP
-	f = newFake(t, func(f0 *fakeSMTP) {
-		f0.rcpt = func(session, n int, rcpt string) string {
-			if session == 1 && n > 5 {
-				// The first session meets a limit; the host then refuses
-				// connections for a while.
-				closing.Do(func() { go f.closeFor(300 * time.Millisecond) })
-				return "452 4.5.3 too many recipients"
+	synctest.Test(t, func(t *testing.T) {
+		var closing sync.Once
+		var f *fakeSMTP
+		f = newFake(t, func(f0 *fakeSMTP) {
+			f0.rcpt = func(session, n int, rcpt string) string {
+				if session == 1 && n > 5 {
+					// The first session meets a limit; the host then refuses
+					// connections for a while.
+					closing.Do(func() { f.closeFor(300 * time.Millisecond) })
+					return "452 4.5.3 too many recipients"
+				}
+				if strings.HasPrefix(rcpt, "ok") {
+					return "250 2.1.5 Ok"
+				}
+				return "550 5.1.1 unknown"
 			}
-			if strings.HasPrefix(rcpt, "ok") {
-				return "250 2.1.5 Ok"
-			}
-			return "550 5.1.1 unknown"
+		})
+		spare := newFake(t, nil)
+		p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 50 * time.Millisecond; c.MaxConnsPerHost = 1 }, f, spare)
+		requireFakeVerdicts(t, p, mx, fakeAddrs(20), 10*time.Second)
+		if st := p.Stats(); st.Refusals == 0 || st.Stalled != 0 || st.HostFailures != 0 || spare.nSessions() != 0 || p.penalties.len() != 0 {
+			t.Fatalf("stats %+v, %d sessions at the next MX, %d penalties: want refusals waited out", st, spare.nSessions(), p.penalties.len())
 		}
 	})
-	spare := newFake(t, nil)
-	p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 50 * time.Millisecond }, f, spare)
-	requireFakeVerdicts(t, p, mx, fakeAddrs(20), 10*time.Second)
-	if st := p.Stats(); st.Refusals == 0 || st.Stalled != 0 || st.HostFailures != 0 || spare.nSessions() != 0 || p.penalties.len() != 0 {
-		t.Fatalf("stats %+v, %d sessions at the next MX, %d penalties: want refusals waited out", st, spare.nSessions(), p.penalties.len())
-	}
 }
 
 // A host that keeps refusing past the caller's deadline: the addresses are
@@ -173,23 +182,25 @@ func TestRefusedAfterSession(t *testing.T) {
 // soon as the next try could not fit, before the deadline (ProbeBatch's
 // nil error says the context did not end first).
 func TestRefusalPastDeadline(t *testing.T) {
-	const refusal = "421 4.7.0 fake1 Error: too many connections from 127.0.0.1"
-	f := newFake(t, func(f *fakeSMTP) { f.greeting = refusal })
-	p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 200 * time.Millisecond }, f)
-	addrs := fakeAddrs(5)
-	res := make([]Result, len(addrs))
-	if err := p.ProbeBatch(ctxTimeout(t, 2*time.Second), "fake.test", mx, addrs, res); err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		var rf *refusalError
-		if r.Outcome != Unconfirmed || r.Reply != refusal || !errors.As(r.Err, &rf) {
-			t.Fatalf("%s: %+v", addrs[i], r)
+	synctest.Test(t, func(t *testing.T) {
+		const refusal = "421 4.7.0 fake1 Error: too many connections from 127.0.0.1"
+		f := newFake(t, func(f *fakeSMTP) { f.greeting = refusal })
+		p, mx := fakeProber(t, func(c *Config) { c.RefusalBackoff = 200 * time.Millisecond }, f)
+		addrs := fakeAddrs(5)
+		res := make([]Result, len(addrs))
+		if err := p.ProbeBatch(ctxTimeout(t, 2*time.Second), "fake.test", mx, addrs, res); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n := f.nSessions(); n < 2 {
-		t.Fatalf("%d connections: not retried within the deadline", n)
-	}
+		for i, r := range res {
+			var rf *refusalError
+			if r.Outcome != Unconfirmed || r.Reply != refusal || !errors.As(r.Err, &rf) {
+				t.Fatalf("%s: %+v", addrs[i], r)
+			}
+		}
+		if n := f.nSessions(); n < 2 {
+			t.Fatalf("%d connections: not retried within the deadline", n)
+		}
+	})
 }
 
 // Postfix's anvil on a host whose limit is met mid-list: a list needing
@@ -202,35 +213,37 @@ func TestRefusalPastDeadline(t *testing.T) {
 // every verdict right, no address lost, one refusal, no session hung up
 // on, never more sessions at once than allowed.
 func TestAnvilMidList(t *testing.T) {
-	const window = 2 * time.Second // the first window's three sessions take well under it
-	boxes, addrs := halfMissing("anvil.test", 100)
-	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "anvil.test", Mailboxes: boxes,
-		SoftErrors: 10, HardErrors: 20, ErrorSleep: 20 * time.Millisecond, ConnRateLimit: 3, ConnRateWindow: window})
-	p := e.prober(func(c *Config) { c.RefusalBackoff = 100 * time.Millisecond; c.RefusalWindow = window })
-	t0 := time.Now()
-	probeHalfMissing(t, e, p, "anvil.test", addrs)
-	if took := time.Since(t0); took < window {
-		t.Fatalf("took %v: the host's window was not waited out", took)
-	}
-	hs := hostStats(e, "mx1.anvil.test")
-	st := p.Stats()
-	// 51 rejections (50 missing, the catch-all probe): 3 sessions in the
-	// first window and a refusal; while another session was open it may
-	// be a limit of concurrent sessions (one at a time from then on), and
-	// the next, with none open, shows the window (a third may come from a
-	// session that was dialling meanwhile); then the rest in the next
-	// window, which has room for them (so no session needs the slow zone:
-	// see TestSlowZone).
-	if hs.Rejected < 1 || hs.Rejected > 3 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.MaxConcurrent > 2 {
-		t.Fatalf("host %+v, prober %+v, learnt %+v: want the limit met once, waited out, then 2 sessions into the slow zone, none hung up on", hs, st, p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0]))
-	}
-	learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0])
-	// 3, or 2 when the machine was so slow that the first of the window's
-	// connections fell out of the last RefusalWindow before the refusal
-	// came: never more than the host takes.
-	if learnt.ConnsPerWindow < 2 || learnt.ConnsPerWindow > 3 || learnt.Conns > 1 {
-		t.Fatalf("learnt %+v, want 3 connections a window", learnt)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const window = 2 * time.Second // the first window's three sessions take well under it
+		boxes, addrs := halfMissing("anvil.test", 100)
+		e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "anvil.test", Mailboxes: boxes,
+			SoftErrors: 10, HardErrors: 20, ErrorSleep: 20 * time.Millisecond, ConnRateLimit: 3, ConnRateWindow: window})
+		p := e.prober(func(c *Config) { c.RefusalBackoff = 100 * time.Millisecond; c.RefusalWindow = window })
+		t0 := time.Now()
+		probeHalfMissing(t, e, p, "anvil.test", addrs)
+		if took := time.Since(t0); took < window {
+			t.Fatalf("took %v: the host's window was not waited out", took)
+		}
+		hs := hostStats(e, "mx1.anvil.test")
+		st := p.Stats()
+		// 51 rejections (50 missing, the catch-all probe): 3 sessions in the
+		// first window and a refusal; while another session was open it may
+		// be a limit of concurrent sessions (one at a time from then on), and
+		// the next, with none open, shows the window (a third may come from a
+		// session that was dialling meanwhile); then the rest in the next
+		// window, which has room for them (so no session needs the slow zone:
+		// see TestSlowZone).
+		if hs.Rejected < 1 || hs.Rejected > 3 || st.Refusals != uint64(hs.Rejected) || hs.TooManyErrors != 0 || hs.MaxConcurrent > 2 {
+			t.Fatalf("host %+v, prober %+v, learnt %+v: want the limit met once, waited out, then 2 sessions into the slow zone, none hung up on", hs, st, p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0]))
+		}
+		learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("anvil.test")[0])
+		// Exactly what the host takes: its window's three (in simulated time
+		// none of them can fall out of the last RefusalWindow before the
+		// refusal comes, as on a slow machine's clock).
+		if learnt.ConnsPerWindow != 3 || learnt.Conns > 1 {
+			t.Fatalf("learnt %+v, want 3 connections a window", learnt)
+		}
+	})
 }
 
 // A tarpit that never sends a byte is "no answer" (Timeout, code 5)
@@ -248,32 +261,33 @@ func TestTarpitHangup(t *testing.T) {
 		{"holds on", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := startWorld(t, mailworld.Options{IdleTimeout: 10 * time.Second},
-				mailworld.Domain{Name: "pit.test", Tarpit: true, TarpitHangup: tc.hangup, MXHosts: 2})
-			p := e.prober(func(c *Config) { c.GreetingTimeout = greet })
-			res := make([]Result, 3)
-			addrs := []string{"a@pit.test", "b@pit.test", "c@pit.test"}
-			if err := p.ProbeBatch(ctxTimeout(t, 5*time.Second), "pit.test", e.mx("pit.test"), addrs, res); err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range res {
-				if r.Outcome != Timeout || r.Outcome.Code() != 5 || !errors.Is(r.Err, ErrAllHostsFailed) {
-					t.Fatalf("%s: %+v, want Timeout (code 5)", addrs[i], r)
+			synctest.Test(t, func(t *testing.T) {
+				e := startWorld(t, mailworld.Options{IdleTimeout: 10 * time.Second},
+					mailworld.Domain{Name: "pit.test", Tarpit: true, TarpitHangup: tc.hangup, MXHosts: 2})
+				p := e.prober(func(c *Config) { c.GreetingTimeout = greet })
+				res := make([]Result, 3)
+				addrs := []string{"a@pit.test", "b@pit.test", "c@pit.test"}
+				if err := p.ProbeBatch(ctxTimeout(t, 5*time.Second), "pit.test", e.mx("pit.test"), addrs, res); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if st := p.Stats(); st.Stalled != 2 || st.Refusals != 0 {
-				t.Fatalf("stats %+v: want both hosts stalled, no refusal", st)
-			}
-			// Remembered: a later call skips both hosts at once. The
-			// counters say so whatever the machine's load (a clock bound
-			// of greet/2 does not, on a busy CI box).
-			before := p.Stats()
-			if r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("pit.test"), "d@pit.test"); r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) {
-				t.Fatalf("later call: %+v", r)
-			}
-			if st := p.Stats(); st.Dials != before.Dials || st.HostsSkipped != before.HostsSkipped+2 {
-				t.Fatalf("later call: %d dials, %d hosts skipped; want none and both", st.Dials-before.Dials, st.HostsSkipped-before.HostsSkipped)
-			}
+				for i, r := range res {
+					if r.Outcome != Timeout || r.Outcome.Code() != 5 || !errors.Is(r.Err, ErrAllHostsFailed) {
+						t.Fatalf("%s: %+v, want Timeout (code 5)", addrs[i], r)
+					}
+				}
+				if st := p.Stats(); st.Stalled != 2 || st.Refusals != 0 {
+					t.Fatalf("stats %+v: want both hosts stalled, no refusal", st)
+				}
+				// Remembered: a later call skips both hosts at once. The
+				// counters and the bubble's clock say so.
+				before, start := p.Stats(), time.Now()
+				if r := p.Probe(ctxTimeout(t, 5*time.Second), e.mx("pit.test"), "d@pit.test"); r.Outcome != Timeout || !errors.Is(r.Err, ErrHostSkipped) || time.Since(start) != 0 {
+					t.Fatalf("later call: %+v after %v", r, time.Since(start))
+				}
+				if st := p.Stats(); st.Dials != before.Dials || st.HostsSkipped != before.HostsSkipped+2 {
+					t.Fatalf("later call: %d dials, %d hosts skipped; want none and both", st.Dials-before.Dials, st.HostsSkipped-before.HostsSkipped)
+				}
+			})
 		})
 	}
 }
@@ -285,19 +299,21 @@ func TestTarpitHangup(t *testing.T) {
 // in the last minute. The host gets two sessions at a time and the list
 // goes on at once.
 func TestConcurrencyLimit421(t *testing.T) {
-	boxes, addrs := mixedBoxes("two.test", 300)
-	e := startWorld(t, mailworld.Options{Latency: 2 * time.Millisecond}, mailworld.Domain{Name: "two.test", Mailboxes: boxes, MaxConns: 2})
-	p := e.prober(func(c *Config) { c.RefusalBackoff = 20 * time.Millisecond; c.MaxConnsPerHost = 3 })
-	t0 := time.Now()
-	requireTruth(t, e, p, "two.test", addrs)
-	hs := hostStats(e, "mx1.two.test")
-	learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("two.test")[0])
-	if hs.Rejected == 0 || learnt.Conns != 2 || learnt.ConnsPerWindow != 0 {
-		t.Fatalf("host %+v, learnt %+v: want the third session refused and two at a time from then on", hs, learnt)
-	}
-	if took := time.Since(t0); took > 10*time.Second {
-		t.Fatalf("took %v: the refusal was waited out as a window", took)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		boxes, addrs := mixedBoxes("two.test", 300)
+		e := startWorld(t, mailworld.Options{Latency: 2 * time.Millisecond}, mailworld.Domain{Name: "two.test", Mailboxes: boxes, MaxConns: 2})
+		p := e.prober(func(c *Config) { c.RefusalBackoff = 20 * time.Millisecond; c.MaxConnsPerHost = 3 })
+		t0 := time.Now()
+		requireTruth(t, e, p, "two.test", addrs)
+		hs := hostStats(e, "mx1.two.test")
+		learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("two.test")[0])
+		if hs.Rejected == 0 || learnt.Conns != 2 || learnt.ConnsPerWindow != 0 {
+			t.Fatalf("host %+v, learnt %+v: want the third session refused and two at a time from then on", hs, learnt)
+		}
+		if took := time.Since(t0); took > 10*time.Second {
+			t.Fatalf("took %v: the refusal was waited out as a window", took)
+		}
+	})
 }
 
 // When a session to a Postfix host that counts connections in windows may

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
@@ -48,36 +49,38 @@ func requireTruth(t *testing.T, e *env, p *Prober, domain string, addrs []string
 // 452 and go again in the next transaction; the flow delay is paid once a
 // transaction with an accepted address, not once an address.
 func TestTransactionsCarryManyRcpts(t *testing.T) {
-	const flow = 100 * time.Millisecond
-	boxes, addrs := mixedBoxes("pf.test", 60)
-	e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "pf.test", Mailboxes: boxes,
-		TxRcptLimit: 7, InFlowDelay: flow, SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second})
-	p := e.prober(func(c *Config) { c.MaxConnsPerHost = 1 })
-	res := requireTruth(t, e, p, "pf.test", addrs)
-	for _, r := range res {
-		if strings.HasPrefix(r.Reply, "452") {
-			t.Fatalf("a 452 became a verdict: %+v", r)
+	synctest.Test(t, func(t *testing.T) {
+		const flow = 100 * time.Millisecond
+		boxes, addrs := mixedBoxes("pf.test", 60)
+		e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "pf.test", Mailboxes: boxes,
+			TxRcptLimit: 7, InFlowDelay: flow, SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second})
+		p := e.prober(func(c *Config) { c.MaxConnsPerHost = 1 })
+		res := requireTruth(t, e, p, "pf.test", addrs)
+		for _, r := range res {
+			if strings.HasPrefix(r.Reply, "452") {
+				t.Fatalf("a 452 became a verdict: %+v", r)
+			}
 		}
-	}
-	hs := hostStats(e, "mx1.pf.test")
-	accepted := 0
-	for _, a := range addrs {
-		if e.w.GroundTruth(a) == mailworld.TruthDeliverable {
-			accepted++
+		hs := hostStats(e, "mx1.pf.test")
+		accepted := 0
+		for _, a := range addrs {
+			if e.w.GroundTruth(a) == mailworld.TruthDeliverable {
+				accepted++
+			}
 		}
-	}
-	// 61 RCPTs with answers (the catch-all probe too) at most 7 a
-	// transaction: at least 9 transactions; the Postfix budget (9
-	// rejections a session, 30 rejections in all) needs 4 sessions.
-	if hs.MAIL < 9 || hs.MAIL > 9+2*hs.Total || hs.FlowDelays > hs.MAIL || hs.FlowDelays >= accepted/2 {
-		t.Fatalf("host %+v: want about one MAIL per 7 RCPTs and a flow delay a transaction (%d accepted addresses)", hs, accepted)
-	}
-	if hs.Slowed != 0 || hs.TooManyErrors != 0 {
-		t.Fatalf("host %+v: the error budget was overrun", hs)
-	}
-	if learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("pf.test")[0]); learnt.RcptsPerTransaction != 7 || learnt.RcptsPerSession != 0 {
-		t.Fatalf("learnt %+v: want 7 RCPTs a transaction, no limit a session", learnt)
-	}
+		// 61 RCPTs with answers (the catch-all probe too) at most 7 a
+		// transaction: at least 9 transactions; the Postfix budget (9
+		// rejections a session, 30 rejections in all) needs 4 sessions.
+		if hs.MAIL < 9 || hs.MAIL > 9+2*hs.Total || hs.FlowDelays > hs.MAIL || hs.FlowDelays >= accepted/2 {
+			t.Fatalf("host %+v: want about one MAIL per 7 RCPTs and a flow delay a transaction (%d accepted addresses)", hs, accepted)
+		}
+		if hs.Slowed != 0 || hs.TooManyErrors != 0 {
+			t.Fatalf("host %+v: the error budget was overrun", hs)
+		}
+		if learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("pf.test")[0]); learnt.RcptsPerTransaction != 7 || learnt.RcptsPerSession != 0 {
+			t.Fatalf("learnt %+v: want 7 RCPTs a transaction, no limit a session", learnt)
+		}
+	})
 }
 
 // Exim's smtp_accept_max_nonmail (10) is never met, even where each
@@ -94,19 +97,21 @@ func TestEximNonmailLimit(t *testing.T) {
 		{"hidden, lower", 4, "ESMTP", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			boxes, addrs := mixedBoxes("exim.test", 40)
-			e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "exim.test", Mailboxes: boxes,
-				TxRcptLimit: 1, NonmailLimit: tc.limit, Banner: tc.banner})
-			p := e.prober(func(c *Config) { c.MaxConnsPerHost = 1 })
-			requireTruth(t, e, p, "exim.test", addrs)
-			hs := hostStats(e, "mx1.exim.test")
-			if hs.NonmailDrops != tc.drops {
-				t.Fatalf("host %+v: %d sessions dropped for non-mail commands, want %d", hs, hs.NonmailDrops, tc.drops)
-			}
-			// One free RSET, then at most the limit, a session.
-			if hs.RSET > (tc.limit+1)*hs.Total || hs.MAIL < len(addrs) {
-				t.Fatalf("host %+v", hs)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				boxes, addrs := mixedBoxes("exim.test", 40)
+				e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "exim.test", Mailboxes: boxes,
+					TxRcptLimit: 1, NonmailLimit: tc.limit, Banner: tc.banner})
+				p := e.prober(func(c *Config) { c.MaxConnsPerHost = 1 })
+				requireTruth(t, e, p, "exim.test", addrs)
+				hs := hostStats(e, "mx1.exim.test")
+				if hs.NonmailDrops != tc.drops {
+					t.Fatalf("host %+v: %d sessions dropped for non-mail commands, want %d", hs, hs.NonmailDrops, tc.drops)
+				}
+				// One free RSET, then at most the limit, a session.
+				if hs.RSET > (tc.limit+1)*hs.Total || hs.MAIL < len(addrs) {
+					t.Fatalf("host %+v", hs)
+				}
+			})
 		})
 	}
 }
@@ -127,40 +132,42 @@ func TestPausesThatAreNotABudget(t *testing.T) {
 			func(accepted, _ bool) bool { return !accepted }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			opened := map[int]bool{} // session → a transaction's first RCPT accepted
-			f := newFake(t, func(f *fakeSMTP) {
-				f.greeting = tc.greeting
-				f.mail = func(session, _ int) string {
-					mu.Lock()
-					opened[session] = false
-					mu.Unlock()
-					return "250 2.1.0 Ok"
-				}
-				f.rcpt = func(session, _ int, rcpt string) string {
-					accepted := strings.HasPrefix(rcpt, "ok")
-					mu.Lock()
-					first := accepted && !opened[session]
-					if accepted {
-						opened[session] = true
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				opened := map[int]bool{} // session → a transaction's first RCPT accepted
+				f := newFake(t, func(f *fakeSMTP) {
+					f.greeting = tc.greeting
+					f.mail = func(session, _ int) string {
+						mu.Lock()
+						opened[session] = false
+						mu.Unlock()
+						return "250 2.1.0 Ok"
 					}
-					mu.Unlock()
-					if tc.delay(accepted, first) {
-						time.Sleep(pause)
+					f.rcpt = func(session, _ int, rcpt string) string {
+						accepted := strings.HasPrefix(rcpt, "ok")
+						mu.Lock()
+						first := accepted && !opened[session]
+						if accepted {
+							opened[session] = true
+						}
+						mu.Unlock()
+						if tc.delay(accepted, first) {
+							<-time.After(pause) // the server's pause, on the bubble's clock
+						}
+						if accepted {
+							return "250 2.1.5 Ok"
+						}
+						return "550 5.1.1 unknown"
 					}
-					if accepted {
-						return "250 2.1.5 Ok"
-					}
-					return "550 5.1.1 unknown"
+				})
+				p, mx := fakeProber(t, func(c *Config) { c.CommandTimeout = 5 * time.Second }, f)
+				// Four rejections first, then an accepted address, then more.
+				addrs := []string{"no1@fake.test", "no2@fake.test", "no3@fake.test", "no4@fake.test", "ok5@fake.test", "no6@fake.test", "ok7@fake.test"}
+				requireFakeVerdicts(t, p, mx, addrs, 30*time.Second)
+				if n, learnt := f.nSessions(), p.cfg.HostMemory.Load(mx[0].Addrs[0].String()+":25"); n != 1 || learnt.RejectsPerSession != 0 {
+					t.Fatalf("%d sessions, learnt %+v: a pause was taken for an error budget", n, learnt)
 				}
 			})
-			p, mx := fakeProber(t, func(c *Config) { c.CommandTimeout = 5 * time.Second }, f)
-			// Four rejections first, then an accepted address, then more.
-			addrs := []string{"no1@fake.test", "no2@fake.test", "no3@fake.test", "no4@fake.test", "ok5@fake.test", "no6@fake.test", "ok7@fake.test"}
-			requireFakeVerdicts(t, p, mx, addrs, 30*time.Second)
-			if n, learnt := f.nSessions(), p.cfg.HostMemory.Load(mx[0].Addrs[0].String()+":25"); n != 1 || learnt.RejectsPerSession != 0 {
-				t.Fatalf("%d sessions, learnt %+v: a pause was taken for an error budget", n, learnt)
-			}
 		})
 	}
 }

@@ -8,7 +8,10 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 func TestReadReply(t *testing.T) {
@@ -117,60 +120,62 @@ func TestClassifyRcpt(t *testing.T) {
 }
 
 func TestVerdictCache(t *testing.T) {
-	c := newVerdictCache(3, time.Minute)
-	now := time.Unix(1_700_000_000, 0)
-	c.now = func() time.Time { return now }
-	for i := range 5 {
-		c.put(fmt.Sprintf("d%d.test", i), i%2 == 0)
-	}
-	if c.len() != 3 {
-		t.Fatalf("len %d, want 3", c.len())
-	}
-	if _, ok := c.get("d0.test"); ok {
-		t.Fatal("oldest not evicted")
-	}
-	if v, ok := c.get("d2.test"); !ok || !v {
-		t.Fatal("d2 missing")
-	}
-	c.put("d5.test", false) // evicts d3 (d2 was just used)
-	if _, ok := c.get("d3.test"); ok {
-		t.Fatal("LRU order ignored")
-	}
-	c.put("d2.test", false)
-	if v, ok := c.get("d2.test"); !ok || v {
-		t.Fatal("update ignored")
-	}
-	now = now.Add(time.Minute)
-	if _, ok := c.get("d2.test"); ok || c.len() != 2 {
-		t.Fatalf("expired entry served (len %d)", c.len())
-	}
-	c.del("d4.test")
-	if _, ok := c.get("d4.test"); ok {
-		t.Fatal("del")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := newVerdictCache(3, time.Minute)
+		for i := range 5 {
+			c.put(fmt.Sprintf("d%d.test", i), i%2 == 0)
+		}
+		if c.len() != 3 {
+			t.Fatalf("len %d, want 3", c.len())
+		}
+		if _, ok := c.get("d0.test"); ok {
+			t.Fatal("oldest not evicted")
+		}
+		if v, ok := c.get("d2.test"); !ok || !v {
+			t.Fatal("d2 missing")
+		}
+		c.put("d5.test", false) // evicts d3 (d2 was just used)
+		if _, ok := c.get("d3.test"); ok {
+			t.Fatal("LRU order ignored")
+		}
+		c.put("d2.test", false)
+		if v, ok := c.get("d2.test"); !ok || v {
+			t.Fatal("update ignored")
+		}
+		simtime.Advance(time.Minute)
+		if _, ok := c.get("d2.test"); ok || c.len() != 2 {
+			t.Fatalf("expired entry served (len %d)", c.len())
+		}
+		c.del("d4.test")
+		if _, ok := c.get("d4.test"); ok {
+			t.Fatal("del")
+		}
+	})
 }
 
 // Idle hosts with a full rate bucket are forgotten; busy ones are kept.
 func TestHostSweep(t *testing.T) {
-	p := New(Config{RatePerHost: 1e6, MaxConnsPerHost: 1})
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := range minSweep + 10 {
-		q := p.host(fmt.Sprint(i))
-		if i < 5 {
-			q.sessions = 1 // busy
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{RatePerHost: 1e6, MaxConnsPerHost: 1})
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for i := range minSweep + 10 {
+			q := p.host(fmt.Sprint(i))
+			if i < 5 {
+				q.sessions = 1 // busy
+			}
 		}
-	}
-	time.Sleep(time.Millisecond)
-	p.host("new")
-	if n := len(p.hosts); n > minSweep {
-		t.Fatalf("%d hosts after sweep", n)
-	}
-	for i := range 5 {
-		if p.hosts[fmt.Sprint(i)] == nil {
-			t.Fatalf("busy host %d swept", i)
+		simtime.Advance(time.Millisecond)
+		p.host("new")
+		if n := len(p.hosts); n > minSweep {
+			t.Fatalf("%d hosts after sweep", n)
 		}
-	}
+		for i := range 5 {
+			if p.hosts[fmt.Sprint(i)] == nil {
+				t.Fatalf("busy host %d swept", i)
+			}
+		}
+	})
 }
 
 // What a window's "452 too many recipients" teaches: the first one of a

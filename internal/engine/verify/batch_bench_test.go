@@ -40,6 +40,7 @@ import (
 	"github.com/emaildata/emaildata/internal/engine/typo"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 	"github.com/emaildata/emaildata/internal/platform/cputime"
 )
 
@@ -340,11 +341,7 @@ func (c *countedConn) Close() error {
 // (a tarpit host notices the client's close only when it reads EOF).
 func waitIdle(b *testing.B, w *mailworld.World) {
 	b.Helper()
-	for deadline := time.Now().Add(15 * time.Second); w.Stats().Current > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d SMTP connections still open", w.Stats().Current)
-		}
-	}
+	realtime.Eventually(b, 15*time.Second, "the world's SMTP connections to close", func() bool { return w.Stats().Current == 0 })
 }
 
 func benchEnvInt(b *testing.B, name string, def int) int {

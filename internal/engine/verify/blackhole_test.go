@@ -1,26 +1,22 @@
 package verify_test
 
 import (
+	"context"
 	"net"
 	"testing"
+
+	"github.com/emaildata/emaildata/internal/kits/memnet"
 )
 
-// blackhole returns a loopback UDP address that reads queries and never
-// answers.
-func blackhole(t *testing.T) string {
+// blackhole returns a DNS server address, on an in-memory network, that
+// takes queries and never answers, and the dialer that reaches it.
+func blackhole(t *testing.T) (string, func(ctx context.Context, network, addr string) (net.Conn, error)) {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	n := memnet.New()
+	pc, err := n.ListenPacket("udp", "127.0.0.1:53")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pc.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			if _, _, err := pc.ReadFrom(buf); err != nil {
-				return
-			}
-		}
-	}()
-	return pc.LocalAddr().String()
+	return pc.LocalAddr().String(), n.DialContext
 }

@@ -130,15 +130,19 @@ func (w *World) startDNS() error {
 	if portStr == "0" {
 		tries = 50
 	}
+	listen, listenPacket := net.Listen, net.ListenPacket
+	if nw := w.opts.Network; nw != nil {
+		listen, listenPacket = nw.Listen, nw.ListenPacket
+	}
 	var pc net.PacketConn
 	var ln net.Listener
 	for try := 0; try < tries; try++ {
-		pc, err = net.ListenPacket("udp", w.opts.DNSAddr)
+		pc, err = listenPacket("udp", w.opts.DNSAddr)
 		if err != nil {
 			continue
 		}
 		port := pc.LocalAddr().(*net.UDPAddr).Port
-		ln, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		ln, err = listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err == nil {
 			break
 		}

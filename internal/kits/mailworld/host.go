@@ -83,8 +83,12 @@ func (h *host) addr(port int) string {
 }
 
 // bind listens (or, for a down host, binds without listening) on h.ip:port
-// and returns the port actually bound.
-func (h *host) bind(port int) (int, error) {
+// and returns the port actually bound. On an in-memory network a down host
+// binds nothing: connections where nobody listens are refused there.
+func (h *host) bind(nw Network, port int) (int, error) {
+	if h.down && nw != nil {
+		return port, nil
+	}
 	if h.down {
 		c, p, err := bindRefusing(h.ip, port)
 		if err != nil {
@@ -93,7 +97,11 @@ func (h *host) bind(port int) (int, error) {
 		h.closer = c
 		return p, nil
 	}
-	ln, err := net.Listen("tcp4", h.addr(port))
+	listen := net.Listen
+	if nw != nil {
+		listen = nw.Listen
+	}
+	ln, err := listen("tcp4", h.addr(port))
 	if err != nil {
 		return 0, err
 	}
@@ -170,16 +178,20 @@ func (w *World) bindSMTP() error {
 		return nil
 	}
 	tries := 1
-	if w.opts.SMTPPort == 0 {
+	first := w.opts.SMTPPort
+	switch {
+	case first == 0 && w.opts.Network != nil:
+		first = 25 // every host has its own IP and nothing else binds there
+	case first == 0:
 		tries = 50
 	}
 	var lastErr error
 	for try := 0; try < tries; try++ {
-		port := w.opts.SMTPPort
+		port := first
 		var err error
 		for _, h := range w.hosts {
 			var p int
-			if p, err = h.bind(port); err != nil {
+			if p, err = h.bind(w.opts.Network, port); err != nil {
 				break
 			}
 			port = p

@@ -8,7 +8,10 @@
 // saw (connections, concurrency, commands, DNS queries).
 //
 // Binding arbitrary 127.0.0.0/8 addresses works out of the box on Linux.
-// Nothing ever leaves the loopback interface.
+// Nothing ever leaves the loopback interface. With Options.Network (an
+// in-memory network, internal/kits/memnet) nothing touches a socket at
+// all: the world then runs in a testing/synctest bubble, where its
+// greylisting windows, tarpits and rate windows pass in simulated time.
 package mailworld
 
 import (
@@ -212,6 +215,19 @@ type Options struct {
 	// hosts); default: one derived from the process and world, to keep
 	// concurrent worlds apart.
 	LoopbackBase int
+	// Network, when set, is where the servers listen instead of the
+	// loopback interface (e.g. a *memnet.Network, whose DialContext the
+	// clients then use). A host that refuses connections just does not
+	// listen there; SMTPPort 0 means 25 and DNSAddr defaults to
+	// "127.0.0.53:53", as nothing else can hold the ports.
+	Network Network
+}
+
+// Network is where a world's servers listen: an in-memory network for
+// tests in simulated time.
+type Network interface {
+	Listen(network, address string) (net.Listener, error)
+	ListenPacket(network, address string) (net.PacketConn, error)
 }
 
 // Ground-truth categories returned by GroundTruth.
@@ -291,6 +307,9 @@ var worldSeq atomic.Uint32
 func Start(ctx context.Context, domains []Domain, opts Options) (*World, error) {
 	if opts.DNSAddr == "" {
 		opts.DNSAddr = "127.0.0.1:0"
+		if opts.Network != nil {
+			opts.DNSAddr = "127.0.0.53:53"
+		}
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 60 * time.Second

@@ -1,11 +1,13 @@
 // Package socks5test is test infrastructure: a small SOCKS5 server (RFC
-// 1928 CONNECT, RFC 1929 username/password) on loopback that records what
-// it relays, can refuse destinations, and can die mid-session. It only
-// connects to loopback destinations.
+// 1928 CONNECT, RFC 1929 username/password) on loopback, or on a listener
+// and dialer of the test's (an in-memory network, for tests in simulated
+// time), that records what it relays, can refuse destinations, and can die
+// mid-session. It only connects to loopback destinations.
 package socks5test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -17,6 +19,7 @@ import (
 // Server is a running SOCKS5 server.
 type Server struct {
 	ln       net.Listener
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	user, pw string // empty: no authentication
 
 	mu       sync.Mutex
@@ -33,10 +36,17 @@ func Start(user, pw string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, user: user, pw: pw, relays: map[net.Conn]struct{}{}, refuse: map[string]byte{}}
+	var d net.Dialer
+	return Serve(ln, d.DialContext, user, pw), nil
+}
+
+// Serve serves on ln, relaying through dial; user and pw, when set, are
+// required. Close closes ln.
+func Serve(ln net.Listener, dial func(ctx context.Context, network, addr string) (net.Conn, error), user, pw string) *Server {
+	s := &Server{ln: ln, dial: dial, user: user, pw: pw, relays: map[net.Conn]struct{}{}, refuse: map[string]byte{}}
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 // Addr is the server's host:port.
@@ -128,7 +138,7 @@ func (s *Server) serve(c net.Conn) {
 	case err != nil || !ap.Addr().IsLoopback():
 		code = 2 // not allowed by ruleset: this test proxy stays on loopback
 	default:
-		up, err := net.Dial("tcp", dst)
+		up, err := s.dial(context.Background(), "tcp", dst)
 		if err != nil {
 			code = 5
 			break

@@ -1,0 +1,51 @@
+// Package realtime is a test kit: the waits of tests that run on the wall
+// clock against real servers and processes (Redis, a child process, a
+// relay cut and restored), whose own clocks no test can simulate: a key's
+// TTL runs on Redis's clock, another process's write arrives when it does.
+//
+// The engine's own timing (greylisting, backoffs, rates, leases, DNS
+// retransmission) is tested in simulated time instead (testing/synctest,
+// internal/kits/simtime), and its tests do not sleep; the sleeps that are
+// left are here, in one place, each the wait for something real.
+package realtime
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// pollEvery is how often a condition on a real server is checked.
+const pollEvery = 10 * time.Millisecond
+
+// Eventually checks cond until it holds, and fails the test if it still
+// does not after within: for state a real server or process reaches on
+// its own (a lesson written by another client, a server back up).
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if !Until(ctx, cond) {
+		t.Fatalf("timed out after %v waiting for %s", within, what)
+	}
+}
+
+// Until checks cond until it holds (true) or ctx ends (false): Eventually
+// for a goroutine other than the test's.
+func Until(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return cond()
+		case <-time.After(pollEvery):
+		}
+	}
+	return true
+}
+
+// PastTTL waits until what a real server stored with ttl before the call
+// has expired on the server's clock: ttl and a few milliseconds (Redis
+// keeps expiry times in milliseconds).
+func PastTTL(ttl time.Duration) {
+	time.Sleep(ttl + 5*time.Millisecond)
+}

@@ -1,0 +1,34 @@
+package realtime
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestUntil(t *testing.T) {
+	var n atomic.Int32
+	go func() {
+		for range 3 {
+			time.Sleep(time.Millisecond)
+			n.Add(1)
+		}
+	}()
+	if !Until(context.Background(), func() bool { return n.Load() == 3 }) {
+		t.Fatal("Until gave up without a deadline")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if Until(ctx, func() bool { return false }) {
+		t.Fatal("Until reported a condition that never held")
+	}
+}
+
+func TestPastTTL(t *testing.T) {
+	start := time.Now()
+	PastTTL(20 * time.Millisecond)
+	if d := time.Since(start); d < 20*time.Millisecond {
+		t.Fatalf("returned after %v, before the TTL", d)
+	}
+}
