@@ -51,7 +51,8 @@ const (
 	testLimit = 64 << 10 // zip expansion limit in tests
 
 	workerImage = "emaildata:test"
-	// historyKeySecret holds the workers' HISTORY_KEY, in nsWorkers.
+	// historyKeySecret holds the workers' HISTORY_KEY, in nsWorkers (as
+	// the manager names it in JobConfig once it has read it).
 	historyKeySecret = "emaildata-history-key"
 	workerSA         = "emaildata-worker"
 	workerPrio       = "emaildata-test-workers"
@@ -301,7 +302,7 @@ func createFixtures(ctx context.Context) error {
 		return err
 	}
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsWorkers, Name: historyKeySecret},
-		StringData: map[string]string{"HISTORY_KEY": "controllers-test-history-key"}}); err != nil {
+		StringData: map[string]string{installsecret.Field: "controllers-test-history-key"}}); err != nil {
 		return err
 	}
 	return k8s.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: workerPrio}, Value: 1000})
