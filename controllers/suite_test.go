@@ -230,7 +230,13 @@ func runSuite(m *testing.M) int {
 	// The tests' S3 server listens on loopback.
 	localOpts.SourceAllowCIDRs = "127.0.0.0/8"
 
-	for _, o := range []operator.Options{jobOptions(nsJob, nsWorkers), localOpts} {
+	// The suite's Job manager hands its workers the history key's Secret,
+	// as a manager whose workers open a history does once it has read it
+	// (operator.historyKey; their Verify names none here, so it is set by
+	// hand); the Job managers of single tests hand none.
+	jobOpts := jobOptions(nsJob, nsWorkers)
+	jobOpts.Job.HistoryKeySecret = historyKeySecret
+	for _, o := range []operator.Options{jobOpts, localOpts} {
 		mgr, err := operator.New(ctx, cfg, o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
@@ -273,7 +279,6 @@ func jobOptions(ns, workers string) operator.Options {
 		NodeSelector:      map[string]string{"node.emaildata.io/testnode": "true"},
 		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
 		PriorityClassName: workerPrio,
-		HistoryKeySecret:  historyKeySecret,
 	}
 	return o
 }

@@ -49,7 +49,7 @@ func LoadInstallationKeys(ctx context.Context, cfg *rest.Config, o RunOptions, v
 	if err != nil {
 		return fmt.Errorf("create the client reading the installation secrets: %w", err)
 	}
-	fetch := SecretFetch(c, o.KeyNamespace)
+	fetch := secretFetch(c, o.KeyNamespace)
 	for _, k := range kinds {
 		l, err := o.Secrets.Await(ctx, k, fetch, o.SecretsRecheck, func(name string, why error) {
 			msg := "waiting for an installation secret the manager makes: the API starts once it can read it"
@@ -72,9 +72,9 @@ func LoadInstallationKeys(ctx context.Context, cfg *rest.Config, o RunOptions, v
 	return nil
 }
 
-// SecretFetch reads installation secrets by name in namespace ns through
+// secretFetch reads installation secrets by name in namespace ns through
 // r (a get: the API's and the manager's RBAC grant no more on them).
-func SecretFetch(r client.Reader, ns string) installsecret.Fetch {
+func secretFetch(r client.Reader, ns string) installsecret.Fetch {
 	return func(ctx context.Context, name string) (map[string][]byte, bool, error) {
 		var sec corev1.Secret
 		switch err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sec); {

@@ -33,10 +33,10 @@ type FraudConfig struct {
 	// postgres://... or redis://host:port/db[?prefix=emaildata:], shared
 	// by all API replicas and durable; "memory", this process's memory
 	// (make run: lost on restart); or empty: the fleet backend (Fleet)
-	// when there is one and HistoryKeyFile is set, else this process's
-	// memory for /fr queries with feedback refused (503), so that reports
-	// are never kept where a restart loses them or one replica alone sees
-	// them. A PostgreSQL pool gets 16 connections unless the URL sets
+	// when there is one and a key is given (HistoryKeyFile or
+	// HistoryKey), else this process's memory for /fr queries with
+	// feedback refused (503), so that reports are never kept where a
+	// restart loses them or one replica alone sees them. A PostgreSQL pool gets 16 connections unless the URL sets
 	// pool_max_conns.
 	HistoryURL string
 	// HistoryKeyFile holds the key that digests identifiers in history; all

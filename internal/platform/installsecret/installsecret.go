@@ -226,7 +226,8 @@ func (c Config) Name(k Kind) string {
 func (c Config) Creates(k Kind) bool { return !slices.Contains(c.External, k) }
 
 // BindFlags binds one flag per kind naming its Secret (--list-id-key-secret,
-// --callback-signing-secret): the manager and the API take the same ones.
+// --callback-signing-secret, --history-key-secret,
+// --fraud-history-key-secret): the manager and the API take the same ones.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
 	if c.Names == nil {
 		c.Names = map[Kind]string{}
