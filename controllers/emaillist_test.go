@@ -25,6 +25,7 @@ import (
 	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 )
 
 const sampleCSV = "id,name,email\n" +
@@ -145,11 +146,12 @@ func TestJobShape(t *testing.T) {
 		t.Errorf("pod placement: sa %q priority %q nodeSelector %v tolerations %v resources %v", pod.ServiceAccountName,
 			pod.PriorityClassName, pod.NodeSelector, pod.Tolerations, pod.Containers[0].Resources)
 	}
-	// The history's key comes from the Secret, never from the Job spec.
+	// The history's key comes from the Secret, never from the Job spec:
+	// required, so the kubelet holds the pod until the Secret exists.
 	if env := pod.Containers[0].Env; len(env) != 1 || env[0].Name != "HISTORY_KEY" || env[0].Value != "" ||
-		env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil || !*env[0].ValueFrom.SecretKeyRef.Optional ||
-		env[0].ValueFrom.SecretKeyRef.Name != historyKeySecret || env[0].ValueFrom.SecretKeyRef.Key != "HISTORY_KEY" {
-		t.Errorf("worker env %+v, want HISTORY_KEY from Secret %s", env, historyKeySecret)
+		env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil || *env[0].ValueFrom.SecretKeyRef.Optional ||
+		env[0].ValueFrom.SecretKeyRef.Name != historyKeySecret || env[0].ValueFrom.SecretKeyRef.Key != installsecret.Field {
+		t.Errorf("worker env %+v, want HISTORY_KEY from Secret %s, field %s", env, historyKeySecret, installsecret.Field)
 	}
 	args := strings.Join(pod.Containers[0].Args, " ")
 	for _, want := range []string{"--list-uid " + string(l.UID), "--max-record-bytes=4096", "--dns-server="} {

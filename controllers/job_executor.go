@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 )
 
 // ExitBadInput is the worker's exit code for a problem with the list itself;
@@ -74,10 +76,16 @@ type JobConfig struct {
 	ServiceAccountName string
 	// EnvFromSecret, when set, feeds store credentials to the workers.
 	EnvFromSecret string
-	// HistoryKeySecret, when set, names the Secret whose HISTORY_KEY key
-	// becomes the workers' $HISTORY_KEY: the verification history's key,
-	// which every process must share (evhistory.LoadSecret).
+	// HistoryKeySecret, when set, names the Secret whose HistoryKeyField
+	// becomes the list workers' $HISTORY_KEY: the verification history's
+	// key, which every process must share (evhistory.LoadSecret). The
+	// manager sets both from the installation secret
+	// (installsecret.HistoryKey) when its workers open a history, once it
+	// has read the Secret, so the kubelet finds it.
 	HistoryKeySecret string
+	// HistoryKeyField is the field holding that key: installsecret.Field
+	// when empty (or the LegacyField of a Secret made before).
+	HistoryKeyField string
 	// StorePVC, when set, is mounted at StoreMountPath for file:// stores.
 	StorePVC       string
 	StoreMountPath string
@@ -205,17 +213,21 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 }
 
 // historyKeyEnv is a list worker's HISTORY_KEY from cfg's Secret (nil:
-// none named). Only list Jobs get it: they run in the workers' namespace,
-// where the Secret is; Dataset Jobs run in their Dataset's and never open
-// the history. Optional, as the manager's and the API's: a worker without
-// a history starts without it, one with a history and no key refuses to
-// start and says why (evhistory.LoadSecret), and the list fails with that.
+// none named, the workers open no history), by reference: the key is
+// never in the Job's spec or args. Only list Jobs get it: they run in the
+// workers' namespace, where the Secret is; Dataset Jobs run in their
+// Dataset's and never open the history. Not optional: the manager read the
+// Secret before it made any Job, and should it be deleted since, the
+// kubelet holds the pod until it is back (a pod that cannot start fails
+// its list after --pod-start-grace, saying why) rather than start a
+// worker without the key.
 func historyKeyEnv(cfg JobConfig) *corev1.EnvVar {
 	if cfg.HistoryKeySecret == "" {
 		return nil
 	}
 	return &corev1.EnvVar{Name: evhistory.SecretEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: cfg.HistoryKeySecret}, Key: evhistory.SecretEnv, Optional: ptr.To(true)}}}
+		LocalObjectReference: corev1.LocalObjectReference{Name: cfg.HistoryKeySecret},
+		Key:                  cmp.Or(cfg.HistoryKeyField, installsecret.Field), Optional: ptr.To(false)}}}
 }
 
 // workerPod is the pod of a worker Job running args, shaped by cfg.

@@ -204,12 +204,17 @@ func APICalls() []APICall {
 		)
 	}
 	// The installation secrets: both read them by name; only the manager
-	// makes them (operator.EnsureInstallationSecrets).
+	// makes them (operator.EnsureInstallationSecrets). The history keys
+	// are read by name too, not put in the manager's or the API's pod
+	// spec: the manager would wait at pod start for a Secret it makes once
+	// running, and the get is on names both accounts hold already. Worker
+	// pods take the history key from the kubelet (a secretKeyRef), which
+	// needs no grant of theirs.
 	for _, s := range installSecretKinds() {
 		calls = append(calls,
-			APICall{m, "", "secrets", "get", ScopeOperator, s, "listid.Allocator, callbackSigning, EnsureInstallationSecrets"},
-			APICall{a, "", "secrets", "get", ScopeOperator, s, "listid.Allocator, GET /v5/callback/secret"},
-			APICall{m, "", "secrets", "create", ScopeOperator, s, "EnsureInstallationSecrets"},
+			APICall{m, "", "secrets", "get", ScopeOperator, s, "listid.Allocator, callbackSigning, EnsureInstallationSecrets, operator.historyKey"},
+			APICall{a, "", "secrets", "get", ScopeOperator, s, "listid.Allocator, GET /v5/callback/secret, restapi.LoadInstallationKeys (the history keys)"},
+			APICall{m, "", "secrets", "create", ScopeOperator, s, "EnsureInstallationSecrets, operator.historyKey"},
 		)
 	}
 	return calls

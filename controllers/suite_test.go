@@ -51,7 +51,8 @@ const (
 	testLimit = 64 << 10 // zip expansion limit in tests
 
 	workerImage = "emaildata:test"
-	// historyKeySecret holds the workers' HISTORY_KEY, in nsWorkers.
+	// historyKeySecret holds the workers' HISTORY_KEY, in nsWorkers (as
+	// the manager names it in JobConfig once it has read it).
 	historyKeySecret = "emaildata-history-key"
 	workerSA         = "emaildata-worker"
 	workerPrio       = "emaildata-test-workers"
@@ -229,7 +230,13 @@ func runSuite(m *testing.M) int {
 	// The tests' S3 server listens on loopback.
 	localOpts.SourceAllowCIDRs = "127.0.0.0/8"
 
-	for _, o := range []operator.Options{jobOptions(nsJob, nsWorkers), localOpts} {
+	// The suite's Job manager hands its workers the history key's Secret,
+	// as a manager whose workers open a history does once it has read it
+	// (operator.historyKey; their Verify names none here, so it is set by
+	// hand); the Job managers of single tests hand none.
+	jobOpts := jobOptions(nsJob, nsWorkers)
+	jobOpts.Job.HistoryKeySecret = historyKeySecret
+	for _, o := range []operator.Options{jobOpts, localOpts} {
 		mgr, err := operator.New(ctx, cfg, o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
@@ -272,7 +279,6 @@ func jobOptions(ns, workers string) operator.Options {
 		NodeSelector:      map[string]string{"node.emaildata.io/testnode": "true"},
 		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
 		PriorityClassName: workerPrio,
-		HistoryKeySecret:  historyKeySecret,
 	}
 	return o
 }
@@ -301,7 +307,7 @@ func createFixtures(ctx context.Context) error {
 		return err
 	}
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsWorkers, Name: historyKeySecret},
-		StringData: map[string]string{"HISTORY_KEY": "controllers-test-history-key"}}); err != nil {
+		StringData: map[string]string{installsecret.Field: "controllers-test-history-key"}}); err != nil {
 		return err
 	}
 	return k8s.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: workerPrio}, Value: 1000})

@@ -78,6 +78,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cfg := ctrl.GetConfigOrDie()
+	// The history keys, from their installation secrets (by name; the
+	// first API pod of an install waits here for the manager to make them).
+	if err := restapi.LoadInstallationKeys(ctx, cfg, o, &vc, &fc); err != nil {
+		log.Error("installation secrets", logging.KeyError, err.Error())
+		os.Exit(2)
+	}
 	vc.Log = log
 	engine, err := wiring.NewEngine(ctx, vc)
 	if err != nil {
@@ -99,7 +106,7 @@ func main() {
 		os.Exit(2)
 	}
 	o.FraudBudget, o.FraudSMTP = fc.Budget, fc.SMTP && vc.SMTP
-	if err := restapi.Run(ctx, ctrl.GetConfigOrDie(), o); err != nil {
+	if err := restapi.Run(ctx, cfg, o); err != nil {
 		log.Error("api stopped", logging.KeyError, err.Error())
 		os.Exit(1)
 	}

@@ -88,7 +88,6 @@ func bindWorkerFlags(fs *flag.FlagSet, o *operator.Options) *workerFlags {
 	fs.DurationVar(&o.Job.ActiveDeadline, "worker-active-deadline", controllers.DefaultWorkerActiveDeadline, "longest a worker Job (a list's shards, a Dataset's import) may run before it is stopped and its list or Dataset fails with reason DeadlineExceeded (activeDeadlineSeconds, rounded up to seconds); negative: none")
 	fs.StringVar(&o.Job.ServiceAccountName, "worker-service-account", "", "service account of worker pods, in the workers' namespace (default: its default account; no token is mounted either way)")
 	fs.StringVar(&o.Job.EnvFromSecret, "worker-env-secret", "", "Secret whose keys become the workers' environment (store credentials)")
-	fs.StringVar(&o.Job.HistoryKeySecret, "worker-history-key-secret", "", "Secret whose HISTORY_KEY key becomes the workers' $HISTORY_KEY, the verification history's key (in the workers' namespace; the same Secret as the manager's and the API's)")
 	fs.StringVar(&o.Job.StorePVC, "store-pvc", "", "PVC holding a file:// store, mounted into worker pods")
 	fs.StringVar(&o.Job.StoreMountPath, "store-mount-path", "/var/lib/emaildata", "where the store PVC is mounted")
 	fs.StringVar(&w.cpu, "worker-cpu", "500m", "CPU request of a worker pod")

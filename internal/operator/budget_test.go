@@ -50,30 +50,3 @@ func TestSMTPBudgetFollowsFleet(t *testing.T) {
 		})
 	}
 }
-
-// Job workers that would open a history (--history-url, or the fleet
-// backend's) need a way to its key; a manager without one refuses to start.
-func TestWorkersHistoryKey(t *testing.T) {
-	for _, tc := range []struct {
-		name, executor, historyURL, fleetURL, keySecret, envSecret string
-		ok                                                         bool
-	}{
-		{"no history", ExecutorJob, "", "", "", "", true},
-		{"history off", ExecutorJob, "off", "redis://r:6379/0", "", "", true},
-		{"fleet history, no key", ExecutorJob, "", "redis://r:6379/0", "", "", false},
-		{"history url, no key", ExecutorJob, "postgres://h/db", "", "", "", false},
-		{"history, key Secret", ExecutorJob, "postgres://h/db", "", "emaildata-history-key", "", true},
-		{"history, env Secret", ExecutorJob, "postgres://h/db", "", "", "store-creds", true},
-		{"local executor", ExecutorLocal, "postgres://h/db", "", "", "", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := &Options{Executor: tc.executor, Verify: wiring.DefaultVerifyConfig()}
-			o.Verify.HistoryURL, o.Verify.Fleet.URL = tc.historyURL, tc.fleetURL
-			o.Job.HistoryKeySecret, o.Job.EnvFromSecret = tc.keySecret, tc.envSecret
-			err := workersHistoryKey(o)
-			if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "--worker-history-key-secret")) {
-				t.Errorf("err %v, want ok=%v", err, tc.ok)
-			}
-		})
-	}
-}

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -144,4 +145,122 @@ func (s *installationSecrets) Start(ctx context.Context) error {
 		case <-time.After(s.interval):
 		}
 	}
+}
+
+// historyKey gives the verification history's key to this manager's
+// engine and its worker Jobs, when they open a history
+// (Verify.NamesHistory). Its home is the installation secret HistoryKey,
+// read by name, never from the environment at pod start: a manager whose
+// pod waited for a Secret that it makes itself once running would never
+// start.
+//
+// The elected manager makes the installation secrets once it is running
+// (installationSecrets); this one is needed before, while the engine is
+// built, on every replica. So, unless the installer brings it
+// (--external-secrets: then this waits for it), a missing one is made
+// here, elected or not: a create is atomic, and a replica that loses the
+// race reads the winner's key. A Secret holding no usable key is never
+// replaced: the manager refuses to start and says why.
+//
+// Worker pods get it from the same Secret by a secretKeyRef, of the field
+// that holds it ("key", or HISTORY_KEY in a Secret the chart or
+// config/default made before). A manager given a key of its own
+// (--history-key-file, $HISTORY_KEY: make run) keys its engine with that;
+// for its workers it then only reads the Secret, and refuses to start
+// when they would get another key.
+func historyKey(ctx context.Context, r client.Reader, w client.Writer, o *Options) error {
+	if !o.Verify.NamesHistory() {
+		return nil
+	}
+	jobs := o.Executor == ExecutorJob
+	given, from, err := o.Verify.GivenHistoryKey()
+	if err != nil {
+		return err
+	}
+	own := given != nil || o.Verify.History != nil
+	if own && !jobs {
+		return nil // keyed with what it was given; no pod needs the Secret
+	}
+	name := o.Secrets.Name(installsecret.HistoryKey)
+	if jobs && o.Job.Namespace != o.Namespace {
+		return fmt.Errorf("worker Jobs in namespace %s would open the verification history, whose key is the installation secret %s/%s: "+
+			"a pod can take a Secret of its own namespace only; run the workers in %s (--worker-namespace), or without a history (--history-url=off)",
+			o.Job.Namespace, o.Namespace, name, o.Namespace)
+	}
+	var l installsecret.Loaded
+	if own {
+		if l, err = ownHistoryKey(ctx, r, o, given, from); err != nil {
+			return err
+		}
+	} else {
+		if l, err = awaitHistoryKey(ctx, r, w, o); err != nil {
+			return fmt.Errorf("the verification history's key: %w", err)
+		}
+		o.Verify.HistoryKey = l.Key
+	}
+	logf.FromContext(ctx).WithName("installation-secrets").Info("verification history key read", "namespace", o.Namespace, "secret", l.Name, "field", l.Field)
+	if jobs {
+		o.Job.HistoryKeySecret, o.Job.HistoryKeyField = l.Name, l.Field
+	}
+	return nil
+}
+
+// awaitHistoryKey makes the history key's Secret when it is missing (not
+// one the installer brings), and reads it, waiting while it is missing.
+func awaitHistoryKey(ctx context.Context, r client.Reader, w client.Writer, o *Options) (installsecret.Loaded, error) {
+	log := logf.FromContext(ctx).WithName("installation-secrets")
+	spec, _ := installsecret.Lookup(installsecret.HistoryKey)
+	fetch := func(ctx context.Context, name string) (map[string][]byte, bool, error) {
+		st, err := ensureOne(ctx, r, w, o.Namespace, spec, o.Secrets, rand.Reader)
+		if err != nil {
+			return nil, false, err
+		}
+		if st.Created {
+			log.Info("created installation secret", "kind", st.Kind, "namespace", o.Namespace, "secret", st.Name)
+		}
+		return readSecret(ctx, r, o.Namespace, name)
+	}
+	return o.Secrets.Await(ctx, installsecret.HistoryKey, fetch, o.SecretsRecheck, func(name string, why error) {
+		log.Info("waiting for the verification history's key: the manager starts once it can read it",
+			"namespace", o.Namespace, "secret", name, "reason", why.Error())
+	})
+}
+
+// ownHistoryKey reads the history key's Secret, which the workers of a
+// manager given its own key take theirs from: it must exist (it is not
+// made here: it would hold another key) and hold the same key.
+func ownHistoryKey(ctx context.Context, r client.Reader, o *Options, given []byte, from string) (installsecret.Loaded, error) {
+	name := o.Secrets.Name(installsecret.HistoryKey)
+	spec, _ := installsecret.Lookup(installsecret.HistoryKey)
+	data, found, err := readSecret(ctx, r, o.Namespace, name)
+	if err == nil && !found {
+		err = installsecret.ErrMissing
+	}
+	var l installsecret.Loaded
+	if err == nil {
+		l = installsecret.Loaded{Kind: spec.Kind, Name: name}
+		l.Field, l.Key, err = spec.Find(data)
+	}
+	switch {
+	case err != nil:
+		return l, fmt.Errorf("worker Jobs take the verification history's key from the installation secret %s/%s: %w; "+
+			"make it hold the key this manager has from %s, or give the manager no key of its own (it then makes and reads that Secret)",
+			o.Namespace, name, err, from)
+	case given != nil && !hmac.Equal(given, l.Key):
+		return l, fmt.Errorf("the installation secret %s/%s, which worker Jobs take the verification history's key from, holds another key "+
+			"than %s: one address would be kept under two keys; give one key (put this one in the Secret, or drop %s)", o.Namespace, name, from, from)
+	}
+	return l, nil
+}
+
+// readSecret reads a Secret's data by name (found false: it does not exist).
+func readSecret(ctx context.Context, r client.Reader, ns, name string) (map[string][]byte, bool, error) {
+	var sec corev1.Secret
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sec); {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return sec.Data, true, nil
 }

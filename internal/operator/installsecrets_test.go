@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,21 +51,39 @@ func TestEnsureInstallationSecrets(t *testing.T) {
 	}
 	ctx := context.Background()
 	short := bytes.Repeat([]byte("s"), 16)
+	key := func(v []byte) map[string][]byte { return map[string][]byte{installsecret.Field: v} }
+	all := func(state string) map[installsecret.Kind]string {
+		out := map[installsecret.Kind]string{}
+		for _, s := range installsecret.Specs() {
+			out[s.Kind] = state
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name     string
-		existing map[installsecret.Kind][]byte // Secrets there before, by kind
+		existing map[installsecret.Kind]map[string][]byte // Secrets there before, by kind
 		cfg      installsecret.Config
 		// want: what each kind ends as: "created", "kept", "unusable", "missing".
 		want map[installsecret.Kind]string
 	}{
-		{name: "none", want: map[installsecret.Kind]string{installsecret.ListIDKey: "created", installsecret.CallbackSigning: "created"}},
-		{name: "one there, one short", existing: map[installsecret.Kind][]byte{
-			installsecret.ListIDKey: bytes.Repeat([]byte{7}, 32), installsecret.CallbackSigning: short},
-			want: map[installsecret.Kind]string{installsecret.ListIDKey: "kept", installsecret.CallbackSigning: "unusable"}},
+		{name: "none", want: all("created")},
+		{name: "some there, one short, one of before", existing: map[installsecret.Kind]map[string][]byte{
+			installsecret.ListIDKey: key(bytes.Repeat([]byte{7}, 32)), installsecret.CallbackSigning: key(short),
+			// The history key Secret the chart or config/default made before.
+			installsecret.HistoryKey: {installsecret.LegacyHistoryField: []byte("a-history-key-made-by-the-chart-before")}},
+			want: map[installsecret.Kind]string{installsecret.ListIDKey: "kept", installsecret.CallbackSigning: "unusable",
+				installsecret.HistoryKey: "kept", installsecret.FraudHistoryKey: "created"}},
+		{name: "brought history keys", existing: map[installsecret.Kind]map[string][]byte{
+			installsecret.HistoryKey: key([]byte("vault-history-key-0001\n")), installsecret.FraudHistoryKey: key([]byte("vault-fraud-key-00001"))},
+			cfg: installsecret.Config{External: []installsecret.Kind{installsecret.HistoryKey, installsecret.FraudHistoryKey}},
+			want: map[installsecret.Kind]string{installsecret.ListIDKey: "created", installsecret.CallbackSigning: "created",
+				installsecret.HistoryKey: "kept", installsecret.FraudHistoryKey: "kept"}},
 		{name: "external, renamed", cfg: installsecret.Config{
-			Names:    map[installsecret.Kind]string{installsecret.ListIDKey: "mail-ids-key", installsecret.CallbackSigning: "vault-signing"},
-			External: []installsecret.Kind{installsecret.CallbackSigning}},
-			want: map[installsecret.Kind]string{installsecret.ListIDKey: "created", installsecret.CallbackSigning: "missing"}},
+			Names: map[installsecret.Kind]string{installsecret.ListIDKey: "mail-ids-key", installsecret.CallbackSigning: "vault-signing",
+				installsecret.HistoryKey: "vault-history", installsecret.FraudHistoryKey: "mail-fraud"},
+			External: []installsecret.Kind{installsecret.CallbackSigning, installsecret.HistoryKey}},
+			want: map[installsecret.Kind]string{installsecret.ListIDKey: "created", installsecret.CallbackSigning: "missing",
+				installsecret.HistoryKey: "missing", installsecret.FraudHistoryKey: "created"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := "is-" + strings.ReplaceAll(tc.name, ",", "")
@@ -73,8 +92,7 @@ func TestEnsureInstallationSecrets(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, v := range tc.existing {
-				if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.cfg.Name(k)},
-					Data: map[string][]byte{installsecret.Field: v}}); err != nil {
+				if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.cfg.Name(k)}, Data: v}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -82,7 +100,10 @@ func TestEnsureInstallationSecrets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			first := map[installsecret.Kind][]byte{}
+			if len(states) != len(installsecret.Specs()) {
+				t.Fatalf("%d states for %d kinds", len(states), len(installsecret.Specs()))
+			}
+			first := map[installsecret.Kind]map[string][]byte{}
 			for _, st := range states {
 				got := map[bool]string{true: "created"}[st.Created]
 				switch {
@@ -107,20 +128,26 @@ func TestEnsureInstallationSecrets(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				first[st.Kind] = sec.Data[installsecret.Field]
-				if want, ok := tc.existing[st.Kind]; ok && !bytes.Equal(sec.Data[installsecret.Field], want) {
+				first[st.Kind] = sec.Data
+				if want, ok := tc.existing[st.Kind]; ok && !reflect.DeepEqual(sec.Data, want) {
 					t.Errorf("%s: an existing Secret was changed", st.Kind)
 				}
 				if got == "created" {
 					spec, _ := installsecret.Lookup(st.Kind)
 					if _, err := spec.Key(sec.Data); err != nil || sec.Immutable == nil || !*sec.Immutable ||
-						sec.Labels["app.kubernetes.io/component"] != string(st.Kind) {
+						sec.Labels["app.kubernetes.io/component"] != string(st.Kind) || len(sec.Data) != 1 {
 						t.Errorf("%s: made %d bytes (%v), immutable %v, labels %v", st.Kind, len(sec.Data[installsecret.Field]), err, sec.Immutable, sec.Labels)
 					}
 				}
 			}
-			if a, b := first[installsecret.ListIDKey], first[installsecret.CallbackSigning]; a != nil && bytes.Equal(a, b) {
-				t.Error("two installation secrets got the same key")
+			seen := map[string]installsecret.Kind{}
+			for k, data := range first {
+				if v := string(data[installsecret.Field]); v != "" {
+					if other, dup := seen[v]; dup {
+						t.Errorf("%s and %s hold the same key", k, other)
+					}
+					seen[v] = k
+				}
 			}
 			// Again: nothing changes.
 			again, err := EnsureInstallationSecrets(ctx, c, c, ns, tc.cfg, nil)
@@ -129,7 +156,7 @@ func TestEnsureInstallationSecrets(t *testing.T) {
 			}
 			for _, st := range again {
 				var sec corev1.Secret
-				if st.Created || c.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.Name}, &sec) == nil && !bytes.Equal(sec.Data[installsecret.Field], first[st.Kind]) {
+				if st.Created || c.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.Name}, &sec) == nil && !reflect.DeepEqual(sec.Data, first[st.Kind]) {
 					t.Errorf("%s: changed by a second call", st.Kind)
 				}
 			}

@@ -5,7 +5,6 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -91,8 +90,12 @@ type Options struct {
 	CallbackAllowCIDRs string
 	CallbackBackoff    callback.Backoff
 	// Secrets names the installation secrets in Namespace (the list ID key,
-	// the callback signing key): the elected manager makes the missing
-	// ones at start, except those the installer provides (Secrets.External).
+	// the callback signing key, the verification and fraud history keys):
+	// the elected manager makes the missing ones at start, except those
+	// the installer provides (Secrets.External). The verification
+	// history's key is read (and made when missing) before the manager
+	// starts when Verify opens a history (historyKey); worker Jobs take it
+	// from that Secret.
 	Secrets installsecret.Config
 	// SecretsRecheck is how often a missing external installation secret
 	// is looked for again (default 30s).
@@ -214,6 +217,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	scheme := kubescheme.New()
 	mgr, err := newManager(cfg, o, scheme)
 	if err != nil {
+		return nil, err
+	}
+	// Before the engine: it opens the history with this key.
+	if err := historyKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), &o); err != nil {
 		return nil, err
 	}
 	store, ps, reg, engine, err := openEngines(ctx, o)
@@ -367,25 +374,11 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		}
 	}
 	setSMTPBudget(o)
-	if err := workersHistoryKey(o); err != nil {
-		return err
-	}
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(), o.Pipeline.Limits.Args()...), o.Job.ExtraArgs...)
-	return nil
-}
-
-// workersHistoryKey refuses Job workers that would open the verification
-// history without a way to its key: each would fail at start, list after
-// list, instead of this manager once.
-func workersHistoryKey(o *Options) error {
-	if o.Executor == ExecutorJob && o.Verify.NamesHistory() && o.Job.HistoryKeySecret == "" && o.Job.EnvFromSecret == "" {
-		return errors.New("worker Jobs would open the verification history without its key: " +
-			"name the Secret holding HISTORY_KEY with --worker-history-key-secret (the chart does), or put HISTORY_KEY in --worker-env-secret")
-	}
 	return nil
 }
 

@@ -48,6 +48,10 @@ type RunOptions struct {
 	APIKeyNamespace string
 	// Secrets names the installation secrets, read by name in KeyNamespace.
 	Secrets installsecret.Config
+	// SecretsRecheck is how often a missing installation secret the API
+	// needs to start is looked for again (LoadInstallationKeys; default
+	// DefaultSecretsRecheck).
+	SecretsRecheck time.Duration
 	// BlobURL names the store; Store, when set, is used instead.
 	BlobURL string
 	Store   *blobstore.Store
@@ -155,6 +159,9 @@ func (o *RunOptions) defaults() {
 	}
 	if o.CallbackSigningSecret == "" {
 		o.CallbackSigningSecret = o.Secrets.Name(installsecret.CallbackSigning)
+	}
+	if o.SecretsRecheck <= 0 {
+		o.SecretsRecheck = DefaultSecretsRecheck
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 45 * time.Second

@@ -103,10 +103,18 @@ type VerifyConfig struct {
 	// run the same scope (the key check reports one that does not).
 	HistoryScope evhistory.Scope
 	// HistoryKeyFile holds the history's key (a mounted Secret); empty:
-	// $HISTORY_KEY. A history needs one: without it the process refuses
-	// to start (evhistory.LoadSecret). Not passed to workers, which take
-	// HISTORY_KEY from their environment (--worker-history-key-secret).
+	// $HISTORY_KEY. A history needs a key: HistoryKey, else this, else
+	// $HISTORY_KEY; without one the process refuses to start
+	// (evhistory.LoadSecret). In a cluster neither is set: the manager and
+	// the API read the key from its installation secret into HistoryKey,
+	// and worker pods get $HISTORY_KEY from that Secret (a secretKeyRef).
+	// Not passed to workers.
 	HistoryKeyFile string
+	// HistoryKey is the history's key as the manager or the API read it
+	// from its installation secret (internal/platform/installsecret,
+	// HistoryKey); it takes the place of HistoryKeyFile and $HISTORY_KEY.
+	// Not a flag: a key never goes on a command line.
+	HistoryKey []byte `json:"-"`
 	// HistoryKeyCheck is how often a process checks that the store's
 	// history is kept under its key (evhistory.CheckKey).
 	HistoryKeyCheck time.Duration
@@ -187,10 +195,10 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ListsBlobKey, "lists-blob-key", c.ListsBlobKey, "blob key of list extensions published by the manager (workers)")
 	fs.StringVar(&c.ExtraTLDs, "extra-tlds", c.ExtraTLDs, "top-level domains accepted besides ICANN's, comma separated")
 	c.Fleet.BindFlags(fs)
-	fs.StringVar(&c.HistoryURL, "history-url", c.HistoryURL, `verification history: redis://host:port/db, postgres://..., bolt:///path.db, or "off" (default: $HISTORY_URL, else the --fleet-url backend, else none); needs a key: $HISTORY_KEY or --history-key-file`)
+	fs.StringVar(&c.HistoryURL, "history-url", c.HistoryURL, `verification history: redis://host:port/db, postgres://..., bolt:///path.db, or "off" (default: $HISTORY_URL, else the --fleet-url backend, else none); needs a key: the installation secret --history-key-secret names (manager, API), else $HISTORY_KEY or --history-key-file`)
 	c.HistoryTTLs.BindFlags(fs)
 	fs.Var(&c.HistoryScope, "history-scope", `whose earlier checks answer a call: "tenant" (a tenant's own only) or "shared" (every tenant's, dated to the hour: tells a tenant that someone checked an address)`)
-	fs.StringVar(&c.HistoryKeyFile, "history-key-file", c.HistoryKeyFile, "file holding the history's key, a mounted Secret (default: $HISTORY_KEY); a history refuses to start without one")
+	fs.StringVar(&c.HistoryKeyFile, "history-key-file", c.HistoryKeyFile, "file holding the history's key (default: $HISTORY_KEY; with neither, the manager and the API read the installation secret --history-key-secret names); a history refuses to start without a key")
 	fs.DurationVar(&c.HistoryKeyCheck, "history-key-check-interval", c.HistoryKeyCheck, "how often a process checks that the history's store is kept under its key (a mismatch is logged, counted and stops its use of the history)")
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/evhistory"
@@ -100,8 +101,8 @@ func openShared(ctx context.Context, e *verify.Engine, c VerifyConfig) (*fleet.F
 }
 
 // openHistory opens c's verification history: c.History, HistoryURL, or
-// the fleet backend; nil for none. A history needs its key (HISTORY_KEY or
-// --history-key-file): without one the process refuses to start rather
+// the fleet backend; nil for none. A history needs its key (HistoryKey,
+// --history-key-file or HISTORY_KEY): without one the process refuses to start rather
 // than key the history with a secret kept beside it, or run without it
 // unnoticed (twice the probes).
 func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.Logger) (*evhistory.History, error) {
@@ -121,7 +122,10 @@ func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.
 	case url == c.Fleet.URL && f != nil:
 		o.Redis = f.Backend().Client()
 	}
-	key, err := evhistory.LoadSecret(c.HistoryKeyFile)
+	key, _, err := c.GivenHistoryKey()
+	if err == nil && key == nil {
+		_, err = evhistory.LoadSecret("") // says what to set
+	}
 	if err != nil {
 		return nil, fmt.Errorf("verification history %s: %w", fleet.Redacted(url), err)
 	}
@@ -140,6 +144,32 @@ func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.
 // "off", or a --fleet-url backend that keeps it by default.
 func (c VerifyConfig) NamesHistory() bool {
 	return c.HistoryURL != "off" && (c.HistoryURL != "" || c.Fleet.URL != "")
+}
+
+// GivenHistoryKey returns the history key this process was given, and
+// where from: HistoryKey (read from the installation secret), else
+// --history-key-file, else $HISTORY_KEY (both read by
+// evhistory.LoadSecret, which checks them); nil and "" when none was.
+func (c VerifyConfig) GivenHistoryKey() (key []byte, from string, err error) {
+	switch {
+	case c.HistoryKey != nil:
+		return c.HistoryKey, "the installation secret", nil
+	case c.HistoryKeyFile != "":
+		key, err = evhistory.LoadSecret(c.HistoryKeyFile)
+		return key, "--history-key-file", err
+	case strings.TrimSpace(os.Getenv(evhistory.SecretEnv)) != "":
+		key, err = evhistory.LoadSecret("")
+		return key, "$" + evhistory.SecretEnv, err
+	}
+	return nil, "", nil
+}
+
+// NeedsHistoryKeySecret reports whether a process with c opens a
+// verification history whose key it was not given: the manager and the
+// API then read it from its installation secret into HistoryKey.
+func (c VerifyConfig) NeedsHistoryKeySecret() bool {
+	return c.NamesHistory() && c.History == nil && c.HistoryKey == nil && c.HistoryKeyFile == "" &&
+		strings.TrimSpace(os.Getenv(evhistory.SecretEnv)) == ""
 }
 
 // HistoryHealth returns whether e's verification history is in use, and

@@ -104,7 +104,17 @@ func TestHistoryNeedsKey(t *testing.T) {
 	if ok, _ := HistoryHealth(a)(); !ok {
 		t.Error("the first engine reports a mismatch")
 	}
-	c.HistoryKeyFile = ""
+	// The key as the manager and the API read it from the installation
+	// secret (HistoryKey, trimmed as the file is) keys the same history.
+	c.HistoryKeyFile, c.HistoryKey = "", []byte("file-key-0123456789")
+	bySecret, err := NewEngine(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, detail := HistoryHealth(bySecret)(); !ok {
+		t.Errorf("the key read from the Secret: %q, want the file's key", detail)
+	}
+	c.HistoryKey = nil
 	t.Setenv("HISTORY_KEY", "another-key-0123456789")
 	b, err := NewEngine(ctx, c)
 	if err != nil {

@@ -33,10 +33,10 @@ type FraudConfig struct {
 	// postgres://... or redis://host:port/db[?prefix=emaildata:], shared
 	// by all API replicas and durable; "memory", this process's memory
 	// (make run: lost on restart); or empty: the fleet backend (Fleet)
-	// when there is one and HistoryKeyFile is set, else this process's
-	// memory for /fr queries with feedback refused (503), so that reports
-	// are never kept where a restart loses them or one replica alone sees
-	// them. A PostgreSQL pool gets 16 connections unless the URL sets
+	// when there is one and a key is given (HistoryKeyFile or
+	// HistoryKey), else this process's memory for /fr queries with
+	// feedback refused (503), so that reports are never kept where a
+	// restart loses them or one replica alone sees them. A PostgreSQL pool gets 16 connections unless the URL sets
 	// pool_max_conns.
 	HistoryURL string
 	// HistoryKeyFile holds the key that digests identifiers in history; all
@@ -45,8 +45,11 @@ type FraudConfig struct {
 	HistoryKeyFile string
 	// HistoryKey is that key itself, when no file gives it: $FRAUD_HISTORY_KEY
 	// in DefaultFraudConfig (a Secret's key in the environment, such as the
-	// chart's store.credentialsSecret gives). Not a flag: a key never goes
-	// on a command line.
+	// chart's store.credentialsSecret gives: an installation that set it
+	// keeps it), else, when a durable store needs one (NeedsKeySecret),
+	// the key the API read from its installation secret
+	// (internal/platform/installsecret, FraudHistoryKey). Not a flag: a
+	// key never goes on a command line.
 	HistoryKey string
 	// Budget bounds the email check inside one call.
 	Budget time.Duration
@@ -80,6 +83,16 @@ func (c *FraudConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HistoryKeyFile, "fraud-history-key-file", c.HistoryKeyFile, "file with the key that digests identifiers in fraud history (default: $FRAUD_HISTORY_KEY; a shared history needs one)")
 	fs.DurationVar(&c.Budget, "fraud-email-budget", cmp.Or(c.Budget, 1500*time.Millisecond), "time budget of the email check in GET /fr")
 	fs.BoolVar(&c.SMTP, "fraud-smtp", false, "run the SMTP mailbox check inside GET /fr")
+}
+
+// NeedsKeySecret reports whether the fraud history c names is durable
+// and shared (a --fraud-history-url other than memory, or, without one,
+// the fleet backend when fleet is true) and no key was given: the API
+// then reads it from its installation secret into HistoryKey. make run
+// keeps its history in memory and needs none.
+func (c FraudConfig) NeedsKeySecret(fleet bool) bool {
+	durable := c.HistoryURL != "" && c.HistoryURL != HistoryMemory || c.HistoryURL == "" && fleet
+	return durable && c.HistoryKeyFile == "" && c.HistoryKey == ""
 }
 
 // FleetOf returns e's fleet backend, nil when it has none.
@@ -141,7 +154,7 @@ func openFraudHistory(ctx context.Context, c FraudConfig, cfg fraud.Config, deps
 	onFleet := false
 	if url == "" && c.Fleet != nil {
 		if c.HistoryKeyFile == "" && c.HistoryKey == "" {
-			log.Warn("fraud history not kept on the fleet backend: no key (--fraud-history-key-file or $FRAUD_HISTORY_KEY, from a Secret, not from the backend)")
+			log.Warn("fraud history not kept on the fleet backend: no key (its installation secret, --fraud-history-key-file or $FRAUD_HISTORY_KEY, from a Secret, not from the backend)")
 		} else {
 			onFleet = true
 		}
@@ -160,7 +173,7 @@ func openFraudHistory(ctx context.Context, c FraudConfig, cfg fraud.Config, deps
 	case c.HistoryKey != "":
 		deps.HistoryKey = []byte(c.HistoryKey)
 	case shared:
-		return fmt.Errorf("--fraud-history-url needs --fraud-history-key-file (or $FRAUD_HISTORY_KEY), so that replicas agree on digests")
+		return fmt.Errorf("--fraud-history-url needs --fraud-history-key-file (or $FRAUD_HISTORY_KEY, or in a cluster the installation secret --fraud-history-key-secret names), so that replicas agree on digests")
 	default:
 		deps.HistoryKey = make([]byte, 32)
 		_, _ = rand.Read(deps.HistoryKey)

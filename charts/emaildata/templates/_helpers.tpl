@@ -61,22 +61,6 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $p -}}
 {{- end -}}
 
-{{/* The Secret holding the verification history's HISTORY_KEY. */}}
-{{- define "emaildata.historySecret" -}}
-{{- default (printf "%s-history-key" (include "emaildata.fullname" .)) .Values.history.existingSecret -}}
-{{- end -}}
-
-{{/* HISTORY_KEY from that Secret: optional, so a process without a history
-starts without it; one with a history and no key refuses to start. */}}
-{{- define "emaildata.historyKeyEnv" -}}
-- name: HISTORY_KEY
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "emaildata.historySecret" . }}
-      key: HISTORY_KEY
-      optional: true
-{{- end -}}
-
 {{/* --history-scope when not the default (config/default leaves it out). */}}
 {{- define "emaildata.historyArgs" -}}
 {{- if ne (toString .Values.history.scope) "tenant" }}
@@ -251,16 +235,27 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The installation secrets (internal/platform/installsecret): kind, value key,
      Secret name (existingSecret or <fullname>-<suffix>), whether the installer brings it.
-     Returns a YAML list; the suffixes are installsecret.Specs'. */}}
+     Returns a YAML list; the suffixes are installsecret.Specs'. The chart renders
+     none of them: the manager makes them (no random value in a manifest, so a
+     GitOps tool re-rendering the chart changes no key). */}}
 {{- define "emaildata.installationSecrets" -}}
 {{- $fullname := include "emaildata.fullname" . -}}
 {{- $v := .Values.installationSecrets -}}
+{{- if and .Values.history .Values.history.existingSecret -}}
+{{- fail "history.existingSecret moved to installationSecrets.historyKey.existingSecret (the Secret may keep its field HISTORY_KEY; docs/install.md, \"Installation secrets\")" -}}
+{{- end -}}
 - kind: list-id-key
   name: {{ default (printf "%s-list-ids-key" $fullname) $v.listIDKey.existingSecret }}
   external: {{ not (empty $v.listIDKey.existingSecret) }}
 - kind: callback-signing
   name: {{ default (printf "%s-callback-signing" $fullname) $v.callbackSigning.existingSecret }}
   external: {{ not (empty $v.callbackSigning.existingSecret) }}
+- kind: history-key
+  name: {{ default (printf "%s-history-key" $fullname) $v.historyKey.existingSecret }}
+  external: {{ not (empty $v.historyKey.existingSecret) }}
+- kind: fraud-history-key
+  name: {{ default (printf "%s-fraud-history-key" $fullname) $v.fraudHistoryKey.existingSecret }}
+  external: {{ not (empty $v.fraudHistoryKey.existingSecret) }}
 {{- end -}}
 
 {{/* The flags naming the counter and the installation secrets, the same for the manager and the API. */}}

@@ -12,9 +12,11 @@
 // guessable, and MD5 and SHA hashes of addresses are traded and looked up
 // by this very industry, so anyone reading a plain-hashed store could test
 // addresses against it. With a keyed hash, the store alone tells nothing.
-// The secret comes from HISTORY_KEY (a Secret: the manager's, the API's
-// and the workers' environment) or a mounted file (LoadSecret), never from
-// the store it protects; Open refuses to run without one. The store holds
+// The secret comes from the installation's Secret (the manager and the
+// API read it by name; the workers get it as HISTORY_KEY from a
+// secretKeyRef), or from $HISTORY_KEY or a mounted file (LoadSecret: make
+// run, worker run), never from the store it protects; Open refuses to run
+// without one. The store holds
 // only a fingerprint of it, which every process checks (see CheckKey).
 //
 // # Scopes
@@ -56,7 +58,6 @@ package evhistory
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -207,8 +208,8 @@ var _ verify.History = (*History)(nil)
 // with the scope, TTLs, clock and log of o (o.Secret and o.Redis are
 // Open's). It checks the store's key on first use; Open also at once.
 func New(store Store, secret []byte, o Options) (*History, error) {
-	if len(secret) < 16 {
-		return nil, errors.New("evhistory: the secret must have at least 16 bytes")
+	if len(secret) < MinSecretBytes {
+		return nil, fmt.Errorf("evhistory: the secret must have at least %d bytes", MinSecretBytes)
 	}
 	scope, err := ParseScope(string(o.Scope))
 	if err != nil {

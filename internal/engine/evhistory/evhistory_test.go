@@ -334,7 +334,7 @@ func TestLoadSecret(t *testing.T) {
 	}{
 		{"env-key-0123456789\n", "", "env-key-0123456789", ""},
 		{"env-key-0123456789", file, "file-key-0123456789", ""},
-		{"", "", "", "needs a key: set HISTORY_KEY from a Secret"},
+		{"", "", "", "needs a key: set HISTORY_KEY or --history-key-file (in a cluster worker pods get HISTORY_KEY from the installation secret"},
 		{"   ", "", "", "needs a key"},
 		{"", short, "", "has 3 bytes, want at least 16"},
 		{"", filepath.Join(dir, "missing"), "", "history key file"},

@@ -40,11 +40,12 @@ func LoadSecret(file string) ([]byte, error) {
 	}
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
-		return nil, fmt.Errorf("the verification history needs a key: set %s from a Secret (the chart and config/default do), "+
-			"or --history-key-file; or run without a history (--history-url=off)", SecretEnv)
+		return nil, fmt.Errorf("the verification history needs a key: set %s or --history-key-file (in a cluster worker pods get %s "+
+			"from the installation secret <release>-history-key, which the manager and the API read by name); "+
+			"or run without a history (--history-url=off)", SecretEnv, SecretEnv)
 	}
-	if len(raw) < 16 {
-		return nil, fmt.Errorf("the history key in %s has %d bytes, want at least 16", from, len(raw))
+	if len(raw) < MinSecretBytes {
+		return nil, fmt.Errorf("the history key in %s has %d bytes, want at least %d", from, len(raw), MinSecretBytes)
 	}
 	return []byte(raw), nil
 }

@@ -23,8 +23,12 @@ import (
 )
 
 // SecretEnv names the environment variable holding the installation's
-// secret (at least 16 bytes; a Kubernetes Secret's value).
+// secret (at least MinSecretBytes; a Kubernetes Secret's value).
 const SecretEnv = "HISTORY_KEY"
+
+// MinSecretBytes is the shortest secret a history takes (the installation
+// secret of internal/platform/installsecret accepts no shorter one).
+const MinSecretBytes = 16
 
 // Options configure Open (and New).
 type Options struct {
@@ -57,8 +61,8 @@ type Options struct {
 // (a mismatch is reported, not fatal: the process runs without the
 // history until the keys agree), and then every o.KeyCheckEvery.
 func Open(ctx context.Context, rawURL string, o Options) (*History, error) {
-	if len(o.Secret) < 16 {
-		return nil, errors.New("the verification history needs a key of at least 16 bytes (" + SecretEnv + " or --history-key-file)")
+	if len(o.Secret) < MinSecretBytes {
+		return nil, fmt.Errorf("the verification history needs a key of at least %d bytes (its installation secret, %s or --history-key-file)", MinSecretBytes, SecretEnv)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -1,8 +1,10 @@
 package deploy
 
 import (
-	"encoding/base64"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -296,70 +298,124 @@ func TestChartExecutor(t *testing.T) {
 	}
 }
 
-// TestChartHistoryKey: the verification history's key (issue 30) reaches
-// the manager, the API and, by name, the worker pods from one Secret: the
-// chart's own (a random 48-character key, kept on uninstall) unless
-// history.existingSecret names one; history.scope becomes --history-scope
-// of the manager and the API (which passes it on to workers).
+// TestChartHistoryKey: the two history keys are installation secrets
+// (issues 30 and 31): the chart renders no Secret and puts no key in a pod
+// spec (no HISTORY_KEY or FRAUD_HISTORY_KEY from a secretKeyRef); the
+// manager and the API name the Secrets (--history-key-secret,
+// --fraud-history-key-secret), which the manager makes and both read by
+// name; installationSecrets.*.existingSecret names the installer's own
+// (and --external-secrets says so); the former history.existingSecret
+// fails with the way to its replacement; history.scope becomes
+// --history-scope of the manager and the API (which pass it to workers).
 func TestChartHistoryKey(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		vals   map[string]any
-		secret string
-		scope  string
-		owned  bool
+		name, prefix   string
+		vals           map[string]any
+		history, fraud string
+		external       string
+		scope          string
+		err            string
 	}{
-		{"defaults", nil, "emaildata-history-key", "", true},
-		{"existing secret, shared scope", map[string]any{"history": map[string]any{"existingSecret": "vault-history", "scope": "shared"}},
-			"vault-history", "shared", false},
-		{"renamed", map[string]any{"fullnameOverride": "acme-mail"}, "acme-mail-history-key", "", true},
+		{name: "defaults", prefix: "emaildata", history: "emaildata-history-key", fraud: "emaildata-fraud-history-key"},
+		{name: "brought history key, shared scope", prefix: "emaildata", vals: map[string]any{
+			"installationSecrets": map[string]any{"historyKey": map[string]any{"existingSecret": "vault-history"}},
+			"history":             map[string]any{"scope": "shared"}},
+			history: "vault-history", fraud: "emaildata-fraud-history-key", external: "history-key", scope: "shared"},
+		{name: "brought fraud key", prefix: "emaildata", vals: map[string]any{
+			"installationSecrets": map[string]any{"fraudHistoryKey": map[string]any{"existingSecret": "vault-fraud"}}},
+			history: "emaildata-history-key", fraud: "vault-fraud", external: "fraud-history-key"},
+		{name: "renamed", prefix: "acme-mail", vals: map[string]any{"fullnameOverride": "acme-mail"},
+			history: "acme-mail-history-key", fraud: "acme-mail-fraud-history-key"},
+		{name: "former value", vals: map[string]any{"history": map[string]any{"existingSecret": "vault-history"}},
+			err: "history.existingSecret moved to installationSecrets.historyKey.existingSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := renderChart(t, tc.vals)
-			var secrets []*unstructured.Unstructured
+			objs, err := renderChartErr(tc.vals)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("rendered (%v), want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, o := range objs {
 				if o.GetKind() == "Secret" {
-					secrets = append(secrets, o)
+					t.Errorf("the chart renders Secret %s", o.GetName())
 				}
 			}
-			if !tc.owned && len(secrets) != 0 {
-				t.Errorf("a Secret rendered though %s is named", tc.secret)
-			}
-			if tc.owned {
-				if len(secrets) != 1 || secrets[0].GetName() != tc.secret || secrets[0].GetAnnotations()["helm.sh/resource-policy"] != "keep" {
-					t.Fatalf("secrets %v, want %s, kept on uninstall", secrets, tc.secret)
-				}
-				key, _, _ := unstructured.NestedString(secrets[0].Object, "data", "HISTORY_KEY")
-				raw, err := base64.StdEncoding.DecodeString(key)
-				if err != nil || len(raw) != 48 {
-					t.Errorf("HISTORY_KEY %q: %d bytes (%v), want 48", key, len(raw), err)
-				}
-			}
-			prefix := "emaildata"
-			if tc.name == "renamed" {
-				prefix = "acme-mail"
-			}
-			for _, d := range []string{prefix + "-controller-manager", prefix + "-api"} {
+			for _, d := range []string{tc.prefix + "-controller-manager", tc.prefix + "-api"} {
 				c := deployment(t, objs, d).Spec.Template.Spec.Containers[0]
-				var ref *corev1.SecretKeySelector
 				for _, e := range c.Env {
-					if e.Name == "HISTORY_KEY" && e.ValueFrom != nil {
-						ref = e.ValueFrom.SecretKeyRef
+					if e.Name == "HISTORY_KEY" || e.Name == "FRAUD_HISTORY_KEY" {
+						t.Errorf("%s: %s in the pod spec (%+v): the manager makes the Secret and the process reads it by name", d, e.Name, e.ValueFrom)
 					}
 				}
-				if ref == nil || ref.Name != tc.secret || ref.Key != "HISTORY_KEY" || ref.Optional == nil || !*ref.Optional {
-					t.Errorf("%s: HISTORY_KEY from %+v, want optional %s/HISTORY_KEY", d, ref, tc.secret)
+				for flag, want := range map[string]string{"--history-key-secret": tc.history, "--fraud-history-key-secret": tc.fraud, "--history-scope": tc.scope} {
+					if got, _ := argValue(c.Args, flag); got != want {
+						t.Errorf("%s: %s=%q, want %q", d, flag, got, want)
+					}
 				}
-				if got, _ := argValue(c.Args, "--history-scope"); got != tc.scope {
-					t.Errorf("%s: --history-scope=%q, want %q", d, got, tc.scope)
+				if strings.Contains(strings.Join(c.Args, " "), "--worker-history-key-secret") {
+					t.Errorf("%s: --worker-history-key-secret: the workers' Secret is --history-key-secret's", d)
 				}
 				if strings.HasSuffix(d, "-controller-manager") {
-					if got, _ := argValue(c.Args, "--worker-history-key-secret"); got != tc.secret {
-						t.Errorf("--worker-history-key-secret=%q, want %s", got, tc.secret)
+					if got, _ := argValue(c.Args, "--external-secrets"); got != tc.external {
+						t.Errorf("--external-secrets=%q, want %q", got, tc.external)
 					}
 				}
 			}
 		})
+	}
+}
+
+// TestChartRendersNoRandomValue: what GitOps tools need (issue 31): the
+// chart renders the same manifests every time for the same values, so
+// Argo CD or a `helm template` pipeline sees no drift between syncs and
+// changes no key. Every value set is rendered twice and compared byte for
+// byte (templates, NOTES.txt included); and no template calls a function
+// whose output changes from one rendering to the next, nor lookup (which
+// `helm template` and Argo CD answer with nothing) but in guard.yaml,
+// where it only refuses an install.
+func TestChartRendersNoRandomValue(t *testing.T) {
+	for _, vs := range valueSets {
+		first, err := renderFiles(vs.vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := renderFiles(vs.vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(first) < 10 || !reflect.DeepEqual(first, second) {
+			for path, f := range first {
+				if second[path] != f {
+					t.Errorf("%s: %s rendered differently twice", vs.name, path)
+				}
+			}
+			t.Fatalf("%s: %d files the first time, %d the second", vs.name, len(first), len(second))
+		}
+	}
+	changing := regexp.MustCompile(`\b(rand[A-Za-z]*|uuidv4|genPrivateKey|genCA|genCAWithKey|genSelfSignedCert|genSelfSignedCertWithKey|genSignedCert|genSignedCertWithKey|derivePassword|htpasswd|now|date|dateInZone|unixEpoch|lookup)\b`)
+	action := regexp.MustCompile(`(?s){{.*?}}`)
+	paths, err := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("templates: %v (%d)", err, len(paths))
+	}
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range action.FindAllString(string(b), -1) {
+			if strings.HasPrefix(a, "{{/*") || strings.HasPrefix(a, "{{- /*") {
+				continue // a comment
+			}
+			if m := changing.FindString(a); m != "" && !(m == "lookup" && filepath.Base(path) == "guard.yaml") {
+				t.Errorf("%s: %s in %q", filepath.Base(path), m, a)
+			}
+		}
 	}
 }
 

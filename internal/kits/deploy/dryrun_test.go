@@ -2,8 +2,8 @@ package deploy
 
 import (
 	"context"
-	"encoding/base64"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -15,6 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/emaildata/emaildata/internal/operator"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
 )
 
 // TestServerSideDryRun applies (server-side apply, dryRun=All) every object
@@ -79,28 +82,62 @@ func TestServerSideDryRun(t *testing.T) {
 	t.Run("history key kept on upgrade", func(t *testing.T) { historyKeyKept(ctx, t, cfg, c) })
 }
 
-// historyKeyKept: an upgrade renders the history key Secret with the key
-// the installed one holds (helm's lookup), never a new random one, which
-// would make every verdict of the history unreadable.
+// historyKeyKept: an upgrade from a chart that made the history key
+// Secret itself (with lookup and a random key, kept on uninstall and when
+// no longer rendered by helm.sh/resource-policy: keep) renders, against
+// the cluster holding that Secret as `helm upgrade` does, the same objects
+// as `helm template` (no Secret, no lookup answer used), and names that
+// Secret as the installation secret; the manager finds it usable as it is
+// (its field HISTORY_KEY) and changes nothing, so the history keeps its
+// key.
 func historyKeyKept(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client) {
 	const key = "the-key-made-at-install-0123456789abcdef"
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: releaseName + "-history-key"},
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: releaseName + "-history-key",
+		Annotations: map[string]string{"helm.sh/resource-policy": "keep"}},
 		Data: map[string][]byte{"HISTORY_KEY": []byte(key)}}
 	if err := c.Create(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		// The CRDs are the test's, applied without a release: the chart's guard
-		// would refuse them.
-		objs, err := renderChartFrom(cfg, map[string]any{"crds": map[string]any{"install": false}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _, _ := unstructured.NestedString(find(t, objs, "Secret", sec.Name).Object, "data", "HISTORY_KEY")
-		if got != base64.StdEncoding.EncodeToString([]byte(key)) {
-			t.Fatalf("upgrade rendered HISTORY_KEY %q, want the installed key", got)
+	// The CRDs are the test's, applied without a release: the chart's guard
+	// would refuse them.
+	vals := map[string]any{"crds": map[string]any{"install": false}}
+	upgrade, err := renderChartFrom(cfg, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffPaths("", objectMap(upgrade), objectMap(renderChart(t, vals))); len(d) > 0 {
+		t.Errorf("an upgrade against the cluster renders other objects than helm template: %v", d)
+	}
+	args := deployment(t, upgrade, releaseName+"-controller-manager").Spec.Template.Spec.Containers[0].Args
+	if got, _ := argValue(args, "--history-key-secret"); got != sec.Name {
+		t.Fatalf("--history-key-secret=%q, want the kept %s", got, sec.Name)
+	}
+	states, err := operator.EnsureInstallationSecrets(ctx, c, c, releaseNS, installsecret.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		if st.Kind == installsecret.HistoryKey && (st.Created || st.Unusable != "" || st.Missing) {
+			t.Errorf("the kept Secret: %+v, want it used as it is", st)
 		}
 	}
+	var kept corev1.Secret
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sec), &kept); err != nil || !reflect.DeepEqual(kept.Data, sec.Data) {
+		t.Errorf("the kept Secret now holds %v (%v)", kept.Data, err)
+	}
+	spec, _ := installsecret.Lookup(installsecret.HistoryKey)
+	if field, got, err := spec.Find(kept.Data); err != nil || field != "HISTORY_KEY" || string(got) != string(sec.Data["HISTORY_KEY"]) {
+		t.Errorf("its key from %q (%v), want the installed one from HISTORY_KEY", field, err)
+	}
+}
+
+// objectMap maps each object's kind/namespace/name to its content.
+func objectMap(objs []*unstructured.Unstructured) map[string]any {
+	out := map[string]any{}
+	for _, o := range objs {
+		out[key(o)] = o.Object
+	}
+	return out
 }
 
 // installCRDs applies the rendered CRDs and waits until they serve.

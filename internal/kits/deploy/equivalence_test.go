@@ -27,9 +27,10 @@ var toolLabels = map[string]bool{
 // and each one is equal field by field (spec, rules, subjects, CRD
 // schemas, images, args, ports, probes, volumes...) except for the tool
 // labels above and the chart's keep annotation on the CRDs. The
-// differences of the defaults are the Namespace, which `helm install
-// --create-namespace` makes (namespace.create=true renders it too), and
-// the history key Secret, which only the chart can make (historyKeySecret).
+// difference of the defaults is the Namespace, which `helm install
+// --create-namespace` makes (namespace.create=true renders it too). Neither
+// renders a Secret holding a key: the manager makes the installation
+// secrets, for both alike.
 func TestChartMatchesConfigDefault(t *testing.T) {
 	kust := byKey(renderKustomize(t))
 	for _, tc := range []struct {
@@ -55,8 +56,8 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 					t.Errorf("%s differs from config/default at:\n  %v", k, d)
 				}
 			}
-			for k, o := range chart {
-				if _, ok := kust[k]; !ok && !historyKeySecret(o) {
+			for k := range chart {
+				if _, ok := kust[k]; !ok {
 					extra = append(extra, k)
 				}
 			}
@@ -73,13 +74,6 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 			}
 		})
 	}
-}
-
-// historyKeySecret: the chart makes the verification history's key Secret
-// with a random key; kustomize cannot, so config/default only refers to it
-// and the README has it created by hand. The one object the chart adds.
-func historyKeySecret(o *unstructured.Unstructured) bool {
-	return o.GetKind() == "Secret" && o.GetName() == releaseName+"-history-key"
 }
 
 // TestChartMatchesOptionalConfig: the optional parts config/default leaves

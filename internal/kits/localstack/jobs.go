@@ -67,9 +67,8 @@ func startJobs(ctx context.Context, env *envtest.Environment, c client.Client, o
 		ServiceAccountName: WorkerServiceAccount,
 		Resources:          res,
 	}
-	// make run's history key (historyKey), should a URL give the workers
-	// a history.
-	mopts.Job.HistoryKeySecret = LocalHistorySecret
+	// Should a URL give the workers a history, the manager hands them
+	// make run's history key from its installation secret (historyKey).
 	if o.Store == StoreS3 {
 		// The workers get the store's credentials from the Secret, not
 		// from this process: the test node gives a pod only its own env.

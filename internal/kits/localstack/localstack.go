@@ -576,15 +576,17 @@ func (s *Stack) openHistory(ctx context.Context, vc *wiring.VerifyConfig) error 
 	return nil
 }
 
-// LocalHistorySecret is the Secret holding make run's history key for the
-// worker pods of --executor=job (JobConfig.HistoryKeySecret).
-const LocalHistorySecret = "emaildata-history-key"
+// LocalHistorySecret is the installation secret holding make run's
+// history key, which the worker pods of --executor=job take theirs from
+// (the manager checks that it holds the key it was given).
+var LocalHistorySecret = installsecret.Config{}.Name(installsecret.HistoryKey)
 
 // historyKey gives make run a key for the verification history when none
 // is configured ($HISTORY_KEY, --history-key-file): a random one made once
-// and kept in the state directory (so the history survives restarts), a
-// Secret of it for worker pods, and s.History saying which it is. A
-// cluster takes the key from a Secret instead (the chart makes one).
+// and kept in the state directory (so the history survives restarts), the
+// installation secret of it for worker pods, and s.History saying which it
+// is. In a cluster the manager makes that Secret and the manager and the
+// API read it by name.
 func (s *Stack) historyKey(ctx context.Context, c client.Client, o *Options) error {
 	vc := &o.Verify
 	if vc.Log == nil {
@@ -601,7 +603,7 @@ func (s *Stack) historyKey(ctx context.Context, c client.Client, o *Options) err
 			return fmt.Errorf("history key: %w", err)
 		}
 		vc.HistoryKeyFile = file
-		s.History = "make run's local key in " + file + " (a cluster takes " + evhistory.SecretEnv + " from a Secret)"
+		s.History = "make run's local key in " + file + " (a cluster keeps it in the installation secret " + LocalHistorySecret + ")"
 	}
 	key, err := evhistory.LoadSecret(vc.HistoryKeyFile)
 	if err != nil {
@@ -609,7 +611,7 @@ func (s *Stack) historyKey(ctx context.Context, c client.Client, o *Options) err
 	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: LocalHistorySecret}}
 	_, err = controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
-		sec.Data = map[string][]byte{evhistory.SecretEnv: key}
+		sec.Data = map[string][]byte{installsecret.Field: key}
 		return nil
 	})
 	if err != nil {
