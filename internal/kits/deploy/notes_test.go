@@ -98,6 +98,14 @@ func TestChartNotes(t *testing.T) {
 		t.Errorf("the example ConfigMap's %s is %q", ref.Key, data)
 	}
 
+	if strings.Contains(notes, "create secret generic emaildata-callback-signing") {
+		t.Errorf("NOTES.txt asks for the callback signing key, which the manager makes:\n%s", notes)
+	}
+	apart := renderNotes(t, map[string]any{"apiKeys": map[string]any{"namespace": "emaildata-keys"}})
+	if !strings.Contains(apart, "kubectl -n emaildata-keys label secret acme-api-key") {
+		t.Errorf("with apiKeys.namespace, NOTES.txt still puts the key elsewhere:\n%s", apart)
+	}
+
 	quiet := renderNotes(t, map[string]any{"api": map[string]any{"enabled": false}, "metrics": map[string]any{"certSecret": "tls"},
 		"serviceMonitor": map[string]any{"enabled": true}})
 	if strings.Contains(quiet, "port-forward") || strings.Contains(quiet, "WARNING") || !strings.Contains(quiet, "2. A first list") {
