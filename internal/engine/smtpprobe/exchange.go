@@ -39,6 +39,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	// The window's first RCPTs, unless it opens a transaction, go to the
 	// open one, whose MAIL was accepted.
 	txOK := s.inTx
+	carried := s.txRejects
 	cmds := s.commands(segs)
 	n, err := s.send(cmds)
 
@@ -63,6 +64,9 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		return false
 	}
 	p.requeueLocked(append(w.back, unanswered...), false, nil)
+	if n == len(cmds) {
+		p.sizeGroupLocked(q, s, cmds, carried)
+	}
 	return keep && n == len(cmds) && !s.broken
 }
 

@@ -22,6 +22,7 @@ type hostQ struct {
 	idle     int     // of which waiting for work
 	wake     chan struct{}
 	hs       HostState     // what was learnt about the host (Config.HostMemory)
+	group    int           // RCPTs a round trip (0: Config.PipelineStart; see group.go)
 	estimate time.Duration // one more session for a retry takes about this long
 
 	// Refusals (the host asking to slow down): how many in a row, the
@@ -306,7 +307,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		return false // the host asked to slow down: kick starts a session later
 	}
 	q.hs = q.hs.Merge(p.cfg.HostMemory.Load(q.key)) // what other processes learnt meanwhile
-	items := p.take(q, min(p.cfg.PipelineDepth, p.perSession(q)))
+	items := p.take(q, min(p.groupLocked(q), p.perSession(q)))
 	if len(items) > 0 && !p.windowSlotLocked(q, time.Now()) {
 		p.requeueLocked(items, false, nil) // to wait for the host's next window
 		items = nil
@@ -433,6 +434,8 @@ func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
 	if c := q.hs.NonmailPerSession; c > 0 && c < s.nonmailCap {
 		s.nonmailCap = c
 	}
+	s.txRejCap = q.hs.RejectsPerTransaction
+	s.group = p.groupLocked(q)
 }
 
 // slowZoneLocked lets a session to a Postfix host that counts connections

@@ -40,6 +40,10 @@ type session struct {
 	rcpts                int           // RCPTs sent in this session
 	answered             int           // RCPT replies other than "too many recipients"
 	rejects, rejectCap   int           // rejections so far; their budget (0: none)
+	txRejects, txRejCap  int           // refused RCPTs in the open transaction; their budget (0: none, see HostState.RejectsPerTransaction)
+	group                int           // RCPTs a round trip (the host's group, see Config.PipelineStart)
+	helloRTT             time.Duration // EHLO's round trip: a reply that costs the server nothing
+	exempt               int           // the last window's replies a server may pause before (flow control)
 	nonmail, nonmailCap  int           // non-mail commands sent after EHLO (RSET, HELO); their budget
 	verdicts             int           // RCPT replies received in an accepted transaction
 	setup                time.Duration // connect to end of EHLO
@@ -396,10 +400,12 @@ func (s *session) hello() error {
 	if s.rules.rejects {
 		s.rejectCap = s.p.cfg.MaxRejectsPerSession
 	}
+	t0 := time.Now()
 	r, err := s.exchange1("EHLO " + s.p.cfg.HELOName)
 	if err != nil {
 		return err
 	}
+	s.helloRTT = time.Since(t0)
 	switch r.class() {
 	case 2:
 		for _, l := range strings.Split(r.text, "\n")[1:] {

@@ -143,11 +143,21 @@ type Config struct {
 	// MailFrom is the envelope sender, e.g. "verify@example.com". Empty
 	// means the null reverse-path "<>".
 	MailFrom string
-	// ConnectTimeout bounds each TCP connect (default 10s), GreetingTimeout
-	// the wait for the server's 220 greeting (default 30s; a host silent
-	// that long is a tarpit), CommandTimeout each command (or pipelined
-	// group of commands) with its replies (default 30s). A caller's
-	// deadline cuts all three.
+	// ConnectTimeout bounds each TCP connect (default 10s). GreetingTimeout
+	// is the engine's own, shorter budget for a host that sends nothing at
+	// all: the wait for the first byte of its 220 greeting (default 30s; a
+	// host silent that long is a tarpit, and is remembered, see
+	// HostPenaltyTTL). CommandTimeout is the wait for each reply of a host
+	// that has spoken, as RFC 5321 §4.5.3.2 means it: a deadline per reply,
+	// restarted whenever a reply arrives, so a pipelined group is alive as
+	// long as replies keep coming and a host that answers a group only once
+	// it processed all of it (sleeping before some replies) has the whole
+	// wait for the group's first reply (default 5m: the RFC's minimum for
+	// MAIL and RCPT, and the server's own idle timeout; the prober never
+	// sends DATA, whose end gets 10m). A slow host is slow, not failed: the
+	// wait holds its session's connection and goroutine, nothing else.
+	// Shorter values break the RFC; the API's profile uses them because a
+	// call answers within seconds. A caller's deadline cuts all three.
 	ConnectTimeout, GreetingTimeout, CommandTimeout time.Duration
 	// MaxConnsPerHost is the number of concurrent connections per MX host
 	// address (default 2).
@@ -188,8 +198,17 @@ type Config struct {
 	MaxRejectsPerSession int
 	// PipelineDepth is the number of RCPT commands (with the MAIL, or RSET
 	// and MAIL, that open their transactions) sent per round trip to a
-	// server that offers PIPELINING (default 50; 1 disables).
+	// server that offers PIPELINING (default 50; 1 disables): the most a
+	// host's group grows to.
 	PipelineDepth int
+	// PipelineStart is the group (RCPTs a round trip) a host nothing is
+	// known about starts with (default 10, at most PipelineDepth): a
+	// server may answer a group only once it processed all of it, and
+	// sleep before the replies that follow some refused recipients. The
+	// host's group grows by the RCPTs it answers in each group answered
+	// without such sleeps, and is halved when a group's replies came late
+	// after refused recipients (see HostState.RejectsPerTransaction).
+	PipelineStart int
 	// CatchAllCacheTTL is how long a domain's catch-all verdict is cached
 	// (default 1h); CatchAllCacheSize bounds the number of cached domains
 	// (default 100_000, least recently used evicted).
@@ -278,7 +297,7 @@ func (c *Config) setDefaults() {
 	}
 	def(&c.ConnectTimeout, 10*time.Second)
 	def(&c.GreetingTimeout, 30*time.Second)
-	def(&c.CommandTimeout, 30*time.Second)
+	def(&c.CommandTimeout, rfcReplyTimeout)
 	def(&c.CatchAllCacheTTL, time.Hour)
 	def(&c.GreylistRetry, 60*time.Second)
 	defInt(&c.MaxConnsPerHost, 2)
@@ -287,6 +306,8 @@ func (c *Config) setDefaults() {
 	defInt(&c.MaxRcptPerTransaction, 100)
 	defInt(&c.MaxRcptPerSession, 1000)
 	defInt(&c.PipelineDepth, 50)
+	defInt(&c.PipelineStart, 10)
+	c.PipelineStart = min(c.PipelineStart, c.PipelineDepth)
 	defInt(&c.MaxRefusals, 8)
 	def(&c.RefusalBackoff, 2*time.Second)
 	def(&c.RefusalWindow, time.Minute)

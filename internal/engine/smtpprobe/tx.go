@@ -54,10 +54,19 @@ func (s *session) nonmailRoom() int {
 	return s.nonmailCap - s.nonmail
 }
 
+// txRejectRoom is the number of RCPTs the open transaction may still
+// carry at a host that throttles after refused recipients.
+func (s *session) txRejectRoom() int {
+	if s.txRejCap <= 0 {
+		return math.MaxInt
+	}
+	return s.txRejCap - s.txRejects
+}
+
 // depth is the number of RCPTs per round trip.
 func (s *session) depth() int {
 	if s.pipelining {
-		return s.p.cfg.PipelineDepth
+		return max(1, s.group)
 	}
 	return 1
 }
@@ -107,7 +116,12 @@ func (s *session) layout(n, txCap int, utf8 bool) []shape {
 	mails := rej
 	open := s.inTx
 	placed := 0
-	if room := txCap - s.txRcpts; s.inTx && room > 0 && (!utf8 || s.txUTF8) {
+	if s.txRejCap > 0 {
+		// A host that throttles after refused recipients: no transaction
+		// may hold more RCPTs than it may refuse before the throttle.
+		txCap = min(txCap, s.txRejCap)
+	}
+	if room := min(txCap-s.txRcpts, s.txRejectRoom()); s.inTx && room > 0 && (!utf8 || s.txUTF8) {
 		if k := min(room, n, rej); k > 0 {
 			out = append(out, shape{segment{utf8: s.txUTF8}, k})
 			placed, rej = k, rej-k
@@ -198,6 +212,7 @@ func (s *session) writeCmd(c *cmd) {
 func (s *session) send(cmds []cmd) (int, error) {
 	t0 := time.Now()
 	var w slowWatch
+	s.exempt = 0
 	step := len(cmds)
 	if !s.pipelining {
 		step = 1
@@ -233,6 +248,12 @@ func (s *session) send(cmds []cmd) (int, error) {
 				// recipients" is not, until smtpd_recipient_overshoot_limit
 				// (1000) of them (smtpd.c rcpt_cmd).
 				s.rejects++
+			}
+			switch {
+			case c.kind == cmdMAIL:
+				s.txRejects = 0
+			case c.kind == cmdRCPT && c.counted:
+				s.txRejects++
 			}
 			if err := w.check(s, c); err != nil {
 				return i + 1, err
@@ -287,6 +308,7 @@ func (w *slowWatch) check(s *session, c *cmd) error {
 	case cmdRCPT:
 		if c.reply.class() == 2 && !s.txQueued {
 			s.txQueued, exempt = true, true
+			s.exempt++
 		}
 	}
 	before := s.rejects // rejections before this reply
