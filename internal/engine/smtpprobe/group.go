@@ -30,16 +30,19 @@ func (p *Prober) groupLocked(q *hostQ) int {
 // came (cmds; carried: refused RCPTs of the open transaction before it).
 // A window that took longer than the EHLO round trip, the flow-control
 // pauses it may have had and slowReplyGap, and that holds a transaction
-// whose refused RCPTs were followed by more RCPTs, met a throttle: it
-// started at most at that many refusals.
+// whose refused RCPTs were followed by more RCPTs, met a throttle (see
+// throttleStart).
 func (p *Prober) sizeGroupLocked(q *hostQ, s *session, cmds []cmd, carried int) {
 	if !s.pipelining {
 		return
 	}
-	late := s.rtt - s.helloRTT - time.Duration(s.exempt)*inFlowDelay
-	bound := refusedBeforeLast(cmds, carried)
-	if s.rules.watchSlow && late >= slowReplyGap && bound > 0 {
-		p.learnLocked(q, HostState{RejectsPerTransaction: bound})
+	// Late beyond the pauses the server may have taken by design, the
+	// window met a throttle; how many replies it slept before is
+	// estimated from all its lateness (flow control may not have paused).
+	late := s.rtt - s.helloRTT
+	onTime := late-time.Duration(s.exempt)*inFlowDelay < slowReplyGap
+	if t := throttleStart(cmds, carried, late); s.rules.watchSlow && !onTime && t > 0 {
+		p.learnLocked(q, HostState{RejectsPerTransaction: t})
 		s.txRejCap = q.hs.RejectsPerTransaction
 		q.group = max(1, s.group/2)
 		s.group = q.group
@@ -55,22 +58,54 @@ func (p *Prober) sizeGroupLocked(q *hostQ, s *session, cmds []cmd, carried int) 
 	s.group = q.group
 }
 
-// refusedBeforeLast returns the most refused RCPTs of one transaction of
-// the window that were followed by another RCPT reply of the same
-// transaction: the refusals a throttle may have started after. carried
-// counts the open transaction's refusals before the window.
-func refusedBeforeLast(cmds []cmd, carried int) int {
-	best, cur := 0, carried
+// throttleStart returns the number of refused RCPTs of a transaction
+// after which a window that came late by late met a throttle, 0 when it
+// did not (on time, or no refusal was followed by another RCPT of its
+// transaction). A throttle that starts after t refusals sleeps before
+// each later reply of the transaction: slept(t) replies. It started at
+// most at the most refusals of one transaction that were followed by
+// another RCPT (the replies after the last refusal came on time
+// otherwise), and, as a deliberate sleep is at least slowReplyGap, at the
+// smallest t whose slept(t) replies share late with at least that each.
+// carried counts the open transaction's refusals before the window.
+func throttleStart(cmds []cmd, carried int, late time.Duration) int {
+	if late < slowReplyGap {
+		return 0
+	}
+	before := refusalsBefore(cmds, carried)
+	bound := 0
+	for _, b := range before {
+		bound = max(bound, b)
+	}
+	for t := 1; t <= bound; t++ {
+		slept := 0
+		for _, b := range before {
+			if b >= t {
+				slept++
+			}
+		}
+		if late/time.Duration(slept) >= slowReplyGap {
+			return t
+		}
+	}
+	return bound
+}
+
+// refusalsBefore returns, for each RCPT of the window, the refused RCPTs
+// of its transaction before it.
+func refusalsBefore(cmds []cmd, carried int) []int {
+	var out []int
+	cur := carried
 	for i := range cmds {
 		c := &cmds[i]
 		if c.kind != cmdRCPT {
 			cur = 0 // RSET or MAIL: a new transaction
 			continue
 		}
-		best = max(best, cur)
+		out = append(out, cur)
 		if c.counted {
 			cur++
 		}
 	}
-	return best
+	return out
 }

@@ -116,10 +116,12 @@ func (s *session) layout(n, txCap int, utf8 bool) []shape {
 	mails := rej
 	open := s.inTx
 	placed := 0
+	newCap := txCap
 	if s.txRejCap > 0 {
-		// A host that throttles after refused recipients: no transaction
-		// may hold more RCPTs than it may refuse before the throttle.
-		txCap = min(txCap, s.txRejCap)
+		// A host that throttles after refused recipients: a transaction
+		// takes no more RCPTs in a window than it may still refuse
+		// before the throttle, all of a new one's possibly refused.
+		newCap = min(txCap, s.txRejCap)
 	}
 	if room := min(txCap-s.txRcpts, s.txRejectRoom()); s.inTx && room > 0 && (!utf8 || s.txUTF8) {
 		if k := min(room, n, rej); k > 0 {
@@ -128,7 +130,7 @@ func (s *session) layout(n, txCap int, utf8 bool) []shape {
 		}
 	}
 	for placed < n && rej >= 1 && mails >= 1 && (!open || nonmail > 0) {
-		k := min(txCap, n-placed, rej)
+		k := min(newCap, n-placed, rej)
 		if s.probeTx {
 			k = 1
 		}
