@@ -190,7 +190,8 @@ type Domain struct {
 	// BadRcptSleep before every reply once this many recipients of the
 	// transaction were refused (4xx or 5xx other than "too many
 	// recipients"): the bad-recipient throttle of anti-harvest setups. A
-	// new transaction (RSET or MAIL) starts the count again.
+	// new transaction (RSET or MAIL) starts the count again. Each reply
+	// it slept for is sent at once, unless WholeGroups.
 	BadRcptThrottle int
 	BadRcptSleep    time.Duration
 	// WholeGroups makes the MX hosts answer a pipelined group only once

@@ -446,10 +446,15 @@ func (s *session) reply(lines ...string) bool {
 	if len(lines) > 0 && (lines[0][0] == '4' || lines[0][0] == '5') && lines[0] != tooManyRcpts {
 		s.errors++
 	}
-	if s.t.BadRcptThrottle > 0 && s.refused >= s.t.BadRcptThrottle {
-		// The bad-recipient throttle sleeps before every reply, whether
-		// or not the replies before it were sent.
+	throttled := s.t.BadRcptThrottle > 0 && s.refused >= s.t.BadRcptThrottle
+	if throttled {
+		// The bad-recipient throttle sleeps before every reply; without
+		// WholeGroups it sends what it has before it sleeps, and each
+		// reply it slept for at once.
 		s.h.slowed.Add(1)
+		if !s.t.WholeGroups && !s.flush() {
+			return false
+		}
 		if now := time.Now(); at.Before(now) {
 			at = now
 		}
@@ -471,7 +476,7 @@ func (s *session) reply(lines ...string) bool {
 		s.bw.WriteString(l)
 		s.bw.WriteString("\r\n")
 	}
-	if held {
+	if held || (throttled && !s.t.WholeGroups) {
 		// Postfix flushes a reply it slept for, pipelined or not.
 		return s.flush()
 	}
