@@ -388,10 +388,10 @@ func (s *session) hello() error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case g.class() == 4:
+	switch greetingClass(g, true).Rule().Next {
+	case NextSlowDown:
 		return &refusalError{tg: s.tg, reply: g}
-	case g.code != 220:
+	case NextOtherHost:
 		return &hostError{tg: s.tg, reply: g}
 	}
 	s.kind = recognise(g.text)
@@ -406,8 +406,8 @@ func (s *session) hello() error {
 		return err
 	}
 	s.helloRTT = time.Since(t0)
-	switch r.class() {
-	case 2:
+	switch greetingClass(r, false).Rule().Next {
+	case NextGoOn:
 		for _, l := range strings.Split(r.text, "\n")[1:] {
 			kw, _, _ := strings.Cut(strings.ToUpper(strings.TrimSpace(l)), " ")
 			switch kw {
@@ -418,17 +418,17 @@ func (s *session) hello() error {
 			}
 		}
 		return nil
-	case 4:
+	case NextSlowDown:
 		return &refusalError{tg: s.tg, reply: r}
 	}
-	s.nonmail++ // a second HELO/EHLO counts for Exim
+	s.nonmail++ // EHLO refused: HELO, a second one that counts for Exim
 	if r, err = s.exchange1("HELO " + s.p.cfg.HELOName); err != nil {
 		return err
 	}
-	switch r.class() {
-	case 2:
+	switch greetingClass(r, false).Rule().Next {
+	case NextGoOn:
 		return nil
-	case 4:
+	case NextSlowDown:
 		return &refusalError{tg: s.tg, reply: r}
 	}
 	return &hostError{tg: s.tg, reply: r}
