@@ -196,8 +196,11 @@ func (p *Prober) kick(q *hostQ) {
 	// Another session (within the per-host limit) only for a backlog of
 	// several round trips' work (sessions at a Postfix host carry a
 	// window or two before their rejection budget is spent): a new one
-	// costs a connect, a greeting and EHLO first.
-	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && q.n < secondSessionBacklog) {
+	// costs a connect, a greeting and EHLO first. A session whose group
+	// is still growing (see group.go) takes less a round trip at first:
+	// what the running ones have yet to grow to does not count as backlog.
+	backlog := q.n - q.sessions*(p.cfg.PipelineDepth-p.groupLocked(q))
+	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && backlog < secondSessionBacklog) {
 		return
 	}
 	if time.Now().Before(q.backoffUntil) {
