@@ -108,7 +108,7 @@ var ReplyTable = [numReplyClasses]ReplyRule{
 		"the rest goes to a new session, which keeps to the RSETs learnt from it"},
 	{ReplySilent, "silent host", "connect, greeting", "connect refused or timed out (Config.ConnectTimeout), no byte within Config.GreetingTimeout (30s)", "timeout (5) when no MX host ever answered", Timeout, NextOtherHost,
 		"the engine's own short budget, for a host that sends nothing at all: next MX host, and the host is skipped for Config.HostPenaltyTTL; a host that answered before is asked to slow down instead"},
-	{ReplyTimeout, "reply timeout", "MAIL, RCPT, RSET, EHLO", "no reply within Config.CommandTimeout (5m, RFC 5321 §4.5.3.2) of the one before", "none", 0, NextNewSession,
+	{ReplyTimeout, "reply timeout", "MAIL, RCPT, RSET, EHLO", "no reply within Config.CommandTimeout (5m, RFC 5321 §4.5.3.2) of the one before, or of sending a group (group-level silence)", "none", 0, NextNewSession,
 		"a deadline per reply, restarted by every reply: a group is alive while replies come; before the session's first RCPT verdict the host failed (next MX host), after it the address in flight counts a drop (two: unconfirmed) and the rest go to a new session"},
 	{ReplyHangup, "hang-up", "after the greeting", "connection closed or reset", "none", 0, NextNewSession,
 		"as reply timeout; the RCPTs a session took before it is the host's limit a session, learnt"},

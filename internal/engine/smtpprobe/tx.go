@@ -109,7 +109,11 @@ type shape struct {
 // at most twice the budget of errors (18 at Postfix's default, short of
 // its smtpd_hard_error_limit of 20). A transaction after a 452 that ended
 // the session's first one gets a single RCPT: it tells a limit per
-// transaction from one per session. It may place fewer than n.
+// transaction from one per session. At a host with a bad-recipient
+// throttle (session.txRejCap) a transaction takes no more RCPTs in a
+// window than may still be refused before the throttle starts: the open
+// one what its refusals so far leave, a new one the whole budget. It may
+// place fewer than n.
 func (s *session) layout(n, txCap int, utf8 bool) []shape {
 	var out []shape
 	rej, nonmail := s.rejectRoom(), s.nonmailRoom()
