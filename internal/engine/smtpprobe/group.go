@@ -66,7 +66,8 @@ func (p *Prober) sizeGroupLocked(q *hostQ, s *session, cmds []cmd, carried int) 
 // most at the most refusals of one transaction that were followed by
 // another RCPT (the replies after the last refusal came on time
 // otherwise), and, as a deliberate sleep is at least slowReplyGap, at the
-// smallest t whose slept(t) replies share late with at least that each.
+// smallest t whose slept(t) replies share late with at least that each
+// (or the largest t that holds the same replies back).
 // carried counts the open transaction's refusals before the window.
 func throttleStart(cmds []cmd, carried int, late time.Duration) int {
 	if late < slowReplyGap {
@@ -77,14 +78,22 @@ func throttleStart(cmds []cmd, carried int, late time.Duration) int {
 	for _, b := range before {
 		bound = max(bound, b)
 	}
-	for t := 1; t <= bound; t++ {
-		slept := 0
+	slept := func(t int) int {
+		n := 0
 		for _, b := range before {
 			if b >= t {
-				slept++
+				n++
 			}
 		}
-		if late/time.Duration(slept) >= slowReplyGap {
+		return n
+	}
+	for t := 1; t <= bound; t++ {
+		if n := slept(t); late/time.Duration(n) >= slowReplyGap {
+			// A later start that would have held the same replies is
+			// as consistent, and costs fewer transactions.
+			for t < bound && slept(t+1) == n {
+				t++
+			}
 			return t
 		}
 	}
