@@ -25,8 +25,7 @@ type HostState struct {
 	// RejectsPerTransaction: the host began holding its replies back once
 	// a transaction had at most this many refused recipients (a
 	// bad-recipient throttle that a new transaction resets): transactions
-	// hold no more RCPTs than that may refuse. Kept by this process only
-	// (not yet shared through Config.Learnt).
+	// hold no more RCPTs than that may refuse.
 	RejectsPerTransaction int
 	// NonmailPerSession: the host dropped the session at the RSET after
 	// this many (Exim's smtp_accept_max_nonmail, met on a server whose
