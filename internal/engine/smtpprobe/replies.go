@@ -94,7 +94,7 @@ var ReplyTable = [numReplyClasses]ReplyRule{
 	{ReplyUnknown, "unknown", "RCPT", "other 5xx: 5.5.x (our syntax), 5.1.7 and 5.1.8 (our sender)", "unconfirmed (20)", Unconfirmed, NextSettle,
 		"final: no verdict on the recipient"},
 	{ReplyTooMany, "too many recipients", "RCPT", "452 4.5.3; 452 too many recipients", "none", 0, NextTransaction,
-		"the host's limit a message, learnt at once: the address goes in the next transaction (RSET, MAIL) of the same session, never counted as refused; at the first RCPT of a later transaction, the limit is per session: a new session"},
+		"the host's limit a message, learnt at once: the address goes in the next transaction (RSET, MAIL) of the same session, never counted as refused; at the first RCPT of a later transaction, the limit is per session: a new session; at a session's very first RCPT, once more in a new session, then unconfirmed (20)"},
 	{ReplyTemporary, "temporary", "RCPT", "450, 451, other 452 and 4xx (greylisting)", "unconfirmed (20) with greylisted when retries run out", Unconfirmed, NextRetryLater,
 		"after Config.GreylistRetry (60s), at most Config.MaxGreylistRetries (3) times and while the call's deadline leaves room"},
 	{ReplyClosing, "closing", "greeting, any command", "421", "none", 0, NextSlowDown,
