@@ -5,7 +5,9 @@
 //
 // # Verdicts
 //
-// The RCPT TO reply decides (see Outcome for the status codes):
+// ReplyTable is the one home of what each class of reply means and what
+// the engine does next (rendered into docs/smtp-replies.md). In short, the
+// RCPT TO reply decides (see Outcome for the status codes):
 //
 //   - 2xx: Deliverable, or CatchAll when the domain also accepts a random,
 //     clearly non-existent local part (probed once per domain, cached; no
@@ -45,7 +47,11 @@
 // address (Postfix pauses in_flow_delay, 1s, before each while its queue is
 // not draining). RSET and a new MAIL come only when a transaction is full
 // or after a 452. The RCPTs of a round trip are pipelined (RFC 2920) when
-// the server offers PIPELINING. Each RCPT reply is its own address's
+// the server offers PIPELINING, in a group sized to the host (group.go):
+// Config.PipelineStart for a host nothing is known about, growing with
+// what it answers up to Config.PipelineDepth, halved, with shorter
+// transactions, at a host whose group came late after refused recipients
+// (a bad-recipient throttle). Each RCPT reply is its own address's
 // verdict; the catch-all probe rides in the same transaction (a lone
 // address's with it; a batch's after its first acceptance, behind the
 // host's queue when the batch has no deadline, or its first deferral, so
