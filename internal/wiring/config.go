@@ -184,7 +184,7 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RefusalBackoff, "smtp-refusal-backoff", c.RefusalBackoff, "first wait before trying again a mail host that asked to slow down (421); doubles with each refusal in a row")
 	fs.DurationVar(&c.ConnectTimeout, "smtp-connect-timeout", c.ConnectTimeout, "TCP connect timeout")
 	fs.DurationVar(&c.GreetingTimeout, "smtp-greeting-timeout", c.GreetingTimeout, "wait for a server's greeting (silent longer: a tarpit)")
-	fs.DurationVar(&c.CommandTimeout, "smtp-command-timeout", c.CommandTimeout, "wait for the replies to each command")
+	fs.DurationVar(&c.CommandTimeout, "smtp-command-timeout", c.CommandTimeout, "wait for each reply of a host that has spoken, restarted by every reply (RFC 5321: 5m for MAIL and RCPT)")
 	fs.DurationVar(&c.HostPenaltyTTL, "smtp-host-penalty-ttl", c.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
 	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
 	fs.DurationVar(&c.GreylistRetry, "smtp-greylist-retry", c.GreylistRetry, "delay before retrying a greylisted address")

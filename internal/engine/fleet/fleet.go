@@ -225,6 +225,9 @@ type HostLimits struct {
 	RcptPerSession int
 	// RejectsPerSession: rejections a session before the host slowed down.
 	RejectsPerSession int
+	// RejectsPerTransaction: refused recipients a transaction before the
+	// host began holding its replies back (a bad-recipient throttle).
+	RejectsPerTransaction int
 	// NonmailPerSession: non-mail commands (RSETs) a session before the
 	// host dropped it (Exim's smtp_accept_max_nonmail).
 	NonmailPerSession int
@@ -256,6 +259,7 @@ func (h HostLimits) merge(o HostLimits) HostLimits {
 	h.RcptPerTransaction = low(h.RcptPerTransaction, o.RcptPerTransaction)
 	h.RcptPerSession = low(h.RcptPerSession, o.RcptPerSession)
 	h.RejectsPerSession = low(h.RejectsPerSession, o.RejectsPerSession)
+	h.RejectsPerTransaction = low(h.RejectsPerTransaction, o.RejectsPerTransaction)
 	h.NonmailPerSession = low(h.NonmailPerSession, o.NonmailPerSession)
 	h.Conns = low(h.Conns, o.Conns)
 	h.ConnInterval = max(h.ConnInterval, o.ConnInterval)

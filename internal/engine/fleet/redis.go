@@ -337,7 +337,7 @@ func (r *Redis) HostLimits(ctx context.Context, k Key) (HostLimits, error) {
 	n := func(f string) int { v, _ := strconv.Atoi(m[f]); return v }
 	return HostLimits{
 		RcptPerTransaction: n("rcpt_tx"), RcptPerSession: n("rcpt"), RejectsPerSession: n("rejects"),
-		NonmailPerSession: n("nonmail"), Conns: n("conns"),
+		RejectsPerTransaction: n("rejects_tx"), NonmailPerSession: n("nonmail"), Conns: n("conns"),
 		ConnInterval:   time.Duration(n("interval_ms")) * time.Millisecond,
 		ConnsPerWindow: n("window"), Answered: n("answered") > 0,
 	}, nil
@@ -362,6 +362,7 @@ merge('rcpt_tx', ARGV[6], 'min')
 merge('nonmail', ARGV[7], 'min')
 merge('window', ARGV[8], 'min')
 merge('answered', ARGV[9], 'max')
+merge('rejects_tx', ARGV[10], 'min')
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return 1
 `)
@@ -373,7 +374,7 @@ func (r *Redis) LowerHostLimits(ctx context.Context, k Key, h HostLimits, ttl ti
 	}
 	err := lowerLimits.Run(ctx, r.rdb, []string{r.prefix + "lim:" + k.String()},
 		h.RcptPerSession, h.RejectsPerSession, h.Conns, h.ConnInterval.Milliseconds(), ttl.Milliseconds(),
-		h.RcptPerTransaction, h.NonmailPerSession, h.ConnsPerWindow, b2i(h.Answered)).Err()
+		h.RcptPerTransaction, h.NonmailPerSession, h.ConnsPerWindow, b2i(h.Answered), h.RejectsPerTransaction).Err()
 	return ctxErr(ctx, err)
 }
 

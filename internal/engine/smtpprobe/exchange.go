@@ -3,7 +3,6 @@ package smtpprobe
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -39,6 +38,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	// The window's first RCPTs, unless it opens a transaction, go to the
 	// open one, whose MAIL was accepted.
 	txOK := s.inTx
+	carried := s.txRejects
 	cmds := s.commands(segs)
 	n, err := s.send(cmds)
 
@@ -63,6 +63,9 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		return false
 	}
 	p.requeueLocked(append(w.back, unanswered...), false, nil)
+	if n == len(cmds) {
+		p.sizeGroupLocked(q, s, cmds, carried)
+	}
 	return keep && n == len(cmds) && !s.broken
 }
 
@@ -81,91 +84,80 @@ type windowReplies struct {
 	end        bool          // the session must end after this window
 }
 
-// read handles the replies of the first n of cmds and reports whether the
-// session may go on.
+// read handles the replies of the first n of cmds, each as its class's
+// row of ReplyTable says, and reports whether the session may go on.
 func (w *windowReplies) read(cmds []cmd, n int) bool {
 	for i := range cmds[:n] {
 		c := &cmds[i]
-		if c.reply.class() == 4 && w.closing(c) {
-			w.back = append(w.back, rcptItems(cmds[i:n])...)
-			break
-		}
+		cl := commandClass(c.kind, c.reply)
 		switch c.kind {
 		case cmdRSET:
 			w.txOK = false
-			switch c.reply.class() {
-			case 2:
-			case 4:
-				if w.refusal == nil {
-					w.refusal = &refusalError{tg: w.s.tg, reply: c.reply}
-				}
-				w.back = append(w.back, rcptItems(cmds[i:n])...)
-				return false
-			default:
-				// Exim drops a session that sent too many non-mail
-				// commands ("554 Too many nonmail commands").
-				w.p.learnLocked(w.q, HostState{NonmailPerSession: max(1, c.txPos-1)})
-				w.limited, w.end = true, true
-				w.back = append(w.back, rcptItems(cmds[i:n])...)
-				return false
-			}
 		case cmdMAIL:
-			w.full = false
-			switch c.reply.class() {
-			case 2:
-				w.txOK = true
-			case 4:
-				// Postfix's smtpd_client_message_rate_limit, a
-				// server short of resources...: slow down.
-				w.txOK = false
-				if w.refusal == nil {
-					w.refusal = &refusalError{tg: w.s.tg, reply: c.reply}
-				}
-			default:
-				// Our sender is refused here: no verdict from this host.
-				w.p.hostFailedLocked(w.q, rcptItems(cmds[i:]), &hostError{tg: w.s.tg, reply: c.reply})
-				w.hostFailed = true
-				return false
-			}
-		case cmdRCPT:
+			w.full, w.txOK = false, cl == ReplyOK
+		}
+		if c.kind == cmdRCPT && cl != ReplyClosing && cl != ReplyTooManyErrors {
 			if !w.txOK {
 				w.back = append(w.back, c.it) // 503 after a refused MAIL: not asked
 				continue
 			}
-			w.rcptReply(c)
+			w.rcptReply(c, cl)
+			continue
+		}
+		if !w.sessionReply(c, cl, cmds[i:n], cmds[i:]) {
+			return false
 		}
 	}
 	return !w.end && w.refusal == nil
 }
 
-// closing handles a 421 (the server closes the session) and reports
-// whether it was one. Postfix's "421 4.7.0 <host> Error: too many errors"
-// (smtpd_hard_error_limit, met on a server whose greeting hides its name)
-// teaches a rejection budget short of it; any other 421 is the host asking
-// to slow down.
-func (w *windowReplies) closing(c *cmd) bool {
-	if c.reply.code != 421 {
+// sessionReply acts on a reply to MAIL or RSET, or a 421 to any command,
+// of class cl (answered: the window's answered commands from it on; rest:
+// all of them) and reports whether the window's replies are read on.
+func (w *windowReplies) sessionReply(c *cmd, cl ReplyClass, answered, rest []cmd) bool {
+	switch cl.Rule().Next {
+	case NextGoOn:
+		return true
+	case NextSlowDown:
+		// A 421 closes the session; a 4xx to MAIL (Postfix's
+		// smtpd_client_message_rate_limit, a server short of
+		// resources...) or RSET asks us to slow down.
+		if w.refusal == nil {
+			w.refusal = &refusalError{tg: w.s.tg, reply: c.reply}
+		}
+		if cl == ReplyDeferred && c.kind == cmdMAIL {
+			return true // its RCPTs got 503: they go back as not asked
+		}
+		w.end = w.end || cl == ReplyClosing
+	case NextNewSession:
+		if cl == ReplyTooManyErrors {
+			// Postfix's "421 4.7.0 <host> Error: too many errors"
+			// (smtpd_hard_error_limit, met on a server whose greeting
+			// hides its name) teaches a rejection budget short of it.
+			w.p.learnLocked(w.q, HostState{RejectsPerSession: max(1, w.s.rejects-2)})
+			if !w.limited {
+				w.p.st.limits.Add(1)
+			}
+		} else {
+			// Exim drops a session that sent too many non-mail
+			// commands ("554 Too many nonmail commands").
+			w.p.learnLocked(w.q, HostState{NonmailPerSession: max(1, c.txPos-1)})
+		}
+		w.limited, w.end = true, true
+	case NextOtherHost:
+		// Our sender is refused here: no verdict from this host.
+		w.p.hostFailedLocked(w.q, rcptItems(rest), &hostError{tg: w.s.tg, reply: c.reply})
+		w.hostFailed = true
 		return false
 	}
-	w.end = true
-	if strings.Contains(strings.ToLower(c.reply.text), "too many errors") {
-		w.p.learnLocked(w.q, HostState{RejectsPerSession: max(1, w.s.rejects-2)})
-		if !w.limited {
-			w.p.st.limits.Add(1)
-		}
-		w.limited = true
-		return true
-	}
-	if w.refusal == nil {
-		w.refusal = &refusalError{tg: w.s.tg, reply: c.reply}
-	}
-	return true
+	w.back = append(w.back, rcptItems(answered)...)
+	return false
 }
 
-// rcptReply handles an RCPT reply in an accepted transaction.
-func (w *windowReplies) rcptReply(c *cmd) {
+// rcptReply handles an RCPT reply of class cl in an accepted transaction.
+func (w *windowReplies) rcptReply(c *cmd, cl ReplyClass) {
 	p, q, s, it, r := w.p, w.q, w.s, c.it, c.reply
-	if classifyRcpt(r) == kindTooMany {
+	if cl.Rule().Next == NextTransaction {
 		w.tooMany(c)
 		return
 	}
@@ -178,7 +170,7 @@ func (w *windowReplies) rcptReply(c *cmd) {
 	}
 	s.verdicts++
 	q.refusals = 0
-	p.verdictLocked(q, it, r)
+	p.verdictLocked(q, it, r, cl)
 }
 
 // tooMany handles "452 too many recipients": the host's limit per
@@ -250,37 +242,31 @@ func (p *Prober) dropUnsendable(s *session, items []*item) []*item {
 	return keep
 }
 
-// verdictLocked handles an RCPT reply (other than 421 and "too many
-// recipients") in an accepted transaction.
-func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply) {
+// verdictLocked handles an RCPT reply of class cl (other than 421 and
+// "too many recipients") in an accepted transaction, as its row of
+// ReplyTable says.
+func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply, cl ReplyClass) {
 	j := it.job
-	switch k := classifyRcpt(rc); k {
-	case kindAccepted:
+	rule := cl.Rule()
+	switch {
+	case rule.Next == NextRetryLater:
+		j.temporaryLocked(it, rc, q.estimate)
+	case cl == ReplyAccepted:
 		j.acceptLocked(it, rc)
-	case kindMissing, kindFull, kindPolicy:
-		if it.idx < 0 {
+	case it.idx < 0: // the catch-all probe: refused, or no verdict
+		if rule.Outcome == Unconfirmed {
+			j.caVerdictLocked(caInconclusive)
+		} else {
 			j.caVerdictLocked(caNo)
 			j.finalLocked(it, Result{})
 			break
 		}
-		if k == kindMissing && provesNoCatchAll(rc) {
+		j.finalLocked(it, Result{Outcome: Unconfirmed, Reply: rc.last, Host: it.tg.host})
+	default:
+		if cl == ReplyMissing && provesNoCatchAll(rc) {
 			j.noCatchAllLocked()
 		}
-		out := Missing
-		switch k {
-		case kindFull:
-			out = Full
-		case kindPolicy:
-			out = Policy
-		}
-		j.finalLocked(it, Result{Outcome: out, Reply: rc.last, Host: it.tg.host})
-	case kindTemporary:
-		j.temporaryLocked(it, rc, q.estimate)
-	default:
-		if it.idx < 0 {
-			j.caVerdictLocked(caInconclusive)
-		}
-		j.finalLocked(it, Result{Outcome: Unconfirmed, Reply: rc.last, Host: it.tg.host})
+		j.finalLocked(it, Result{Outcome: rule.Outcome, Reply: rc.last, Host: it.tg.host})
 	}
 }
 
@@ -289,6 +275,7 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply) {
 // or the connection was lost mid-session.
 func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limited bool) {
 	var slow *slowedError
+	cl := lostClass(err)
 	switch {
 	case errors.As(err, &slow):
 		// The host holds replies back after this many errors a session:
@@ -296,7 +283,8 @@ func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limit
 		p.learnLocked(q, HostState{RejectsPerSession: max(1, slow.rejects-1)})
 		p.requeueLocked(lost, false, err)
 	case len(lost) == 0:
-	case isBudget(err), isProxyLost(err):
+	case isBudget(err), cl.Rule().Next == NextOtherEgress:
+		// The caller's deadline, or a proxy lost: not the host's doing.
 		p.requeueLocked(lost, false, err)
 	case s.verdicts == 0:
 		p.hostFailedLocked(q, lost, err)

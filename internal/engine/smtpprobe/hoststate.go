@@ -22,6 +22,11 @@ type HostState struct {
 	// smtpd_soft_error_limit) or closed with "too many errors" after one
 	// more rejection than this.
 	RejectsPerSession int
+	// RejectsPerTransaction: the host began holding its replies back once
+	// a transaction had at most this many refused recipients (a
+	// bad-recipient throttle that a new transaction resets): transactions
+	// hold no more RCPTs than that may refuse.
+	RejectsPerTransaction int
 	// NonmailPerSession: the host dropped the session at the RSET after
 	// this many (Exim's smtp_accept_max_nonmail, met on a server whose
 	// greeting does not say Exim).
@@ -54,6 +59,7 @@ func (s HostState) Merge(o HostState) HostState {
 	s.RcptsPerTransaction = low(s.RcptsPerTransaction, o.RcptsPerTransaction)
 	s.RcptsPerSession = low(s.RcptsPerSession, o.RcptsPerSession)
 	s.RejectsPerSession = low(s.RejectsPerSession, o.RejectsPerSession)
+	s.RejectsPerTransaction = low(s.RejectsPerTransaction, o.RejectsPerTransaction)
 	s.NonmailPerSession = low(s.NonmailPerSession, o.NonmailPerSession)
 	s.Conns = low(s.Conns, o.Conns)
 	s.ConnsPerWindow = low(s.ConnsPerWindow, o.ConnsPerWindow)

@@ -22,6 +22,7 @@ type hostQ struct {
 	idle     int     // of which waiting for work
 	wake     chan struct{}
 	hs       HostState     // what was learnt about the host (Config.HostMemory)
+	group    int           // RCPTs a round trip (0: Config.PipelineStart; see group.go)
 	estimate time.Duration // one more session for a retry takes about this long
 
 	// Refusals (the host asking to slow down): how many in a row, the
@@ -195,8 +196,11 @@ func (p *Prober) kick(q *hostQ) {
 	// Another session (within the per-host limit) only for a backlog of
 	// several round trips' work (sessions at a Postfix host carry a
 	// window or two before their rejection budget is spent): a new one
-	// costs a connect, a greeting and EHLO first.
-	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && q.n < secondSessionBacklog) {
+	// costs a connect, a greeting and EHLO first. A session whose group
+	// is still growing (see group.go) takes less a round trip at first:
+	// what the running ones have yet to grow to does not count as backlog.
+	backlog := q.n - q.sessions*(p.cfg.PipelineDepth-p.groupLocked(q))
+	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && backlog < secondSessionBacklog) {
 		return
 	}
 	if time.Now().Before(q.backoffUntil) {
@@ -306,7 +310,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		return false // the host asked to slow down: kick starts a session later
 	}
 	q.hs = q.hs.Merge(p.cfg.HostMemory.Load(q.key)) // what other processes learnt meanwhile
-	items := p.take(q, min(p.cfg.PipelineDepth, p.perSession(q)))
+	items := p.take(q, min(p.groupLocked(q), p.perSession(q)))
 	if len(items) > 0 && !p.windowSlotLocked(q, time.Now()) {
 		p.requeueLocked(items, false, nil) // to wait for the host's next window
 		items = nil
@@ -433,6 +437,8 @@ func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
 	if c := q.hs.NonmailPerSession; c > 0 && c < s.nonmailCap {
 		s.nonmailCap = c
 	}
+	s.txRejCap = q.hs.RejectsPerTransaction
+	s.group = p.groupLocked(q)
 }
 
 // slowZoneLocked lets a session to a Postfix host that counts connections

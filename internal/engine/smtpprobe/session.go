@@ -40,6 +40,10 @@ type session struct {
 	rcpts                int           // RCPTs sent in this session
 	answered             int           // RCPT replies other than "too many recipients"
 	rejects, rejectCap   int           // rejections so far; their budget (0: none)
+	txRejects, txRejCap  int           // refused RCPTs in the open transaction; their budget (0: none, see HostState.RejectsPerTransaction)
+	group                int           // RCPTs a round trip (the host's group, see Config.PipelineStart)
+	helloRTT             time.Duration // EHLO's round trip: a reply that costs the server nothing
+	exempt               int           // the last window's replies a server may pause before (flow control)
 	nonmail, nonmailCap  int           // non-mail commands sent after EHLO (RSET, HELO); their budget
 	verdicts             int           // RCPT replies received in an accepted transaction
 	setup                time.Duration // connect to end of EHLO
@@ -384,10 +388,10 @@ func (s *session) hello() error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case g.class() == 4:
+	switch greetingClass(g, true).Rule().Next {
+	case NextSlowDown:
 		return &refusalError{tg: s.tg, reply: g}
-	case g.code != 220:
+	case NextOtherHost:
 		return &hostError{tg: s.tg, reply: g}
 	}
 	s.kind = recognise(g.text)
@@ -396,12 +400,14 @@ func (s *session) hello() error {
 	if s.rules.rejects {
 		s.rejectCap = s.p.cfg.MaxRejectsPerSession
 	}
+	t0 := time.Now()
 	r, err := s.exchange1("EHLO " + s.p.cfg.HELOName)
 	if err != nil {
 		return err
 	}
-	switch r.class() {
-	case 2:
+	s.helloRTT = time.Since(t0)
+	switch greetingClass(r, false).Rule().Next {
+	case NextGoOn:
 		for _, l := range strings.Split(r.text, "\n")[1:] {
 			kw, _, _ := strings.Cut(strings.ToUpper(strings.TrimSpace(l)), " ")
 			switch kw {
@@ -412,17 +418,17 @@ func (s *session) hello() error {
 			}
 		}
 		return nil
-	case 4:
+	case NextSlowDown:
 		return &refusalError{tg: s.tg, reply: r}
 	}
-	s.nonmail++ // a second HELO/EHLO counts for Exim
+	s.nonmail++ // EHLO refused: HELO, a second one that counts for Exim
 	if r, err = s.exchange1("HELO " + s.p.cfg.HELOName); err != nil {
 		return err
 	}
-	switch r.class() {
-	case 2:
+	switch greetingClass(r, false).Rule().Next {
+	case NextGoOn:
 		return nil
-	case 4:
+	case NextSlowDown:
 		return &refusalError{tg: s.tg, reply: r}
 	}
 	return &hostError{tg: s.tg, reply: r}

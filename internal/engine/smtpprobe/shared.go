@@ -182,7 +182,7 @@ func toFleet(s HostState) fleet.HostLimits {
 	l := fleet.HostLimits{
 		RcptPerTransaction: s.RcptsPerTransaction, RcptPerSession: s.RcptsPerSession,
 		RejectsPerSession: s.RejectsPerSession, NonmailPerSession: s.NonmailPerSession,
-		Conns: s.Conns, ConnsPerWindow: s.ConnsPerWindow, Answered: s.Answered,
+		Conns: s.Conns, ConnsPerWindow: s.ConnsPerWindow, Answered: s.Answered, RejectsPerTransaction: s.RejectsPerTransaction,
 	}
 	if s.ConnRate > 0 {
 		l.ConnInterval = time.Duration(float64(time.Second) / s.ConnRate)
@@ -194,7 +194,7 @@ func fromFleet(l fleet.HostLimits) HostState {
 	s := HostState{
 		RcptsPerTransaction: l.RcptPerTransaction, RcptsPerSession: l.RcptPerSession,
 		RejectsPerSession: l.RejectsPerSession, NonmailPerSession: l.NonmailPerSession,
-		Conns: l.Conns, ConnsPerWindow: l.ConnsPerWindow, Answered: l.Answered,
+		Conns: l.Conns, ConnsPerWindow: l.ConnsPerWindow, Answered: l.Answered, RejectsPerTransaction: l.RejectsPerTransaction,
 	}
 	if l.ConnInterval > 0 {
 		s.ConnRate = float64(time.Second) / float64(l.ConnInterval)

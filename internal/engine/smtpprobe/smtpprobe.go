@@ -5,7 +5,9 @@
 //
 // # Verdicts
 //
-// The RCPT TO reply decides (see Outcome for the status codes):
+// ReplyTable is the one home of what each class of reply means and what
+// the engine does next (rendered into docs/smtp-replies.md). In short, the
+// RCPT TO reply decides (see Outcome for the status codes):
 //
 //   - 2xx: Deliverable, or CatchAll when the domain also accepts a random,
 //     clearly non-existent local part (probed once per domain, cached; no
@@ -45,7 +47,11 @@
 // address (Postfix pauses in_flow_delay, 1s, before each while its queue is
 // not draining). RSET and a new MAIL come only when a transaction is full
 // or after a 452. The RCPTs of a round trip are pipelined (RFC 2920) when
-// the server offers PIPELINING. Each RCPT reply is its own address's
+// the server offers PIPELINING, in a group sized to the host (group.go):
+// Config.PipelineStart for a host nothing is known about, growing with
+// what it answers up to Config.PipelineDepth, halved, with shorter
+// transactions, at a host whose group came late after refused recipients
+// (a bad-recipient throttle). Each RCPT reply is its own address's
 // verdict; the catch-all probe rides in the same transaction (a lone
 // address's with it; a batch's after its first acceptance, behind the
 // host's queue when the batch has no deadline, or its first deferral, so
@@ -143,11 +149,21 @@ type Config struct {
 	// MailFrom is the envelope sender, e.g. "verify@example.com". Empty
 	// means the null reverse-path "<>".
 	MailFrom string
-	// ConnectTimeout bounds each TCP connect (default 10s), GreetingTimeout
-	// the wait for the server's 220 greeting (default 30s; a host silent
-	// that long is a tarpit), CommandTimeout each command (or pipelined
-	// group of commands) with its replies (default 30s). A caller's
-	// deadline cuts all three.
+	// ConnectTimeout bounds each TCP connect (default 10s). GreetingTimeout
+	// is the engine's own, shorter budget for a host that sends nothing at
+	// all: the wait for the first byte of its 220 greeting (default 30s; a
+	// host silent that long is a tarpit, and is remembered, see
+	// HostPenaltyTTL). CommandTimeout is the wait for each reply of a host
+	// that has spoken, as RFC 5321 §4.5.3.2 means it: a deadline per reply,
+	// restarted whenever a reply arrives, so a pipelined group is alive as
+	// long as replies keep coming and a host that answers a group only once
+	// it processed all of it (sleeping before some replies) has the whole
+	// wait for the group's first reply (default 5m: the RFC's minimum for
+	// MAIL and RCPT, and the server's own idle timeout; the prober never
+	// sends DATA, whose end gets 10m). A slow host is slow, not failed: the
+	// wait holds its session's connection and goroutine, nothing else.
+	// Shorter values break the RFC; the API's profile uses them because a
+	// call answers within seconds. A caller's deadline cuts all three.
 	ConnectTimeout, GreetingTimeout, CommandTimeout time.Duration
 	// MaxConnsPerHost is the number of concurrent connections per MX host
 	// address (default 2).
@@ -188,8 +204,17 @@ type Config struct {
 	MaxRejectsPerSession int
 	// PipelineDepth is the number of RCPT commands (with the MAIL, or RSET
 	// and MAIL, that open their transactions) sent per round trip to a
-	// server that offers PIPELINING (default 50; 1 disables).
+	// server that offers PIPELINING (default 50; 1 disables): the most a
+	// host's group grows to.
 	PipelineDepth int
+	// PipelineStart is the group (RCPTs a round trip) a host nothing is
+	// known about starts with (default 10, at most PipelineDepth): a
+	// server may answer a group only once it processed all of it, and
+	// sleep before the replies that follow some refused recipients. The
+	// host's group grows by the RCPTs it answers in each group answered
+	// without such sleeps, and is halved when a group's replies came late
+	// after refused recipients (see HostState.RejectsPerTransaction).
+	PipelineStart int
 	// CatchAllCacheTTL is how long a domain's catch-all verdict is cached
 	// (default 1h); CatchAllCacheSize bounds the number of cached domains
 	// (default 100_000, least recently used evicted).
@@ -278,7 +303,7 @@ func (c *Config) setDefaults() {
 	}
 	def(&c.ConnectTimeout, 10*time.Second)
 	def(&c.GreetingTimeout, 30*time.Second)
-	def(&c.CommandTimeout, 30*time.Second)
+	def(&c.CommandTimeout, rfcReplyTimeout)
 	def(&c.CatchAllCacheTTL, time.Hour)
 	def(&c.GreylistRetry, 60*time.Second)
 	defInt(&c.MaxConnsPerHost, 2)
@@ -287,6 +312,8 @@ func (c *Config) setDefaults() {
 	defInt(&c.MaxRcptPerTransaction, 100)
 	defInt(&c.MaxRcptPerSession, 1000)
 	defInt(&c.PipelineDepth, 50)
+	defInt(&c.PipelineStart, 10)
+	c.PipelineStart = min(c.PipelineStart, c.PipelineDepth)
 	defInt(&c.MaxRefusals, 8)
 	def(&c.RefusalBackoff, 2*time.Second)
 	def(&c.RefusalWindow, time.Minute)

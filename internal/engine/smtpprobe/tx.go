@@ -54,10 +54,19 @@ func (s *session) nonmailRoom() int {
 	return s.nonmailCap - s.nonmail
 }
 
+// txRejectRoom is the number of RCPTs the open transaction may still
+// carry at a host that throttles after refused recipients.
+func (s *session) txRejectRoom() int {
+	if s.txRejCap <= 0 {
+		return math.MaxInt
+	}
+	return s.txRejCap - s.txRejects
+}
+
 // depth is the number of RCPTs per round trip.
 func (s *session) depth() int {
 	if s.pipelining {
-		return s.p.cfg.PipelineDepth
+		return max(1, s.group)
 	}
 	return 1
 }
@@ -100,21 +109,32 @@ type shape struct {
 // at most twice the budget of errors (18 at Postfix's default, short of
 // its smtpd_hard_error_limit of 20). A transaction after a 452 that ended
 // the session's first one gets a single RCPT: it tells a limit per
-// transaction from one per session. It may place fewer than n.
+// transaction from one per session. At a host with a bad-recipient
+// throttle (session.txRejCap) a transaction takes no more RCPTs in a
+// window than may still be refused before the throttle starts: the open
+// one what its refusals so far leave, a new one the whole budget. It may
+// place fewer than n.
 func (s *session) layout(n, txCap int, utf8 bool) []shape {
 	var out []shape
 	rej, nonmail := s.rejectRoom(), s.nonmailRoom()
 	mails := rej
 	open := s.inTx
 	placed := 0
-	if room := txCap - s.txRcpts; s.inTx && room > 0 && (!utf8 || s.txUTF8) {
+	newCap := txCap
+	if s.txRejCap > 0 {
+		// A host that throttles after refused recipients: a transaction
+		// takes no more RCPTs in a window than it may still refuse
+		// before the throttle, all of a new one's possibly refused.
+		newCap = min(txCap, s.txRejCap)
+	}
+	if room := min(txCap-s.txRcpts, s.txRejectRoom()); s.inTx && room > 0 && (!utf8 || s.txUTF8) {
 		if k := min(room, n, rej); k > 0 {
 			out = append(out, shape{segment{utf8: s.txUTF8}, k})
 			placed, rej = k, rej-k
 		}
 	}
 	for placed < n && rej >= 1 && mails >= 1 && (!open || nonmail > 0) {
-		k := min(txCap, n-placed, rej)
+		k := min(newCap, n-placed, rej)
 		if s.probeTx {
 			k = 1
 		}
@@ -198,6 +218,7 @@ func (s *session) writeCmd(c *cmd) {
 func (s *session) send(cmds []cmd) (int, error) {
 	t0 := time.Now()
 	var w slowWatch
+	s.exempt = 0
 	step := len(cmds)
 	if !s.pipelining {
 		step = 1
@@ -233,6 +254,12 @@ func (s *session) send(cmds []cmd) (int, error) {
 				// recipients" is not, until smtpd_recipient_overshoot_limit
 				// (1000) of them (smtpd.c rcpt_cmd).
 				s.rejects++
+			}
+			switch {
+			case c.kind == cmdMAIL:
+				s.txRejects = 0
+			case c.kind == cmdRCPT && c.counted:
+				s.txRejects++
 			}
 			if err := w.check(s, c); err != nil {
 				return i + 1, err
@@ -287,6 +314,7 @@ func (w *slowWatch) check(s *session, c *cmd) error {
 	case cmdRCPT:
 		if c.reply.class() == 2 && !s.txQueued {
 			s.txQueued, exempt = true, true
+			s.exempt++
 		}
 	}
 	before := s.rejects // rejections before this reply

@@ -186,6 +186,18 @@ type Domain struct {
 	// Postfix's default banner does.
 	SoftErrors, HardErrors int
 	ErrorSleep             time.Duration
+	// BadRcptThrottle, when positive, makes the MX hosts sleep
+	// BadRcptSleep before every reply once this many recipients of the
+	// transaction were refused (4xx or 5xx other than "too many
+	// recipients"): the bad-recipient throttle of anti-harvest setups. A
+	// new transaction (RSET or MAIL) starts the count again. Each reply
+	// it slept for is sent at once, unless WholeGroups.
+	BadRcptThrottle int
+	BadRcptSleep    time.Duration
+	// WholeGroups makes the MX hosts answer a pipelined group only once
+	// they have processed all of it: every reply of the group leaves in
+	// one write, after the last one's delays (no reply is flushed before).
+	WholeGroups bool
 	// Banner is the greeting's text after the host name (default "ESMTP
 	// mailworld", or "ESMTP Postfix" with SoftErrors, "ESMTP Exim 4.96"
 	// with NonmailLimit; many administrators hide the name).
@@ -537,12 +549,16 @@ func sameConnSettings(a, b *domainState) error {
 		SoftErrors, HardErrors                                   int
 		ErrorSleep                                               time.Duration
 		Banner                                                   string
+		BadRcptThrottle                                          int
+		BadRcptSleep                                             time.Duration
+		WholeGroups                                              bool
 	}
 	key := func(d *domainState) conn {
 		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown, d.AllDown,
 			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit,
 			d.Latency, d.GreetingDelay, d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup,
-			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner}
+			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner,
+			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups}
 	}
 	ca, cb := key(a), key(b)
 	if ca != cb {
@@ -748,7 +764,7 @@ type WorldStats struct {
 	MAIL           int
 	RCPT           int
 	RSET           int
-	Slowed         int            // replies held back for a session's errors (ErrorSleep)
+	Slowed         int            // replies held back for a session's errors (ErrorSleep) or a bad-recipient throttle (BadRcptSleep)
 	TooManyErrors  int            // sessions closed at their hosts' HardErrors
 	Sent421        int            // 421 replies sent (greeting refusals, too many errors)
 	FlowDelays     int            // replies held back by flow control (InFlowDelay)

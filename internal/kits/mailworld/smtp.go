@@ -35,6 +35,7 @@ type session struct {
 	conRcpts int // RCPT commands in the connection
 	rcpts    int // RCPT commands in the transaction
 	accepted int // recipients accepted in the transaction
+	refused  int // recipients refused in the transaction (BadRcptThrottle)
 	bad      int
 	errors   int // 4xx and 5xx replies in the session (ErrorLimits)
 	nonmail  int // non-mail commands counted (NonmailLimit)
@@ -68,7 +69,15 @@ func (w *World) serve(h *host, c net.Conn) {
 		io.Copy(io.Discard, c)
 		return
 	}
-	s := &session{w: w, h: h, t: t, c: c, br: bufio.NewReaderSize(c, maxLine), bw: bufio.NewWriterSize(c, 1024),
+	wbuf := 1024
+	if t.WholeGroups {
+		wbuf = 256 << 10 // a group's replies are never flushed part way
+	}
+	rbuf := maxLine
+	if t.WholeGroups {
+		rbuf = 64 << 10 // a whole group is read before it is answered
+	}
+	s := &session{w: w, h: h, t: t, c: c, br: bufio.NewReaderSize(c, rbuf), bw: bufio.NewWriterSize(c, wbuf),
 		arrived: time.Now(), freeRSET: true, freeHELO: true}
 	defer s.flush()
 	ip, _, _ := net.SplitHostPort(c.RemoteAddr().String())
@@ -211,7 +220,7 @@ func (s *session) cmdMAIL(arg string) bool {
 		return s.bump("501 5.5.4 Syntax: MAIL FROM:<address>")
 	}
 	s.w.noteName(s.w.mailFrom, path)
-	s.inTx, s.sender, s.rcpts, s.accepted = true, strings.ToLower(path), 0, 0
+	s.inTx, s.sender, s.rcpts, s.accepted, s.refused = true, strings.ToLower(path), 0, 0, 0
 	return s.reply("250 2.1.0 Ok")
 }
 
@@ -243,6 +252,8 @@ func (s *session) cmdRCPT(arg string) bool {
 			s.pause(s.t.InFlowDelay)
 		}
 		s.accepted++
+	} else {
+		defer func() { s.refused++ }() // this reply is not held for itself
 	}
 	return s.reply(r)
 }
@@ -282,7 +293,7 @@ func (s *session) bump(msg string) bool {
 }
 
 func (s *session) resetTx() {
-	s.inTx, s.sender, s.rcpts, s.accepted = false, "", 0, 0
+	s.inTx, s.sender, s.rcpts, s.accepted, s.refused = false, "", 0, 0, 0
 }
 
 func (s *session) rcptReply(path string) string {
@@ -435,6 +446,20 @@ func (s *session) reply(lines ...string) bool {
 	if len(lines) > 0 && (lines[0][0] == '4' || lines[0][0] == '5') && lines[0] != tooManyRcpts {
 		s.errors++
 	}
+	throttled := s.t.BadRcptThrottle > 0 && s.refused >= s.t.BadRcptThrottle
+	if throttled {
+		// The bad-recipient throttle sleeps before every reply; without
+		// WholeGroups it sends what it has before it sleeps, and each
+		// reply it slept for at once.
+		s.h.slowed.Add(1)
+		if !s.t.WholeGroups && !s.flush() {
+			return false
+		}
+		if now := time.Now(); at.Before(now) {
+			at = now
+		}
+		at = at.Add(s.t.BadRcptSleep)
+	}
 	if len(lines) > 0 && strings.HasPrefix(lines[0], "421") {
 		s.h.sent421.Add(1)
 	}
@@ -451,7 +476,7 @@ func (s *session) reply(lines ...string) bool {
 		s.bw.WriteString(l)
 		s.bw.WriteString("\r\n")
 	}
-	if held {
+	if held || (throttled && !s.t.WholeGroups) {
 		// Postfix flushes a reply it slept for, pipelined or not.
 		return s.flush()
 	}
