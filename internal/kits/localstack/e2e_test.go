@@ -196,8 +196,8 @@ func TestMakeRunE2E(t *testing.T) {
 		t.Errorf("apply -k output:\n%s", out)
 	}
 
-	// The README's REST examples work as written against the printed API and key.
-	runREADMEBlock(t, root, apiURL, apiKey)
+	// The guide's REST examples work as written against the printed API and key.
+	runGuideRESTBlock(t, root, apiURL, apiKey)
 	runDemographicsList(t, apiURL, apiKey)
 	runSDKCalls(t, apiURL, apiKey)
 	runLocalKeysAndCallbacks(t, apiURL, apiKey, validationKey, callbacks)
@@ -270,17 +270,21 @@ func (w *syncWriter) String() string {
 	return w.b.String()
 }
 
-// runREADMEBlock runs the README's REST API curl block, as a user would
-// paste it, and checks what it produced.
-func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
+// gettingStarted is the page whose e2e-tagged blocks the end-to-end tests
+// run as written (the README points there).
+const gettingStarted = "docs/getting-started.md"
+
+// runGuideRESTBlock runs the getting-started page's REST API curl block, as
+// a user would paste it, and checks what it produced.
+func runGuideRESTBlock(t *testing.T, root, apiURL, apiKey string) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, gettingStarted))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(readme), "<!-- e2e:rest-api -->\n```sh\n")
 	if !ok {
-		t.Fatal("README has no e2e:rest-api block")
+		t.Fatal(gettingStarted + " has no e2e:rest-api block")
 	}
 	script, _, _ := strings.Cut(after, "```")
 	work := t.TempDir()
@@ -294,7 +298,7 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 	cmd.Env = append(os.Environ(), "API="+apiURL, "KEY="+apiKey)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("README REST block failed: %v\n%s", err, out)
+		t.Fatalf(gettingStarted+" REST block failed: %v\n%s", err, out)
 	}
 	text := string(out)
 	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`,
@@ -306,7 +310,7 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 		`{"total_records":1,"skipped_records":0,"feedback_id":"fb_`, `"code":"email_reported"`,
 		`{"reports":[{"feedback_id":"fb_`, `"reference_id":"case-17"`, `{"withdrawn":1}`} {
 		if !strings.Contains(text, want) {
-			t.Errorf("README block output lacks %s:\n%s", want, text)
+			t.Errorf(gettingStarted+" block output lacks %s:\n%s", want, text)
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(work, "people-*-results.csv"))
