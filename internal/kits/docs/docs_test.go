@@ -259,6 +259,7 @@ func TestCommitSubjects(t *testing.T) {
 	if err := exec.Command("git", "-C", root, "rev-parse", "--git-dir").Run(); err != nil {
 		t.Skip("not a git checkout: no history to check")
 	}
+	readHeadFiles(t)
 	args := []string{"-C", root, "log", "--format=%ct%x00%s", "HEAD"}
 	since := int64(0)
 	if exec.Command("git", "-C", root, "cat-file", "-e", subjectRuleBase+"^{commit}").Run() == nil {
@@ -279,6 +280,28 @@ func TestCommitSubjects(t *testing.T) {
 	if share := float64(total-len(long)) / float64(total); share < minShortShare {
 		t.Errorf("%d of %d commit subjects are over %d characters (%.0f%% short, want %.0f%%): %q",
 			len(long), total, maxSubject, 100*share, 100*minShortShare, long)
+	}
+}
+
+// readHeadFiles reads the files that say which commit HEAD is (HEAD, its
+// branch's ref, packed-refs): go test caches a passing result until a file
+// the test opened changes, and git log's reading of the history is not
+// such a file, so without this a new commit would not run the test again.
+func readHeadFiles(t *testing.T) {
+	paths := []string{"HEAD", "packed-refs"}
+	if ref, err := exec.Command("git", "-C", root, "symbolic-ref", "-q", "HEAD").Output(); err == nil {
+		paths = append(paths, strings.TrimSpace(string(ref)))
+	}
+	for _, p := range paths {
+		out, err := exec.Command("git", "-C", root, "rev-parse", "--git-path", p).Output()
+		if err != nil {
+			t.Fatalf("git rev-parse --git-path %s: %v", p, err)
+		}
+		path := strings.TrimSpace(string(out))
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
+		_, _ = os.ReadFile(path) // a missing file (no packed-refs) is as good a key
 	}
 }
 
