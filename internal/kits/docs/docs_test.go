@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,6 +87,30 @@ func TestDocSizes(t *testing.T) {
 		}
 		if n := bytes.Count(b, []byte("\n")); n > max {
 			t.Errorf("%s has %d lines, more than %d: move the detail into a page of docs/", file, n, max)
+		}
+	}
+}
+
+// TestREADMEFigures: a ratio the README quotes ("11.7–14.2×") is one that
+// docs/benchmarks.md records, each end of a range as a ratio of its own.
+func TestREADMEFigures(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench, err := os.ReadFile(filepath.Join(root, "docs/benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	figures := regexp.MustCompile(`(\d+(?:\.\d+)?)(?:–(\d+(?:\.\d+)?))?×`).FindAllStringSubmatch(string(readme), -1)
+	if len(figures) == 0 {
+		t.Skip("the README quotes no ratio")
+	}
+	for _, m := range figures {
+		for _, n := range m[1:] {
+			if n != "" && !regexp.MustCompile(`(^|[^\d.])`+regexp.QuoteMeta(n)+`×`).Match(bench) {
+				t.Errorf("the README quotes %s; docs/benchmarks.md records no %s×", m[0], n)
+			}
 		}
 	}
 }
