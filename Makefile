@@ -79,12 +79,15 @@ hooks: ## Point git at the repository's hooks (hack/git-hooks: the commit-msg su
 	@if command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1; then \
 		git config core.hooksPath hack/git-hooks; fi
 
-.PHONY: docs
-docs: ## Regenerate the generated docs (docs/configuration.md, the field reference in docs/resources.md).
+.PHONY: guide-docs
+guide-docs: ## Regenerate the guide's generated parts (the field reference in docs/resources.md; docs/configuration.md while internal/kits/docs writes it).
 	$(GO) test ./internal/kits/docs -run TestGeneratedDocs -update
 
+# make run and make test install the repository's git hooks first.
+run test: hooks
+
 .PHONY: run
-run: hooks envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
+run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
 	CGO_ENABLED=0 $(GO) build -o "$(RUN_BIN)/" ./cmd/worker
 	$(GO) build -o "$(RUN_BIN)/localstack" ./hack/localstack
 	@if [[ " $(ARGS) " == *" --store=s3 "* || " $(ARGS) " == *" --store s3 "* ]]; then ./hack/s3-server.sh >/dev/null; fi
@@ -98,7 +101,7 @@ mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bi
 	./hack/install-mail-servers.sh >/dev/null || [ "$$CI" != true ]
 
 .PHONY: test
-test: hooks verify-generated vet envtest-assets mail-servers s3-server run-binaries ## Run all tests.
+test: verify-generated vet envtest-assets mail-servers s3-server run-binaries ## Run all tests.
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" EMAILDATA_S3_SERVER="$$(./hack/s3-server.sh)" $(GO) test $(TESTFLAGS) -timeout 30m ./...
 
 .PHONY: run-binaries
