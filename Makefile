@@ -73,6 +73,19 @@ s3-server: ## Build the S3-compatible server (SeaweedFS) the tests and make run 
 
 ##@ Run and test
 
+.PHONY: hooks
+hooks: ## Point git at the repository's hooks (hack/git-hooks: the commit-msg subject check).
+	@# Outside a git checkout (a tarball) there is nothing to install.
+	@if command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1; then \
+		git config core.hooksPath hack/git-hooks; fi
+
+.PHONY: guide-docs
+guide-docs: ## Regenerate the guide's generated parts (the field reference in docs/resources.md; docs/configuration.md while internal/kits/docs writes it).
+	$(GO) test ./internal/kits/docs -run TestGeneratedDocs -update
+
+# make run and make test install the repository's git hooks first.
+run test: hooks
+
 .PHONY: run
 run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
 	CGO_ENABLED=0 $(GO) build -o "$(RUN_BIN)/" ./cmd/worker

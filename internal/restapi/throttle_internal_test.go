@@ -260,10 +260,10 @@ func TestUploadSlots(t *testing.T) {
 	}
 }
 
-// The README's table of the throttle flags restates their defaults: each
-// must be what cmd/api starts with (DefaultThrottle through BindFlags).
+// docs/rest-api.md's table of the throttle flags restates their defaults:
+// each must be what cmd/api starts with (DefaultThrottle through BindFlags).
 func TestREADMEThrottleFlags(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "rest-api.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,27 +284,27 @@ func TestREADMEThrottleFlags(t *testing.T) {
 		}
 		vals := strings.Split(strings.TrimSpace(cells[2]), ", ")
 		if len(vals) != len(flags) && !(len(flags) == 1 && vals[0] == "") {
-			t.Errorf("README row %s has %d defaults", cells[1], len(vals))
+			t.Errorf("docs/rest-api.md row %s has %d defaults", cells[1], len(vals))
 			continue
 		}
 		for i, f := range flags {
 			name := strings.Trim(f, "`-")
 			def, ok := defaults[name]
 			if !ok {
-				t.Errorf("README names %s, which is no throttle flag", f)
+				t.Errorf("docs/rest-api.md names %s, which is no throttle flag", f)
 				continue
 			}
 			seen[name] = true
 			if vals[i] != def {
 				if a, err := time.ParseDuration(vals[i]); err != nil || a.String() != def {
-					t.Errorf("README: %s defaults to %q, the flag to %q", f, vals[i], def)
+					t.Errorf("docs/rest-api.md: %s defaults to %q, the flag to %q", f, vals[i], def)
 				}
 			}
 		}
 	}
 	for name := range defaults {
 		if !seen[name] {
-			t.Errorf("the README's table of throttle flags lacks --%s", name)
+			t.Errorf("docs/rest-api.md's table of throttle flags lacks --%s", name)
 		}
 	}
 }

@@ -121,10 +121,10 @@ func TestProberDefaultsAreSMTPProbes(t *testing.T) {
 	}
 }
 
-// The README's table of the verification flags restates their defaults
-// for lists and for the API: each must be what the binaries start with.
+// docs/verification.md's table of the verification flags restates their
+// defaults for lists and for the API: each must be what the binaries start with.
 func TestREADMEFlagDefaults(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "verification.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,18 +152,18 @@ func TestREADMEFlagDefaults(t *testing.T) {
 				name := strings.Trim(f, "`-")
 				def, ok := want[name]
 				if !ok {
-					t.Errorf("README names %s, which is no flag", f)
+					t.Errorf("docs/verification.md names %s, which is no flag", f)
 					continue
 				}
 				checked++
 				if !sameDefault(vals[i], def) {
-					t.Errorf("README: %s defaults to %s (column %d), the flag to %q", f, vals[i], col, def)
+					t.Errorf("docs/verification.md: %s defaults to %s (column %d), the flag to %q", f, vals[i], col, def)
 				}
 			}
 		}
 	}
 	if checked < 20 {
-		t.Fatalf("checked %d README defaults only: is the table still there?", checked)
+		t.Fatalf("checked %d docs/verification.md defaults only: is the table still there?", checked)
 	}
 }
 

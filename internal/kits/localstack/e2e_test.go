@@ -196,8 +196,10 @@ func TestMakeRunE2E(t *testing.T) {
 		t.Errorf("apply -k output:\n%s", out)
 	}
 
-	// The README's REST examples work as written against the printed API and key.
+	// The README's and the guide's REST examples work as written against the
+	// printed API and key.
 	runREADMEBlock(t, root, apiURL, apiKey)
+	runGuideRESTBlock(t, root, apiURL, apiKey)
 	runDemographicsList(t, apiURL, apiKey)
 	runSDKCalls(t, apiURL, apiKey)
 	runLocalKeysAndCallbacks(t, apiURL, apiKey, validationKey, callbacks)
@@ -270,17 +272,23 @@ func (w *syncWriter) String() string {
 	return w.b.String()
 }
 
-// runREADMEBlock runs the README's REST API curl block, as a user would
-// paste it, and checks what it produced.
-func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
+// gettingStarted is the page whose e2e-tagged blocks the end-to-end tests
+// run as written (the README's own "Try it" block is run too).
+const gettingStarted = "docs/getting-started.md"
+
+// runTaggedBlock runs the sh block of file tagged <!-- e2e:tag --> as a user
+// would paste it, with API and KEY exported as make run tells them to be,
+// in a fresh directory holding config/; it returns the output and the
+// directory.
+func runTaggedBlock(t *testing.T, root, file, tag, apiURL, apiKey string) (string, string) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	doc, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "<!-- e2e:rest-api -->\n```sh\n")
+	_, after, ok := strings.Cut(string(doc), "<!-- e2e:"+tag+" -->\n```sh\n")
 	if !ok {
-		t.Fatal("README has no e2e:rest-api block")
+		t.Fatalf("%s has no e2e:%s block", file, tag)
 	}
 	script, _, _ := strings.Cut(after, "```")
 	work := t.TempDir()
@@ -294,9 +302,29 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 	cmd.Env = append(os.Environ(), "API="+apiURL, "KEY="+apiKey)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("README REST block failed: %v\n%s", err, out)
+		t.Fatalf("%s's e2e:%s block failed: %v\n%s", file, tag, err, out)
 	}
-	text := string(out)
+	return string(out), work
+}
+
+// runREADMEBlock runs the README's "Try it" REST block: a list submitted,
+// waited for, downloaded, and one address verified.
+func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
+	t.Helper()
+	text, work := runTaggedBlock(t, root, "README.md", "readme-rest", apiURL, apiKey)
+	if !strings.Contains(text, `{"safe_to_send":{`) {
+		t.Errorf("README block output lacks the /v5/ev answer:\n%s", text)
+	}
+	if files, _ := filepath.Glob(filepath.Join(work, "people-*-results.csv")); len(files) != 1 {
+		t.Errorf("the README block saved %v, want one people-<id>-results.csv", files)
+	}
+}
+
+// runGuideRESTBlock runs the getting-started page's REST API curl block, as
+// a user would paste it, and checks what it produced.
+func runGuideRESTBlock(t *testing.T, root, apiURL, apiKey string) {
+	t.Helper()
+	text, work := runTaggedBlock(t, root, gettingStarted, "rest-api", apiURL, apiKey)
 	for _, want := range []string{`"list_id":`, `"status":"Results"`, `"email_validation":{`, `"error":"NotPurchasable"`,
 		`"age":"65+","gender":"Male"`, `"match_level":"Individual"`, `{"age":"65+","life_stage_group":"Retirees","rfm_last_order":"2024-10-21"}`,
 		`{"postal_address":{"first_name":"Joseph","last_name":"Lee","address":"9415 Chestnut Ct","city":"Pittsburgh","state":"PA","zip":"15231"}}`,
@@ -306,7 +334,7 @@ func runREADMEBlock(t *testing.T, root, apiURL, apiKey string) {
 		`{"total_records":1,"skipped_records":0,"feedback_id":"fb_`, `"code":"email_reported"`,
 		`{"reports":[{"feedback_id":"fb_`, `"reference_id":"case-17"`, `{"withdrawn":1}`} {
 		if !strings.Contains(text, want) {
-			t.Errorf("README block output lacks %s:\n%s", want, text)
+			t.Errorf(gettingStarted+" block output lacks %s:\n%s", want, text)
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(work, "people-*-results.csv"))

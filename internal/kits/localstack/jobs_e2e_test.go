@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// TestMakeRunJobs runs the README's "Watch the Job path locally" block (the
+// TestMakeRunJobs runs docs/getting-started.md's "Lists as Jobs and pods" block (the
 // one marked e2e:job-path) as a newcomer would, in a fresh copy of the
 // repository (no bin/, no .local/): `make run ARGS=--executor=job`, which
 // passes the worker directory as the relative "bin", then each following
@@ -24,7 +24,7 @@ import (
 // The sample list must reach Results through a Job whose pods ran as worker
 // processes, and the watches must have shown it. Then Ctrl-C.
 //
-// The only change to the README's commands: the stack's ports are picked
+// The only change to the guide's commands: the stack's ports are picked
 // free (ARGS gains --api-listen=127.0.0.1:0 and disables the metrics and
 // probe listeners), so that the test runs beside a developer's make run.
 func TestMakeRunJobs(t *testing.T) {
@@ -42,7 +42,7 @@ func TestMakeRunJobs(t *testing.T) {
 	if err != nil {
 		kubectlBin = filepath.Join(assets, "kubectl")
 	}
-	// The README's lines find kubectl on PATH (the assets' one otherwise).
+	// The guide's lines find kubectl on PATH (the assets' one otherwise).
 	env := []string{"KUBEBUILDER_ASSETS=" + assets, "PATH=" + os.Getenv("PATH") + string(os.PathListSeparator) + assets}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "KUBEBUILDER_ASSETS=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
@@ -52,10 +52,10 @@ func TestMakeRunJobs(t *testing.T) {
 
 	stack := startMakeRun(t, repo, env, stackLine)
 	if want := filepath.Join(repo, ".local", "kubeconfig"); stack.kubeconfig != want {
-		t.Fatalf("make run's kubeconfig is %s; the README exports %s", stack.kubeconfig, want)
+		t.Fatalf("make run's kubeconfig is %s; the guide exports %s", stack.kubeconfig, want)
 	}
 
-	// The README's lines, in order; exports carry over to the next lines.
+	// The guide's lines, in order; exports carry over to the next lines.
 	wctx, stopWatches := context.WithCancel(context.Background())
 	defer stopWatches()
 	var exports []string
@@ -82,12 +82,12 @@ func TestMakeRunJobs(t *testing.T) {
 			c := exec.Command("bash", "-euo", "pipefail", "-c", script)
 			c.Dir, c.Env = repo, env
 			if out, err := c.CombinedOutput(); err != nil {
-				t.Fatalf("README line %q: %v\n%s\nmake run:\n%s", l, err, out, stack.output())
+				t.Fatalf("guide line %q: %v\n%s\nmake run:\n%s", l, err, out, stack.output())
 			}
 		}
 	}
 	if len(watches) < 3 {
-		t.Fatalf("the README block starts %d watches, want jobs, pods and emaillists", len(watches))
+		t.Fatalf("the guide's block starts %d watches, want jobs, pods and emaillists", len(watches))
 	}
 
 	kubectl := func(args ...string) string {
@@ -138,23 +138,23 @@ func TestMakeRunJobs(t *testing.T) {
 	all := seen.String()
 	for _, want := range []string{job + " ", job + "-0-", "Running", "Completed", "sample-list", "Results"} {
 		if !strings.Contains(all, want) {
-			t.Errorf("the README's watches did not show %q:\n%s", want, all)
+			t.Errorf("the guide's watches did not show %q:\n%s", want, all)
 		}
 	}
 	stack.interrupt(t, repo)
 }
 
-// readmeJobBlock returns the README's e2e:job-path block: its first line,
+// readmeJobBlock returns the getting-started page's e2e:job-path block: its first line,
 // the stack, and the others without comments and blank lines.
 func readmeJobBlock(t *testing.T, root string) (string, []string) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, gettingStarted))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(readme), "<!-- e2e:job-path -->\n```sh\n")
 	if !ok {
-		t.Fatal("README has no e2e:job-path block")
+		t.Fatal(gettingStarted + " has no e2e:job-path block")
 	}
 	block, _, _ := strings.Cut(after, "```")
 	var lines []string
@@ -167,7 +167,7 @@ func readmeJobBlock(t *testing.T, root string) (string, []string) {
 		}
 	}
 	if len(lines) < 2 || !strings.HasPrefix(lines[0], "make run ") {
-		t.Fatalf("README e2e:job-path block %q does not start with make run", lines)
+		t.Fatalf(gettingStarted+" e2e:job-path block %q does not start with make run", lines)
 	}
 	return lines[0], lines[1:]
 }
@@ -251,7 +251,7 @@ func startMakeRun(t *testing.T, repo string, env []string, line string) *makeRun
 		}
 	}
 	if !found {
-		t.Fatalf("README line %q passes no ARGS", line)
+		t.Fatalf("guide line %q passes no ARGS", line)
 	}
 	m := &makeRun{out: &lockedBuffer{}, exited: make(chan error, 1)}
 	m.cmd = exec.Command(args[0], args[1:]...)
