@@ -184,6 +184,10 @@ func (s *Server) Handler() http.Handler {
 	route("POST /v5/list/{list_id}/purchase", s.listCall(listNotFound, s.purchase))
 	route("GET /v5/list/{list_id}/results", s.listCall(resultsNotFound, s.serveResult))
 	route("GET /v5/callback/secret", s.listKey(anyListService, s.callbackSecret))
+	// The tenant's list index and the key's services (the console's
+	// needs; any valid key: each answers only within the key's rights).
+	route("GET /v5/lists", s.listKey(nil, s.listIndex))
+	route("GET /v5/key", s.listKey(nil, s.keyServices))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
 		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))
