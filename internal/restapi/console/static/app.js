@@ -243,6 +243,7 @@ function renderLists() {
   $('more').hidden = !state.cursor;
   const n = state.order.length;
   $('lists-status').textContent = n ? `${n} list${n > 1 ? 's' : ''} shown, newest first.` : 'No lists yet: upload one above.';
+  $('lists-status').className = 'muted';
 }
 
 // refreshLists reads the newest page (and keeps older pages loaded with
@@ -409,12 +410,14 @@ function buy(summary) {
   dlg.addEventListener('close', async () => {
     if (dlg.returnValue !== 'buy') return;
     say('detail-msg', 'Buying…', 'ok');
+    let done = '';
     try {
       const resp = await call('POST', `/v5/list/${summary.list_id}/purchase`, { body: '{}', headers: { 'Content-Type': 'application/json' } });
-      say('detail-msg', resp.status === 202 ? 'Purchase recorded; the results are being prepared.' : 'Bought: the results are ready to download.', 'ok');
-    } catch (e) { handle(e, 'detail-msg'); }
+      done = resp.status === 202 ? 'Purchase recorded; the results are being prepared.' : 'Bought: the results are ready to download.';
+    } catch (e) { handle(e, 'detail-msg'); return; }
     refreshLists(true);
-    openList(summary.list_id, false);
+    await openList(summary.list_id, false);
+    say('detail-msg', done, 'ok');
   }, { once: true });
 }
 
