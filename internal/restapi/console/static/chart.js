@@ -12,7 +12,7 @@ function el(name, attrs, text) {
 }
 
 export function barChart(title, bars, total) {
-  const rowH = 28, labelW = 200, countW = 110, barW = 360;
+  const rowH = 28, labelW = 300, countW = 110, barW = 300;
   const width = labelW + barW + countW, height = bars.length * rowH + 8;
   const max = Math.max(1, ...bars.map((b) => b.count));
   const id = 'c' + Math.random().toString(36).slice(2, 8);
