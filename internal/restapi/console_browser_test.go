@@ -3,11 +3,13 @@ package restapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,6 +209,21 @@ func (p *page) axe(src, when string) {
 // picks the service and action and uploads; it returns the list ID.
 func (p *page) upload(sample, service, action string) int64 {
 	p.t.Helper()
+	id, err := p.tryUpload(sample, service, action)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if prog := p.text("#up-text"); !strings.Contains(prog, "sent") || !strings.Contains(prog, "/s") {
+		p.t.Errorf("upload progress %q; want bytes sent and a speed", prog)
+	}
+	p.shot("uploaded-" + service)
+	return id
+}
+
+// tryUpload is upload, with the console's message as the error when the
+// upload is refused.
+func (p *page) tryUpload(sample, service, action string) (int64, error) {
+	p.t.Helper()
 	p.run(chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{sample}))
 	p.wait("the preview", `!document.getElementById('preview').hidden && document.querySelector('#preview-table thead button')`, 10*time.Second)
 	if info := p.text("#preview-info"); !strings.Contains(info, "commas") || !strings.Contains(info, "column names") {
@@ -225,14 +242,9 @@ func (p *page) upload(sample, service, action string) int64 {
 	msg := p.text("#upload-msg")
 	var id int64
 	if _, err := fmt.Sscanf(msg, "Uploaded: list %d", &id); err != nil {
-		p.shot("upload-refused")
-		p.t.Fatalf("upload: %q", msg)
+		return 0, errors.New(msg)
 	}
-	if prog := p.text("#up-text"); !strings.Contains(prog, "sent") || !strings.Contains(prog, "/s") {
-		p.t.Errorf("upload progress %q; want bytes sent and a speed", prog)
-	}
-	p.shot("uploaded-" + service)
-	return id
+	return id, nil
 }
 
 // restStatus is GET /v5/list/{id} through the REST API.
@@ -326,6 +338,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	p.shot("signed-in")
 
+	// A refusal of the API is said with its reason: a callback URL into a
+	// private network.
+	p.run(chromedp.SendKeys(chromedp.CSS("#callback"), "http://10.0.0.1/hook"))
+	if _, err := p.tryUpload(sample, "email_validation", "process"); err == nil || !strings.Contains(err.Error(), "The server refused") {
+		t.Errorf("an upload with a private callback URL: %v; want the API's refusal said", err)
+	}
+	p.shot("refused")
+	eval[string](p, `document.getElementById('callback').value = ''`)
+
+	// Tablet width: nothing wider than the screen.
+	p.run(chromedp.EmulateViewport(768, 1024))
+	if !eval[bool](p, `document.documentElement.scrollWidth <= window.innerWidth`) {
+		t.Error("at 768 px the page is wider than the screen")
+	}
+	p.shot("tablet")
+	p.run(chromedp.EmulateViewport(1024, 900))
+
 	// Validation list: live progress, chart numbers, download.
 	evID := p.upload(sample, "email_validation", "process")
 	row := fmt.Sprintf(`document.querySelector('#lists-table tr[data-list-id="%d"]')`, evID)
@@ -396,7 +425,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	for _, pr := range p.problems {
-		if !strings.Contains(pr, "401") { // the wrong key's refusal is logged by the browser
+		// The browser logs the API's answers 400 and 401 to the refusals the
+		// test provokes (the wrong key, the private callback URL).
+		if !regexp.MustCompile(`status of 40[01] `).MatchString(pr) {
 			t.Errorf("the page met: %s", pr)
 		}
 	}

@@ -237,9 +237,26 @@ function listRow(l) {
   return tr;
 }
 
+// renderLists keeps the row of a list that did not change (and the DOM
+// untouched when no list did), so that polling never takes the keyboard
+// focus away or moves a button under the pointer.
 function renderLists() {
-  const rows = state.order.map((id) => listRow(state.lists.get(id)));
-  $('lists-table').tBodies[0].replaceChildren(...rows);
+  const body = $('lists-table').tBodies[0];
+  const old = new Map([...body.rows].map((r) => [r.dataset.listId, r]));
+  const rows = state.order.map((id) => {
+    const l = state.lists.get(id), sig = JSON.stringify(l), r = old.get(String(id));
+    if (r && r.dataset.sig === sig) return r;
+    const nr = listRow(l);
+    nr.dataset.sig = sig;
+    return nr;
+  });
+  if (rows.length !== body.rows.length || rows.some((r, i) => body.rows[i] !== r)) {
+    // Remove the stale rows, then insert the new ones where they go: a
+    // kept row is never moved (moving it would drop its focus).
+    const keep = new Set(rows);
+    [...body.rows].forEach((r) => { if (!keep.has(r)) r.remove(); });
+    rows.forEach((r, i) => { if (body.rows[i] !== r) body.insertBefore(r, body.rows[i] || null); });
+  }
   $('more').hidden = !state.cursor;
   const n = state.order.length;
   $('lists-status').textContent = n ? `${n} list${n > 1 ? 's' : ''} shown, newest first.` : 'No lists yet: upload one above.';
@@ -252,19 +269,22 @@ function renderLists() {
 async function refreshLists(reset) {
   clearTimeout(state.pollTimer);
   if (reset) state.pollDelay = 1000;
-  let changed = false;
+  let changed = false, openChanged = false;
   try {
     const page = await getJSON('/v5/lists?limit=50');
     for (const l of page.lists) {
       const old = state.lists.get(l.list_id);
-      if (!old || old.status !== l.status || old.completed_count !== l.completed_count) changed = true;
+      if (!old || old.status !== l.status || old.completed_count !== l.completed_count) {
+        changed = true;
+        if (l.list_id === state.open) openChanged = true;
+      }
       state.lists.set(l.list_id, l);
       if (!state.order.includes(l.list_id)) state.order.push(l.list_id);
     }
     if (!state.cursor && state.order.length <= page.lists.length) state.cursor = page.next_cursor || '';
     sortOrder();
     renderLists();
-    if (state.open && state.lists.has(state.open) && changed) openList(state.open, false);
+    if (openChanged) openList(state.open, false);
   } catch (e) {
     handle(e, 'lists-status');
     if (!key.get()) return;
@@ -386,12 +406,21 @@ function actions(st, summary) {
 
 async function openList(id, focus) {
   state.open = id;
+  // A later call wins: an answer that arrives after a newer one is dropped.
+  const seq = state.openSeq = (state.openSeq || 0) + 1;
   const summary = state.lists.get(id);
   $('detail').hidden = false;
-  say('detail-msg', '');
+  if (focus) say('detail-msg', '');
   try {
     const st = await getJSON(`/v5/list/${id}`);
+    if (seq !== state.openSeq) return;
+    // Re-render only what changed, so that a poll never replaces the
+    // buttons under the user's pointer or keyboard focus.
+    const sig = JSON.stringify(st);
+    if (!focus && $('detail-body').dataset.listId === String(id) && state.detailSig === sig) return;
     const body = [...await resultView(st, summary), actions(st, summary)];
+    if (seq !== state.openSeq) return;
+    state.detailSig = sig;
     $('detail-h').textContent = `3. Result of ${st.name}`;
     $('detail-body').replaceChildren(...body);
     $('detail-body').dataset.listId = String(id);
