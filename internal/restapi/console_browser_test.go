@@ -314,6 +314,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.run(chromedp.Navigate(baseURL + "/console/"))
 	p.wait("the sign-in form", `document.getElementById('key')`, 10*time.Second)
 	p.shot("signin")
+	// The first page's weight as the browser received it (headers included).
+	first := eval[float64](p, `performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+		.reduce((n, e) => n + e.transferSize, 0)`)
+	t.Logf("first page: %.0f bytes transferred", first)
+	if first <= 0 || first >= 200_000 {
+		t.Errorf("first page %.0f bytes transferred, want under 200 kB", first)
+	}
 	p.axe(string(axeSrc), "sign-in page")
 
 	// A wrong key is said to be wrong, and not kept.
