@@ -1,6 +1,7 @@
 package restapi_test
 
 import (
+	"archive/zip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -137,11 +138,24 @@ func newPage(t *testing.T, chromium string) *page {
 	return p
 }
 
+// run runs the actions, each again (up to 3 times) when the node it
+// queried was replaced before it acted: chromedp resolves a selector to a
+// node first, and the page may re-render in between; the query finds the
+// new node the next time.
 func (p *page) run(actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
-	if err := chromedp.Do(p.ctx, actions...); err != nil {
-		p.shot("failed")
-		p.t.Fatal(err)
+	for _, a := range actions {
+		var err error
+		for try := 0; try < 3; try++ {
+			if err = chromedp.Do(p.ctx, a); err == nil || !strings.Contains(err.Error(), "Could not find node") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			p.shot("failed")
+			p.t.Fatal(err)
+		}
 	}
 }
 
@@ -247,6 +261,33 @@ func (p *page) tryUpload(sample, service, action string) (int64, error) {
 	return id, nil
 }
 
+// zipOf zips the file (deflated, as list files are) into the test's
+// temporary directory.
+func zipOf(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(path), ".csv")+".zip")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	w, err := zw.Create(filepath.Base(path))
+	if err == nil {
+		_, err = w.Write(data)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err := errors.Join(err, f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // restStatus is GET /v5/list/{id} through the REST API.
 func restStatus(t *testing.T, key string, id int64) map[string]any {
 	t.Helper()
@@ -345,9 +386,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	p.shot("signed-in")
 
+	// A .zip is previewed too, inflated in the browser.
+	p.run(chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{zipOf(t, sample)}))
+	p.wait("the zip's preview", `document.getElementById('preview-info').textContent.startsWith('sample-list.zip')`, 10*time.Second)
+	if info := p.text("#preview-info"); !strings.Contains(info, "commas") || !strings.Contains(info, "column names") || !strings.Contains(info, "column 4") {
+		t.Errorf("zip preview says %q; want commas, a header row and the emails in column 4", info)
+	}
+	p.shot("preview-zip")
+
 	// A refusal of the API is said with its reason: a callback URL into a
 	// private network.
-	p.run(chromedp.SendKeys(chromedp.CSS("#callback"), "http://10.0.0.1/hook"))
+	eval[string](p, `document.getElementById('callback').value = 'http://10.0.0.1/hook'`)
 	if _, err := p.tryUpload(sample, "email_validation", "process"); err == nil || !strings.Contains(err.Error(), "The server refused") {
 		t.Errorf("an upload with a private callback URL: %v; want the API's refusal said", err)
 	}

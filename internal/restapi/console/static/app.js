@@ -115,14 +115,18 @@ async function chooseFile(file) {
   }
   state.file = file;
   $('preview').hidden = false;
-  const zip = /\.zip$/i.test(file.name);
-  $('zip-column').hidden = !zip;
-  $('preview-table').hidden = zip;
-  $('column-help').hidden = zip;
-  if (zip) {
-    $('preview-info').textContent = `${file.name} (${fmtBytes(file.size)}): a zip file is read on the server; say below which column holds the emails.`;
-  } else {
-    const text = await readHead(file);
+  let text = null;
+  try {
+    text = await readHead(file);
+  } catch (e) {
+    // A .zip the preview cannot read: the server still can; ask for the column.
+    $('preview-info').textContent = `${file.name} (${fmtBytes(file.size)}): no preview (${e.message}); say below which column holds the emails.`;
+  }
+  state.preview = text !== null;
+  $('zip-column').hidden = state.preview;
+  $('preview-table').hidden = !state.preview;
+  $('column-help').hidden = !state.preview;
+  if (state.preview) {
     const delim = detectDelimiter(text);
     $('delimiter').value = delim;
     const rows = parseRows(text, DELIMITERS[delim], 6);
@@ -174,10 +178,9 @@ function renderPreview() {
 async function submitUpload(ev) {
   ev.preventDefault();
   say('upload-msg', '');
-  const zip = /\.zip$/i.test(state.file.name);
-  const column = zip ? Number($('column-number').value) : state.column + 1;
+  const column = state.preview ? state.column + 1 : Number($('column-number').value);
   const q = new URLSearchParams({
-    service: $('service').value, email_column: String(column), header: String(zip ? false : $('header').checked),
+    service: $('service').value, email_column: String(column), header: String($('header').checked),
     delimiter: $('delimiter').value, action: document.querySelector('input[name=action]:checked').value,
   });
   if ($('callback').value.trim()) q.set('callback_url', $('callback').value.trim());

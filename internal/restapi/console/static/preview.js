@@ -64,7 +64,40 @@ export function hasHeader(rows) {
   return !looksEmail(first) && rows.slice(1).some((r) => looksEmail(r[col] || ''));
 }
 
-// readHead returns the first bytes of file as text.
+// readHead returns the first bytes of file as text; of a .zip, the first
+// bytes of its first file (stored or deflated, as list files are zipped),
+// inflated by the browser's own DecompressionStream.
 export async function readHead(file) {
+  if (/\.zip$/i.test(file.name)) return readZipHead(file);
   return file.slice(0, PREVIEW_BYTES).text();
+}
+
+async function readZipHead(file) {
+  const h = new DataView(await file.slice(0, 30).arrayBuffer());
+  if (h.byteLength < 30 || h.getUint32(0, true) !== 0x04034b50) throw new Error('this .zip file does not start with a file');
+  const method = h.getUint16(8, true), size = h.getUint32(18, true);
+  const start = 30 + h.getUint16(26, true) + h.getUint16(28, true);
+  // The size is 0 when the zip writer put it after the data: read on; the
+  // preview stops early anyway.
+  let body = file.slice(start, size > 0 ? start + size : file.size).stream();
+  if (method === 8) body = body.pipeThrough(new DecompressionStream('deflate-raw'));
+  else if (method !== 0) throw new Error('this .zip file is compressed in a way the preview cannot read');
+  const reader = body.getReader();
+  const chunks = [];
+  let n = 0;
+  try {
+    while (n < PREVIEW_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      n += value.length;
+    }
+  } catch {
+    // Bytes after the first file's end: what was read is the preview.
+  }
+  reader.cancel().catch(() => {});
+  const all = new Uint8Array(n);
+  let at = 0;
+  for (const c of chunks) { all.set(c, at); at += c.length; }
+  return new TextDecoder().decode(all.subarray(0, PREVIEW_BYTES));
 }
