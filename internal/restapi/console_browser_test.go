@@ -373,8 +373,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.shot("wrong-key")
 
 	eval[string](p, `document.getElementById('key').value = ''`)
-	p.run(chromedp.SendKeys(chromedp.CSS("#key"), keyMulti),
-		chromedp.Click(chromedp.CSS("#signin-form button")))
+	// By keyboard alone: the key typed, Enter submits.
+	p.run(chromedp.SendKeys(chromedp.CSS("#key"), keyMulti+"\r"))
 	p.wait("signed in", `!document.getElementById('app').hidden`, 10*time.Second)
 	services := eval[[]string](p, `[...document.getElementById('service').options].map(o => o.value)`)
 	if strings.Join(services, ",") != "email_validation,email_intelligence" {
@@ -416,7 +416,26 @@ func TestConsoleInBrowser(t *testing.T) {
 	row := fmt.Sprintf(`document.querySelector('#lists-table tr[data-list-id="%d"]')`, evID)
 	p.wait("the new list in the lists view", row, 15*time.Second)
 	p.shot("list-listed")
-	p.wait("the list's progress to complete", row+`?.querySelector('[data-status="Results"]') && `+row+`.querySelector('progress').value === `+row+`.querySelector('progress').max`, 60*time.Second)
+	// The row as the polls update it, until the list is done: what was
+	// seen is logged (a list of 10 rows may finish between two polls).
+	var seen []string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		state := eval[string](p, row+`.querySelector('[data-status]').dataset.status + ' ' + `+row+`.querySelector('progress').value + '/' + `+row+`.querySelector('progress').max`)
+		if len(seen) == 0 || seen[len(seen)-1] != state {
+			seen = append(seen, state)
+		}
+		if strings.HasPrefix(state, "Results ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			p.shot("timeout")
+			t.Fatalf("list %d did not finish; the row showed %v", evID, seen)
+		}
+	}
+	t.Logf("the list's row showed: %s", strings.Join(seen, ", "))
+	if last := seen[len(seen)-1]; last != "Results 10/10" {
+		t.Errorf("the finished list's row shows %q, want Results 10/10", last)
+	}
 	p.shot("list-done")
 	p.run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#lists-table tr[data-list-id="%d"] button`, evID))))
 	p.wait("the result with its charts", `document.getElementById('detail-body').dataset.status === 'Results' && document.querySelector('#detail-body svg')`, 15*time.Second)
