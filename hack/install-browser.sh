@@ -48,8 +48,13 @@ fi
 # files in $dir is what it reads, so bin/ holds the installed tree.
 if [ ! -f "$axe" ] || ! cmp -s "$root/hack/browser/package-lock.json" "$dir/package-lock.json"; then
 	if ! command -v npm >/dev/null 2>&1; then
-		say "npm is missing (apt-get install npm)"
-		exit 1
+		if [ "$(id -u)" != 0 ]; then
+			say "npm is missing and installing it needs root (apt-get install npm)"
+			exit 1
+		fi
+		say "installing npm (apt)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >&2 ||
+			{ apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >&2; }
 	fi
 	say "installing axe-core into $dir (npm ci)"
 	mkdir -p "$dir"
