@@ -100,8 +100,13 @@ mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bi
 	@# Outside CI a machine without them (or without root) skips those tests, saying so.
 	./hack/install-mail-servers.sh >/dev/null || [ "$$CI" != true ]
 
+.PHONY: browser
+browser: ## Install Chromium (apt) and axe-core (npm ci, pinned, into bin/browser) for the web console's browser test; needs root.
+	@# Outside CI a machine without them (or without root) skips that test, saying so.
+	./hack/install-browser.sh >/dev/null || [ "$$CI" != true ]
+
 .PHONY: test
-test: verify-generated vet envtest-assets mail-servers s3-server run-binaries ## Run all tests.
+test: verify-generated vet envtest-assets mail-servers browser s3-server run-binaries ## Run all tests.
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" EMAILDATA_S3_SERVER="$$(./hack/s3-server.sh)" $(GO) test $(TESTFLAGS) -timeout 30m ./...
 
 .PHONY: run-binaries

@@ -48,6 +48,7 @@ func main() {
 	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
 	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
 	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
+	console := flag.Bool("console", true, "serve the web console at /console/ (docs/console.md)")
 	o.Throttle = restapi.DefaultThrottle()
 	o.Throttle.BindFlags(flag.CommandLine)
 	flag.IntVar(&o.FeedbackFiles, "feedback-files", restapi.DefaultFeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
@@ -59,6 +60,7 @@ func main() {
 	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()
 
+	o.ConsoleDisabled = !*console
 	if debug {
 		lo.Level = slog.LevelDebug
 	}

@@ -92,6 +92,7 @@ emaildata local stack is running (Ctrl-C stops it).
   kubeconfig:  %[1]s
   blob store:  %[2]s
   REST API:    %[4]s   (OpenAPI document: %[4]s/openapi.json)
+  web console: %[4]s/console/   (sign in with the API key below; docs/console.md)
   API key:     %[5]s   (enabled for every service)
   Validation key: %[8]s   (email_validation alone: lists submitted without service=)
   callbacks:   may reach %[9]s   (--callback-allow-cidrs; a cluster refuses loopback and private addresses unless allowed)

@@ -46,6 +46,9 @@ type authorizer func(w http.ResponseWriter, r *http.Request, k *apikey.Key) (ser
 // refused request is answered with refuse and yields ok false.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, presented string, refuse refuser,
 	authorize authorizer) (k *apikey.Key, service string, ok bool) {
+	// Every answer to a keyed request is the key's own (and a refusal
+	// says whether a key is valid): no shared or browser cache keeps it.
+	w.Header().Set("Cache-Control", "no-store")
 	if msg := malformedQuery(r.URL.RawQuery); msg != "" {
 		refuse(w, r, refuseMalformed, msg, 0)
 		return nil, "", false

@@ -24,6 +24,8 @@ var handlerRoutes = []struct {
 	{method: http.MethodPost, path: "/v5/list/{list_id}/purchase"},
 	{method: http.MethodGet, path: "/v5/list/{list_id}/results"},
 	{method: http.MethodGet, path: "/v5/callback/secret"},
+	{method: http.MethodGet, path: "/v5/lists"},
+	{method: http.MethodGet, path: "/v5/key"},
 	{method: http.MethodGet, path: "/v5/ev"},       // routed when a Verifier is configured
 	{method: http.MethodGet, path: "/fr"},          // routed when a fraud Scorer is configured too
 	{method: http.MethodPost, path: "/v5/ei/bulk"}, // routed when a people store is configured

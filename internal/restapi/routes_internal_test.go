@@ -62,6 +62,7 @@ func routesServer(t *testing.T) (*Server, http.Handler) {
 			Labels(listsv1.ListIDLabel, strconv.FormatInt(id, 10), TenantLabel, tenantLabel("acme"), listsv1.LabelManagedBy, listsv1.ManagedByAPI).Obj())
 	}
 	c := fake.NewClientBuilder().WithScheme(kubescheme.New()).WithIndex(&listsv1.EmailList{}, ListIDIndex, IndexListID).
+		WithIndex(&listsv1.EmailList{}, TenantIndex, IndexTenant).
 		WithObjects(objs...).Build()
 	keys := apikey.NewStore()
 	for key, k := range routeKeys {

@@ -197,6 +197,9 @@ func newCluster(ctx context.Context, cfg *rest.Config, o RunOptions) (_ cluster.
 	if err := cl.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, ListIDIndex, IndexListID); err != nil {
 		return nil, nil, nil, err
 	}
+	if err := cl.GetFieldIndexer().IndexField(ctx, &listsv1.EmailList{}, TenantIndex, IndexTenant); err != nil {
+		return nil, nil, nil, err
+	}
 	keys := apikey.NewStore()
 	inf, err := cl.GetCache().GetInformer(ctx, &corev1.Secret{})
 	if err != nil {

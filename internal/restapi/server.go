@@ -21,10 +21,12 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/platform/metrics"
 	"github.com/emaildata/emaildata/internal/platform/services"
 	"github.com/emaildata/emaildata/internal/refdata/fraud"
 	"github.com/emaildata/emaildata/internal/refdata/people"
+	"github.com/emaildata/emaildata/internal/restapi/console"
 )
 
 // Config holds the server's settings.
@@ -80,6 +82,11 @@ type Config struct {
 	// history is in use, and why not (wiring.HistoryHealth): GET /readyz
 	// says so, still ready (the API answers, probing every address).
 	HistoryHealth func() (ok bool, detail string)
+	// ConsoleDisabled turns off the web console, served at /console/ by
+	// default (docs/console.md): its files only, with no key, no state and
+	// no route beyond the public API's; an installation that wants no
+	// browser-facing pages turns it off (the API's --console=false).
+	ConsoleDisabled bool
 }
 
 // Server is the REST API.
@@ -184,6 +191,10 @@ func (s *Server) Handler() http.Handler {
 	route("POST /v5/list/{list_id}/purchase", s.listCall(listNotFound, s.purchase))
 	route("GET /v5/list/{list_id}/results", s.listCall(resultsNotFound, s.serveResult))
 	route("GET /v5/callback/secret", s.listKey(anyListService, s.callbackSecret))
+	// The tenant's list index and the key's services (the console's
+	// needs; any valid key: each answers only within the key's rights).
+	route("GET /v5/lists", s.listKey(nil, s.listIndex))
+	route("GET /v5/key", s.listKey(nil, s.keyServices))
 	if s.cfg.People != nil {
 		route("POST /v5/ei/bulk", s.bulkKey(s.bulkAppend))
 		route("GET /v5/td", s.textKey(services.Demographics, hasIdentifier, tdQuery, s.singleDemographics))
@@ -204,7 +215,23 @@ func (s *Server) Handler() http.Handler {
 			route("GET /fr", s.queryKey(services.Fraud, s.fraudCheck))
 		}
 	}
+	s.serveConsole(mux)
 	return s.bodies(s.requestID(s.recoverer(s.dispatch(mux))))
+}
+
+// serveConsole routes the web console's files unless it is disabled. Not
+// in s.routes: they take no key, and the route tests walk keyed routes.
+func (s *Server) serveConsole(mux *http.ServeMux) {
+	if s.cfg.ConsoleDisabled {
+		return
+	}
+	ch, err := console.New()
+	if err != nil { // the embedded files are the binary's own: a build fault
+		s.log.Error("web console not served", logging.KeyError, err.Error())
+		return
+	}
+	mux.Handle("GET "+console.Prefix, s.instrument("GET "+console.Prefix, ch))
+	mux.Handle("GET /console", s.instrument("GET /console", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently)))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

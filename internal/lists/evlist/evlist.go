@@ -192,8 +192,15 @@ func (p *processor) FinishBatch(rows []listservice.Row, out [][]string) {
 		out[i][colDuplicate] = dup
 		statuses[out[i][colStatus]]++
 		codes[out[i][colCode]]++
-		if out[i][colFromHistory] == "true" {
-			p.report.Add("from_history", "true", 1)
+		// The rows' other flags are counted too, so that a report (and
+		// the console) tells them without the result file; only when
+		// present, as a reporting field without rows says nothing.
+		for _, f := range []struct{ field, value string }{
+			{"from_history", out[i][colFromHistory]}, {"duplicate", dup}, {"correction", strconv.FormatBool(out[i][colCorrection] != "")},
+		} {
+			if f.value == "true" {
+				p.report.Add(f.field, "true", 1)
+			}
 		}
 	}
 }

@@ -124,6 +124,7 @@ func TestSyntaxOnlyRows(t *testing.T) {
 		"status_code": {
 			"10": 5, "100": 1, "110": 1, "140": 1, "145": 1, "150": 1, "155": 1, "200": 1, "215": 1,
 		},
+		"duplicate": {"true": 1},
 	}
 	if got := p.Reporting(); !maps.EqualFunc(got, wantReport, maps.Equal) {
 		t.Errorf("Reporting() = %v, want %v", got, wantReport)
@@ -227,6 +228,7 @@ func TestCustomChecker(t *testing.T) {
 	wantRep := listservice.Reporting{
 		"status":      {"safetosend": 1, "trap": 1, "valid": 1, "invalid": 1, "unknown": 1},
 		"status_code": {"50": 1, "525": 1, "45": 1, "505": 1, "5": 1},
+		"correction":  {"true": 1},
 	}
 	if got := p.Reporting(); !maps.EqualFunc(got, wantRep, maps.Equal) {
 		t.Errorf("Reporting() = %v, want %v", got, wantRep)
@@ -340,6 +342,10 @@ func TestDuplicate(t *testing.T) {
 	// Rows are counted in the reporting whether or not they repeat.
 	if got := p.Reporting()["status"]; got["valid"]+got["invalid"] != 14 {
 		t.Errorf("Reporting() status = %v, want 14 rows", got)
+	}
+	// The duplicates are counted as the rows flag them (6 above).
+	if got := p.Reporting()["duplicate"]["true"]; got != 6 {
+		t.Errorf("Reporting() duplicate = %d, want 6", got)
 	}
 	for in, want := range map[string]string{"": "", " \t ": "", "A@B.C": "a@b.c", "\ufeffÄ@b.c ": "ä@b.c"} {
 		if got := svc.DedupKey(in); got != want {
