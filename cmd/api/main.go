@@ -8,16 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
-	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/callback"
-	"github.com/emaildata/emaildata/internal/lists/listfile"
-	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -25,39 +25,49 @@ import (
 )
 
 func main() {
-	var o restapi.RunOptions
-	var cidrs string
+	// The --config file gives every flag its default; a flag given
+	// overrides it (the flags go in stages, see docs/configuration.md).
+	flag.String("config", "", "configuration file (kind Configuration, config.emaildata.io/v1alpha1; see docs/configuration.md)")
+	printConfig := flag.Bool("print-config", false, "print the --config file's effective configuration (defaults filled in, secrets redacted) and exit")
+	conf, cerr := wiring.LoadConfig(wiring.ConfigPath(os.Args[1:]))
+	if cerr != nil {
+		fmt.Fprintln(os.Stderr, "configuration:", cerr)
+		os.Exit(2)
+	}
+	o := fromConfig(conf)
+	cidrs := strings.Join(conf.Manager.CallbackAllowCIDRs, ",")
 	var debug bool
 	var lo logging.Options
-	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatJSON})
-	o.Limits = listfile.DefaultLimits()
+	lo.BindFlags(flag.CommandLine, wiring.LoggingFrom(conf))
 	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
 	flag.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
-	flag.StringVar(&o.KeyNamespace, "namespace", envOr("POD_NAMESPACE", listid.DefaultNamespace), "the operator's namespace: it holds the list ID counter, the installation secrets and (unless --api-key-namespace) the API key Secrets")
-	flag.StringVar(&o.APIKeyNamespace, "api-key-namespace", "", "namespace of the API key Secrets (default --namespace); one holding nothing else keeps other Secrets out of the API's reach")
-	flag.StringVar(&o.ListIDConfigMap, "list-id-configmap", listid.DefaultConfigMap, "the list ID counter ConfigMap in --namespace (the manager's flag of the same name)")
+	flag.StringVar(&o.KeyNamespace, "namespace", o.KeyNamespace, "the operator's namespace: it holds the list ID counter, the installation secrets and (unless --api-key-namespace) the API key Secrets")
+	flag.StringVar(&o.APIKeyNamespace, "api-key-namespace", o.APIKeyNamespace, "namespace of the API key Secrets (default --namespace); one holding nothing else keeps other Secrets out of the API's reach")
+	flag.StringVar(&o.ListIDConfigMap, "list-id-configmap", o.ListIDConfigMap, "the list ID counter ConfigMap in --namespace (the manager's flag of the same name)")
 	o.Secrets.BindFlags(flag.CommandLine)
-	flag.StringVar(&o.Namespace, "lists-namespace", "", "namespace of API-submitted lists (default: --namespace)")
-	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")
-	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest accepted list file")
-	flag.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", restapi.DefaultFeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
+	flag.StringVar(&o.Namespace, "lists-namespace", o.Namespace, "namespace of API-submitted lists (default: --namespace)")
+	flag.StringVar(&o.BlobURL, "blob-url", o.BlobURL, "blob store URL")
+	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", o.MaxUploadBytes, "largest accepted list file")
+	flag.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", o.FeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
 	o.Limits.BindFlags(flag.CommandLine) // the manager's flags of the same names: one setting
-	flag.Float64Var(&o.RateLimit, "rate-limit", 50, "requests per second per API key (a key's Secret may override)")
-	flag.IntVar(&o.Burst, "rate-burst", 100, "burst per API key")
-	flag.StringVar(&cidrs, "callback-allow-cidrs", "", "private ranges callback_url may point at, comma separated")
-	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
-	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
-	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
-	o.Throttle = restapi.DefaultThrottle()
+	flag.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second per API key (a key's Secret may override)")
+	flag.IntVar(&o.Burst, "rate-burst", o.Burst, "burst per API key")
+	flag.StringVar(&cidrs, "callback-allow-cidrs", cidrs, "private ranges callback_url may point at, comma separated")
+	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight uploads may drain on stop")
+	flag.DurationVar(&o.DrainDelay, "drain-delay", o.DrainDelay, "how long to keep serving, not ready, before draining")
+	flag.BoolVar(&debug, "debug", false, "log every request (no personal data); the same as --log-level debug")
 	o.Throttle.BindFlags(flag.CommandLine)
-	flag.IntVar(&o.FeedbackFiles, "feedback-files", restapi.DefaultFeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
-	flag.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", restapi.DefaultFeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
-	vc := wiring.DefaultAPIVerifyConfig()
+	flag.IntVar(&o.FeedbackFiles, "feedback-files", o.FeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
+	flag.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", o.FeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
+	vc := wiring.APIVerifyFrom(conf)
 	vc.BindFlags(flag.CommandLine)
-	fc := wiring.DefaultFraudConfig()
+	fc := wiring.FraudFrom(conf)
 	fc.BindFlags(flag.CommandLine)
-	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
+	peopleURL := flag.String("people-url", conf.People.URL, "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
 	flag.Parse()
+	if *printConfig {
+		os.Exit(wiring.PrintConfig(os.Stdout, conf))
+	}
 
 	if debug {
 		lo.Level = slog.LevelDebug
@@ -112,9 +122,24 @@ func main() {
 	}
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
+// fromConfig is the API's options as the configuration sets them; the
+// flags bound next start from these values.
+func fromConfig(c *cfgv1.Configuration) restapi.RunOptions {
+	var o restapi.RunOptions
+	a := c.API
+	o.KeyNamespace, o.APIKeyNamespace, o.Namespace = c.Namespaces.Operator, c.Namespaces.APIKeys, c.Namespaces.Lists
+	o.ListIDConfigMap, o.Secrets, o.BlobURL = c.Installation.ListIDConfigMap, wiring.SecretsFrom(c), c.Store.URL
+	o.MaxUploadBytes, o.FeedbackMaxBytes, o.Limits = a.MaxUploadSize.Value(), a.FeedbackMaxSize.Value(), wiring.LimitsFrom(c)
+	o.RateLimit, o.Burst = a.RateLimit.PerSecond, a.RateLimit.Burst
+	o.ShutdownTimeout, o.DrainDelay = a.ShutdownTimeout.Duration, a.DrainDelay.Duration
+	o.FeedbackFiles, o.FeedbackFilesPerTenant = a.FeedbackFiles, a.FeedbackFilesPerTenant
+	t := a.Throttle
+	o.Throttle = restapi.ThrottleConfig{BodyMinRate: t.BodyMinRate, BodyStall: t.BodyStall.Duration,
+		UploadsPerKey: t.UploadsPerKey, UploadsPerTenant: t.UploadsPerTenant,
+		AuthFailureRate: t.AuthFailureRate, AuthFailureBurst: t.AuthFailureBurst,
+		ForbiddenRate: t.ForbiddenRate, ForbiddenBurst: t.ForbiddenBurst, TrackedAddresses: t.TrackedAddresses}
+	for _, p := range t.TrustedProxies {
+		o.Throttle.TrustedProxies = append(o.Throttle.TrustedProxies, netip.MustParsePrefix(p)) // Validate checked them
 	}
-	return def
+	return o
 }

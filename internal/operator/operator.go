@@ -24,6 +24,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/api/kubescheme"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/engine/verify"
@@ -40,7 +41,7 @@ import (
 
 // DefaultLeaderElectionID names the leader election Lease of the
 // installation config/default and the chart's release "emaildata" make.
-const DefaultLeaderElectionID = "emaildata-manager.lists.emaildata.io"
+var DefaultLeaderElectionID = cfgv1.Default().Manager.LeaderElectionID
 
 // Executor kinds.
 const (

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -126,35 +125,15 @@ type VerifyConfig struct {
 	Log *slog.Logger `json:"-"`
 }
 
-// DefaultVerifyConfig is production's starting point for lists: the SMTP
-// prober's own defaults (smtpprobe.DefaultConfig: patient timeouts, since a
-// list can wait and a slow server is not a dead one, and stalled hosts
-// remembered for a shard's lifetime), with a real EHLO name and sender.
-func DefaultVerifyConfig() VerifyConfig {
-	p := smtpprobe.DefaultConfig()
-	return VerifyConfig{
-		DNSServer: "system", DNSTimeout: 2 * time.Second, DNSWorkers: 64,
-		SMTP: true, SMTPPort: p.Port, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
-		MaxConnsPerHost: p.MaxConnsPerHost, RatePerHost: p.RatePerHost, MaxSessions: p.MaxSessions,
-		MaxRcptPerTransaction: p.MaxRcptPerTransaction, MaxRcptPerSession: p.MaxRcptPerSession,
-		MaxRejectsPerSession: p.MaxRejectsPerSession, PipelineDepth: p.PipelineDepth, RefusalBackoff: p.RefusalBackoff,
-		ConnectTimeout: p.ConnectTimeout, GreetingTimeout: p.GreetingTimeout, CommandTimeout: p.CommandTimeout,
-		HostPenaltyTTL: p.HostPenaltyTTL, GreylistRetry: p.GreylistRetry, ProxyMaxConns: 100, RowsInFlight: 100_000,
-		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
-		HistoryURL: os.Getenv("HISTORY_URL"), HistoryTTLs: evhistory.DefaultTTLs(),
-		HistoryScope: evhistory.DefaultScope, HistoryKeyCheck: evhistory.DefaultKeyCheckEvery,
-	}
-}
+// DefaultVerifyConfig is production's starting point for lists: the
+// Configuration's defaults (api/config/v1alpha1, their one home), with
+// $FLEET_URL and $HISTORY_URL.
+func DefaultVerifyConfig() VerifyConfig { return VerifyFrom(defaultConfig()) }
 
 // DefaultAPIVerifyConfig is the starting point for the API: GET /v5/ev and
-// GET /fr answer within seconds, so the SMTP timeouts are short and a
-// stalled host is retried sooner.
-func DefaultAPIVerifyConfig() VerifyConfig {
-	c := DefaultVerifyConfig()
-	c.ConnectTimeout, c.GreetingTimeout, c.CommandTimeout = 5*time.Second, 10*time.Second, 10*time.Second
-	c.HostPenaltyTTL = 5 * time.Minute
-	return c
-}
+// GET /fr answer within seconds, so the SMTP timeouts are the
+// configuration's interactive ones.
+func DefaultAPIVerifyConfig() VerifyConfig { return APIVerifyFrom(defaultConfig()) }
 
 // managerOnly flags are not passed on to workers (see Args); the fleet
 // seats are the Job's own (JobConfig adds them per list).

@@ -1,0 +1,145 @@
+package wiring
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+)
+
+// LoadConfig reads the --config file (empty: the defaults) and fills what
+// it leaves empty from the environment (cfgv1.ApplyEnv): the one way the
+// binaries get their configuration.
+func LoadConfig(path string) (*cfgv1.Configuration, error) {
+	c, err := cfgv1.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	cfgv1.ApplyEnv(c)
+	return c, nil
+}
+
+// defaultConfig is the configuration without a file.
+func defaultConfig() *cfgv1.Configuration {
+	c := cfgv1.Default()
+	cfgv1.ApplyEnv(c)
+	return c
+}
+
+// ConfigPath finds --config FILE (or -config, =FILE) in args before the
+// flags are bound, so that the file's values become the flags' defaults
+// and a flag given overrides the file.
+func ConfigPath(args []string) string {
+	for i, a := range args {
+		name, v, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if eq {
+			return v
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// VerifyFrom is the verification engine of lists as c configures it.
+func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
+	v := c.Verification
+	s := v.SMTP
+	return VerifyConfig{
+		DNSServer: v.DNS.Server, DNSTimeout: v.DNS.Timeout.Duration, DNSWorkers: v.DNS.Workers,
+		SMTP: s.Enabled, SMTPPort: s.Port, HELOName: s.HELOName, MailFrom: s.MailFrom,
+		MaxConnsPerHost: s.MaxConnsPerHost, RatePerHost: s.RatePerHost, MaxSessions: s.MaxSessions,
+		MaxRcptPerTransaction: s.MaxRcptPerTransaction, MaxRcptPerSession: s.MaxRcptPerSession,
+		MaxRejectsPerSession: s.MaxRejectsPerSession, PipelineDepth: s.PipelineDepth, RefusalBackoff: s.RefusalBackoff.Duration,
+		ConnectTimeout: s.ConnectTimeout.Duration, GreetingTimeout: s.GreetingTimeout.Duration, CommandTimeout: s.CommandTimeout.Duration,
+		HostPenaltyTTL: s.HostPenaltyTTL.Duration, GreylistRetry: s.GreylistRetry.Duration,
+		SMTPAllowCIDRs: strings.Join(s.AllowCIDRs, ","),
+		Proxies:        proxies(v.Proxies.URLs), ProxyMaxConns: v.Proxies.MaxConnsPerProxy, RowsInFlight: v.RowsInFlight,
+		ListsDir: v.ListsDir, ExtraTLDs: strings.Join(v.ExtraTLDs, ","),
+		Fleet:      FleetConfig{URL: c.Fleet.URL, Egress: c.Fleet.Egress, LeaseTTL: c.Fleet.LeaseTTL.Duration, Seat: -1, Seats: 1},
+		HistoryURL: v.History.URL, HistoryTTLs: evhistory.TTLs{
+			Deliverable: v.History.TTLs.Deliverable.Duration, Undeliverable: v.History.TTLs.Undeliverable.Duration,
+			CatchAll: v.History.TTLs.CatchAll.Duration, Unverified: v.History.TTLs.Unverified.Duration,
+		},
+		HistoryScope: evhistory.Scope(v.History.Scope), HistoryKeyFile: v.History.KeyFile,
+		HistoryKeyCheck: v.History.KeyCheckInterval.Duration,
+	}
+}
+
+// APIVerifyFrom is VerifyFrom with the API's interactive SMTP timeouts.
+func APIVerifyFrom(c *cfgv1.Configuration) VerifyConfig {
+	v := VerifyFrom(c)
+	i := c.Verification.Interactive
+	v.ConnectTimeout, v.GreetingTimeout, v.CommandTimeout = i.ConnectTimeout.Duration, i.GreetingTimeout.Duration, i.CommandTimeout.Duration
+	v.HostPenaltyTTL = i.HostPenaltyTTL.Duration
+	return v
+}
+
+// proxies adds the relays of $SMTP_PROXIES (those with a password, which
+// the file may not hold) to the file's.
+func proxies(file []string) StringList {
+	l := StringList(append([]string(nil), file...))
+	if env := os.Getenv("SMTP_PROXIES"); env != "" {
+		_ = l.Set(env)
+	}
+	return l
+}
+
+// FraudFrom is the fraud scorer's configuration in c; the key from
+// $FRAUD_HISTORY_KEY, as before the file.
+func FraudFrom(c *cfgv1.Configuration) FraudConfig {
+	f := c.Fraud
+	return FraudConfig{
+		ConfigPath: f.WeightsFile, GeoIPPaths: strings.Join(f.GeoIPDatabases, ","), HistoryURL: f.HistoryURL,
+		HistoryKeyFile: f.HistoryKeyFile, HistoryKey: os.Getenv("FRAUD_HISTORY_KEY"),
+		Budget: f.EmailBudget.Duration, SMTP: f.SMTP,
+	}
+}
+
+// LimitsFrom is the input limits in c.
+func LimitsFrom(c *cfgv1.Configuration) listfile.Limits {
+	l := c.Pipeline.Limits
+	return listfile.Limits{MaxExpandedBytes: l.MaxExpandedBytes.Value(), MaxRecordBytes: int(l.MaxRecordBytes.Value()), MaxExpansionRatio: l.MaxExpansionRatio}
+}
+
+// LoggingFrom is the log options in c.
+func LoggingFrom(c *cfgv1.Configuration) logging.Options {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Logging.Level)) // Validate checked it
+	return logging.Options{Level: lvl, Format: c.Logging.Format}
+}
+
+// SecretsFrom names the installation secrets c names.
+func SecretsFrom(c *cfgv1.Configuration) installsecret.Config {
+	s := installsecret.Config{Names: map[installsecret.Kind]string{}}
+	for k, name := range c.Installation.Secrets {
+		s.Names[installsecret.Kind(k)] = name
+	}
+	for _, k := range c.Installation.ExternalSecrets {
+		s.External = append(s.External, installsecret.Kind(k))
+	}
+	return s
+}
+
+// PrintConfig writes c, secrets redacted, for --print-config; it returns
+// the exit status.
+func PrintConfig(w io.Writer, c *cfgv1.Configuration) int {
+	out, err := cfgv1.Marshal(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_, _ = w.Write(out)
+	return 0
+}
