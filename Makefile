@@ -2,7 +2,8 @@
 #
 #   make run    local control plane + CRDs + manager (+ REST API), file-backed store;
 #               ARGS=--executor=job runs lists as Jobs (real Job controller, pods as processes);
-#               ARGS=--store=s3 keeps the store on a local S3-compatible server (SeaweedFS)
+#               ARGS=--store=s3 keeps the store on a local S3-compatible server (SeaweedFS);
+#               CONFIG=path reads a Configuration (docs/configuration.md), e.g. CONFIG=hack/localstack/configuration.yaml
 #   make test   generated files check, go vet, unit, envtest integration and e2e tests
 
 SHELL := /usr/bin/env bash -o pipefail
@@ -78,13 +79,13 @@ s3-server: ## Build the S3-compatible server (SeaweedFS) the tests and make run 
 ##@ Run and test
 
 .PHONY: run
-run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
+run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (CONFIG=file: a Configuration; ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
 	CGO_ENABLED=0 $(GO) build -o "$(RUN_BIN)/" ./cmd/worker
 	$(GO) build -o "$(RUN_BIN)/localstack" ./hack/localstack
 	@if [[ " $(ARGS) " == *" --store=s3 "* || " $(ARGS) " == *" --store s3 "* ]]; then ./hack/s3-server.sh >/dev/null; fi
 	@# Run the binary itself, not through go run, which exits 1 after Ctrl-C
 	@# whatever the program's status; make would report that as an error.
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" exec "$(RUN_BIN)/localstack" --dir "$(LOCAL_DIR)" --worker-dir "$(RUN_BIN)" $(ARGS)
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" exec "$(RUN_BIN)/localstack" --dir "$(LOCAL_DIR)" --worker-dir "$(RUN_BIN)" $(if $(CONFIG),--config "$(CONFIG)") $(ARGS)
 
 .PHONY: mail-servers
 mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bin/mail) for the real-MTA tests; needs root.

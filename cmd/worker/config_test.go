@@ -60,14 +60,14 @@ func TestRunConfigFile(t *testing.T) {
 	if err := r.flags([]string{"--config=" + good, "--in", "x", "--out", "y"}); err != nil {
 		t.Fatal(err)
 	}
-	if r.vc.HELOName != "probe.example.org" {
-		t.Errorf("HELO %q, want the file's", r.vc.HELOName)
+	if r.vc.Probe.HELOName != "probe.example.org" {
+		t.Errorf("HELO %q, want the file's", r.vc.Probe.HELOName)
 	}
 	// A flag given overrides the file.
 	if err := r.flags([]string{"--config", good, "--smtp-helo", "flag.example.org", "--in", "x", "--out", "y"}); err != nil {
 		t.Fatal(err)
 	}
-	if r.vc.HELOName != "flag.example.org" {
-		t.Errorf("HELO %q, want the flag's", r.vc.HELOName)
+	if r.vc.Probe.HELOName != "flag.example.org" {
+		t.Errorf("HELO %q, want the flag's", r.vc.Probe.HELOName)
 	}
 }

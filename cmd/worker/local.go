@@ -211,7 +211,7 @@ func (r *localRun) announce() {
 			via = fmt.Sprintf("through %d SOCKS5 proxies", len(r.vc.Proxies))
 		}
 		fmt.Fprintf(r.stderr, "verifying with DNS (%s) and SMTP on port %d %s; greylisted addresses are retried after %v, so a list takes at least that long when a server greylists\n",
-			dnsName(r.vc.DNSServer), r.vc.SMTPPort, via, r.vc.GreylistRetry)
+			dnsName(r.vc.DNSServer), r.vc.Probe.Port, via, r.vc.Probe.GreylistRetry)
 	}
 }
 

@@ -394,7 +394,7 @@ func setSMTPBudget(o *Options) {
 		return
 	}
 	shared := o.Verify.Fleet.URL != ""
-	o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost, Shared: shared}
+	o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.Probe.MaxConnsPerHost), Rate: o.Verify.Probe.RatePerHost, Shared: shared}
 	if o.Job.SMTPBudget.Rate <= 0 {
 		o.Job.SMTPBudget.Rate = 5
 	}

@@ -9,6 +9,7 @@ import (
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/engine/evhistory"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/platform/logging"
@@ -58,12 +59,14 @@ func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
 	s := v.SMTP
 	return VerifyConfig{
 		DNSServer: v.DNS.Server, DNSTimeout: v.DNS.Timeout.Duration, DNSWorkers: v.DNS.Workers,
-		SMTP: s.Enabled, SMTPPort: s.Port, HELOName: s.HELOName, MailFrom: s.MailFrom,
-		MaxConnsPerHost: s.MaxConnsPerHost, RatePerHost: s.RatePerHost, MaxSessions: s.MaxSessions,
-		MaxRcptPerTransaction: s.MaxRcptPerTransaction, MaxRcptPerSession: s.MaxRcptPerSession,
-		MaxRejectsPerSession: s.MaxRejectsPerSession, PipelineDepth: s.PipelineDepth, RefusalBackoff: s.RefusalBackoff.Duration,
-		ConnectTimeout: s.ConnectTimeout.Duration, GreetingTimeout: s.GreetingTimeout.Duration, CommandTimeout: s.CommandTimeout.Duration,
-		HostPenaltyTTL: s.HostPenaltyTTL.Duration, GreylistRetry: s.GreylistRetry.Duration,
+		SMTP: s.Enabled, Probe: smtpprobe.Config{
+			Port: s.Port, HELOName: s.HELOName, MailFrom: s.MailFrom,
+			MaxConnsPerHost: s.MaxConnsPerHost, RatePerHost: s.RatePerHost, MaxSessions: s.MaxSessions,
+			MaxRcptPerTransaction: s.MaxRcptPerTransaction, MaxRcptPerSession: s.MaxRcptPerSession,
+			MaxRejectsPerSession: s.MaxRejectsPerSession, PipelineDepth: s.PipelineDepth, RefusalBackoff: s.RefusalBackoff.Duration,
+			ConnectTimeout: s.ConnectTimeout.Duration, GreetingTimeout: s.GreetingTimeout.Duration, CommandTimeout: s.CommandTimeout.Duration,
+			HostPenaltyTTL: s.HostPenaltyTTL.Duration, GreylistRetry: s.GreylistRetry.Duration,
+		},
 		SMTPAllowCIDRs: strings.Join(s.AllowCIDRs, ","),
 		Proxies:        proxies(v.Proxies.URLs), ProxyMaxConns: v.Proxies.MaxConnsPerProxy, RowsInFlight: v.RowsInFlight,
 		ListsDir: v.ListsDir, ExtraTLDs: strings.Join(v.ExtraTLDs, ","),
@@ -81,8 +84,8 @@ func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
 func APIVerifyFrom(c *cfgv1.Configuration) VerifyConfig {
 	v := VerifyFrom(c)
 	i := c.Verification.Interactive
-	v.ConnectTimeout, v.GreetingTimeout, v.CommandTimeout = i.ConnectTimeout.Duration, i.GreetingTimeout.Duration, i.CommandTimeout.Duration
-	v.HostPenaltyTTL = i.HostPenaltyTTL.Duration
+	v.Probe.ConnectTimeout, v.Probe.GreetingTimeout, v.Probe.CommandTimeout = i.ConnectTimeout.Duration, i.GreetingTimeout.Duration, i.CommandTimeout.Duration
+	v.Probe.HostPenaltyTTL = i.HostPenaltyTTL.Duration
 	return v
 }
 

@@ -108,3 +108,13 @@ func TestMarshalRedactsAndRoundTrips(t *testing.T) {
 		t.Error("round trip changed values")
 	}
 }
+
+// TestShippedFilesDecode: the configuration files the repository ships
+// load with the binaries' strict loader.
+func TestShippedFilesDecode(t *testing.T) {
+	for _, path := range []string{"../../../hack/localstack/configuration.yaml"} {
+		if _, err := Load(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
