@@ -28,51 +28,24 @@ func main() {
 	// The --config file gives every flag its default; a flag given
 	// overrides it (the flags go in stages, see docs/configuration.md).
 	flag.String("config", "", "configuration file (kind Configuration, config.emaildata.io/v1alpha1; see docs/configuration.md)")
-	printConfig := flag.Bool("print-config", false, "print the --config file's effective configuration (defaults filled in, secrets redacted) and exit")
+	printConfig := flag.Bool("print-config", false, "print the effective configuration (the --config file, its defaults and the flags given; secrets redacted) and exit")
 	conf, cerr := wiring.LoadConfig(wiring.ConfigPath(os.Args[1:]))
 	if cerr != nil {
 		fmt.Fprintln(os.Stderr, "configuration:", cerr)
 		os.Exit(2)
 	}
-	o := fromConfig(conf)
-	cidrs := strings.Join(conf.Manager.CallbackAllowCIDRs, ",")
-	var debug bool
-	var lo logging.Options
-	lo.BindFlags(flag.CommandLine, wiring.LoggingFrom(conf))
-	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
-	flag.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
-	flag.StringVar(&o.KeyNamespace, "namespace", o.KeyNamespace, "the operator's namespace: it holds the list ID counter, the installation secrets and (unless --api-key-namespace) the API key Secrets")
-	flag.StringVar(&o.APIKeyNamespace, "api-key-namespace", o.APIKeyNamespace, "namespace of the API key Secrets (default --namespace); one holding nothing else keeps other Secrets out of the API's reach")
-	flag.StringVar(&o.ListIDConfigMap, "list-id-configmap", o.ListIDConfigMap, "the list ID counter ConfigMap in --namespace (the manager's flag of the same name)")
-	o.Secrets.BindFlags(flag.CommandLine)
-	flag.StringVar(&o.Namespace, "lists-namespace", o.Namespace, "namespace of API-submitted lists (default: --namespace)")
-	flag.StringVar(&o.BlobURL, "blob-url", o.BlobURL, "blob store URL")
-	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", o.MaxUploadBytes, "largest accepted list file")
-	flag.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", o.FeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
-	o.Limits.BindFlags(flag.CommandLine) // the manager's flags of the same names: one setting
-	flag.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second per API key (a key's Secret may override)")
-	flag.IntVar(&o.Burst, "rate-burst", o.Burst, "burst per API key")
-	flag.StringVar(&cidrs, "callback-allow-cidrs", cidrs, "private ranges callback_url may point at, comma separated")
-	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight uploads may drain on stop")
-	flag.DurationVar(&o.DrainDelay, "drain-delay", o.DrainDelay, "how long to keep serving, not ready, before draining")
-	flag.BoolVar(&debug, "debug", false, "log every request (no personal data); the same as --log-level debug")
-	o.Throttle.BindFlags(flag.CommandLine)
-	flag.IntVar(&o.FeedbackFiles, "feedback-files", o.FeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
-	flag.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", o.FeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
-	vc := wiring.APIVerifyFrom(conf)
-	vc.BindFlags(flag.CommandLine)
-	fc := wiring.FraudFrom(conf)
-	fc.BindFlags(flag.CommandLine)
-	peopleURL := flag.String("people-url", conf.People.URL, "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
+	f := bindAll(flag.CommandLine, conf)
+	o, vc, fc, lo := &f.o, &f.vc, &f.fc, &f.lo
 	flag.Parse()
+	cidrs, debug, peopleURL := f.cidrs, f.debug, f.peopleURL
 	if *printConfig {
-		os.Exit(wiring.PrintConfig(os.Stdout, conf))
+		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, true))
 	}
 
 	if debug {
 		lo.Level = slog.LevelDebug
 	}
-	log, err := logging.New(os.Stderr, lo)
+	log, err := logging.New(os.Stderr, *lo)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -91,35 +64,78 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	// The history keys, from their installation secrets (by name; the
 	// first API pod of an install waits here for the manager to make them).
-	if err := restapi.LoadInstallationKeys(ctx, cfg, o, &vc, &fc); err != nil {
+	if err := restapi.LoadInstallationKeys(ctx, cfg, *o, vc, fc); err != nil {
 		log.Error("installation secrets", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	vc.Log = log
-	engine, err := wiring.NewEngine(ctx, vc)
+	engine, err := wiring.NewEngine(ctx, *vc)
 	if err != nil {
 		log.Error("verification engine", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.Verifier, o.EVSMTP = engine, vc.SMTP
 	o.HistoryHealth = wiring.HistoryHealth(engine)
-	if *peopleURL != "" {
-		if o.People, err = people.Open(ctx, *peopleURL); err != nil {
+	if peopleURL != "" {
+		if o.People, err = people.Open(ctx, peopleURL); err != nil {
 			log.Error("people store", logging.KeyError, err.Error())
 			os.Exit(2)
 		}
 		defer o.People.Close()
 	}
 	fc.Fleet, fc.Log = wiring.FleetOf(engine), log
-	if o.Fraud, err = wiring.NewFraud(ctx, fc, o.People); err != nil {
+	if o.Fraud, err = wiring.NewFraud(ctx, *fc, o.People); err != nil {
 		log.Error("fraud scorer", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.FraudBudget, o.FraudSMTP = fc.Budget, fc.SMTP && vc.SMTP
-	if err := restapi.Run(ctx, cfg, o); err != nil {
+	if err := restapi.Run(ctx, cfg, *o); err != nil {
 		log.Error("api stopped", logging.KeyError, err.Error())
 		os.Exit(1)
 	}
+}
+
+// apiFlags are the API's flags, bound with the configuration's values as
+// defaults.
+type apiFlags struct {
+	o                restapi.RunOptions
+	vc               wiring.VerifyConfig
+	fc               wiring.FraudConfig
+	lo               logging.Options
+	cidrs, peopleURL string
+	debug            bool
+}
+
+// bindAll binds every flag of the API on fs.
+func bindAll(fs *flag.FlagSet, conf *cfgv1.Configuration) *apiFlags {
+	f := &apiFlags{o: fromConfig(conf), vc: wiring.APIVerifyFrom(conf), fc: wiring.FraudFrom(conf)}
+	o := &f.o
+	f.cidrs = strings.Join(conf.Manager.CallbackAllowCIDRs, ",")
+	f.lo.BindFlags(fs, wiring.LoggingFrom(conf))
+	fs.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
+	fs.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
+	fs.StringVar(&o.KeyNamespace, "namespace", o.KeyNamespace, "the operator's namespace: it holds the list ID counter, the installation secrets and (unless --api-key-namespace) the API key Secrets")
+	fs.StringVar(&o.APIKeyNamespace, "api-key-namespace", o.APIKeyNamespace, "namespace of the API key Secrets (default --namespace); one holding nothing else keeps other Secrets out of the API's reach")
+	fs.StringVar(&o.ListIDConfigMap, "list-id-configmap", o.ListIDConfigMap, "the list ID counter ConfigMap in --namespace (the manager's flag of the same name)")
+	o.Secrets.BindFlags(fs)
+	fs.StringVar(&o.Namespace, "lists-namespace", o.Namespace, "namespace of API-submitted lists (default: --namespace)")
+	fs.StringVar(&o.BlobURL, "blob-url", o.BlobURL, "blob store URL")
+	fs.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", o.MaxUploadBytes, "largest accepted list file")
+	fs.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", o.FeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
+	o.Limits.BindFlags(fs) // the manager's flags of the same names: one setting
+	fs.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second per API key (a key's Secret may override)")
+	fs.IntVar(&o.Burst, "rate-burst", o.Burst, "burst per API key")
+	fs.StringVar(&f.cidrs, "callback-allow-cidrs", f.cidrs, "private ranges callback_url may point at, comma separated")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight uploads may drain on stop")
+	fs.DurationVar(&o.DrainDelay, "drain-delay", o.DrainDelay, "how long to keep serving, not ready, before draining")
+	fs.BoolVar(&f.debug, "debug", false, "log every request (no personal data); the same as --log-level debug")
+	o.Throttle.BindFlags(fs)
+	fs.IntVar(&o.FeedbackFiles, "feedback-files", o.FeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
+	fs.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", o.FeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
+	f.vc.BindFlags(fs)
+	f.fc.BindFlags(fs)
+	fs.StringVar(&f.peopleURL, "people-url", conf.People.URL, "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
+	return f
 }
 
 // fromConfig is the API's options as the configuration sets them; the

@@ -24,29 +24,24 @@ func main() {
 	// The --config file gives every flag its default; a flag given
 	// overrides it (the flags go in stages, see docs/configuration.md).
 	flag.String("config", "", "configuration file (kind Configuration, config.emaildata.io/v1alpha1; see docs/configuration.md)")
-	printConfig := flag.Bool("print-config", false, "print the --config file's effective configuration (defaults filled in, secrets redacted) and exit")
+	printConfig := flag.Bool("print-config", false, "print the effective configuration (the --config file, its defaults and the flags given; secrets redacted) and exit")
 	conf, cerr := wiring.LoadConfig(wiring.ConfigPath(os.Args[1:]))
 	if cerr != nil {
 		fmt.Fprintln(os.Stderr, "configuration:", cerr)
 		os.Exit(2)
 	}
-	var o operator.Options
-	w := fromConfig(conf, &o)
-	o.Verify.BindFlags(flag.CommandLine)
-	bindWorkerFlags(flag.CommandLine, &o, w)
-	grants, metricsSecure := bindManagerFlags(flag.CommandLine, &o, conf)
-	var lo logging.Options
-	lo.BindFlags(flag.CommandLine, wiring.LoggingFrom(conf))
+	f := bindAll(flag.CommandLine, conf)
+	o, w, grants, metricsSecure, lo := &f.o, f.w, f.grants, f.metricsSecure, &f.lo
 	flag.Parse()
 	if *printConfig {
-		os.Exit(wiring.PrintConfig(os.Stdout, conf))
+		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, false))
 	}
 	if err := pipeline.CheckShardBy(o.Pipeline.ShardBy); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	o.MetricsInsecure = !*metricsSecure
-	slogger, lerr := logging.New(os.Stderr, lo)
+	slogger, lerr := logging.New(os.Stderr, *lo)
 	if lerr != nil {
 		fmt.Fprintln(os.Stderr, lerr)
 		os.Exit(2)
@@ -62,13 +57,13 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if what, err := w.apply(&o); err != nil {
+	if what, err := w.apply(o); err != nil {
 		log.Error(err, what)
 		os.Exit(2)
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	mgr, err := operator.New(ctx, ctrl.GetConfigOrDie(), o)
+	mgr, err := operator.New(ctx, ctrl.GetConfigOrDie(), *o)
 	if err != nil {
 		log.Error(err, "unable to set up the manager")
 		os.Exit(1)
@@ -77,6 +72,27 @@ func main() {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// managerFlags are the manager's flags, bound with the configuration's
+// values as defaults.
+type managerFlags struct {
+	o             operator.Options
+	w             *workerFlags
+	grants        *string
+	metricsSecure *bool
+	lo            logging.Options
+}
+
+// bindAll binds every flag of the manager on fs.
+func bindAll(fs *flag.FlagSet, conf *cfgv1.Configuration) *managerFlags {
+	f := &managerFlags{}
+	f.w = fromConfig(conf, &f.o)
+	f.o.Verify.BindFlags(fs)
+	bindWorkerFlags(fs, &f.o, f.w)
+	f.grants, f.metricsSecure = bindManagerFlags(fs, &f.o, conf)
+	f.lo.BindFlags(fs, wiring.LoggingFrom(conf))
+	return f
 }
 
 // workerFlags are the worker pod flags that need parsing after flag.Parse.

@@ -59,7 +59,7 @@ func (r *localRun) flags(args []string) error {
 	if err != nil {
 		return err
 	}
-	printConfig := fs.Bool("print-config", false, "print the --config file's effective configuration (defaults filled in, secrets redacted) and exit")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration (the --config file, its defaults and the flags given; secrets redacted) and exit")
 	fs.StringVar(&r.in, "in", "", "input list file (.csv, .txt or .zip)")
 	fs.StringVar(&r.out, "out", "", "result file to write")
 	fs.StringVar(&r.service, "service", services.EmailValidation, "list service")
@@ -86,8 +86,8 @@ func (r *localRun) flags(args []string) error {
 		return parseError(err)
 	}
 	if *printConfig {
-		if wiring.PrintConfig(os.Stdout, conf) != 0 {
-			return errors.New("printing the configuration failed")
+		if wiring.PrintConfig(os.Stdout, conf, fs, false) != 0 {
+			return usageError{errors.New("the configuration could not be printed")}
 		}
 		return flag.ErrHelp // done, successfully
 	}

@@ -1,6 +1,7 @@
 package wiring
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -135,13 +136,23 @@ func SecretsFrom(c *cfgv1.Configuration) installsecret.Config {
 	return s
 }
 
-// PrintConfig writes c, secrets redacted, for --print-config; it returns
-// the exit status.
-func PrintConfig(w io.Writer, c *cfgv1.Configuration) int {
+// PrintConfig writes the configuration the process runs with, for
+// --print-config: c with the flags given on fs written into it
+// (ApplyFlags; api: the API's SMTP timeouts), secrets redacted. It
+// returns the exit status: 2 when the flags make it invalid.
+func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool) int {
+	skipped, err := ApplyFlags(c, fs, api)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "configuration:", err)
+		return 2
+	}
 	out, err := cfgv1.Marshal(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "# also given as flags, not shown here: --%s\n", strings.Join(skipped, ", --"))
 	}
 	_, _ = w.Write(out)
 	return 0

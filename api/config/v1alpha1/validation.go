@@ -17,26 +17,46 @@ import (
 // Validate returns every problem of c, each with its field path. It is
 // the one validation: the binaries refuse to start on any of them.
 func Validate(c *Configuration) field.ErrorList {
+	errs := append(ValidateValues(c), validateNoSecrets(c)...)
+	// In path order, whatever the order maps were walked in.
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
+	return errs
+}
+
+// validateNoSecrets refuses passwords written in the file; the same URLs
+// may come from the environment (ApplyEnv), which is why ValidateValues,
+// run on the effective configuration, leaves them alone.
+func validateNoSecrets(c *Configuration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, noPassword(field.NewPath("store", "url"), c.Store.URL, "$BLOB_URL")...)
+	errs = append(errs, noPassword(field.NewPath("fleet", "url"), c.Fleet.URL, "$FLEET_URL")...)
+	errs = append(errs, noPassword(field.NewPath("fraud", "historyURL"), c.Fraud.HistoryURL, "$FRAUD_HISTORY_URL")...)
+	errs = append(errs, noPassword(field.NewPath("people", "url"), c.People.URL, "$PEOPLE_URL")...)
+	errs = append(errs, noPassword(field.NewPath("verification", "history", "url"), c.Verification.History.URL, "$HISTORY_URL")...)
+	for i, u := range c.Verification.Proxies.URLs {
+		errs = append(errs, noPassword(field.NewPath("verification", "proxies", "urls").Index(i), u, "$SMTP_PROXIES")...)
+	}
+	return errs
+}
+
+// ValidateValues is Validate without the check that the file holds no
+// password: for the effective configuration, whose URLs may come from the
+// environment.
+func ValidateValues(c *Configuration) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateNamespaces(c.Namespaces, field.NewPath("namespaces"))...)
 	errs = append(errs, oneOf(field.NewPath("logging", "level"), c.Logging.Level, "debug", "info", "warn", "error")...)
 	errs = append(errs, oneOf(field.NewPath("logging", "format"), c.Logging.Format, "json", "text")...)
-	errs = append(errs, noPassword(field.NewPath("store", "url"), c.Store.URL, "$BLOB_URL")...)
 	errs = append(errs, positive(field.NewPath("store", "uploadSweepInterval"), c.Store.UploadSweepInterval)...)
 	errs = append(errs, validateExecutor(c.Executor, field.NewPath("executor"))...)
 	errs = append(errs, validatePipeline(c.Pipeline, field.NewPath("pipeline"))...)
 	errs = append(errs, validateVerification(c.Verification, field.NewPath("verification"))...)
-	errs = append(errs, noPassword(field.NewPath("fleet", "url"), c.Fleet.URL, "$FLEET_URL")...)
 	errs = append(errs, positive(field.NewPath("fleet", "leaseTTL"), c.Fleet.LeaseTTL)...)
-	errs = append(errs, noPassword(field.NewPath("fraud", "historyURL"), c.Fraud.HistoryURL, "$FRAUD_HISTORY_URL")...)
 	errs = append(errs, positive(field.NewPath("fraud", "emailBudget"), c.Fraud.EmailBudget)...)
 	errs = append(errs, validateAPI(c.API, field.NewPath("api"))...)
 	errs = append(errs, cidrs(field.NewPath("manager", "sourceAllowCIDRs"), c.Manager.SourceAllowCIDRs)...)
 	errs = append(errs, cidrs(field.NewPath("manager", "callbackAllowCIDRs"), c.Manager.CallbackAllowCIDRs)...)
-	errs = append(errs, noPassword(field.NewPath("people", "url"), c.People.URL, "$PEOPLE_URL")...)
 	errs = append(errs, validateInstallation(c.Installation, field.NewPath("installation"))...)
-	// In path order, whatever the order maps were walked in.
-	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
 	return errs
 }
 
@@ -113,12 +133,10 @@ func validateVerification(v Verification, p *field.Path) field.ErrorList {
 		if pu, err := url.Parse(u); err != nil || pu.Scheme != "socks5" || pu.Host == "" {
 			errs = append(errs, field.Invalid(pp, u, "must be socks5://host:port"))
 		}
-		errs = append(errs, noPassword(pp, u, "$SMTP_PROXIES")...)
 	}
 	errs = append(errs, atLeast(p.Child("proxies", "maxConnsPerProxy"), int64(v.Proxies.MaxConnsPerProxy), 1)...)
 	errs = append(errs, atLeast(p.Child("rowsInFlight"), int64(v.RowsInFlight), 1)...)
 	hp := p.Child("history")
-	errs = append(errs, noPassword(hp.Child("url"), v.History.URL, "$HISTORY_URL")...)
 	errs = append(errs, oneOf(hp.Child("scope"), v.History.Scope, "tenant", "shared")...)
 	for name, d := range map[string]metav1.Duration{"deliverable": v.History.TTLs.Deliverable, "undeliverable": v.History.TTLs.Undeliverable,
 		"catchAll": v.History.TTLs.CatchAll, "unverified": v.History.TTLs.Unverified} {
