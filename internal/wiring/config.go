@@ -149,6 +149,10 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Probe.HostPenaltyTTL, "smtp-host-penalty-ttl", c.Probe.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
 	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
 	fs.DurationVar(&c.Probe.GreylistRetry, "smtp-greylist-retry", c.Probe.GreylistRetry, "delay before retrying a greylisted address")
+	// Only so that Args carries them to worker Jobs, until Jobs read the
+	// configuration file (issue 32, stage 3).
+	fs.IntVar(&c.Probe.MaxRefusals, "smtp-max-refusals", c.Probe.MaxRefusals, "refusals in a row after which a mail host counts as failed")
+	fs.DurationVar(&c.Probe.HostMemoryTTL, "smtp-host-memory-ttl", c.Probe.HostMemoryTTL, "how long limits learnt about a mail host outlive the last lesson")
 	fs.Var(&c.Proxies, "smtp-proxy", "SOCKS5 proxy for SMTP, socks5://[user:pass@]host:port (repeat or comma-separate for a pool)")
 	fs.IntVar(&c.ProxyMaxConns, "smtp-proxy-max-conns", c.ProxyMaxConns, "connections open through one SOCKS5 proxy")
 	fs.IntVar(&c.RowsInFlight, "rows-in-flight", c.RowsInFlight, "rows in verification at once in this process, shared by its shards (about 0.7 KB of memory each; offline verification keeps at most 8000)")

@@ -67,6 +67,7 @@ func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
 			MaxRejectsPerSession: s.MaxRejectsPerSession, PipelineDepth: s.PipelineDepth, RefusalBackoff: s.RefusalBackoff.Duration,
 			ConnectTimeout: s.ConnectTimeout.Duration, GreetingTimeout: s.GreetingTimeout.Duration, CommandTimeout: s.CommandTimeout.Duration,
 			HostPenaltyTTL: s.HostPenaltyTTL.Duration, GreylistRetry: s.GreylistRetry.Duration,
+			MaxRefusals: s.MaxRefusals, HostMemoryTTL: s.HostMemoryTTL.Duration,
 		},
 		SMTPAllowCIDRs: strings.Join(s.AllowCIDRs, ","),
 		Proxies:        proxies(v.Proxies.URLs), ProxyMaxConns: v.Proxies.MaxConnsPerProxy, RowsInFlight: v.RowsInFlight,

@@ -131,6 +131,8 @@ func setDefaultsSMTP(s *SMTP) {
 	dur(&s.CommandTimeout, p.CommandTimeout)
 	dur(&s.HostPenaltyTTL, p.HostPenaltyTTL)
 	dur(&s.GreylistRetry, p.GreylistRetry)
+	num(&s.MaxRefusals, p.MaxRefusals)
+	dur(&s.HostMemoryTTL, p.HostMemoryTTL)
 }
 
 func setDefaultsAPI(a *API) {

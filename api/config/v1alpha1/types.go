@@ -318,6 +318,15 @@ type SMTP struct {
 	HostPenaltyTTL metav1.Duration `json:"hostPenaltyTTL"`
 	// GreylistRetry is the delay before retrying a greylisted address.
 	GreylistRetry metav1.Duration `json:"greylistRetry"`
+	// MaxRefusals is the number of refusals in a row (421, connection
+	// refused) after which a mail host counts as failed; RefusalBackoff
+	// doubles between them.
+	MaxRefusals int `json:"maxRefusals"`
+	// HostMemoryTTL is how long the limits learnt about a mail host
+	// (lower rates, RCPTs per transaction and per session, rejections per
+	// session) outlive the last lesson, in a process without a fleet
+	// backend.
+	HostMemoryTTL metav1.Duration `json:"hostMemoryTTL"`
 	// AllowCIDRs are private or loopback ranges the probes may reach; by
 	// default they only reach public addresses (MX records can point
 	// anywhere, so this guards the cluster's own network).

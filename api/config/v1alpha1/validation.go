@@ -155,7 +155,8 @@ func validateSMTP(s SMTP, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(p.Child("heloName"), "mail servers refuse an empty EHLO"))
 	}
 	for name, n := range map[string]int{"maxConnsPerHost": s.MaxConnsPerHost, "maxSessions": s.MaxSessions,
-		"maxRcptPerTransaction": s.MaxRcptPerTransaction, "maxRcptPerSession": s.MaxRcptPerSession, "pipelineDepth": s.PipelineDepth} {
+		"maxRcptPerTransaction": s.MaxRcptPerTransaction, "maxRcptPerSession": s.MaxRcptPerSession, "pipelineDepth": s.PipelineDepth,
+		"maxRefusals": s.MaxRefusals} {
 		errs = append(errs, atLeast(p.Child(name), int64(n), 1)...)
 	}
 	if s.MaxRcptPerSession < s.MaxRcptPerTransaction {
@@ -168,7 +169,8 @@ func validateSMTP(s SMTP, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("ratePerHost"), s.RatePerHost, "must be positive"))
 	}
 	for name, d := range map[string]metav1.Duration{"refusalBackoff": s.RefusalBackoff, "connectTimeout": s.ConnectTimeout,
-		"greetingTimeout": s.GreetingTimeout, "commandTimeout": s.CommandTimeout, "greylistRetry": s.GreylistRetry} {
+		"greetingTimeout": s.GreetingTimeout, "commandTimeout": s.CommandTimeout, "greylistRetry": s.GreylistRetry,
+		"hostMemoryTTL": s.HostMemoryTTL} {
 		errs = append(errs, positive(p.Child(name), d)...)
 	}
 	return append(errs, cidrs(p.Child("allowCIDRs"), s.AllowCIDRs)...)
