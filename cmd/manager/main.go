@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -116,14 +117,14 @@ func fromConfig(c *cfgv1.Configuration, o *operator.Options) *workerFlags {
 	j := c.Executor.Jobs
 	o.Job.Image, o.Job.ActiveDeadline, o.Job.ServiceAccountName = j.Image, j.ActiveDeadline.Duration, j.ServiceAccountName
 	o.Job.EnvFromSecret, o.Job.StorePVC, o.Job.StoreMountPath = j.EnvFromSecret, c.Store.PVC, c.Store.MountPath
-	o.Job.PriorityClassName, o.Job.NodeSelector, o.Job.Tolerations = j.PriorityClassName, j.NodeSelector, j.Tolerations
+	o.Job.PriorityClassName, o.Job.NodeSelector, o.Job.Tolerations = j.PriorityClassName, j.NodeSelector, tolerations(j.Tolerations)
 	o.SourceAllowCIDRs, o.KeepParts = strings.Join(c.Manager.SourceAllowCIDRs, ","), c.Store.KeepParts
 	o.CallbackAllowCIDRs, o.ListIDConfigMap = strings.Join(c.Manager.CallbackAllowCIDRs, ","), c.Installation.ListIDConfigMap
 	o.Secrets = wiring.SecretsFrom(c)
 	o.SourceGrace, o.PodStartGrace, o.MaxConcurrent = c.Manager.SourceGrace.Duration, j.PodStartGrace.Duration, c.Executor.MaxConcurrentReconciles
 	o.OrphanUploadAge, o.UploadSweepInterval = c.Store.OrphanUploadAge.Duration, c.Store.UploadSweepInterval.Duration
 	o.MetricsCertDir, o.LeaderElectionID = c.Metrics.CertDir, c.Manager.LeaderElectionID
-	w := &workerFlags{cpu: j.Resources.CPU.String(), memory: j.Resources.Memory.String(), pullPolicy: string(j.ImagePullPolicy),
+	w := &workerFlags{cpu: j.Resources.CPU.String(), memory: j.Resources.Memory.String(), pullPolicy: j.ImagePullPolicy,
 		extraArgs: strings.Join(j.ExtraArgs, " "), parallelism: int(j.Parallelism), backoff: int(j.BackoffLimitPerIndex),
 		ttl: int(j.TTLAfterFinished.Seconds())}
 	if !j.Resources.CPULimit.IsZero() {
@@ -236,4 +237,14 @@ func formatGrants(m map[string]string) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, ",")
+}
+
+// tolerations are the configuration's tolerations as the pod's.
+func tolerations(ts []cfgv1.Toleration) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range ts {
+		out = append(out, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+			Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds})
+	}
+	return out
 }

@@ -133,13 +133,11 @@ func (g *gen) defaultOf(path string) string {
 // typeName is how a field's type reads in the document.
 func typeName(t reflect.Type) string {
 	switch t.String() {
-	case "v1.Duration":
+	case "v1alpha1.Duration":
 		return "duration"
-	case "resource.Quantity":
+	case "v1alpha1.Quantity":
 		return "quantity"
-	case "v1.PullPolicy":
-		return "string"
-	case "[]v1.Toleration":
+	case "[]v1alpha1.Toleration":
 		return "[]toleration"
 	}
 	if t.Kind() == reflect.Struct {

@@ -1,12 +1,11 @@
 package wiring
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 )
@@ -54,11 +53,11 @@ func ApplyFlags(c *cfgv1.Configuration, fs *flag.FlagSet, api bool) (skipped []s
 	if len(patch) == 0 {
 		return skipped, nil
 	}
-	b, err := yaml.Marshal(patch)
+	b, err := json.Marshal(patch)
 	if err != nil {
 		return skipped, err
 	}
-	if err := yaml.Unmarshal(b, c); err != nil {
+	if err := json.Unmarshal(b, c); err != nil {
 		return skipped, fmt.Errorf("flags: %w", err)
 	}
 	return skipped, cfgv1.ValidateValues(c).ToAggregate()

@@ -118,3 +118,30 @@ func TestShippedFilesDecode(t *testing.T) {
 		}
 	}
 }
+
+func TestParseQuantity(t *testing.T) {
+	cases := []struct {
+		in    string
+		value int64
+		bad   bool
+	}{
+		{in: "256Mi", value: 256 << 20}, {in: "1Gi", value: 1 << 30}, {in: "1.5Gi", value: 3 << 29},
+		{in: "100k", value: 100_000}, {in: "1024", value: 1024}, {in: "500m", value: 1}, {in: "2", value: 2},
+		{in: "8Mi", value: 8 << 20}, {in: "", bad: true}, {in: "12 MB", bad: true}, {in: "Mi", bad: true}, {in: "1x", bad: true},
+	}
+	for _, tc := range cases {
+		q, err := ParseQuantity(tc.in)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%q: no error", tc.in)
+			}
+			continue
+		}
+		if err != nil || q.Value() != tc.value {
+			t.Errorf("%q: %d, %v; want %d", tc.in, q.Value(), err, tc.value)
+		}
+	}
+	if MustParseQuantity("500m").Cmp(MustParseQuantity("1")) >= 0 || Bytes(8<<20).String() != "8Mi" || Bytes(1000).String() != "1000" {
+		t.Error("Cmp or Bytes")
+	}
+}

@@ -3,10 +3,6 @@ package v1alpha1
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/engine/fleet"
 	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
@@ -29,7 +25,7 @@ func Default() *Configuration {
 // decodes a file over Default() instead, so that a zero written in the
 // file (a TTL of 0s: never kept) stays zero.
 func SetDefaults(c *Configuration) {
-	c.APIVersion, c.Kind = GroupVersion.String(), Kind
+	c.APIVersion, c.Kind = APIVersion, Kind
 	setDefaultsTop(c)
 	setDefaultsExecutor(&c.Executor)
 	setDefaultsPipeline(&c.Pipeline)
@@ -63,9 +59,7 @@ func setDefaultsExecutor(e *Executor) {
 	str(&e.Mode, "job")
 	num(&e.MaxConcurrentReconciles, 4)
 	j := &e.Jobs
-	if j.ImagePullPolicy == "" {
-		j.ImagePullPolicy = corev1.PullIfNotPresent
-	}
+	str(&j.ImagePullPolicy, "IfNotPresent")
 	qty(&j.Resources.CPU, "500m")
 	qty(&j.Resources.Memory, "256Mi")
 	num(&j.Parallelism, 8)
@@ -174,20 +168,20 @@ func num[T int | int32 | int64](n *T, v T) {
 	}
 }
 
-func dur(d *metav1.Duration, v time.Duration) {
+func dur(d *Duration, v time.Duration) {
 	if d.Duration == 0 {
 		d.Duration = v
 	}
 }
 
-func qty(q *resource.Quantity, v string) {
+func qty(q *Quantity, v string) {
 	if q.IsZero() {
-		*q = resource.MustParse(v)
+		*q = MustParseQuantity(v)
 	}
 }
 
-func size(q *resource.Quantity, v int64) {
+func size(q *Quantity, v int64) {
 	if q.IsZero() {
-		*q = *resource.NewQuantity(v, resource.BinarySI)
+		*q = Bytes(v)
 	}
 }

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,6 @@ import (
 	"strings"
 
 	yaml3 "go.yaml.in/yaml/v3"
-	"sigs.k8s.io/yaml"
 )
 
 // Load reads the configuration file at path: Default() with the file
@@ -41,14 +41,12 @@ func Decode(data []byte) (*Configuration, error) {
 	}
 	c := Default()
 	// Decoded over the defaults: a key written replaces its default, a
-	// zero included; a key left out keeps it. The key check above made
-	// the strict decode's own unknown-field error unreachable, but it
-	// stays strict against what the walk may not model.
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
+	// zero included; a key left out keeps it.
+	if err := decodeOver(data, c); err != nil {
 		return nil, err
 	}
-	if c.APIVersion != GroupVersion.String() || c.Kind != Kind {
-		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", c.APIVersion, c.Kind, GroupVersion.String(), Kind)
+	if c.APIVersion != APIVersion || c.Kind != Kind {
+		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", c.APIVersion, c.Kind, APIVersion, Kind)
 	}
 	if err := Validate(c).ToAggregate(); err != nil {
 		return nil, err
@@ -182,4 +180,45 @@ func join(path, k string) string {
 		return k
 	}
 	return path + "." + k
+}
+
+// decodeOver decodes the YAML document data into v through JSON, so that
+// the types' JSON names and decoders (Duration, Quantity) apply, refusing
+// unknown fields (checkKeys names them with their lines first).
+func decodeOver(data []byte, v any) error {
+	var doc any
+	if err := yaml3.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	if doc == nil {
+		return nil // an empty file
+	}
+	j, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("not a configuration: %w", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fmt.Errorf("%s: want a %s, not a %s", te.Field, te.Type, te.Value)
+		}
+		return err
+	}
+	return nil
+}
+
+// toYAML renders v (JSON-tagged) as YAML, keys in JSON order of the maps
+// (sorted).
+func toYAML(v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	if err := json.Unmarshal(j, &doc); err != nil {
+		return nil, err
+	}
+	return yaml3.Marshal(doc)
 }

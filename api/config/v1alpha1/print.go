@@ -3,8 +3,6 @@ package v1alpha1
 import (
 	"net/url"
 	"os"
-
-	"sigs.k8s.io/yaml"
 )
 
 // EnvURLs are the environment variables that fill a URL the file leaves
@@ -63,4 +61,4 @@ func redactURL(raw string) string {
 }
 
 // Marshal renders c as YAML, secrets redacted: what --print-config shows.
-func Marshal(c *Configuration) ([]byte, error) { return yaml.Marshal(Redacted(c)) }
+func Marshal(c *Configuration) ([]byte, error) { return toYAML(Redacted(c)) }

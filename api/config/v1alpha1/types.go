@@ -11,19 +11,15 @@
 // files or installation Secrets; Validate refuses a password in a URL
 // written in the file.
 //
+// The package links no Kubernetes library (internal/kits/archtest): the
+// wiring and the worker read it.
+//
 // +kubebuilder:object:generate=false
 // +kubebuilder:skip
 package v1alpha1
 
-import (
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-)
-
-// GroupVersion names this configuration's apiVersion.
-var GroupVersion = schema.GroupVersion{Group: "config.emaildata.io", Version: "v1alpha1"}
+// APIVersion is this configuration's apiVersion.
+const APIVersion = "config.emaildata.io/v1alpha1"
 
 // Kind is the kind of the one type of this group.
 const Kind = "Configuration"
@@ -32,7 +28,10 @@ const Kind = "Configuration"
 // manager, the API and the worker Jobs read the same document; each uses
 // the sections it needs.
 type Configuration struct {
-	metav1.TypeMeta `json:",inline"`
+	// APIVersion is config.emaildata.io/v1alpha1.
+	APIVersion string `json:"apiVersion"`
+	// Kind is Configuration.
+	Kind string `json:"kind"`
 
 	// Namespaces says where the operator, the lists, the worker Jobs and
 	// the API keys live.
@@ -129,10 +128,10 @@ type Store struct {
 	// OrphanUploadAge removes an upload no list names once nothing has
 	// written it for this long (what an API killed mid-upload leaves);
 	// negative: never.
-	OrphanUploadAge metav1.Duration `json:"orphanUploadAge"`
+	OrphanUploadAge Duration `json:"orphanUploadAge"`
 	// UploadSweepInterval is how often the store's uploads folder is swept
 	// for orphaned uploads.
-	UploadSweepInterval metav1.Duration `json:"uploadSweepInterval"`
+	UploadSweepInterval Duration `json:"uploadSweepInterval"`
 }
 
 // Executor runs lists.
@@ -152,7 +151,7 @@ type Jobs struct {
 	// Image is the worker image. Empty: $WORKER_IMAGE.
 	Image string `json:"image,omitempty"`
 	// ImagePullPolicy is Always, IfNotPresent or Never.
-	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy"`
+	ImagePullPolicy string `json:"imagePullPolicy"`
 	// ServiceAccountName runs worker pods, in the workers' namespace.
 	// Empty: its default account (no token is mounted either way).
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
@@ -165,7 +164,7 @@ type Jobs struct {
 	// NodeSelector of worker pods.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// Tolerations of worker pods.
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	Tolerations []Toleration `json:"tolerations,omitempty"`
 	// PriorityClassName of worker pods.
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// ExtraArgs are appended to the worker's arguments.
@@ -176,31 +175,46 @@ type Jobs struct {
 	BackoffLimitPerIndex int32 `json:"backoffLimitPerIndex"`
 	// TTLAfterFinished is how long a finished Job stays, once its outcome
 	// is in status (rounded down to seconds).
-	TTLAfterFinished metav1.Duration `json:"ttlAfterFinished"`
+	TTLAfterFinished Duration `json:"ttlAfterFinished"`
 	// ActiveDeadline is the longest a worker Job may run before it is
 	// stopped and its list or Dataset fails with reason DeadlineExceeded
 	// (rounded up to seconds); negative: none.
-	ActiveDeadline metav1.Duration `json:"activeDeadline"`
+	ActiveDeadline Duration `json:"activeDeadline"`
 	// PodStartGrace is how long a worker pod may be unable to start
 	// (image pull, missing binary, no node fits) before its list or
 	// Dataset fails; raise it where nodes are added on demand.
-	PodStartGrace metav1.Duration `json:"podStartGrace"`
+	PodStartGrace Duration `json:"podStartGrace"`
+}
+
+// Toleration lets worker pods run on tainted nodes, as a pod's
+// tolerations do.
+type Toleration struct {
+	// Key is the taint's key; empty with operator Exists: every taint.
+	Key string `json:"key,omitempty"`
+	// Operator is Equal (the default) or Exists.
+	Operator string `json:"operator,omitempty"`
+	// Value must equal the taint's with operator Equal.
+	Value string `json:"value,omitempty"`
+	// Effect is NoSchedule, PreferNoSchedule or NoExecute; empty: all.
+	Effect string `json:"effect,omitempty"`
+	// TolerationSeconds bounds how long a NoExecute taint is tolerated.
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
 }
 
 // WorkerResources are a worker pod's requests and limits.
 type WorkerResources struct {
 	// CPU request.
-	CPU resource.Quantity `json:"cpu"`
+	CPU Quantity `json:"cpu"`
 	// CPULimit; zero: none.
-	CPULimit resource.Quantity `json:"cpuLimit,omitempty"`
+	CPULimit Quantity `json:"cpuLimit,omitempty"`
 	// Memory request and limit.
-	Memory resource.Quantity `json:"memory"`
+	Memory Quantity `json:"memory"`
 }
 
 // Pipeline prepares lists and bounds what input can cost.
 type Pipeline struct {
 	// ShardBytes is the target input size of a shard.
-	ShardBytes resource.Quantity `json:"shardBytes"`
+	ShardBytes Quantity `json:"shardBytes"`
 	// MaxShards is the most shards of one list.
 	MaxShards int `json:"maxShards"`
 	// ShardBy is domain (rows go to shards by their email's domain, for
@@ -210,11 +224,11 @@ type Pipeline struct {
 	// DistributeMemory holds rows while preparation regroups them by
 	// domain shard, shared by the lists prepared at once; past it runs
 	// spill to the store.
-	DistributeMemory resource.Quantity `json:"distributeMemory"`
+	DistributeMemory Quantity `json:"distributeMemory"`
 	// DedupMemory is the memory of the duplicate search at preparation,
 	// shared by the lists prepared at once; past it sorted runs spill to
 	// the store.
-	DedupMemory resource.Quantity `json:"dedupMemory"`
+	DedupMemory Quantity `json:"dedupMemory"`
 	// Limits bound hostile list files (the API checks uploads, the
 	// manager and workers read them, with the same limits).
 	Limits InputLimits `json:"limits"`
@@ -223,9 +237,9 @@ type Pipeline struct {
 // InputLimits bound the resources hostile input can make us use.
 type InputLimits struct {
 	// MaxExpandedBytes is the largest uncompressed size of a zipped list.
-	MaxExpandedBytes resource.Quantity `json:"maxExpandedBytes"`
+	MaxExpandedBytes Quantity `json:"maxExpandedBytes"`
 	// MaxRecordBytes is the largest single row.
-	MaxRecordBytes resource.Quantity `json:"maxRecordBytes"`
+	MaxRecordBytes Quantity `json:"maxRecordBytes"`
 	// MaxExpansionRatio is the largest ratio of a zipped list's
 	// uncompressed size to the zip's (files up to 1 MiB are exempt;
 	// negative: no cap).
@@ -263,7 +277,7 @@ type DNS struct {
 	// "off" (syntax and list checks only: no SMTP either).
 	Server string `json:"server"`
 	// Timeout of one DNS query.
-	Timeout metav1.Duration `json:"timeout"`
+	Timeout Duration `json:"timeout"`
 	// Workers bounds the domains of a batch looked up at once.
 	Workers int `json:"workers"`
 }
@@ -305,19 +319,19 @@ type SMTP struct {
 	// RefusalBackoff is the first wait before trying again a mail host
 	// that asked to slow down (421); it doubles with each refusal in a
 	// row.
-	RefusalBackoff metav1.Duration `json:"refusalBackoff"`
+	RefusalBackoff Duration `json:"refusalBackoff"`
 	// ConnectTimeout is the TCP connect timeout.
-	ConnectTimeout metav1.Duration `json:"connectTimeout"`
+	ConnectTimeout Duration `json:"connectTimeout"`
 	// GreetingTimeout is the wait for a server's greeting (silent longer:
 	// a tarpit).
-	GreetingTimeout metav1.Duration `json:"greetingTimeout"`
+	GreetingTimeout Duration `json:"greetingTimeout"`
 	// CommandTimeout is the wait for the replies to each command.
-	CommandTimeout metav1.Duration `json:"commandTimeout"`
+	CommandTimeout Duration `json:"commandTimeout"`
 	// HostPenaltyTTL is how long a stalled or unreachable mail host is
 	// skipped.
-	HostPenaltyTTL metav1.Duration `json:"hostPenaltyTTL"`
+	HostPenaltyTTL Duration `json:"hostPenaltyTTL"`
 	// GreylistRetry is the delay before retrying a greylisted address.
-	GreylistRetry metav1.Duration `json:"greylistRetry"`
+	GreylistRetry Duration `json:"greylistRetry"`
 	// MaxRefusals is the number of refusals in a row (421, connection
 	// refused) after which a mail host counts as failed; RefusalBackoff
 	// doubles between them.
@@ -326,7 +340,7 @@ type SMTP struct {
 	// (lower rates, RCPTs per transaction and per session, rejections per
 	// session) outlive the last lesson, in a process without a fleet
 	// backend.
-	HostMemoryTTL metav1.Duration `json:"hostMemoryTTL"`
+	HostMemoryTTL Duration `json:"hostMemoryTTL"`
 	// AllowCIDRs are private or loopback ranges the probes may reach; by
 	// default they only reach public addresses (MX records can point
 	// anywhere, so this guards the cluster's own network).
@@ -336,13 +350,13 @@ type SMTP struct {
 // InteractiveSMTP are the API's SMTP timeouts.
 type InteractiveSMTP struct {
 	// ConnectTimeout is the TCP connect timeout of the API's probes.
-	ConnectTimeout metav1.Duration `json:"connectTimeout"`
+	ConnectTimeout Duration `json:"connectTimeout"`
 	// GreetingTimeout is the wait for a greeting in the API's probes.
-	GreetingTimeout metav1.Duration `json:"greetingTimeout"`
+	GreetingTimeout Duration `json:"greetingTimeout"`
 	// CommandTimeout is the wait for each reply in the API's probes.
-	CommandTimeout metav1.Duration `json:"commandTimeout"`
+	CommandTimeout Duration `json:"commandTimeout"`
 	// HostPenaltyTTL is how long the API skips a stalled mail host.
-	HostPenaltyTTL metav1.Duration `json:"hostPenaltyTTL"`
+	HostPenaltyTTL Duration `json:"hostPenaltyTTL"`
 }
 
 // Proxies are SOCKS5 relays for SMTP.
@@ -375,20 +389,20 @@ type History struct {
 	// KeyCheckInterval is how often a process checks that the store's
 	// history is kept under its key (a mismatch is logged, counted and
 	// stops its use of the history).
-	KeyCheckInterval metav1.Duration `json:"keyCheckInterval"`
+	KeyCheckInterval Duration `json:"keyCheckInterval"`
 }
 
 // HistoryTTLs say how long each kind of verdict is reused.
 type HistoryTTLs struct {
 	// Deliverable (50).
-	Deliverable metav1.Duration `json:"deliverable"`
+	Deliverable Duration `json:"deliverable"`
 	// Undeliverable (400 no such mailbox, 420 refused).
-	Undeliverable metav1.Duration `json:"undeliverable"`
+	Undeliverable Duration `json:"undeliverable"`
 	// CatchAll (45).
-	CatchAll metav1.Duration `json:"catchAll"`
+	CatchAll Duration `json:"catchAll"`
 	// Unverified (20) and mailbox full (410); timeouts and deferrals are
 	// never kept.
-	Unverified metav1.Duration `json:"unverified"`
+	Unverified Duration `json:"unverified"`
 }
 
 // Fleet is the shared backend of per-host limits.
@@ -403,7 +417,7 @@ type Fleet struct {
 	Egress string `json:"egress"`
 	// LeaseTTL: a killed process's connection slots are free again within
 	// it.
-	LeaseTTL metav1.Duration `json:"leaseTTL"`
+	LeaseTTL Duration `json:"leaseTTL"`
 }
 
 // Fraud configures GET /fr and POST /feedback/v1.
@@ -422,7 +436,7 @@ type Fraud struct {
 	// history. Empty: $FRAUD_HISTORY_KEY, else the installation secret.
 	HistoryKeyFile string `json:"historyKeyFile,omitempty"`
 	// EmailBudget is the time budget of the email check in GET /fr.
-	EmailBudget metav1.Duration `json:"emailBudget"`
+	EmailBudget Duration `json:"emailBudget"`
 	// SMTP runs the mailbox check inside GET /fr.
 	SMTP bool `json:"smtp,omitempty"`
 }
@@ -430,9 +444,9 @@ type Fraud struct {
 // API configures the REST API.
 type API struct {
 	// MaxUploadSize is the largest accepted list file.
-	MaxUploadSize resource.Quantity `json:"maxUploadSize"`
+	MaxUploadSize Quantity `json:"maxUploadSize"`
 	// FeedbackMaxSize is the largest accepted fraud feedback file.
-	FeedbackMaxSize resource.Quantity `json:"feedbackMaxSize"`
+	FeedbackMaxSize Quantity `json:"feedbackMaxSize"`
 	// FeedbackFiles is the number of feedback files recorded at once
 	// (each holds a store transaction while it arrives); beyond, 429.
 	FeedbackFiles int `json:"feedbackFiles"`
@@ -444,10 +458,10 @@ type API struct {
 	// Throttle protects the API from slow and abusive clients.
 	Throttle Throttle `json:"throttle"`
 	// ShutdownTimeout is how long in-flight uploads may drain on stop.
-	ShutdownTimeout metav1.Duration `json:"shutdownTimeout"`
+	ShutdownTimeout Duration `json:"shutdownTimeout"`
 	// DrainDelay is how long the API keeps serving, not ready, before
 	// draining.
-	DrainDelay metav1.Duration `json:"drainDelay"`
+	DrainDelay Duration `json:"drainDelay"`
 	// Console is the web console.
 	Console Console `json:"console"`
 }
@@ -467,7 +481,7 @@ type Throttle struct {
 	// a body behind it for BodyStall is cut with 408 (negative: no check).
 	BodyMinRate int64 `json:"bodyMinRate"`
 	// BodyStall is how long a request body may fall behind BodyMinRate.
-	BodyStall metav1.Duration `json:"bodyStall"`
+	BodyStall Duration `json:"bodyStall"`
 	// UploadsPerKey is the request bodies one API key may be sending at
 	// once; past it 429 (negative: no cap).
 	UploadsPerKey int `json:"uploadsPerKey"`
@@ -503,7 +517,7 @@ type Console struct {
 // Manager holds the controllers' settings.
 type Manager struct {
 	// SourceGrace is how long to wait for a missing list source.
-	SourceGrace metav1.Duration `json:"sourceGrace"`
+	SourceGrace Duration `json:"sourceGrace"`
 	// SourceAllowCIDRs are private ranges the S3 endpoints of
 	// credentialsSecretRef sources may resolve to.
 	SourceAllowCIDRs []string `json:"sourceAllowCIDRs,omitempty"`
