@@ -7,7 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -37,14 +36,11 @@ func main() {
 	f := bindAll(flag.CommandLine, conf)
 	o, vc, fc, lo := &f.o, &f.vc, &f.fc, &f.lo
 	flag.Parse()
-	cidrs, debug, peopleURL := f.cidrs, f.debug, f.peopleURL
+	cidrs, peopleURL := f.cidrs, f.peopleURL
 	if *printConfig {
 		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, true))
 	}
 
-	if debug {
-		lo.Level = slog.LevelDebug
-	}
 	log, err := logging.New(os.Stderr, *lo)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -103,7 +99,6 @@ type apiFlags struct {
 	fc               wiring.FraudConfig
 	lo               logging.Options
 	cidrs, peopleURL string
-	debug            bool
 }
 
 // bindAll binds every flag of the API on fs.
@@ -128,7 +123,6 @@ func bindAll(fs *flag.FlagSet, conf *cfgv1.Configuration) *apiFlags {
 	fs.StringVar(&f.cidrs, "callback-allow-cidrs", f.cidrs, "private ranges callback_url may point at, comma separated")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight uploads may drain on stop")
 	fs.DurationVar(&o.DrainDelay, "drain-delay", o.DrainDelay, "how long to keep serving, not ready, before draining")
-	fs.BoolVar(&f.debug, "debug", false, "log every request (no personal data); the same as --log-level debug")
 	o.Throttle.BindFlags(fs)
 	fs.IntVar(&o.FeedbackFiles, "feedback-files", o.FeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
 	fs.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", o.FeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")

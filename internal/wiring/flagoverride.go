@@ -67,8 +67,6 @@ func ApplyFlags(c *cfgv1.Configuration, fs *flag.FlagSet, api bool) (skipped []s
 func flagValue(f *flag.Flag) (any, bool) {
 	name, v := f.Name, f.Value.String()
 	switch {
-	case name == "debug":
-		return "debug", v == "true"
 	case name == "job-ttl-seconds":
 		return v + "s", true
 	case name == "worker-args":

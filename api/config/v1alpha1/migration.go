@@ -27,7 +27,7 @@ var Flags = []Flag{
 	{"callback-signing-secret", "installation.secrets.callback-signing", ""},
 	{"config", "", stays + ": the file itself"},
 	{"cpuprofile", "", stays + " (worker run)"},
-	{"debug", "logging.level", "debug"},
+	{"debug", "logging.level", "removed: logging.level debug (or --log-level=debug) logs every request"},
 	{"dedup-memory", "pipeline.dedupMemory", ""},
 	{"delimiter", "", stays + " (worker run: per file)"},
 	{"distribute-memory", "pipeline.distributeMemory", ""},
