@@ -53,6 +53,15 @@ func TestDecode(t *testing.T) {
 		{name: "a password in a URL is refused", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n" +
 			"fleet:\n  url: redis://:hunter2@redis:6379/0\n",
 			wantErr: []string{"fleet.url", "$FLEET_URL"}},
+		{name: "a resolver by name", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\nverification:\n  dns:\n    server: resolver.internal:53\n",
+			check: func(c *Configuration) string {
+				if c.Verification.DNS.Server != "resolver.internal:53" {
+					return "dns.server"
+				}
+				return ""
+			}},
+		{name: "a resolver without port", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\nverification:\n  dns:\n    server: 10.0.0.10\n",
+			wantErr: []string{"verification.dns.server"}},
 		{name: "bad duration", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\nfleet:\n  leaseTTL: soon\n",
 			wantErr: []string{"soon"}},
 		{name: "wrong kind", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Something\n", wantErr: []string{"kind"}},

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"net"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -112,8 +113,8 @@ func validatePipeline(pl Pipeline, p path) ErrorList {
 func validateVerification(v Verification, p path) ErrorList {
 	var errs ErrorList
 	if s := v.DNS.Server; s != "system" && s != "off" {
-		if _, err := netip.ParseAddrPort(s); err != nil {
-			errs = append(errs, invalid(p.child("dns", "server"), s, `must be "system", "off" or an IP address with port`))
+		if h, port, err := net.SplitHostPort(s); err != nil || h == "" || port == "" {
+			errs = append(errs, invalid(p.child("dns", "server"), s, `must be "system", "off" or host:port`))
 		}
 	}
 	errs = append(errs, positive(p.child("dns", "timeout"), v.DNS.Timeout)...)
@@ -154,9 +155,6 @@ func validateSMTP(s SMTP, p path) ErrorList {
 		"maxRcptPerTransaction": s.MaxRcptPerTransaction, "maxRcptPerSession": s.MaxRcptPerSession, "pipelineDepth": s.PipelineDepth,
 		"maxRefusals": s.MaxRefusals} {
 		errs = append(errs, atLeast(p.child(name), int64(n), 1)...)
-	}
-	if s.MaxRcptPerSession < s.MaxRcptPerTransaction {
-		errs = append(errs, invalid(p.child("maxRcptPerSession"), s.MaxRcptPerSession, "must be at least maxRcptPerTransaction"))
 	}
 	if s.MaxRejectsPerSession < -1 || s.MaxRejectsPerSession == 0 {
 		errs = append(errs, invalid(p.child("maxRejectsPerSession"), s.MaxRejectsPerSession, "must be positive, or -1 for no limit"))
