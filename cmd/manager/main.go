@@ -37,6 +37,19 @@ func main() {
 	if *printConfig {
 		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, false))
 	}
+	// Worker Jobs read the effective configuration (the flags given
+	// included) by reference; an invalid one stops the manager here.
+	if _, err := wiring.ApplyFlags(conf, flag.CommandLine, false); err != nil {
+		fmt.Fprintln(os.Stderr, "configuration:", err)
+		os.Exit(2)
+	}
+	if o.Executor == operator.ExecutorJob {
+		var err error
+		if o.WorkerConfig, err = wiring.WorkerConfig(conf); err != nil {
+			fmt.Fprintln(os.Stderr, "configuration:", err)
+			os.Exit(2)
+		}
+	}
 	if err := pipeline.CheckShardBy(o.Pipeline.ShardBy); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -161,6 +161,9 @@ func runShard(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
+	if err := wiring.ApplyJobEnv(&vc, conf); err != nil {
+		return usageError{err}
+	}
 	if *index < 0 {
 		v, err := strconv.Atoi(os.Getenv("JOB_COMPLETION_INDEX"))
 		if err != nil {

@@ -75,6 +75,10 @@ type Options struct {
 	// Verify configures the verification engine of email_validation lists;
 	// Job workers get the same settings as flags.
 	Verify wiring.VerifyConfig
+	// WorkerConfig, when set, is the configuration file list workers read
+	// (wiring.WorkerConfig: the manager's, without secrets); Jobs then get
+	// it by reference, a ConfigMap, instead of Verify as arguments.
+	WorkerConfig []byte
 	// PeopleURL names the reference people store for email_intelligence and
 	// email_append (passed on to workers); People, when set, is used instead
 	// (with PostalFinder for email_append).
@@ -357,7 +361,7 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 // configureWorkers sets the Job workers' extra flags and, on the Job path,
 // publishes the list extensions to the store.
 func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) error {
-	if o.PeopleURL != "" {
+	if o.PeopleURL != "" && len(o.WorkerConfig) == 0 {
 		o.Job.ExtraArgs = append(o.Job.ExtraArgs, "--people-url="+o.PeopleURL)
 	}
 	if o.Executor == ExecutorJob && o.Verify.ListsDir != "" {
@@ -377,6 +381,13 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 	setSMTPBudget(o)
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
+	}
+	if len(o.WorkerConfig) > 0 {
+		// By reference: the workers read the manager's configuration from
+		// a ConfigMap (the limits included), their per-list values from
+		// their environment.
+		o.Job.WorkerConfig, o.Job.FleetRequired = o.WorkerConfig, o.Verify.Fleet.Required
+		return nil
 	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(), o.Pipeline.Limits.Args()...), o.Job.ExtraArgs...)

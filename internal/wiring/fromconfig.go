@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
@@ -157,4 +158,63 @@ func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool
 	}
 	_, _ = w.Write(out)
 	return 0
+}
+
+// WorkerConfig is the configuration list workers read by reference (a
+// ConfigMap the manager mounts in their Jobs): c without its secrets (URLs
+// with a password are left out: workers read them from their environment,
+// the Secret the Jobs name) and without what only the manager reads.
+func WorkerConfig(c *cfgv1.Configuration) ([]byte, error) {
+	w := *c
+	for _, f := range cfgv1.EnvURLs {
+		if p := f(&w); cfgv1.HasPassword(*p) {
+			*p = ""
+		}
+	}
+	w.Verification.Proxies.URLs = nil
+	for _, u := range c.Verification.Proxies.URLs {
+		if !cfgv1.HasPassword(u) {
+			w.Verification.Proxies.URLs = append(w.Verification.Proxies.URLs, u)
+		}
+	}
+	w.Verification.History.KeyFile = "" // workers get $HISTORY_KEY from its Secret
+	w.Fraud = cfgv1.Fraud{EmailBudget: c.Fraud.EmailBudget}
+	return cfgv1.Marshal(&w)
+}
+
+// The environment a Job that gives its worker the configuration by
+// reference sets per list (see ApplyJobEnv).
+const (
+	// EnvFleetSeats is the number of a list's shards sharing each host's
+	// budget while the fleet backend is unreachable (FleetConfig.Seats).
+	EnvFleetSeats = "EMAILDATA_FLEET_SEATS"
+	// EnvFleetRequired makes a worker refuse to start without the fleet
+	// backend's URL (FleetConfig.Required).
+	EnvFleetRequired = "EMAILDATA_FLEET_REQUIRED"
+	// EnvSMTPConns and EnvSMTPRate are a pod's part of each mail host's
+	// budget when the manager divides it.
+	EnvSMTPConns = "EMAILDATA_SMTP_MAX_CONNS_PER_HOST"
+	EnvSMTPRate  = "EMAILDATA_SMTP_RATE_PER_HOST"
+)
+
+// ApplyJobEnv applies to vc the per-list values of a by-reference Job,
+// and has a worker read the list extensions the manager publishes when
+// the configuration names a lists directory (the manager's).
+func ApplyJobEnv(vc *VerifyConfig, c *cfgv1.Configuration) error {
+	if c.Verification.ListsDir != "" {
+		vc.ListsDir, vc.ListsBlobKey = "", ListsBlobKey
+	}
+	for env, set := range map[string]func(string) error{
+		EnvFleetSeats:    func(v string) (err error) { vc.Fleet.Seats, err = strconv.Atoi(v); return err },
+		EnvFleetRequired: func(v string) (err error) { vc.Fleet.Required, err = strconv.ParseBool(v); return err },
+		EnvSMTPConns:     func(v string) (err error) { vc.Probe.MaxConnsPerHost, err = strconv.Atoi(v); return err },
+		EnvSMTPRate:      func(v string) (err error) { vc.Probe.RatePerHost, err = strconv.ParseFloat(v, 64); return err },
+	} {
+		if v := os.Getenv(env); v != "" {
+			if err := set(v); err != nil {
+				return fmt.Errorf("$%s: %w", env, err)
+			}
+		}
+	}
+	return nil
 }
