@@ -71,3 +71,25 @@ func TestRunConfigFile(t *testing.T) {
 		t.Errorf("HELO %q, want the flag's", r.vc.Probe.HELOName)
 	}
 }
+
+// TestShardByReference: a shard run as a by-reference Job runs it — the
+// store and the settings in the mounted file, the per-list values in the
+// environment, three arguments.
+func TestShardByReference(t *testing.T) {
+	const uid = "by-ref-uid"
+	url, _ := prepareFileStore(t, uid, "name,email\nAnn,ann@example.com\nBob,bob@example\n", 1<<20)
+	conf := filepath.Join(t.TempDir(), "config.yaml")
+	doc := "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\nstore:\n  url: " + url + "\nverification:\n  dns:\n    server: \"off\"\n"
+	if err := os.WriteFile(conf, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JOB_COMPLETION_INDEX", "0")
+	t.Setenv("EMAILDATA_FLEET_SEATS", "1")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"shard", "--config=" + conf, "--list-uid=" + uid}, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if sum := readSummary(t, url, uid, 0); sum.Rows != 2 || sum.Reporting["status"]["invalid"] != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+}
