@@ -2,7 +2,8 @@
 #
 #   make run    local control plane + CRDs + manager (+ REST API), file-backed store;
 #               ARGS=--executor=job runs lists as Jobs (real Job controller, pods as processes);
-#               ARGS=--store=s3 keeps the store on a local S3-compatible server (SeaweedFS)
+#               ARGS=--store=s3 keeps the store on a local S3-compatible server (SeaweedFS);
+#               CONFIG=path reads a Configuration (docs/configuration.md), e.g. CONFIG=hack/localstack/configuration.yaml
 #   make test   generated files check, go vet, unit, envtest integration and e2e tests
 
 SHELL := /usr/bin/env bash -o pipefail
@@ -39,13 +40,17 @@ generate: ## Generate deepcopy code from markers.
 samples: ## Render the sample ConfigMap that kustomize's configMapGenerator makes, for kubectl apply -f.
 	./hack/render-samples.sh
 
+.PHONY: docs
+docs: ## Generate docs/configuration.md from the Configuration type (api/config/v1alpha1).
+	$(GO) run ./hack/configdocs > docs/configuration.md
+
 .PHONY: verify-generated
-verify-generated: generate manifests samples ## Fail when committed generated files are stale.
-	@if ! git diff --quiet -- api config charts/emaildata/files; then \
-		echo "generated files are stale; run 'make generate manifests samples' and commit:"; \
-		git --no-pager diff --stat -- api config charts/emaildata/files; exit 1; fi
-	@if [ -n "$$(git status --porcelain --untracked-files=all -- api config charts/emaildata/files)" ]; then \
-		echo "untracked generated files; commit them:"; git status --porcelain -- api config charts/emaildata/files; exit 1; fi
+verify-generated: generate manifests samples docs ## Fail when committed generated files are stale.
+	@if ! git diff --quiet -- api config charts/emaildata/files docs/configuration.md; then \
+		echo "generated files are stale; run 'make generate manifests samples docs' and commit:"; \
+		git --no-pager diff --stat -- api config charts/emaildata/files docs/configuration.md; exit 1; fi
+	@if [ -n "$$(git status --porcelain --untracked-files=all -- api config charts/emaildata/files docs/configuration.md)" ]; then \
+		echo "untracked generated files; commit them:"; git status --porcelain -- api config charts/emaildata/files docs/configuration.md; exit 1; fi
 	@# go.mod lists every direct dependency as direct (hack/compare is its own module).
 	@for m in . hack/compare; do \
 		if ! d=$$(cd $$m && $(GO) mod tidy -diff 2>&1); then \
@@ -87,13 +92,13 @@ guide-docs: ## Regenerate the guide's generated parts (the field reference in do
 run test: hooks
 
 .PHONY: run
-run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
+run: envtest-assets ## Run a local control plane, the CRDs, the manager and the API (CONFIG=file: a Configuration; ARGS=--executor=job: lists as Jobs and pods; --store=s3: an S3 store).
 	CGO_ENABLED=0 $(GO) build -o "$(RUN_BIN)/" ./cmd/worker
 	$(GO) build -o "$(RUN_BIN)/localstack" ./hack/localstack
 	@if [[ " $(ARGS) " == *" --store=s3 "* || " $(ARGS) " == *" --store s3 "* ]]; then ./hack/s3-server.sh >/dev/null; fi
 	@# Run the binary itself, not through go run, which exits 1 after Ctrl-C
 	@# whatever the program's status; make would report that as an error.
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" exec "$(RUN_BIN)/localstack" --dir "$(LOCAL_DIR)" --worker-dir "$(RUN_BIN)" $(ARGS)
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" exec "$(RUN_BIN)/localstack" --dir "$(LOCAL_DIR)" --worker-dir "$(RUN_BIN)" $(if $(CONFIG),--config "$(CONFIG)") $(ARGS)
 
 .PHONY: mail-servers
 mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bin/mail) for the real-MTA tests; needs root.

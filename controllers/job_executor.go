@@ -100,6 +100,14 @@ type JobConfig struct {
 	// SMTPBudget is each mail host's budget, which email_validation Jobs
 	// divide among their pods unless a fleet backend shares it.
 	SMTPBudget SMTPBudget
+	// WorkerConfig, when set, is the list workers' configuration file
+	// (kind Configuration, without secrets): the executor keeps it in a
+	// ConfigMap named by its content and mounts it, and the workers get
+	// no settings as arguments (ExtraArgs still follow).
+	WorkerConfig []byte
+	// FleetRequired makes by-reference workers refuse to start without
+	// the fleet backend (see wiring.FleetConfig.Required).
+	FleetRequired bool
 }
 
 // JobExecutor runs each list as a batch/v1 Indexed Job, one index a shard,
@@ -137,6 +145,9 @@ func JobName(list *listsv1.EmailList) string {
 func (e *JobExecutor) Start(ctx context.Context, list *listsv1.EmailList, shards int) error {
 	job, err := e.buildJob(list, shards)
 	if err != nil {
+		return err
+	}
+	if err := e.ensureWorkerConfig(ctx); err != nil {
 		return err
 	}
 	if e.Config.SMTPBudget.divides(list) {
@@ -183,12 +194,19 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 		JobListNamespaceLabel:         list.Namespace,
 		JobListUIDLabel:               string(list.UID),
 	}
-	args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
-	args = append(args, e.Config.ExtraArgs...)
-	// The pods' seats when a fleet backend is unreachable: the completion
-	// index (--fleet-seat's default) among the list's shards.
-	args = append(args, "--fleet-seats="+strconv.Itoa(shards))
-	pod := workerPod(e.Config, args)
+	var pod corev1.PodSpec
+	if len(e.Config.WorkerConfig) > 0 {
+		args := append([]string{"shard", "--config=" + WorkerConfigDir + "/" + WorkerConfigFile, "--list-uid=" + string(list.UID)}, e.Config.ExtraArgs...)
+		pod = workerPod(e.Config, args)
+		byReference(e.Config, &pod, shards)
+	} else {
+		args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
+		args = append(args, e.Config.ExtraArgs...)
+		// The pods' seats when a fleet backend is unreachable: the completion
+		// index (--fleet-seat's default) among the list's shards.
+		args = append(args, "--fleet-seats="+strconv.Itoa(shards))
+		pod = workerPod(e.Config, args)
+	}
 	if k := historyKeyEnv(e.Config); k != nil {
 		pod.Containers[0].Env = append(pod.Containers[0].Env, *k)
 	}

@@ -7,17 +7,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
-	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/callback"
-	"github.com/emaildata/emaildata/internal/lists/listfile"
-	"github.com/emaildata/emaildata/internal/lists/listid"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/refdata/people"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -25,46 +24,25 @@ import (
 )
 
 func main() {
-	var o restapi.RunOptions
-	var cidrs string
-	var debug bool
-	var lo logging.Options
-	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatJSON})
-	o.Limits = listfile.DefaultLimits()
-	flag.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
-	flag.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
-	flag.StringVar(&o.KeyNamespace, "namespace", envOr("POD_NAMESPACE", listid.DefaultNamespace), "the operator's namespace: it holds the list ID counter, the installation secrets and (unless --api-key-namespace) the API key Secrets")
-	flag.StringVar(&o.APIKeyNamespace, "api-key-namespace", "", "namespace of the API key Secrets (default --namespace); one holding nothing else keeps other Secrets out of the API's reach")
-	flag.StringVar(&o.ListIDConfigMap, "list-id-configmap", listid.DefaultConfigMap, "the list ID counter ConfigMap in --namespace (the manager's flag of the same name)")
-	o.Secrets.BindFlags(flag.CommandLine)
-	flag.StringVar(&o.Namespace, "lists-namespace", "", "namespace of API-submitted lists (default: --namespace)")
-	flag.StringVar(&o.BlobURL, "blob-url", envOr("BLOB_URL", "file:///var/lib/emaildata/store"), "blob store URL")
-	flag.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", 1<<30, "largest accepted list file")
-	flag.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", restapi.DefaultFeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
-	o.Limits.BindFlags(flag.CommandLine) // the manager's flags of the same names: one setting
-	flag.Float64Var(&o.RateLimit, "rate-limit", 50, "requests per second per API key (a key's Secret may override)")
-	flag.IntVar(&o.Burst, "rate-burst", 100, "burst per API key")
-	flag.StringVar(&cidrs, "callback-allow-cidrs", "", "private ranges callback_url may point at, comma separated")
-	flag.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 45*time.Second, "how long in-flight uploads may drain on stop")
-	flag.DurationVar(&o.DrainDelay, "drain-delay", 5*time.Second, "how long to keep serving, not ready, before draining")
-	flag.BoolVar(&debug, "debug", false, "log every request (no personal data)")
-	console := flag.Bool("console", true, "serve the web console at /console/ (docs/console.md)")
-	o.Throttle = restapi.DefaultThrottle()
-	o.Throttle.BindFlags(flag.CommandLine)
-	flag.IntVar(&o.FeedbackFiles, "feedback-files", restapi.DefaultFeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
-	flag.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", restapi.DefaultFeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
-	vc := wiring.DefaultAPIVerifyConfig()
-	vc.BindFlags(flag.CommandLine)
-	fc := wiring.DefaultFraudConfig()
-	fc.BindFlags(flag.CommandLine)
-	peopleURL := flag.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
-	flag.Parse()
-
-	o.ConsoleDisabled = !*console
-	if debug {
-		lo.Level = slog.LevelDebug
+	// The --config file gives every flag its default; a flag given
+	// overrides it (the flags go in stages, see docs/configuration.md).
+	flag.String("config", "", "configuration file (kind Configuration, config.emaildata.io/v1alpha1; see docs/configuration.md)")
+	printConfig := flag.Bool("print-config", false, "print the effective configuration (the --config file, its defaults and the flags given; secrets redacted) and exit")
+	conf, cerr := wiring.LoadConfig(wiring.ConfigPath(os.Args[1:]))
+	if cerr != nil {
+		fmt.Fprintln(os.Stderr, "configuration:", cerr)
+		os.Exit(2)
 	}
-	log, err := logging.New(os.Stderr, lo)
+	f := bindAll(flag.CommandLine, conf)
+	o, vc, fc, lo := &f.o, &f.vc, &f.fc, &f.lo
+	flag.Parse()
+	cidrs, peopleURL := f.cidrs, f.peopleURL
+	o.ConsoleDisabled = !f.console
+	if *printConfig {
+		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, true))
+	}
+
+	log, err := logging.New(os.Stderr, *lo)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -83,40 +61,98 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	// The history keys, from their installation secrets (by name; the
 	// first API pod of an install waits here for the manager to make them).
-	if err := restapi.LoadInstallationKeys(ctx, cfg, o, &vc, &fc); err != nil {
+	if err := restapi.LoadInstallationKeys(ctx, cfg, *o, vc, fc); err != nil {
 		log.Error("installation secrets", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	vc.Log = log
-	engine, err := wiring.NewEngine(ctx, vc)
+	engine, err := wiring.NewEngine(ctx, *vc)
 	if err != nil {
 		log.Error("verification engine", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.Verifier, o.EVSMTP = engine, vc.SMTP
 	o.HistoryHealth = wiring.HistoryHealth(engine)
-	if *peopleURL != "" {
-		if o.People, err = people.Open(ctx, *peopleURL); err != nil {
+	if peopleURL != "" {
+		if o.People, err = people.Open(ctx, peopleURL); err != nil {
 			log.Error("people store", logging.KeyError, err.Error())
 			os.Exit(2)
 		}
 		defer o.People.Close()
 	}
 	fc.Fleet, fc.Log = wiring.FleetOf(engine), log
-	if o.Fraud, err = wiring.NewFraud(ctx, fc, o.People); err != nil {
+	if o.Fraud, err = wiring.NewFraud(ctx, *fc, o.People); err != nil {
 		log.Error("fraud scorer", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.FraudBudget, o.FraudSMTP = fc.Budget, fc.SMTP && vc.SMTP
-	if err := restapi.Run(ctx, cfg, o); err != nil {
+	if err := restapi.Run(ctx, cfg, *o); err != nil {
 		log.Error("api stopped", logging.KeyError, err.Error())
 		os.Exit(1)
 	}
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
+// apiFlags are the API's flags, bound with the configuration's values as
+// defaults.
+type apiFlags struct {
+	o                restapi.RunOptions
+	vc               wiring.VerifyConfig
+	fc               wiring.FraudConfig
+	lo               logging.Options
+	cidrs, peopleURL string
+	console          bool
+}
+
+// bindAll binds every flag of the API on fs.
+func bindAll(fs *flag.FlagSet, conf *cfgv1.Configuration) *apiFlags {
+	f := &apiFlags{o: fromConfig(conf), vc: wiring.APIVerifyFrom(conf), fc: wiring.FraudFrom(conf)}
+	o := &f.o
+	f.cidrs = strings.Join(conf.Manager.CallbackAllowCIDRs, ",")
+	f.lo.BindFlags(fs, wiring.LoggingFrom(conf))
+	fs.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
+	fs.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
+	fs.StringVar(&o.KeyNamespace, "namespace", o.KeyNamespace, "the operator's namespace: it holds the list ID counter, the installation secrets and (unless --api-key-namespace) the API key Secrets")
+	fs.StringVar(&o.APIKeyNamespace, "api-key-namespace", o.APIKeyNamespace, "namespace of the API key Secrets (default --namespace); one holding nothing else keeps other Secrets out of the API's reach")
+	fs.StringVar(&o.ListIDConfigMap, "list-id-configmap", o.ListIDConfigMap, "the list ID counter ConfigMap in --namespace (the manager's flag of the same name)")
+	o.Secrets.BindFlags(fs)
+	fs.StringVar(&o.Namespace, "lists-namespace", o.Namespace, "namespace of API-submitted lists (default: --namespace)")
+	fs.StringVar(&o.BlobURL, "blob-url", o.BlobURL, "blob store URL")
+	fs.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", o.MaxUploadBytes, "largest accepted list file")
+	fs.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", o.FeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
+	o.Limits.BindFlags(fs) // the manager's flags of the same names: one setting
+	fs.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second per API key (a key's Secret may override)")
+	fs.IntVar(&o.Burst, "rate-burst", o.Burst, "burst per API key")
+	fs.StringVar(&f.cidrs, "callback-allow-cidrs", f.cidrs, "private ranges callback_url may point at, comma separated")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight uploads may drain on stop")
+	fs.DurationVar(&o.DrainDelay, "drain-delay", o.DrainDelay, "how long to keep serving, not ready, before draining")
+	o.Throttle.BindFlags(fs)
+	fs.IntVar(&o.FeedbackFiles, "feedback-files", o.FeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
+	fs.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", o.FeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
+	f.vc.BindFlags(fs)
+	f.fc.BindFlags(fs)
+	fs.BoolVar(&f.console, "console", conf.API.Console.Enabled, "serve the web console at /console/ (docs/console.md)")
+	fs.StringVar(&f.peopleURL, "people-url", conf.People.URL, "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
+	return f
+}
+
+// fromConfig is the API's options as the configuration sets them; the
+// flags bound next start from these values.
+func fromConfig(c *cfgv1.Configuration) restapi.RunOptions {
+	var o restapi.RunOptions
+	a := c.API
+	o.KeyNamespace, o.APIKeyNamespace, o.Namespace = c.Namespaces.Operator, c.Namespaces.APIKeys, c.Namespaces.Lists
+	o.ListIDConfigMap, o.Secrets, o.BlobURL = c.Installation.ListIDConfigMap, wiring.SecretsFrom(c), c.Store.URL
+	o.MaxUploadBytes, o.FeedbackMaxBytes, o.Limits = a.MaxUploadSize.Value(), a.FeedbackMaxSize.Value(), wiring.LimitsFrom(c)
+	o.RateLimit, o.Burst = a.RateLimit.PerSecond, a.RateLimit.Burst
+	o.ShutdownTimeout, o.DrainDelay = a.ShutdownTimeout.Duration, a.DrainDelay.Duration
+	o.FeedbackFiles, o.FeedbackFilesPerTenant = a.FeedbackFiles, a.FeedbackFilesPerTenant
+	t := a.Throttle
+	o.Throttle = restapi.ThrottleConfig{BodyMinRate: t.BodyMinRate, BodyStall: t.BodyStall.Duration,
+		UploadsPerKey: t.UploadsPerKey, UploadsPerTenant: t.UploadsPerTenant,
+		AuthFailureRate: t.AuthFailureRate, AuthFailureBurst: t.AuthFailureBurst,
+		ForbiddenRate: t.ForbiddenRate, ForbiddenBurst: t.ForbiddenBurst, TrackedAddresses: t.TrackedAddresses}
+	for _, p := range t.TrustedProxies {
+		o.Throttle.TrustedProxies = append(o.Throttle.TrustedProxies, netip.MustParsePrefix(p)) // Validate checked them
 	}
-	return def
+	return o
 }

@@ -55,6 +55,11 @@ func (r *localRun) flags(args []string) error {
 			"unless told otherwise (--dns-server off: syntax, corrections and lists only).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
+	conf, err := configFlag(fs, args)
+	if err != nil {
+		return err
+	}
+	printConfig := fs.Bool("print-config", false, "print the effective configuration (the --config file, its defaults and the flags given; secrets redacted) and exit")
 	fs.StringVar(&r.in, "in", "", "input list file (.csv, .txt or .zip)")
 	fs.StringVar(&r.out, "out", "", "result file to write")
 	fs.StringVar(&r.service, "service", services.EmailValidation, "list service")
@@ -63,22 +68,28 @@ func (r *localRun) flags(args []string) error {
 	fs.BoolVar(&r.escapeFormulas, "escape-formulas", false, "escape spreadsheet formulas in the input's own cells too, as the service's columns always are (EmailList spec.format.escapeFormulas)")
 	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
-	fs.Int64Var(&r.shardBytes, "shard-bytes", pipeline.DefaultConfig().ShardBytes, "input bytes per shard")
+	fs.Int64Var(&r.shardBytes, "shard-bytes", conf.Pipeline.ShardBytes.Value(), "input bytes per shard")
 	pipeline.BindShardBy(fs, &r.shardBy, pipeline.ShardByRows)
-	fs.Int64Var(&r.dedupMemory, "dedup-memory", pipeline.DefaultDedupMemory, "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")
+	fs.Int64Var(&r.dedupMemory, "dedup-memory", conf.Pipeline.DedupMemory.Value(), "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")
 	fs.StringVar(&r.tmpDir, "tmp-dir", os.TempDir(), "where the run keeps its store (the input, shard parts, spilled runs) while it works")
 	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
 	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
 	fs.StringVar(&r.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	fs.IntVar(&r.gcPercent, "gc-percent", defaultRunGCPercent, "garbage collection target percentage (as GOGC, which wins when set)")
 	fs.Int64Var(&r.memoryLimit, "memory-limit", defaultRunMemoryLimit, "soft limit of the Go heap in bytes, under which --gc-percent holds (as GOMEMLIMIT, which wins when set; 0: none)")
-	r.lim = limitsFlags(fs)
-	r.vc = wiring.DefaultVerifyConfig()
+	r.lim = limitsFlags(fs, conf)
+	r.vc = wiring.VerifyFrom(conf)
 	r.vc.BindFlags(fs)
-	fs.StringVar(&r.peopleURL, "people-url", os.Getenv("PEOPLE_URL"), "reference people store")
+	fs.StringVar(&r.peopleURL, "people-url", conf.People.URL, "reference people store")
 	fs.StringVar(&r.historyTenant, "history-tenant", evhistory.LocalTenant, "whose checks these are, for a --history-url history in the tenant scope (the cluster names its tenants api/<digest> and namespace/<name>)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
+	}
+	if *printConfig {
+		if wiring.PrintConfig(os.Stdout, conf, fs, false) != 0 {
+			return usageError{errors.New("the configuration could not be printed")}
+		}
+		return flag.ErrHelp // done, successfully
 	}
 	if r.in == "" || r.out == "" {
 		return usageError{errors.New("--in and --out are required")}
@@ -200,7 +211,7 @@ func (r *localRun) announce() {
 			via = fmt.Sprintf("through %d SOCKS5 proxies", len(r.vc.Proxies))
 		}
 		fmt.Fprintf(r.stderr, "verifying with DNS (%s) and SMTP on port %d %s; greylisted addresses are retried after %v, so a list takes at least that long when a server greylists\n",
-			dnsName(r.vc.DNSServer), r.vc.SMTPPort, via, r.vc.GreylistRetry)
+			dnsName(r.vc.DNSServer), r.vc.Probe.Port, via, r.vc.Probe.GreylistRetry)
 	}
 }
 

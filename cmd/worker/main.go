@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"syscall"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
@@ -126,24 +127,42 @@ func registryEngine(ctx context.Context, vc wiring.VerifyConfig, peopleURL strin
 	return reg, e, nil
 }
 
-func limitsFlags(fs *flag.FlagSet) *listfile.Limits {
-	lim := listfile.DefaultLimits()
+func limitsFlags(fs *flag.FlagSet, c *cfgv1.Configuration) *listfile.Limits {
+	lim := wiring.LimitsFrom(c)
 	lim.BindFlags(fs)
 	return &lim
+}
+
+// configFlag loads the --config file of args (the flags bound next start
+// from its values, a flag given overrides it) and binds --config itself.
+func configFlag(fs *flag.FlagSet, args []string) (*cfgv1.Configuration, error) {
+	fs.String("config", "", "configuration file (kind Configuration, config.emaildata.io/v1alpha1; see docs/configuration.md)")
+	c, err := wiring.LoadConfig(wiring.ConfigPath(args))
+	if err != nil {
+		return nil, usageError{fmt.Errorf("configuration: %w", err)}
+	}
+	return c, nil
 }
 
 func runShard(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	conf, err := configFlag(fs, args)
+	if err != nil {
+		return err
+	}
 	uid := fs.String("list-uid", "", "UID of the EmailList")
-	blobURL := fs.String("blob-url", os.Getenv("BLOB_URL"), "blob store URL")
+	blobURL := fs.String("blob-url", conf.Store.URL, "blob store URL")
 	index := fs.Int("index", -1, "shard index (default: $JOB_COMPLETION_INDEX)")
-	lim := limitsFlags(fs)
-	vc := wiring.DefaultVerifyConfig()
+	lim := limitsFlags(fs, conf)
+	vc := wiring.VerifyFrom(conf)
 	vc.BindFlags(fs)
-	peopleURL := fs.String("people-url", os.Getenv("PEOPLE_URL"), "reference people store")
+	peopleURL := fs.String("people-url", conf.People.URL, "reference people store")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
+	}
+	if err := wiring.ApplyJobEnv(&vc, conf); err != nil {
+		return usageError{err}
 	}
 	if *index < 0 {
 		v, err := strconv.Atoi(os.Getenv("JOB_COMPLETION_INDEX"))

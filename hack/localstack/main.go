@@ -15,12 +15,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/internal/kits/localstack"
-	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/logging"
@@ -44,13 +44,28 @@ func main() {
 	pipeline.BindShardBy(flag.CommandLine, &shardBy, pipeline.ShardByDomain)
 	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
 		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
-	limits := listfile.DefaultLimits()
+	flag.String("config", "", "configuration file (kind Configuration, see docs/configuration.md; make run CONFIG=path); without one the stack runs offline (no DNS, no SMTP)")
+	path := wiring.ConfigPath(os.Args[1:])
+	conf, err := wiring.LoadConfig(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "configuration:", err)
+		os.Exit(2)
+	}
+	limits := wiring.LimitsFrom(conf)
 	limits.BindFlags(flag.CommandLine) // the API's and the manager's alike
-	vc := wiring.DefaultVerifyConfig()
-	vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
+	vc := wiring.VerifyFrom(conf)
+	lo := logging.Options{Level: slog.LevelInfo, Format: logging.FormatText}
+	if path == "" {
+		vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
+	} else {
+		*shardBytes, *maxShards, shardBy = conf.Pipeline.ShardBytes.Value(), conf.Pipeline.MaxShards, conf.Pipeline.ShardBy
+		if len(conf.Manager.CallbackAllowCIDRs) > 0 {
+			*callbacks = strings.Join(conf.Manager.CallbackAllowCIDRs, ",")
+		}
+		lo = wiring.LoggingFrom(conf)
+	}
 	vc.BindFlags(flag.CommandLine)
-	var lo logging.Options
-	lo.BindFlags(flag.CommandLine, logging.Options{Level: slog.LevelInfo, Format: logging.FormatText})
+	lo.BindFlags(flag.CommandLine, lo)
 	flag.Parse()
 	if err := pipeline.CheckShardBy(shardBy); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -24,6 +24,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/api/kubescheme"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/engine/verify"
@@ -40,7 +41,7 @@ import (
 
 // DefaultLeaderElectionID names the leader election Lease of the
 // installation config/default and the chart's release "emaildata" make.
-const DefaultLeaderElectionID = "emaildata-manager.lists.emaildata.io"
+var DefaultLeaderElectionID = cfgv1.Default().Manager.LeaderElectionID
 
 // Executor kinds.
 const (
@@ -74,6 +75,10 @@ type Options struct {
 	// Verify configures the verification engine of email_validation lists;
 	// Job workers get the same settings as flags.
 	Verify wiring.VerifyConfig
+	// WorkerConfig, when set, is the configuration file list workers read
+	// (wiring.WorkerConfig: the manager's, without secrets); Jobs then get
+	// it by reference, a ConfigMap, instead of Verify as arguments.
+	WorkerConfig []byte
 	// PeopleURL names the reference people store for email_intelligence and
 	// email_append (passed on to workers); People, when set, is used instead
 	// (with PostalFinder for email_append).
@@ -356,7 +361,7 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 // configureWorkers sets the Job workers' extra flags and, on the Job path,
 // publishes the list extensions to the store.
 func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) error {
-	if o.PeopleURL != "" {
+	if o.PeopleURL != "" && len(o.WorkerConfig) == 0 {
 		o.Job.ExtraArgs = append(o.Job.ExtraArgs, "--people-url="+o.PeopleURL)
 	}
 	if o.Executor == ExecutorJob && o.Verify.ListsDir != "" {
@@ -377,6 +382,13 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
 		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
 	}
+	if len(o.WorkerConfig) > 0 {
+		// By reference: the workers read the manager's configuration from
+		// a ConfigMap (the limits included), their per-list values from
+		// their environment.
+		o.Job.WorkerConfig, o.Job.FleetRequired = o.WorkerConfig, o.Verify.Fleet.Required
+		return nil
+	}
 	// Workers read shards with the limits the manager prepared them with.
 	o.Job.ExtraArgs = append(append(o.Verify.Args(), o.Pipeline.Limits.Args()...), o.Job.ExtraArgs...)
 	return nil
@@ -393,7 +405,7 @@ func setSMTPBudget(o *Options) {
 		return
 	}
 	shared := o.Verify.Fleet.URL != ""
-	o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.MaxConnsPerHost), Rate: o.Verify.RatePerHost, Shared: shared}
+	o.Job.SMTPBudget = controllers.SMTPBudget{Conns: max(1, o.Verify.Probe.MaxConnsPerHost), Rate: o.Verify.Probe.RatePerHost, Shared: shared}
 	if o.Job.SMTPBudget.Rate <= 0 {
 		o.Job.SMTPBudget.Rate = 5
 	}

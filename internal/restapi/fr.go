@@ -4,15 +4,15 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"time"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
 	"github.com/emaildata/emaildata/internal/refdata/fraud"
 )
 
 // frDefaultBudget bounds the email check inside GET /fr.
-const frDefaultBudget = 1500 * time.Millisecond
+var frDefaultBudget = cfgv1.Default().Fraud.EmailBudget.Duration
 
 // fraudCheck serves GET /fr: an explainable risk assessment for the key's
 // tenant. Bad optional inputs never fail the call; they are signals in

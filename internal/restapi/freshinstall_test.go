@@ -67,7 +67,7 @@ func TestFreshInstallHistoryKeys(t *testing.T) {
 	var apiLog syncBuffer
 	o := restapi.RunOptions{KeyNamespace: ns, SecretsRecheck: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&apiLog, nil))}
 	vc := wiring.DefaultAPIVerifyConfig()
-	vc.DNSServer, vc.SMTPPort, vc.SMTPAllowCIDRs, vc.ExtraTLDs = world.DNSAddr(), world.SMTPPort(), "127.0.0.0/8", "test"
+	vc.DNSServer, vc.Probe.Port, vc.SMTPAllowCIDRs, vc.ExtraTLDs = world.DNSAddr(), world.SMTPPort(), "127.0.0.0/8", "test"
 	vc.HistoryURL, vc.Fleet.URL = historyURL, ""
 	fc := wiring.FraudConfig{HistoryURL: fraudURL, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	loaded := make(chan error, 1)

@@ -121,7 +121,7 @@ func startHistories(ctx context.Context, dir string) error {
 // histEngine verifies with SMTP against the mail world and history h.
 func histEngine(h *evhistory.History) (*verify.Engine, error) {
 	vc := wiring.DefaultAPIVerifyConfig()
-	vc.SMTPPort, vc.SMTPAllowCIDRs = world.SMTPPort(), "127.0.0.0/8"
+	vc.Probe.Port, vc.SMTPAllowCIDRs = world.SMTPPort(), "127.0.0.0/8"
 	prober, err := wiring.NewProber(vc)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/api/kubescheme"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
@@ -164,7 +165,7 @@ func (o *RunOptions) defaults() {
 		o.SecretsRecheck = DefaultSecretsRecheck
 	}
 	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = 45 * time.Second
+		o.ShutdownTimeout = cfgv1.Default().API.ShutdownTimeout.Duration
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()

@@ -80,7 +80,7 @@ func checkIdentifier(w http.ResponseWriter, in *people.Input) bool {
 
 // tdVerifyBudget bounds the email check of GET /v5/td (Config.FraudBudget
 // when set, as for GET /fr).
-const tdVerifyBudget = frDefaultBudget
+var tdVerifyBudget = frDefaultBudget
 
 // singleDemographics serves GET /v5/td.
 func (s *Server) singleDemographics(w http.ResponseWriter, r *http.Request, k *apikey.Key, q url.Values) {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,29 +36,11 @@ type VerifyConfig struct {
 	// DNSWorkers bounds the domains of a batch looked up at once.
 	DNSWorkers int
 	// SMTP turns the mailbox check on.
-	SMTP            bool
-	SMTPPort        int
-	HELOName        string
-	MailFrom        string
-	MaxConnsPerHost int
-	RatePerHost     float64
-	// MaxSessions caps the SMTP connections open at once (all hosts).
-	MaxSessions int
-	// MaxRcptPerTransaction and MaxRcptPerSession: RCPTs after one MAIL
-	// FROM, and in one session (see smtpprobe.Config).
-	MaxRcptPerTransaction int
-	MaxRcptPerSession     int
-	// MaxRejectsPerSession: rejected RCPTs a session to a Postfix server
-	// may get before reconnecting (see smtpprobe.Config).
-	MaxRejectsPerSession int
-	PipelineDepth        int
-	// RefusalBackoff is the first wait before trying again a host that
-	// asked to slow down (see smtpprobe.Config).
-	RefusalBackoff  time.Duration
-	ConnectTimeout  time.Duration
-	GreetingTimeout time.Duration
-	CommandTimeout  time.Duration
-	HostPenaltyTTL  time.Duration
+	SMTP bool
+	// Probe is the SMTP prober's politeness and patience, in its own type
+	// (smtpprobe.Config, whose comments say what each field does): NewProber
+	// adds the guard, the dialer, the proxies and the fleet to it.
+	Probe smtpprobe.Config `json:"-"`
 	// SMTPAllowCIDRs opens private or loopback ranges to SMTP probes, which
 	// by default only reach public addresses (MX records can point
 	// anywhere, so this guards the cluster's own network).
@@ -126,35 +107,15 @@ type VerifyConfig struct {
 	Log *slog.Logger `json:"-"`
 }
 
-// DefaultVerifyConfig is production's starting point for lists: the SMTP
-// prober's own defaults (smtpprobe.DefaultConfig: patient timeouts, since a
-// list can wait and a slow server is not a dead one, and stalled hosts
-// remembered for a shard's lifetime), with a real EHLO name and sender.
-func DefaultVerifyConfig() VerifyConfig {
-	p := smtpprobe.DefaultConfig()
-	return VerifyConfig{
-		DNSServer: "system", DNSTimeout: 2 * time.Second, DNSWorkers: 64,
-		SMTP: true, SMTPPort: p.Port, HELOName: "verify.emaildata.local", MailFrom: "verify@emaildata.local",
-		MaxConnsPerHost: p.MaxConnsPerHost, RatePerHost: p.RatePerHost, MaxSessions: p.MaxSessions,
-		MaxRcptPerTransaction: p.MaxRcptPerTransaction, MaxRcptPerSession: p.MaxRcptPerSession,
-		MaxRejectsPerSession: p.MaxRejectsPerSession, PipelineDepth: p.PipelineDepth, RefusalBackoff: p.RefusalBackoff,
-		ConnectTimeout: p.ConnectTimeout, GreetingTimeout: p.GreetingTimeout, CommandTimeout: p.CommandTimeout,
-		HostPenaltyTTL: p.HostPenaltyTTL, GreylistRetry: p.GreylistRetry, ProxyMaxConns: 100, RowsInFlight: 100_000,
-		Fleet:      FleetConfig{URL: os.Getenv("FLEET_URL"), Egress: fleet.DefaultEgress, LeaseTTL: 5 * time.Second, Seat: -1, Seats: 1},
-		HistoryURL: os.Getenv("HISTORY_URL"), HistoryTTLs: evhistory.DefaultTTLs(),
-		HistoryScope: evhistory.DefaultScope, HistoryKeyCheck: evhistory.DefaultKeyCheckEvery,
-	}
-}
+// DefaultVerifyConfig is production's starting point for lists: the
+// Configuration's defaults (api/config/v1alpha1, their one home), with
+// $FLEET_URL and $HISTORY_URL.
+func DefaultVerifyConfig() VerifyConfig { return VerifyFrom(defaultConfig()) }
 
 // DefaultAPIVerifyConfig is the starting point for the API: GET /v5/ev and
-// GET /fr answer within seconds, so the SMTP timeouts are short and a
-// stalled host is retried sooner.
-func DefaultAPIVerifyConfig() VerifyConfig {
-	c := DefaultVerifyConfig()
-	c.ConnectTimeout, c.GreetingTimeout, c.CommandTimeout = 5*time.Second, 10*time.Second, 10*time.Second
-	c.HostPenaltyTTL = 5 * time.Minute
-	return c
-}
+// GET /fr answer within seconds, so the SMTP timeouts are the
+// configuration's interactive ones.
+func DefaultAPIVerifyConfig() VerifyConfig { return APIVerifyFrom(defaultConfig()) }
 
 // managerOnly flags are not passed on to workers (see Args); the fleet
 // seats are the Job's own (JobConfig adds them per list).
@@ -171,23 +132,27 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DNSTimeout, "dns-timeout", c.DNSTimeout, "timeout of one DNS query")
 	fs.IntVar(&c.DNSWorkers, "dns-workers", c.DNSWorkers, "domains of a batch looked up at once")
 	fs.BoolVar(&c.SMTP, "smtp", c.SMTP, "check mailboxes over SMTP")
-	fs.IntVar(&c.SMTPPort, "smtp-port", c.SMTPPort, "SMTP port of mail hosts")
-	fs.StringVar(&c.HELOName, "smtp-helo", c.HELOName, "EHLO name")
-	fs.StringVar(&c.MailFrom, "smtp-mail-from", c.MailFrom, "envelope sender of probes")
-	fs.IntVar(&c.MaxConnsPerHost, "smtp-max-conns-per-host", c.MaxConnsPerHost, "concurrent connections per mail host address")
-	fs.Float64Var(&c.RatePerHost, "smtp-rate-per-host", c.RatePerHost, "new connections per second per mail host address")
-	fs.IntVar(&c.MaxSessions, "smtp-max-sessions", c.MaxSessions, "SMTP connections open at once, all hosts together")
-	fs.IntVar(&c.MaxRcptPerTransaction, "smtp-max-rcpt-per-transaction", c.MaxRcptPerTransaction, "RCPTs after one MAIL FROM (RFC 5321: servers take at least 100; hosts with a lower limit are learnt)")
-	fs.IntVar(&c.MaxRcptPerSession, "smtp-max-rcpt-per-session", c.MaxRcptPerSession, "RCPTs in one SMTP session before reconnecting")
-	fs.IntVar(&c.MaxRejectsPerSession, "smtp-max-rejects-per-session", c.MaxRejectsPerSession, "rejected RCPTs in one session to a Postfix server before reconnecting (Postfix slows every reply from the 10th error on; -1: no limit)")
-	fs.IntVar(&c.PipelineDepth, "smtp-pipeline-depth", c.PipelineDepth, "RCPTs per round trip to servers offering PIPELINING (1: none)")
-	fs.DurationVar(&c.RefusalBackoff, "smtp-refusal-backoff", c.RefusalBackoff, "first wait before trying again a mail host that asked to slow down (421); doubles with each refusal in a row")
-	fs.DurationVar(&c.ConnectTimeout, "smtp-connect-timeout", c.ConnectTimeout, "TCP connect timeout")
-	fs.DurationVar(&c.GreetingTimeout, "smtp-greeting-timeout", c.GreetingTimeout, "wait for a server's greeting (silent longer: a tarpit)")
-	fs.DurationVar(&c.CommandTimeout, "smtp-command-timeout", c.CommandTimeout, "wait for each reply of a host that has spoken, restarted by every reply (RFC 5321: 5m for MAIL and RCPT)")
-	fs.DurationVar(&c.HostPenaltyTTL, "smtp-host-penalty-ttl", c.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
+	fs.IntVar(&c.Probe.Port, "smtp-port", c.Probe.Port, "SMTP port of mail hosts")
+	fs.StringVar(&c.Probe.HELOName, "smtp-helo", c.Probe.HELOName, "EHLO name")
+	fs.StringVar(&c.Probe.MailFrom, "smtp-mail-from", c.Probe.MailFrom, "envelope sender of probes")
+	fs.IntVar(&c.Probe.MaxConnsPerHost, "smtp-max-conns-per-host", c.Probe.MaxConnsPerHost, "concurrent connections per mail host address")
+	fs.Float64Var(&c.Probe.RatePerHost, "smtp-rate-per-host", c.Probe.RatePerHost, "new connections per second per mail host address")
+	fs.IntVar(&c.Probe.MaxSessions, "smtp-max-sessions", c.Probe.MaxSessions, "SMTP connections open at once, all hosts together")
+	fs.IntVar(&c.Probe.MaxRcptPerTransaction, "smtp-max-rcpt-per-transaction", c.Probe.MaxRcptPerTransaction, "RCPTs after one MAIL FROM (RFC 5321: servers take at least 100; hosts with a lower limit are learnt)")
+	fs.IntVar(&c.Probe.MaxRcptPerSession, "smtp-max-rcpt-per-session", c.Probe.MaxRcptPerSession, "RCPTs in one SMTP session before reconnecting")
+	fs.IntVar(&c.Probe.MaxRejectsPerSession, "smtp-max-rejects-per-session", c.Probe.MaxRejectsPerSession, "rejected RCPTs in one session to a Postfix server before reconnecting (Postfix slows every reply from the 10th error on; -1: no limit)")
+	fs.IntVar(&c.Probe.PipelineDepth, "smtp-pipeline-depth", c.Probe.PipelineDepth, "RCPTs per round trip to servers offering PIPELINING (1: none)")
+	fs.DurationVar(&c.Probe.RefusalBackoff, "smtp-refusal-backoff", c.Probe.RefusalBackoff, "first wait before trying again a mail host that asked to slow down (421); doubles with each refusal in a row")
+	fs.DurationVar(&c.Probe.ConnectTimeout, "smtp-connect-timeout", c.Probe.ConnectTimeout, "TCP connect timeout")
+	fs.DurationVar(&c.Probe.GreetingTimeout, "smtp-greeting-timeout", c.Probe.GreetingTimeout, "wait for a server's greeting (silent longer: a tarpit)")
+	fs.DurationVar(&c.Probe.CommandTimeout, "smtp-command-timeout", c.Probe.CommandTimeout, "wait for each reply of a host that has spoken, restarted by every reply (RFC 5321: 5m for MAIL and RCPT)")
+	fs.DurationVar(&c.Probe.HostPenaltyTTL, "smtp-host-penalty-ttl", c.Probe.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
 	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
-	fs.DurationVar(&c.GreylistRetry, "smtp-greylist-retry", c.GreylistRetry, "delay before retrying a greylisted address")
+	fs.DurationVar(&c.Probe.GreylistRetry, "smtp-greylist-retry", c.Probe.GreylistRetry, "delay before retrying a greylisted address")
+	// Only so that Args carries them to worker Jobs, until Jobs read the
+	// configuration file (issue 32, stage 3).
+	fs.IntVar(&c.Probe.MaxRefusals, "smtp-max-refusals", c.Probe.MaxRefusals, "refusals in a row after which a mail host counts as failed")
+	fs.DurationVar(&c.Probe.HostMemoryTTL, "smtp-host-memory-ttl", c.Probe.HostMemoryTTL, "how long limits learnt about a mail host outlive the last lesson")
 	fs.Var(&c.Proxies, "smtp-proxy", "SOCKS5 proxy for SMTP, socks5://[user:pass@]host:port (repeat or comma-separate for a pool)")
 	fs.IntVar(&c.ProxyMaxConns, "smtp-proxy-max-conns", c.ProxyMaxConns, "connections open through one SOCKS5 proxy")
 	fs.IntVar(&c.RowsInFlight, "rows-in-flight", c.RowsInFlight, "rows in verification at once in this process, shared by its shards (about 0.7 KB of memory each; offline verification keeps at most 8000)")
@@ -310,17 +275,8 @@ func newProber(c VerifyConfig, f *fleet.Fleet) (*smtpprobe.Prober, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--smtp-allow-cidrs: %w", err)
 	}
-	cfg := smtpprobe.Config{
-		Port: c.SMTPPort, HELOName: c.HELOName, MailFrom: c.MailFrom,
-		MaxConnsPerHost: c.MaxConnsPerHost, RatePerHost: c.RatePerHost, MaxSessions: c.MaxSessions,
-		MaxRcptPerTransaction: c.MaxRcptPerTransaction, MaxRcptPerSession: c.MaxRcptPerSession,
-		MaxRejectsPerSession: c.MaxRejectsPerSession, PipelineDepth: c.PipelineDepth, RefusalBackoff: c.RefusalBackoff,
-		ConnectTimeout: c.ConnectTimeout, GreetingTimeout: c.GreetingTimeout, CommandTimeout: c.CommandTimeout,
-		HostPenaltyTTL: c.HostPenaltyTTL, GreylistRetry: c.GreylistRetry,
-		AllowAddr: allowAddr(policy, c.NotAllowed),
-		Dialer:    guardedDialer(policy),
-		Egress:    c.Fleet.Egress,
-	}
+	cfg := c.Probe
+	cfg.AllowAddr, cfg.Dialer, cfg.Egress = allowAddr(policy, c.NotAllowed), guardedDialer(policy), c.Fleet.Egress
 	if f != nil {
 		cfg.Limiter, cfg.Learnt = f, f
 	}

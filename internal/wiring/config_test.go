@@ -21,8 +21,8 @@ import (
 // them gets the same configuration.
 func TestArgsRoundTrip(t *testing.T) {
 	c := DefaultVerifyConfig()
-	c.DNSServer, c.GreylistRetry, c.MaxSessions = "10.0.0.10:53", 90*time.Second, 300
-	c.GreetingTimeout, c.PipelineDepth, c.RowsInFlight = 45*time.Second, 4, 50_000
+	c.DNSServer, c.Probe.GreylistRetry, c.Probe.MaxSessions = "10.0.0.10:53", 90*time.Second, 300
+	c.Probe.GreetingTimeout, c.Probe.PipelineDepth, c.RowsInFlight = 45*time.Second, 4, 50_000
 	c.Proxies = StringList{"socks5://u:p@10.1.0.1:1080", "socks5://10.1.0.2:1080"}
 	c.ListsDir, c.ListsBlobKey, c.ExtraTLDs = "/etc/emaildata/lists", "system/lists.json", "test"
 	c.Fleet.URL, c.HistoryURL, c.Fleet.Seat, c.Fleet.Seats = "redis://10.0.0.5:6379/2", "postgres://history@10.0.0.6/ev", 3, 8
@@ -83,7 +83,7 @@ func TestStringList(t *testing.T) {
 
 func TestAPIDefaultsShorter(t *testing.T) {
 	l, a := DefaultVerifyConfig(), DefaultAPIVerifyConfig()
-	if a.GreetingTimeout >= l.GreetingTimeout || a.ConnectTimeout >= l.ConnectTimeout || a.HostPenaltyTTL >= l.HostPenaltyTTL {
+	if a.Probe.GreetingTimeout >= l.Probe.GreetingTimeout || a.Probe.ConnectTimeout >= l.Probe.ConnectTimeout || a.Probe.HostPenaltyTTL >= l.Probe.HostPenaltyTTL {
 		t.Fatalf("API %+v, lists %+v", a, l)
 	}
 }
@@ -103,7 +103,7 @@ func TestProberDefaultsAreSMTPProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, want := p.Config(), smtpprobe.DefaultConfig()
-	want.HELOName, want.MailFrom = c.HELOName, c.MailFrom
+	want.HELOName, want.MailFrom = c.Probe.HELOName, c.Probe.MailFrom
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
 	compared := 0
 	for i := range gv.NumField() {

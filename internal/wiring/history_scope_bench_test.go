@@ -58,10 +58,10 @@ func twoTenants(b *testing.B, w *mailworld.World, addrs []string, scope evhistor
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // closes the history
 	c := DefaultVerifyConfig()
-	c.DNSServer, c.SMTPPort, c.SMTPAllowCIDRs, c.ExtraTLDs = w.DNSAddr(), w.SMTPPort(), "127.0.0.0/8", "test"
+	c.DNSServer, c.Probe.Port, c.SMTPAllowCIDRs, c.ExtraTLDs = w.DNSAddr(), w.SMTPPort(), "127.0.0.0/8", "test"
 	// The world's greylisting window is 2 s; its tarpits need not hold a
 	// run for the default 30 s.
-	c.GreylistRetry, c.ConnectTimeout, c.GreetingTimeout, c.CommandTimeout = mailworld.GenerateGreylist+500*time.Millisecond, time.Second, 2*time.Second, 5*time.Second
+	c.Probe.GreylistRetry, c.Probe.ConnectTimeout, c.Probe.GreetingTimeout, c.Probe.CommandTimeout = mailworld.GenerateGreylist+500*time.Millisecond, time.Second, 2*time.Second, 5*time.Second
 	c.HistoryURL, c.HistoryScope = "bolt://"+historyFile, scope
 	e, err := NewEngine(ctx, c)
 	if err != nil {

@@ -32,6 +32,13 @@ const (
 	restapi  = "internal/restapi"
 )
 
+// crdTypes are the Kubernetes API types (api/ but its configuration
+// type, configType).
+var crdTypes = []string{"api/v1alpha1", "api/kubescheme"}
+
+// configType is the configuration file's type (issue 32).
+const configType = "api/config"
+
 // groups are the only folders internal/ may hold (issue 24: at most 15).
 var groups = []string{engine, lists, refdata, platform, wiring, kits, operator, restapi}
 
@@ -58,10 +65,14 @@ var rules = []rule{
 		"the API binary must not link the manager"},
 	{[]string{"controllers"}, nil, []string{restapi}, "controllers and restapi never import each other"},
 	{[]string{"cmd/worker"}, nil, []string{"controllers", operator}, "the worker runs one list; it links no controller"},
-	{[]string{wiring}, nil, []string{"api", "controllers"}, "the wiring knows no CRD types"},
+	{[]string{wiring}, nil, append(crdTypes, "controllers"), "the wiring knows no CRD types"},
 	{kubeFree, kubeFreeExcept,
-		[]string{"k8s.io/", "sigs.k8s.io/", "api", "controllers", operator, restapi},
+		append(crdTypes, "k8s.io/", "sigs.k8s.io/", "controllers", operator, restapi),
 		"domain code knows nothing of Kubernetes, the API types or the controllers"},
+	// The configuration file's type is read by the wiring and the worker:
+	// it links no Kubernetes library either.
+	{[]string{configType}, nil, append(crdTypes, "k8s.io/", "sigs.k8s.io/", "controllers", operator, restapi),
+		"the configuration type is plain Go, so that every binary and the wiring can read it"},
 	{kubeFreeExcept, nil, []string{"api", "controllers", operator, restapi},
 		"the list-number counter talks to the API server, but knows no CRD type or controller"},
 	// The layers, lowest first: platform, engine, refdata, lists, wiring.

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+)
+
+// TestFlagsInMigrationTable: every flag of `worker run` and `worker
+// shard` has its row in the migration table of docs/configuration.md.
+func TestFlagsInMigrationTable(t *testing.T) {
+	known := map[string]bool{}
+	for _, f := range cfgv1.Flags {
+		known[f.Flag] = true
+	}
+	for _, cmd := range []string{"run", "shard"} {
+		var buf bytes.Buffer
+		run(context.Background(), []string{cmd, "-h"}, &buf)
+		n := 0
+		for _, line := range strings.Split(buf.String(), "\n") {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			n++
+			name := strings.TrimPrefix(strings.Fields(line)[0], "-")
+			if !known[name] {
+				t.Errorf("worker %s --%s is not in v1alpha1.Flags", cmd, name)
+			}
+		}
+		if n == 0 {
+			t.Fatalf("worker %s -h listed no flags:\n%s", cmd, buf.String())
+		}
+	}
+}
+
+// TestRunConfigFile: `worker run --config` reads the file (a misspelt
+// key is refused with its line), and --print-config prints it.
+func TestRunConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	head := "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n"
+	if err := os.WriteFile(good, []byte(head+"verification:\n  smtp:\n    heloName: probe.example.org\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(head+"verification:\n  smtp:\n    heloname: probe.example.org\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", bad, "--in", "x", "--out", "y"}, &buf); code != 2 ||
+		!strings.Contains(buf.String(), `line 5: unknown field "verification.smtp.heloname"`) {
+		t.Errorf("misspelt key: exit %d, %s", code, buf.String())
+	}
+	r := &localRun{stderr: &buf}
+	if err := r.flags([]string{"--config=" + good, "--in", "x", "--out", "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.vc.Probe.HELOName != "probe.example.org" {
+		t.Errorf("HELO %q, want the file's", r.vc.Probe.HELOName)
+	}
+	// A flag given overrides the file.
+	if err := r.flags([]string{"--config", good, "--smtp-helo", "flag.example.org", "--in", "x", "--out", "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.vc.Probe.HELOName != "flag.example.org" {
+		t.Errorf("HELO %q, want the flag's", r.vc.Probe.HELOName)
+	}
+}
+
+// TestShardByReference: a shard run as a by-reference Job runs it — the
+// store and the settings in the mounted file, the per-list values in the
+// environment, three arguments.
+func TestShardByReference(t *testing.T) {
+	const uid = "by-ref-uid"
+	url, _ := prepareFileStore(t, uid, "name,email\nAnn,ann@example.com\nBob,bob@example\n", 1<<20)
+	conf := filepath.Join(t.TempDir(), "config.yaml")
+	doc := "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\nstore:\n  url: " + url + "\nverification:\n  dns:\n    server: \"off\"\n"
+	if err := os.WriteFile(conf, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JOB_COMPLETION_INDEX", "0")
+	t.Setenv("EMAILDATA_FLEET_SEATS", "1")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"shard", "--config=" + conf, "--list-uid=" + uid}, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if sum := readSummary(t, url, uid, 0); sum.Rows != 2 || sum.Reporting["status"]["invalid"] != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+}

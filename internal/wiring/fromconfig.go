@@ -1,0 +1,220 @@
+package wiring
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+	"github.com/emaildata/emaildata/internal/engine/evhistory"
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/platform/installsecret"
+	"github.com/emaildata/emaildata/internal/platform/logging"
+)
+
+// LoadConfig reads the --config file (empty: the defaults) and fills what
+// it leaves empty from the environment (cfgv1.ApplyEnv): the one way the
+// binaries get their configuration.
+func LoadConfig(path string) (*cfgv1.Configuration, error) {
+	c, err := cfgv1.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	cfgv1.ApplyEnv(c)
+	return c, nil
+}
+
+// defaultConfig is the configuration without a file.
+func defaultConfig() *cfgv1.Configuration {
+	c := cfgv1.Default()
+	cfgv1.ApplyEnv(c)
+	return c
+}
+
+// ConfigPath finds --config FILE (or -config, =FILE) in args before the
+// flags are bound, so that the file's values become the flags' defaults
+// and a flag given overrides the file.
+func ConfigPath(args []string) string {
+	for i, a := range args {
+		name, v, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if eq {
+			return v
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// VerifyFrom is the verification engine of lists as c configures it.
+func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
+	v := c.Verification
+	s := v.SMTP
+	return VerifyConfig{
+		DNSServer: v.DNS.Server, DNSTimeout: v.DNS.Timeout.Duration, DNSWorkers: v.DNS.Workers,
+		SMTP: s.Enabled, Probe: smtpprobe.Config{
+			Port: s.Port, HELOName: s.HELOName, MailFrom: s.MailFrom,
+			MaxConnsPerHost: s.MaxConnsPerHost, RatePerHost: s.RatePerHost, MaxSessions: s.MaxSessions,
+			MaxRcptPerTransaction: s.MaxRcptPerTransaction, MaxRcptPerSession: s.MaxRcptPerSession,
+			MaxRejectsPerSession: s.MaxRejectsPerSession, PipelineDepth: s.PipelineDepth, RefusalBackoff: s.RefusalBackoff.Duration,
+			ConnectTimeout: s.ConnectTimeout.Duration, GreetingTimeout: s.GreetingTimeout.Duration, CommandTimeout: s.CommandTimeout.Duration,
+			HostPenaltyTTL: s.HostPenaltyTTL.Duration, GreylistRetry: s.GreylistRetry.Duration,
+			MaxRefusals: s.MaxRefusals, HostMemoryTTL: s.HostMemoryTTL.Duration,
+		},
+		SMTPAllowCIDRs: strings.Join(s.AllowCIDRs, ","),
+		Proxies:        proxies(v.Proxies.URLs), ProxyMaxConns: v.Proxies.MaxConnsPerProxy, RowsInFlight: v.RowsInFlight,
+		ListsDir: v.ListsDir, ExtraTLDs: strings.Join(v.ExtraTLDs, ","),
+		Fleet:      FleetConfig{URL: c.Fleet.URL, Egress: c.Fleet.Egress, LeaseTTL: c.Fleet.LeaseTTL.Duration, Seat: -1, Seats: 1},
+		HistoryURL: v.History.URL, HistoryTTLs: evhistory.TTLs{
+			Deliverable: v.History.TTLs.Deliverable.Duration, Undeliverable: v.History.TTLs.Undeliverable.Duration,
+			CatchAll: v.History.TTLs.CatchAll.Duration, Unverified: v.History.TTLs.Unverified.Duration,
+		},
+		HistoryScope: evhistory.Scope(v.History.Scope), HistoryKeyFile: v.History.KeyFile,
+		HistoryKeyCheck: v.History.KeyCheckInterval.Duration,
+	}
+}
+
+// APIVerifyFrom is VerifyFrom with the API's interactive SMTP timeouts.
+func APIVerifyFrom(c *cfgv1.Configuration) VerifyConfig {
+	v := VerifyFrom(c)
+	i := c.Verification.Interactive
+	v.Probe.ConnectTimeout, v.Probe.GreetingTimeout, v.Probe.CommandTimeout = i.ConnectTimeout.Duration, i.GreetingTimeout.Duration, i.CommandTimeout.Duration
+	v.Probe.HostPenaltyTTL = i.HostPenaltyTTL.Duration
+	return v
+}
+
+// proxies adds the relays of $SMTP_PROXIES (those with a password, which
+// the file may not hold) to the file's.
+func proxies(file []string) StringList {
+	l := StringList(append([]string(nil), file...))
+	if env := os.Getenv("SMTP_PROXIES"); env != "" {
+		_ = l.Set(env)
+	}
+	return l
+}
+
+// FraudFrom is the fraud scorer's configuration in c; the key from
+// $FRAUD_HISTORY_KEY, as before the file.
+func FraudFrom(c *cfgv1.Configuration) FraudConfig {
+	f := c.Fraud
+	return FraudConfig{
+		ConfigPath: f.WeightsFile, GeoIPPaths: strings.Join(f.GeoIPDatabases, ","), HistoryURL: f.HistoryURL,
+		HistoryKeyFile: f.HistoryKeyFile, HistoryKey: os.Getenv("FRAUD_HISTORY_KEY"),
+		Budget: f.EmailBudget.Duration, SMTP: f.SMTP,
+	}
+}
+
+// LimitsFrom is the input limits in c.
+func LimitsFrom(c *cfgv1.Configuration) listfile.Limits {
+	l := c.Pipeline.Limits
+	return listfile.Limits{MaxExpandedBytes: l.MaxExpandedBytes.Value(), MaxRecordBytes: int(l.MaxRecordBytes.Value()), MaxExpansionRatio: l.MaxExpansionRatio}
+}
+
+// LoggingFrom is the log options in c.
+func LoggingFrom(c *cfgv1.Configuration) logging.Options {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Logging.Level)) // Validate checked it
+	return logging.Options{Level: lvl, Format: c.Logging.Format}
+}
+
+// SecretsFrom names the installation secrets c names.
+func SecretsFrom(c *cfgv1.Configuration) installsecret.Config {
+	s := installsecret.Config{Names: map[installsecret.Kind]string{}}
+	for k, name := range c.Installation.Secrets {
+		s.Names[installsecret.Kind(k)] = name
+	}
+	for _, k := range c.Installation.ExternalSecrets {
+		s.External = append(s.External, installsecret.Kind(k))
+	}
+	return s
+}
+
+// PrintConfig writes the configuration the process runs with, for
+// --print-config: c with the flags given on fs written into it
+// (ApplyFlags; api: the API's SMTP timeouts), secrets redacted. It
+// returns the exit status: 2 when the flags make it invalid.
+func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool) int {
+	skipped, err := ApplyFlags(c, fs, api)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "configuration:", err)
+		return 2
+	}
+	out, err := cfgv1.Marshal(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(w, "# also given as flags, not shown here: --%s\n", strings.Join(skipped, ", --"))
+	}
+	_, _ = w.Write(out)
+	return 0
+}
+
+// WorkerConfig is the configuration list workers read by reference (a
+// ConfigMap the manager mounts in their Jobs): c without its secrets (URLs
+// with a password are left out: workers read them from their environment,
+// the Secret the Jobs name) and without what only the manager reads.
+func WorkerConfig(c *cfgv1.Configuration) ([]byte, error) {
+	w := *c
+	for _, f := range cfgv1.EnvURLs {
+		if p := f(&w); cfgv1.HasPassword(*p) {
+			*p = ""
+		}
+	}
+	w.Verification.Proxies.URLs = nil
+	for _, u := range c.Verification.Proxies.URLs {
+		if !cfgv1.HasPassword(u) {
+			w.Verification.Proxies.URLs = append(w.Verification.Proxies.URLs, u)
+		}
+	}
+	w.Verification.History.KeyFile = "" // workers get $HISTORY_KEY from its Secret
+	w.Fraud = cfgv1.Fraud{EmailBudget: c.Fraud.EmailBudget}
+	return cfgv1.Marshal(&w)
+}
+
+// The environment a Job that gives its worker the configuration by
+// reference sets per list (see ApplyJobEnv).
+const (
+	// EnvFleetSeats is the number of a list's shards sharing each host's
+	// budget while the fleet backend is unreachable (FleetConfig.Seats).
+	EnvFleetSeats = "EMAILDATA_FLEET_SEATS"
+	// EnvFleetRequired makes a worker refuse to start without the fleet
+	// backend's URL (FleetConfig.Required).
+	EnvFleetRequired = "EMAILDATA_FLEET_REQUIRED"
+	// EnvSMTPConns and EnvSMTPRate are a pod's part of each mail host's
+	// budget when the manager divides it.
+	EnvSMTPConns = "EMAILDATA_SMTP_MAX_CONNS_PER_HOST"
+	EnvSMTPRate  = "EMAILDATA_SMTP_RATE_PER_HOST"
+)
+
+// ApplyJobEnv applies to vc the per-list values of a by-reference Job,
+// and has a worker read the list extensions the manager publishes when
+// the configuration names a lists directory (the manager's).
+func ApplyJobEnv(vc *VerifyConfig, c *cfgv1.Configuration) error {
+	if c.Verification.ListsDir != "" {
+		vc.ListsDir, vc.ListsBlobKey = "", ListsBlobKey
+	}
+	for env, set := range map[string]func(string) error{
+		EnvFleetSeats:    func(v string) (err error) { vc.Fleet.Seats, err = strconv.Atoi(v); return err },
+		EnvFleetRequired: func(v string) (err error) { vc.Fleet.Required, err = strconv.ParseBool(v); return err },
+		EnvSMTPConns:     func(v string) (err error) { vc.Probe.MaxConnsPerHost, err = strconv.Atoi(v); return err },
+		EnvSMTPRate:      func(v string) (err error) { vc.Probe.RatePerHost, err = strconv.ParseFloat(v, 64); return err },
+	} {
+		if v := os.Getenv(env); v != "" {
+			if err := set(v); err != nil {
+				return fmt.Errorf("$%s: %w", env, err)
+			}
+		}
+	}
+	return nil
+}
