@@ -14,7 +14,7 @@ import (
 // (a synctest bubble: see TestTurnsDivideExactly).
 func TestLocalHostLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLocal(0)
+		l := NewLocal(0, nil)
 		k := Key{Egress: DefaultEgress, Host: "192.0.2.1:25"}
 		lim := Limits{Conns: 2, Rate: 20}
 		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
@@ -72,7 +72,7 @@ func TestTurnsDivideExactly(t *testing.T) {
 				var wg sync.WaitGroup
 				got := make([]int, tc.seats)
 				for s := range tc.seats {
-					tr := NewTurns(Share{Seat: s, Seats: tc.seats, Turn: 500 * time.Millisecond, Skew: 20 * time.Millisecond})
+					tr := NewTurns(Share{Seat: s, Seats: tc.seats, Turn: 500 * time.Millisecond, Skew: 20 * time.Millisecond}, nil)
 					for range 3 { // a seat's own sessions compete too
 						wg.Go(func() {
 							var mine recorder

@@ -74,6 +74,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // DefaultEgress names the cluster's own address as an egress identity.
@@ -324,6 +326,9 @@ type Options struct {
 	Share Share
 	// StateSize bounds the in-process learnt state (default 100,000).
 	StateSize int
+	// Clock is the process's clock (default the wall clock). Redis keeps
+	// its own: lease and key TTLs and the rate run on the server's clock.
+	Clock clock.Clock
 }
 
 func (o *Options) defaults() {
@@ -340,6 +345,7 @@ func (o *Options) defaults() {
 	if o.StateSize <= 0 {
 		o.StateSize = 100_000
 	}
+	o.Clock = clock.Or(o.Clock)
 }
 
 // ErrClosed is returned by a closed Fleet.

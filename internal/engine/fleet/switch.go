@@ -62,7 +62,7 @@ type Fleet struct {
 
 func newFleet(ctx context.Context, r *Redis, o Options) *Fleet {
 	f := &Fleet{
-		r: r, turns: NewTurns(o.Share), local: NewLocal(o.StateSize), o: o, st: r.st,
+		r: r, turns: NewTurns(o.Share, o.Clock), local: NewLocal(o.StateSize, o.Clock), o: o, st: r.st,
 		mode: ModeShared, changed: make(chan struct{}), divided: map[*Lease]struct{}{}, done: make(chan struct{}),
 	}
 	// The first check decides the starting mode; an unreachable backend
@@ -104,7 +104,7 @@ func (f *Fleet) Stats() Stats {
 	f.mu.Lock()
 	fb := f.fallbackTime
 	if f.mode == ModeFallback {
-		fb += time.Since(f.since)
+		fb += f.o.Clock.Since(f.since)
 	}
 	f.mu.Unlock()
 	return Stats{
@@ -119,13 +119,13 @@ func (f *Fleet) Counters() map[string]float64 { return f.Stats().Counters() }
 
 func (f *Fleet) loop(ctx context.Context) {
 	defer close(f.done)
-	t := time.NewTicker(f.o.HealthInterval)
+	t := f.o.Clock.NewTicker(f.o.HealthInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			f.tick(ctx)
 		}
 	}
@@ -169,7 +169,7 @@ func (f *Fleet) tick(ctx context.Context) {
 	}
 	f.fails = 0
 	f.lastCheckedOK = true
-	now := time.Now()
+	now := f.o.Clock.Now()
 	if f.epoch != "" && h.epoch != f.epoch && f.mode == ModeShared {
 		f.r.loseAll() // their keys are gone with the old epoch
 		f.note(ModeShared, "the fleet backend restarted without its data; shared leases resume after "+f.settle().String())
@@ -183,7 +183,7 @@ func (f *Fleet) tick(ctx context.Context) {
 			// check (late on a busy machine), so that every process gives
 			// up its divided leases together, before shared ones are taken.
 			at := f.pauseUntil
-			time.AfterFunc(time.Until(at), func() { f.resumeAt(at) })
+			f.o.Clock.AfterFunc(f.o.Clock.Until(at), func() { f.resumeAt(at) })
 		}
 	}
 	if f.mode == ModeShared && f.pauseUntil.After(now) && f.pauseUntil.Equal(h.resumeAt) && f.waivable(h, now) {
@@ -223,7 +223,7 @@ func (f *Fleet) resumeAt(at time.Time) {
 
 func (f *Fleet) toFallbackLocked(why string) {
 	f.mode = ModeFallback
-	f.since = time.Now()
+	f.since = f.o.Clock.Now()
 	// Every other process's shared leases end by LeaseTTL (most by half of
 	// it, see Redis.hold); a HealthInterval more covers a session's cut on
 	// a busy machine.
@@ -237,7 +237,7 @@ func (f *Fleet) toFallbackLocked(why string) {
 
 func (f *Fleet) toSharedLocked() {
 	f.mode = ModeShared
-	f.fallbackTime += time.Since(f.since)
+	f.fallbackTime += f.o.Clock.Since(f.since)
 	for l := range f.divided {
 		f.st.leasesLost.Add(1)
 		l.markLost()
@@ -294,15 +294,15 @@ func (f *Fleet) sharedFrom() time.Time {
 }
 
 // until waits for t, a switch or ctx; it reports whether to go on.
-func until(ctx context.Context, t time.Time, changed <-chan struct{}) error {
-	d := time.Until(t)
+func (f *Fleet) until(ctx context.Context, t time.Time, changed <-chan struct{}) error {
+	d := f.o.Clock.Until(t)
 	if d <= 0 {
 		return ctx.Err()
 	}
-	tm := time.NewTimer(d)
+	tm := f.o.Clock.NewTimer(d)
 	defer tm.Stop()
 	select {
-	case <-tm.C:
+	case <-tm.C():
 	case <-changed:
 	case <-ctx.Done():
 	}
@@ -330,8 +330,8 @@ func within[T any](ctx context.Context, changed <-chan struct{}, call func(conte
 func (f *Fleet) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) {
 	for {
 		mode, notBefore, changed := f.state()
-		if time.Now().Before(notBefore) {
-			if err := until(ctx, notBefore, changed); err != nil {
+		if f.o.Clock.Now().Before(notBefore) {
+			if err := f.until(ctx, notBefore, changed); err != nil {
 				return nil, err
 			}
 			continue
@@ -345,7 +345,7 @@ func (f *Fleet) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) 
 				return nil, err
 			}
 			f.noteError(err)
-			if err := until(ctx, time.Now().Add(f.o.HealthInterval), changed); err != nil {
+			if err := f.until(ctx, f.o.Clock.Now().Add(f.o.HealthInterval), changed); err != nil {
 				return nil, err
 			}
 			continue
@@ -390,8 +390,8 @@ func (f *Fleet) keepDivided(l *Lease, changed <-chan struct{}) bool {
 func (f *Fleet) Wait(ctx context.Context, k Key, lim Limits) error {
 	for {
 		mode, notBefore, changed := f.state()
-		if time.Now().Before(notBefore) {
-			if err := until(ctx, notBefore, changed); err != nil {
+		if f.o.Clock.Now().Before(notBefore) {
+			if err := f.until(ctx, notBefore, changed); err != nil {
 				return err
 			}
 			continue
@@ -409,7 +409,7 @@ func (f *Fleet) Wait(ctx context.Context, k Key, lim Limits) error {
 		}
 		if mode == ModeShared && IsBackendError(err) {
 			f.noteError(err)
-			if err := until(ctx, time.Now().Add(f.o.HealthInterval), changed); err != nil {
+			if err := f.until(ctx, f.o.Clock.Now().Add(f.o.HealthInterval), changed); err != nil {
 				return err
 			}
 			continue

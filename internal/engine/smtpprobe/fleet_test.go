@@ -172,8 +172,8 @@ func TestFleetSharedHostLimits(t *testing.T) {
 	t.Parallel()
 	url := fleetURL(t)
 	f1, f2 := openFleet(t, url, fleet.Options{}), openFleet(t, url, fleet.Options{})
-	m1 := newSharedHostMemory(NewHostMemory(10, time.Minute), f1, "direct", time.Minute)
-	m2 := newSharedHostMemory(NewHostMemory(10, time.Minute), f2, "direct", time.Minute)
+	m1 := newSharedHostMemory(NewHostMemory(10, time.Minute, nil), f1, "direct", time.Minute, nil)
+	m2 := newSharedHostMemory(NewHostMemory(10, time.Minute, nil), f2, "direct", time.Minute, nil)
 	m1.Learn("192.0.2.1:25", HostState{RcptsPerTransaction: 7, ConnRate: 0.5, Answered: true})
 	realtime.Eventually(t, 5*time.Second, "the lesson in the second engine", func() bool {
 		m2.mu.Lock()
