@@ -336,7 +336,7 @@ func TestFreshBackendWaivesPause(t *testing.T) {
 			if l != nil {
 				l.Release()
 			}
-			if _, notBefore, _ := f.state(); tc.stale && time.Until(notBefore) < 30*time.Minute {
+			if _, notBefore, _, _ := f.state(); tc.stale && time.Until(notBefore) < 30*time.Minute {
 				t.Errorf("pause dropped with a stale process (shared leases from %v)", notBefore)
 			}
 		})

@@ -371,7 +371,7 @@ func Open(ctx context.Context, rawURL string, o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newFleet(ctx, r, o), nil
+	return newFleet(ctx, r, r, o), nil
 }
 
 // Redacted returns rawURL without its password, for logs.

@@ -394,6 +394,10 @@ type health struct {
 	// lastStale is the latest time a process said it may hold leases the
 	// current epoch does not count (markStale); zero: none said so.
 	lastStale time.Time
+	// stale is how many processes say so now: marked within a LeaseTTL
+	// (a process that died is not waited for longer) and not left since
+	// (leaveStale).
+	stale int
 }
 
 // check reads the epoch and the pending resume time in one round trip,
@@ -401,16 +405,21 @@ type health struct {
 // of leases the restart wiped have given them up) when there is none.
 func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error) {
 	var stale []redis.Z
+	var live int64
 	read := func() (string, string, error) {
+		// The marks are process clocks' times (as the resume time is):
+		// the processes of a fleet are expected to agree on the time.
+		since := strconv.FormatInt(r.clk.Now().Add(-r.ttl).UnixMilli(), 10)
 		pipe := r.rdb.Pipeline()
 		e := pipe.Get(ctx, r.prefix+"epoch")
 		s := pipe.Get(ctx, r.prefix+"resume")
 		z := pipe.ZRevRangeWithScores(ctx, r.prefix+"stale", 0, 0)
+		n := pipe.ZCount(ctx, r.prefix+"stale", "("+since, "+inf")
 		_, err := pipe.Exec(ctx)
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return "", "", err
 		}
-		stale = z.Val()
+		stale, live = z.Val(), n.Val()
 		return e.Val(), s.Val(), nil
 	}
 	epoch, resume, err := read()
@@ -429,7 +438,7 @@ func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error)
 			return health{}, ctxErr(ctx, err)
 		}
 	}
-	h := health{epoch: epoch}
+	h := health{epoch: epoch, stale: int(live)}
 	if len(stale) > 0 {
 		h.lastStale = time.UnixMilli(int64(stale[0].Score))
 	}
@@ -459,6 +468,14 @@ func (r *Redis) markStale(ctx context.Context, keep time.Duration) error {
 	})
 	return ctxErr(ctx, err)
 }
+
+// leaveStale takes this process out of the stale set: it gave up the last
+// lease the epoch does not count.
+func (r *Redis) leaveStale(ctx context.Context) error {
+	return ctxErr(ctx, r.rdb.ZRem(ctx, r.prefix+"stale", r.id).Err())
+}
+
+func (r *Redis) counters() *counters { return r.st }
 
 func newID() string {
 	var b [8]byte

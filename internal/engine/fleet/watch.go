@@ -149,6 +149,6 @@ func (f *Fleet) Watch(name string) (<-chan struct{}, func()) {
 	if f.learnt() == Learnt(f.local) {
 		return ch, stopLocal
 	}
-	stopShared := f.r.watchInto(name, ch)
+	stopShared := f.b.watchInto(name, ch)
 	return ch, func() { stopLocal(); stopShared() }
 }
