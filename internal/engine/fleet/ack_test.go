@@ -2,12 +2,14 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/kits/simtime"
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
@@ -43,68 +45,108 @@ func advanceUntil(t *testing.T, within, step time.Duration, what string, cond fu
 	}
 }
 
-// TestSwitchBackWaitsForStarvedProcess: two processes on a Memory
-// backend fall back to divided leases when it goes away; when it comes
-// back, one of them is starved (its timers fire 3 HealthIntervals late),
-// so it ends its divided sessions well after the agreed resume time. The
-// other must not take shared leases until the starved one has left the
-// stale set: never more connections at once than the host's limit, on
-// either side of the switch. Run in simulated time (testing/synctest):
-// the outage, the starvation and the switch take no real time, and the
-// bound is exact.
-func TestSwitchBackWaitsForStarvedProcess(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const late = 300 * time.Millisecond // > HealthInterval (100 ms), < LeaseTTL
-		m := NewMemory(nil)
-		a := OpenMemory(context.Background(), m, ackOptions(0, nil))
-		defer a.Close()
-		b := OpenMemory(context.Background(), m, ackOptions(1, lateClock{late: late}))
-		defer b.Close()
-		// Two connections: one each while divided, so that each process
-		// holds a divided lease most of the time, the switch included;
-		// two workers each, so that shared leases would take both.
-		k := Key{Egress: DefaultEgress, Host: "192.0.2.21:25"}
-		lim := Limits{Conns: 2, Rate: 50}
+// switchWorld is a fleet backend two processes share, with the means to
+// cut it and to let time pass: a Memory in a synctest bubble, or a real
+// Redis behind a relay on the wall clock.
+type switchWorld struct {
+	open  func(o Options) *Fleet
+	down  func(bool)
+	pass  func(time.Duration)
+	until func(t *testing.T, within time.Duration, what string, cond func() bool)
+}
 
-		ctx, cancel := context.WithCancel(context.Background())
-		var rec recorder
-		var wg sync.WaitGroup
-		for _, f := range []*Fleet{a, a, b, b} {
-			wg.Go(func() {
-				if err := hammer(ctx, f, k, lim, 400*time.Millisecond, &rec); err != nil {
-					t.Errorf("hammer: %v", err)
-				}
-			})
-		}
-		m.SetDown(true)
-		advanceUntil(t, 5*time.Second, 50*time.Millisecond, "fallback", func() bool {
-			return a.Mode() == ModeFallback && b.Mode() == ModeFallback
-		})
-		simtime.Advance(2 * time.Second) // divided leases in both processes
-		m.SetDown(false)
-		back := time.Now()
-		advanceUntil(t, 10*time.Second, 50*time.Millisecond, "shared mode again", func() bool {
-			return a.Mode() == ModeShared && b.Mode() == ModeShared
-		})
-		simtime.Advance(3 * time.Second) // shared leases again
-		cancel()
-		wg.Wait()
+// starvedSwitch: two processes fall back to divided leases when the
+// backend goes away; when it comes back, one of them is starved (its
+// timers fire late by more than a HealthInterval), so it ends its divided
+// sessions well after the agreed resume time. The other must not take
+// shared leases until the starved one has left the stale set: never more
+// connections at once than the host's limit, on either side of the switch.
+func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
+	a := w.open(ackOptions(0, nil))
+	defer a.Close()
+	b := w.open(ackOptions(1, lateClock{late: late}))
+	defer b.Close()
+	// Two connections: one each while divided, so that each process holds
+	// a divided lease most of the time, the switch included; two workers
+	// each, so that shared leases would take both.
+	k := Key{Egress: DefaultEgress, Host: "192.0.2.21:25"}
+	lim := Limits{Conns: 2, Rate: 50}
 
-		if m := maxConcurrent(rec.spans); m != 2 {
-			t.Errorf("%d connections at once around the switch, limit 2", m)
-		}
-		var after int
-		for _, s := range rec.spans {
-			if s.from.After(back.Add(a.settle() + late)) {
-				after++
+	ctx, cancel := context.WithCancel(context.Background())
+	var rec recorder
+	var wg sync.WaitGroup
+	for _, f := range []*Fleet{a, a, b, b} {
+		wg.Go(func() {
+			if err := hammer(ctx, f, k, lim, 400*time.Millisecond, &rec); err != nil {
+				t.Errorf("hammer: %v", err)
 			}
+		})
+	}
+	w.down(true)
+	w.until(t, 5*time.Second, "fallback", func() bool { return a.Mode() == ModeFallback && b.Mode() == ModeFallback })
+	w.pass(2 * time.Second) // divided leases in both processes
+	w.down(false)
+	back := time.Now()
+	w.until(t, 10*time.Second, "shared mode again", func() bool { return a.Mode() == ModeShared && b.Mode() == ModeShared })
+	w.pass(3 * time.Second) // shared leases again
+	cancel()
+	wg.Wait()
+
+	if m := maxConcurrent(rec.spans); m > 2 {
+		t.Errorf("%d connections at once around the switch, limit 2", m)
+	}
+	var after int
+	for _, s := range rec.spans {
+		if s.from.After(back.Add(a.settle() + late)) {
+			after++
 		}
-		if after == 0 {
-			t.Errorf("no lease after the switch back (%d in all)", len(rec.spans))
-		}
-		if st := b.Stats(); st.Fallbacks != 1 || st.LeasesLost == 0 {
-			t.Errorf("starved process stats %+v: want one fallback and its divided leases ended at the switch", st)
-		}
+	}
+	if after == 0 {
+		t.Errorf("no lease after the switch back (%d in all)", len(rec.spans))
+	}
+	if st := b.Stats(); st.Fallbacks != 1 || st.LeasesLost == 0 {
+		t.Errorf("starved process stats %+v: want one fallback and its divided leases ended at the switch", st)
+	}
+}
+
+// TestSwitchBackWaitsForStarvedProcess runs starvedSwitch on a Memory in
+// simulated time (testing/synctest): the outage, the starvation and the
+// switch take no real time, and the limit holds exactly; and on a real
+// Redis cut and restored, on the wall clock.
+func TestSwitchBackWaitsForStarvedProcess(t *testing.T) {
+	const late = 300 * time.Millisecond // > HealthInterval (100 ms), < LeaseTTL
+	t.Run("memory", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := NewMemory(nil)
+			starvedSwitch(t, switchWorld{
+				open: func(o Options) *Fleet { return OpenMemory(context.Background(), m, o) },
+				down: m.SetDown,
+				pass: simtime.Advance,
+				until: func(t *testing.T, d time.Duration, what string, cond func() bool) {
+					advanceUntil(t, d, 50*time.Millisecond, what, cond)
+				},
+			}, late)
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		u := redisURL(t) // skips (or fails under CI) without Redis; cleans the prefix
+		c := newCutter(t)
+		prefix := u[strings.Index(u, "prefix=")+len("prefix="):]
+		starvedSwitch(t, switchWorld{
+			open: func(o Options) *Fleet { return ready(t, c.url(prefix), o) },
+			down: func(down bool) {
+				if down {
+					c.cut()
+				} else {
+					c.restore()
+				}
+			},
+			pass: realtime.Let,
+			until: func(t *testing.T, d time.Duration, what string, cond func() bool) {
+				realtime.Eventually(t, d, what, cond)
+			},
+		}, late)
 	})
 }
 
