@@ -185,6 +185,7 @@ func fallbackAtStart(t *testing.T) {
 // once, the divided budget takes over one lease TTL later, and every
 // process goes back to shared leases at the resume time they agree on.
 func TestFallbackMidRunAndBack(t *testing.T) {
+	t.Parallel() // its own prefix and relay
 	u := redisURL(t) // skips (or fails under CI) without Redis; cleans the prefix
 	c := newCutter(t)
 	prefix := u[strings.Index(u, "prefix=")+len("prefix="):]
@@ -266,6 +267,7 @@ func TestFallbackMidRunAndBack(t *testing.T) {
 // The backend restarts without its data (keys gone): leases it wiped are
 // lost by their holders before anyone gets them again.
 func TestBackendRestartWipesLeases(t *testing.T) {
+	t.Parallel() // its own prefix and relay
 	url := redisURL(t)
 	f := ready(t, url, fastOptions())
 	g := ready(t, url, fastOptions())
@@ -323,6 +325,7 @@ func TestFreshBackendWaivesPause(t *testing.T) {
 		{"a process holds divided leases", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // its own prefix
 			url := redisURL(t)
 			o := Options{LeaseTTL: time.Hour, HealthInterval: 50 * time.Millisecond, FailAfter: 2}
 			if tc.stale {
