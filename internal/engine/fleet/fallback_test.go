@@ -185,7 +185,7 @@ func fallbackAtStart(t *testing.T) {
 // once, the divided budget takes over one lease TTL later, and every
 // process goes back to shared leases at the resume time they agree on.
 func TestFallbackMidRunAndBack(t *testing.T) {
-	t.Parallel() // its own prefix and relay
+	t.Parallel()     // its own prefix and relay
 	u := redisURL(t) // skips (or fails under CI) without Redis; cleans the prefix
 	c := newCutter(t)
 	prefix := u[strings.Index(u, "prefix=")+len("prefix="):]
