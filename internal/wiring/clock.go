@@ -8,3 +8,7 @@ import "github.com/emaildata/emaildata/internal/platform/clock"
 // history, the engine's verdict dates). Tests of those components run them
 // in synctest bubbles, where this same clock is simulated.
 var processClock clock.Clock = clock.Wall{}
+
+// ProcessClock is that clock, for the manager's reconcilers (their
+// requeue and grace logic), which the operator builds.
+func ProcessClock() clock.Clock { return processClock }
