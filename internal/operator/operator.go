@@ -247,6 +247,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	lists := &controllers.EmailListReconciler{
+		Clock:     wiring.ProcessClock(),
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    scheme,
@@ -281,7 +282,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if o.OrphanUploadAge > 0 {
 		if err := mgr.Add(&controllers.UploadSweeper{Reader: mgr.GetAPIReader(), Namespace: o.APINamespace, Store: store,
-			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval}); err != nil {
+			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval, Clock: wiring.ProcessClock()}); err != nil {
 			return nil, fmt.Errorf("set up the upload sweeper: %w", err)
 		}
 	}
@@ -453,6 +454,7 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 // setupOthers wires the Dataset and Purchase controllers and the probes.
 func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blobstore.Store, loader controllers.DatasetLoader) error {
 	datasets := &controllers.DatasetReconciler{
+		Clock:         wiring.ProcessClock(),
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Scheme:        scheme,
@@ -467,7 +469,7 @@ func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blo
 	if err := datasets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up dataset controller: %w", err)
 	}
-	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("emaildata-manager")}
+	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("emaildata-manager"), Clock: wiring.ProcessClock()}
 	if err := purchases.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up purchase controller: %w", err)
 	}

@@ -225,7 +225,7 @@ func (l *StringList) Set(s string) error {
 // NewEngine builds the verification engine. With a lists directory it
 // keeps the lists reloaded until ctx ends.
 func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
-	e := &verify.Engine{Typos: typo.Default(), ExtraTLDs: map[string]bool{}, DomainWorkers: c.DNSWorkers}
+	e := &verify.Engine{Typos: typo.Default(), ExtraTLDs: map[string]bool{}, DomainWorkers: c.DNSWorkers, Clock: processClock}
 	f, err := openShared(ctx, e, c)
 	if err != nil {
 		return nil, err
@@ -251,7 +251,7 @@ func NewEngine(ctx context.Context, c VerifyConfig) (*verify.Engine, error) {
 	case "system":
 		c.DNSServer = mxdns.DefaultServer()
 	}
-	e.DNS = mxdns.New(mxdns.Config{Server: c.DNSServer, Timeout: c.DNSTimeout})
+	e.DNS = mxdns.New(mxdns.Config{Server: c.DNSServer, Timeout: c.DNSTimeout, Clock: processClock})
 	if !c.SMTP {
 		return e, nil
 	}
@@ -277,11 +277,12 @@ func newProber(c VerifyConfig, f *fleet.Fleet) (*smtpprobe.Prober, error) {
 	}
 	cfg := c.Probe
 	cfg.AllowAddr, cfg.Dialer, cfg.Egress = allowAddr(policy, c.NotAllowed), guardedDialer(policy), c.Fleet.Egress
+	cfg.Clock = processClock
 	if f != nil {
 		cfg.Limiter, cfg.Learnt = f, f
 	}
 	if len(c.Proxies) > 0 {
-		pool, err := proxypool.New(proxypool.Config{URLs: c.Proxies, MaxConnsPerProxy: c.ProxyMaxConns})
+		pool, err := proxypool.New(proxypool.Config{URLs: c.Proxies, MaxConnsPerProxy: c.ProxyMaxConns, Clock: processClock})
 		if err != nil {
 			return nil, fmt.Errorf("--smtp-proxy: %w", err)
 		}

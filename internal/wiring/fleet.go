@@ -74,7 +74,7 @@ func openShared(ctx context.Context, e *verify.Engine, c VerifyConfig) (*fleet.F
 	var f *fleet.Fleet
 	if c.Fleet.URL != "" {
 		var err error
-		f, err = fleet.Open(ctx, c.Fleet.URL, fleet.Options{LeaseTTL: c.Fleet.LeaseTTL, Share: c.Fleet.share()})
+		f, err = fleet.Open(ctx, c.Fleet.URL, fleet.Options{LeaseTTL: c.Fleet.LeaseTTL, Share: c.Fleet.share(), Clock: processClock})
 		if err != nil {
 			return nil, fmt.Errorf("--fleet-url: %w", err)
 		}
@@ -110,7 +110,7 @@ func openHistory(ctx context.Context, c VerifyConfig, f *fleet.Fleet, log *slog.
 		return c.History, nil
 	}
 	url := c.HistoryURL
-	o := evhistory.Options{TTLs: c.HistoryTTLs, Scope: c.HistoryScope, KeyCheckEvery: c.HistoryKeyCheck, Log: log}
+	o := evhistory.Options{TTLs: c.HistoryTTLs, Scope: c.HistoryScope, KeyCheckEvery: c.HistoryKeyCheck, Log: log, Clock: processClock}
 	switch {
 	case url == "off":
 		return nil, nil

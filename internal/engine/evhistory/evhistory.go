@@ -66,6 +66,8 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Key is the keyed hash of a normalised mailbox.
@@ -181,6 +183,7 @@ type History struct {
 	scope      Scope
 	secret, fp []byte
 	now        func() time.Time
+	clk        clock.Clock
 	log        *slog.Logger
 	checkEvery time.Duration
 	lease      time.Duration
@@ -216,8 +219,9 @@ func New(store Store, secret []byte, o Options) (*History, error) {
 		return nil, err
 	}
 	h := &History{store: store, secret: secret, ttls: o.TTLs, scope: scope, now: o.Now, log: o.Log, checkEvery: o.KeyCheckEvery}
+	h.clk = clock.Or(o.Clock)
 	if h.now == nil {
-		h.now = time.Now
+		h.now = h.clk.Now
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -21,6 +21,8 @@ import (
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/kits/testkit/redistest"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 func randHex(n int) string {
@@ -151,18 +153,18 @@ func dur(d time.Duration) *time.Duration { return &d }
 var testSecret = []byte("0123456789abcdef")
 
 // clock is a test's injected clock.
-type clock struct {
+type testClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time {
+func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *clock) Add(d time.Duration) {
+func (c *testClock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
@@ -177,7 +179,7 @@ func mustBolt(t testing.TB, rawURL string) Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openBolt(u)
+	st, err := openBolt(u, clock.Wall{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +213,7 @@ func TestStoresKeepVerdicts(t *testing.T) {
 			ctx := context.Background()
 			ttls := TTLs{Deliverable: time.Hour, Undeliverable: time.Hour, CatchAll: 2 * time.Second, Unverified: 2 * time.Second}
 			now := time.Now()
-			clk := &clock{t: now}
+			clk := &testClock{t: now}
 			h, err := Open(ctx, b.url, Options{TTLs: ttls, Secret: testSecret, Now: clk.Now})
 			if err != nil {
 				t.Fatal(err)
@@ -428,7 +430,7 @@ func (c *checker) take() []string {
 // for the caller, probes otherwise, and records what it probed.
 func TestEngineReusesFreshVerdicts(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
+	clk := &testClock{t: time.Now()}
 	h, err := Open(ctx, boltBackend(t).url, Options{TTLs: DefaultTTLs(), Secret: testSecret, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -492,7 +494,7 @@ func TestEngineProbesWhenHistoryFails(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer rdb.Close()
-	h, err := New(&redisStore{rdb: rdb, prefix: "x:"}, testSecret, Options{TTLs: DefaultTTLs()})
+	h, err := New(&redisStore{rdb: rdb, prefix: "x:", clk: clock.Wall{}}, testSecret, Options{TTLs: DefaultTTLs()})
 	if err != nil {
 		t.Fatal(err)
 	}

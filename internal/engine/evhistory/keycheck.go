@@ -162,13 +162,13 @@ func (h *History) keyReady(ctx context.Context) error {
 // process keeps its lease and its Health is current.
 func (h *History) watch(ctx context.Context) {
 	defer close(h.watchDone)
-	t := time.NewTicker(h.checkEvery)
+	t := h.clk.NewTicker(h.checkEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			_ = h.CheckKey(ctx) // a store away is counted by the calls that need it
 		}
 	}

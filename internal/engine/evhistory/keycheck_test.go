@@ -41,7 +41,7 @@ type proc struct {
 	log *logBuffer
 }
 
-func openProc(t *testing.T, url string, secret []byte, clk *clock) proc {
+func openProc(t *testing.T, url string, secret []byte, clk *testClock) proc {
 	t.Helper()
 	lb := &logBuffer{}
 	h, err := Open(context.Background(), url, Options{TTLs: DefaultTTLs(), Secret: secret, Now: clk.Now, Log: lb.logger()})
@@ -67,7 +67,7 @@ func TestKeyCheckAfterStoreLoss(t *testing.T) {
 		mk := backends(t)[name]
 		t.Run(name+"/same key", func(t *testing.T) {
 			be := mk(t)
-			clk := &clock{t: time.Now()}
+			clk := &testClock{t: time.Now()}
 			p1, p2 := openProc(t, be.url, testSecret, clk), openProc(t, be.url, testSecret, clk)
 			defer p1.h.Close()
 			defer p2.h.Close()
@@ -93,7 +93,7 @@ func TestKeyCheckAfterStoreLoss(t *testing.T) {
 		})
 		t.Run(name+"/another key", func(t *testing.T) {
 			be := mk(t)
-			clk := &clock{t: time.Now()}
+			clk := &testClock{t: time.Now()}
 			p1, p2 := openProc(t, be.url, testSecret, clk), openProc(t, be.url, testSecret, clk)
 			record(t, p1.h, "ann@example.test")
 			be.flush(t)
@@ -216,7 +216,7 @@ func (s *flakyStore) ClaimKey(ctx context.Context, fp []byte, lease time.Duratio
 func TestKeyCheckRetriesWhileStoreAway(t *testing.T) {
 	ctx := context.Background()
 	st := &flakyStore{Store: mustBolt(t, boltBackend(t).url), down: true}
-	clk := &clock{t: time.Now()}
+	clk := &testClock{t: time.Now()}
 	h, err := New(st, testSecret, Options{TTLs: DefaultTTLs(), Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,7 @@ func TestMaxAgeSteppingDatesToTheHour(t *testing.T) {
 	ttls := DefaultTTLs()
 	for _, scope := range []Scope{ScopeTenant, ScopeShared} {
 		t.Run(string(scope), func(t *testing.T) {
-			clk := &clock{t: now}
+			clk := &testClock{t: now}
 			h, err := Open(ctx, boltBackend(t).url, Options{TTLs: ttls, Secret: testSecret, Scope: scope, Now: clk.Now})
 			if err != nil {
 				t.Fatal(err)

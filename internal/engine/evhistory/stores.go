@@ -20,6 +20,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/emaildata/emaildata/internal/engine/verify"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // SecretEnv names the environment variable holding the installation's
@@ -47,7 +49,12 @@ type Options struct {
 	// Log hears of the key checks: a mismatch (error), a lost fingerprint
 	// (warning). Nil: discarded.
 	Log *slog.Logger
-	// Now is the clock (nil: time.Now).
+	// Clock times the key checks and the stores' own expiry (default the
+	// wall clock). Redis and PostgreSQL expire entries on their own
+	// clocks: Clock only computes the TTLs and expiry times sent.
+	Clock clock.Clock
+	// Now reads the time verdicts are aged by (default Clock.Now): tests
+	// move it without a bubble.
 	Now func() time.Time
 }
 
@@ -71,11 +78,11 @@ func Open(ctx context.Context, rawURL string, o Options) (*History, error) {
 	var st Store
 	switch strings.ToLower(u.Scheme) {
 	case "redis", "rediss", "unix":
-		st, err = openRedis(u, o.Redis)
+		st, err = openRedis(u, o.Redis, clock.Or(o.Clock))
 	case "postgres", "postgresql":
-		st, err = openPostgres(ctx, u)
+		st, err = openPostgres(ctx, u, clock.Or(o.Clock))
 	case "bolt", "bbolt":
-		st, err = openBolt(u)
+		st, err = openBolt(u, clock.Or(o.Clock))
 	default:
 		return nil, fmt.Errorf("history url: unsupported scheme %q (want redis, postgres or bolt)", u.Scheme)
 	}
@@ -114,16 +121,17 @@ type redisStore struct {
 	rdb    *redis.Client
 	own    bool
 	prefix string
+	clk    clock.Clock
 }
 
-func openRedis(u *url.URL, shared *redis.Client) (Store, error) {
+func openRedis(u *url.URL, shared *redis.Client, clk clock.Clock) (Store, error) {
 	prefix := "emaildata:"
 	q := u.Query()
 	if q.Has("prefix") {
 		prefix = q.Get("prefix")
 		q.Del("prefix")
 	}
-	s := &redisStore{rdb: shared, prefix: prefix}
+	s := &redisStore{rdb: shared, prefix: prefix, clk: clk}
 	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	if shared == nil {
 		v := *u
@@ -176,7 +184,8 @@ func (s *redisStore) Get(ctx context.Context, keys []Key) ([]Entry, error) {
 
 func (s *redisStore) Put(ctx context.Context, recs []Record) error {
 	pipe := s.rdb.Pipeline()
-	now := time.Now()
+	// The TTL left is sent; Redis counts it down on its own clock.
+	now := s.clk.Now()
 	for _, r := range recs {
 		if left := r.TTL - now.Sub(r.CheckedAt); left > 0 {
 			pipe.Set(ctx, s.key(r.Key), value(r.Code, r.CheckedAt), left)
@@ -237,10 +246,11 @@ type pgStore struct {
 	stopJanitor       context.CancelFunc
 	janitorDone       chan struct{}
 	janitorEvery      time.Duration
+	clk               clock.Clock
 	janitorBatchLimit int
 }
 
-func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
+func openPostgres(ctx context.Context, u *url.URL, clk clock.Clock) (Store, error) {
 	q := u.Query()
 	table := "ev_history"
 	if q.Has("table") {
@@ -258,7 +268,7 @@ func openPostgres(ctx context.Context, u *url.URL) (Store, error) {
 	}
 	s := &pgStore{
 		pool: pool, table: pgx.Identifier{table}.Sanitize(), keys: pgx.Identifier{table + "_key"}.Sanitize(), rawTable: table,
-		janitorEvery: time.Hour, janitorBatchLimit: 10_000,
+		janitorEvery: time.Hour, janitorBatchLimit: 10_000, clk: clk,
 	}
 	s.getSQL = `SELECT key, code, checked_at FROM ` + s.table + ` WHERE key = ANY($1) AND expires_at > now()`
 	s.putSQL = `INSERT INTO ` + s.table + ` (key, code, checked_at, expires_at)
@@ -405,13 +415,13 @@ ON CONFLICT (id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, expires_at = 
 // janitor deletes expired rows every janitorEvery, in bounded batches.
 func (s *pgStore) janitor(ctx context.Context) {
 	defer close(s.janitorDone)
-	t := time.NewTicker(s.janitorEvery)
+	t := s.clk.NewTicker(s.janitorEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		for ctx.Err() == nil {
 			tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.table+` WHERE key IN (SELECT key FROM `+s.table+
@@ -435,6 +445,7 @@ type boltStore struct {
 	db   *bolt.DB
 	stop context.CancelFunc
 	done chan struct{}
+	clk  clock.Clock
 }
 
 var (
@@ -443,7 +454,7 @@ var (
 	boltKey      = []byte("key")
 )
 
-func openBolt(u *url.URL) (Store, error) {
+func openBolt(u *url.URL, clk clock.Clock) (Store, error) {
 	p := u.Path
 	if u.Opaque != "" {
 		p = u.Opaque
@@ -470,14 +481,14 @@ func openBolt(u *url.URL) (Store, error) {
 		return nil, fmt.Errorf("history %s: %w", p, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &boltStore{db: db, stop: cancel, done: make(chan struct{})}
+	s := &boltStore{db: db, stop: cancel, done: make(chan struct{}), clk: clk}
 	go s.janitor(ctx, time.Hour)
 	return s, nil
 }
 
 func (s *boltStore) Get(_ context.Context, keys []Key) ([]Entry, error) {
 	out := make([]Entry, len(keys))
-	now := time.Now().Unix()
+	now := s.clk.Now().Unix()
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(boltVerdicts)
 		for i, k := range keys {
@@ -512,7 +523,7 @@ func (s *boltStore) ClaimKey(_ context.Context, fp []byte, lease time.Duration) 
 	published := false
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(boltMeta)
-		now := time.Now()
+		now := s.clk.Now()
 		v := b.Get(boltKey)
 		if len(v) > 8 && int64(binary.BigEndian.Uint64(v[len(v)-8:])) > now.UnixNano() {
 			held = append([]byte(nil), v[:len(v)-8]...)
@@ -531,14 +542,14 @@ func (s *boltStore) ClaimKey(_ context.Context, fp []byte, lease time.Duration) 
 // janitor deletes expired entries every interval.
 func (s *boltStore) janitor(ctx context.Context, every time.Duration) {
 	defer close(s.done)
-	t := time.NewTicker(every)
+	t := s.clk.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			_ = s.sweep(time.Now())
+		case <-t.C():
+			_ = s.sweep(s.clk.Now())
 		}
 	}
 }

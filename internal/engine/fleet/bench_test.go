@@ -136,7 +136,7 @@ func BenchmarkRedisHostState(b *testing.B) {
 }
 
 func BenchmarkLocalSession(b *testing.B) {
-	l := NewLocal(0)
+	l := NewLocal(0, nil)
 	ctx := context.Background()
 	lim := Limits{Conns: 2, Rate: 1e6}
 	for i := range b.N {

@@ -14,7 +14,7 @@ import (
 // (a synctest bubble: see TestTurnsDivideExactly).
 func TestLocalHostLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLocal(0)
+		l := NewLocal(0, nil)
 		k := Key{Egress: DefaultEgress, Host: "192.0.2.1:25"}
 		lim := Limits{Conns: 2, Rate: 20}
 		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
@@ -72,7 +72,7 @@ func TestTurnsDivideExactly(t *testing.T) {
 				var wg sync.WaitGroup
 				got := make([]int, tc.seats)
 				for s := range tc.seats {
-					tr := NewTurns(Share{Seat: s, Seats: tc.seats, Turn: 500 * time.Millisecond, Skew: 20 * time.Millisecond})
+					tr := NewTurns(Share{Seat: s, Seats: tc.seats, Turn: 500 * time.Millisecond, Skew: 20 * time.Millisecond}, nil)
 					for range 3 { // a seat's own sessions compete too
 						wg.Go(func() {
 							var mine recorder
@@ -118,7 +118,23 @@ func closedPort(t *testing.T) string {
 // A backend unreachable from the start: the processes keep their divided
 // share (never unlimited), starting one lease TTL later.
 func TestFallbackAtStartDividesBudget(t *testing.T) {
-	url := "redis://" + closedPort(t) + "/0?prefix=" + testPrefix()
+	// An unreachable Redis: the Fleet starts in the fallback.
+	f, err := Open(context.Background(), "redis://"+closedPort(t)+"/0?prefix="+testPrefix(), fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := f.Mode(); m != ModeFallback {
+		t.Errorf("mode %s with the backend unreachable, want fallback", m)
+	}
+	_ = f.Close()
+	// The divided budget, in simulated time on an unreachable Memory: the
+	// bounds are exact.
+	synctest.Test(t, func(t *testing.T) { fallbackAtStart(t) })
+}
+
+func fallbackAtStart(t *testing.T) {
+	m := NewMemory(nil)
+	m.SetDown(true)
 	k := Key{Egress: DefaultEgress, Host: "192.0.2.9:25"}
 	lim := Limits{Conns: 1, Rate: 20}
 	var fleets []*Fleet
@@ -126,10 +142,7 @@ func TestFallbackAtStartDividesBudget(t *testing.T) {
 	for s := range 3 {
 		o := fastOptions()
 		o.Share = Share{Seat: s, Seats: 3, Turn: 300 * time.Millisecond, Skew: 20 * time.Millisecond}
-		f, err := Open(context.Background(), url, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := OpenMemory(context.Background(), m, o)
 		defer f.Close()
 		if m := f.Mode(); m != ModeFallback {
 			t.Fatalf("mode %s with the backend unreachable, want fallback", m)
@@ -153,13 +166,13 @@ func TestFallbackAtStartDividesBudget(t *testing.T) {
 			first = s.from
 		}
 	}
-	if first.Sub(opened) < fastOptions().LeaseTTL-50*time.Millisecond {
-		t.Errorf("first divided lease %v after start, before the lease TTL (%v): others' shared leases may still live", first.Sub(opened), fastOptions().LeaseTTL)
+	if first.Sub(opened) < fastOptions().LeaseTTL+fastOptions().HealthInterval {
+		t.Errorf("first divided lease %v after start, before the lease TTL and a health interval (%v): others' shared leases may still live", first.Sub(opened), fastOptions().LeaseTTL+fastOptions().HealthInterval)
 	}
-	if m := maxConcurrent(rec.spans); m > 1 {
-		t.Errorf("%d connections at once in the fallback, limit 1", m)
+	if m := maxConcurrent(rec.spans); m != 1 {
+		t.Errorf("%d connections at once in the fallback, want 1", m)
 	}
-	if m := maxStartsIn(rec.spans, time.Second); m > 21 {
+	if m := maxStartsIn(rec.spans, time.Second); m > 20 {
 		t.Errorf("%d starts in a second in the fallback, limit 20/s", m)
 	}
 	st := fleets[0].Stats()
@@ -172,6 +185,7 @@ func TestFallbackAtStartDividesBudget(t *testing.T) {
 // once, the divided budget takes over one lease TTL later, and every
 // process goes back to shared leases at the resume time they agree on.
 func TestFallbackMidRunAndBack(t *testing.T) {
+	t.Parallel()     // its own prefix and relay
 	u := redisURL(t) // skips (or fails under CI) without Redis; cleans the prefix
 	c := newCutter(t)
 	prefix := u[strings.Index(u, "prefix=")+len("prefix="):]
@@ -238,9 +252,12 @@ func TestFallbackMidRunAndBack(t *testing.T) {
 		t.Error("a divided lease outlived the switch back")
 	}
 	dl.Release()
-	if _, ok := modes.Load(ModeShared); !ok {
-		t.Error("no notice of the switch back")
-	}
+	// OnMode is called on a goroutine of its own: on a loaded machine the
+	// notice may follow the switch by a while.
+	waitFor(t, 5*time.Second, "the notice of the switch back", func() bool {
+		_, ok := modes.Load(ModeShared)
+		return ok
+	})
 	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	l, err := g.Acquire(ctx, k, lim)
@@ -253,6 +270,7 @@ func TestFallbackMidRunAndBack(t *testing.T) {
 // The backend restarts without its data (keys gone): leases it wiped are
 // lost by their holders before anyone gets them again.
 func TestBackendRestartWipesLeases(t *testing.T) {
+	t.Parallel() // its own prefix and relay
 	url := redisURL(t)
 	f := ready(t, url, fastOptions())
 	g := ready(t, url, fastOptions())
@@ -310,6 +328,7 @@ func TestFreshBackendWaivesPause(t *testing.T) {
 		{"a process holds divided leases", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // its own prefix
 			url := redisURL(t)
 			o := Options{LeaseTTL: time.Hour, HealthInterval: 50 * time.Millisecond, FailAfter: 2}
 			if tc.stale {
@@ -336,7 +355,7 @@ func TestFreshBackendWaivesPause(t *testing.T) {
 			if l != nil {
 				l.Release()
 			}
-			if _, notBefore, _ := f.state(); tc.stale && time.Until(notBefore) < 30*time.Minute {
+			if _, notBefore, _, _ := f.state(); tc.stale && time.Until(notBefore) < 30*time.Minute {
 				t.Errorf("pause dropped with a stale process (shared leases from %v)", notBefore)
 			}
 		})

@@ -74,6 +74,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // DefaultEgress names the cluster's own address as an egress identity.
@@ -328,6 +330,9 @@ type Options struct {
 	Share Share
 	// StateSize bounds the in-process learnt state (default 100,000).
 	StateSize int
+	// Clock is the process's clock (default the wall clock). Redis keeps
+	// its own: lease and key TTLs and the rate run on the server's clock.
+	Clock clock.Clock
 }
 
 func (o *Options) defaults() {
@@ -344,6 +349,7 @@ func (o *Options) defaults() {
 	if o.StateSize <= 0 {
 		o.StateSize = 100_000
 	}
+	o.Clock = clock.Or(o.Clock)
 }
 
 // ErrClosed is returned by a closed Fleet.
@@ -369,7 +375,7 @@ func Open(ctx context.Context, rawURL string, o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newFleet(ctx, r, o), nil
+	return newFleet(ctx, r, r, o), nil
 }
 
 // Redacted returns rawURL without its password, for logs.

@@ -18,7 +18,7 @@ import (
 func eachLearnt(t *testing.T, body func(t *testing.T, a, b Learnt, pass func(d time.Duration))) {
 	t.Run("local", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l := NewLocal(0)
+			l := NewLocal(0, nil)
 			body(t, l, l, simtime.Advance)
 		})
 	})

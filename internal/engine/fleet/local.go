@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Local is the in-process Limiter and Learnt: one process's limits and
@@ -31,12 +33,13 @@ type semaphore struct {
 }
 
 // NewLocal returns an in-process limiter and state holding at most size
-// learnt entries (default 100,000).
-func NewLocal(size int) *Local {
+// learnt entries (default 100,000), timed on clk (nil: the wall clock).
+func NewLocal(size int, clk clock.Clock) *Local {
 	if size <= 0 {
 		size = 100_000
 	}
-	l := &Local{now: time.Now, size: size, slots: map[Key]*semaphore{}, limits: map[Key]*rate.Limiter{}, sweep: 4096}
+	clk = clock.Or(clk)
+	l := &Local{now: clk.Now, size: size, slots: map[Key]*semaphore{}, limits: map[Key]*rate.Limiter{}, sweep: 4096}
 	l.state.init(size, l.now)
 	return l
 }

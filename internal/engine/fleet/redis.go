@@ -17,6 +17,8 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Redis is the shared Limiter and Learnt on a Redis server. Use it through
@@ -28,6 +30,7 @@ type Redis struct {
 	prefix string
 	id     string        // this process's id in the stale set (markStale)
 	ttl    time.Duration // lease TTL
+	clk    clock.Clock   // this process's; TTLs and rates run on Redis's own
 	st     *counters
 
 	sub *claimSub
@@ -95,8 +98,8 @@ func NewRedis(rawURL string, o Options) (*Redis, error) {
 	rdb := redis.NewClient(opt)
 	return &Redis{
 		rdb: rdb, locks: redislock.New(rdb), rates: redis_rate.NewLimiter(rdb),
-		prefix: prefix, id: newID(), ttl: o.LeaseTTL, st: &counters{}, leases: map[*Lease]struct{}{},
-		sub: &claimSub{rdb: rdb, channel: prefix + "claims"},
+		prefix: prefix, id: newID(), ttl: o.LeaseTTL, clk: clock.Or(o.Clock), st: &counters{}, leases: map[*Lease]struct{}{},
+		sub: &claimSub{rdb: rdb, channel: prefix + "claims", clk: clock.Or(o.Clock)},
 	}, nil
 }
 
@@ -137,7 +140,7 @@ func (r *Redis) slotKey(k Key, i int) string {
 // polls, backing off from 10 ms to 250 ms.
 func (r *Redis) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) {
 	lim = lim.norm()
-	start := time.Now()
+	start := r.clk.Now()
 	waited := false
 	backoff := 10 * time.Millisecond
 	first := mrand.IntN(lim.Conns)
@@ -153,7 +156,7 @@ func (r *Redis) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) 
 				return nil, ctxErr(ctx, err)
 			}
 			if waited {
-				r.st.leaseWaitNs.Add(int64(time.Since(start)))
+				r.st.leaseWaitNs.Add(int64(r.clk.Since(start)))
 			}
 			return r.hold(lock), nil
 		}
@@ -162,8 +165,8 @@ func (r *Redis) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) 
 			r.st.leaseWaits.Add(1)
 		}
 		d := backoff/2 + time.Duration(mrand.Int64N(int64(backoff)))
-		if err := sleepUntil(ctx, time.Now().Add(d)); err != nil {
-			r.st.leaseWaitNs.Add(int64(time.Since(start)))
+		if err := clock.Sleep(ctx, r.clk, d); err != nil {
+			r.st.leaseWaitNs.Add(int64(r.clk.Since(start)))
 			return nil, err
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
@@ -187,23 +190,23 @@ func (r *Redis) hold(lock *redislock.Lock) *Lease {
 	r.leases[l] = struct{}{}
 	r.mu.Unlock()
 	go func() {
-		t := time.NewTicker(r.ttl / 3)
+		t := r.clk.NewTicker(r.ttl / 3)
 		defer t.Stop()
-		last := time.Now()
+		last := r.clk.Now()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-l.lost:
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), r.ttl/3)
 			err := lock.Refresh(ctx, r.ttl, nil)
 			cancel()
 			switch {
 			case err == nil:
-				last = time.Now()
+				last = r.clk.Now()
 			case errors.Is(err, redislock.ErrNotObtained):
 				r.lose(l)
 				return
@@ -212,7 +215,7 @@ func (r *Redis) hold(lock *redislock.Lock) *Lease {
 				// Lost at half the TTL without a refresh (the second failed
 				// refresh in a row), so the session ends well before the key
 				// expires and others' divided budget starts (Fleet).
-				if time.Since(last) >= r.ttl/2 {
+				if r.clk.Since(last) >= r.ttl/2 {
 					r.lose(l)
 					return
 				}
@@ -267,7 +270,7 @@ func (r *Redis) Wait(ctx context.Context, k Key, lim Limits) error {
 			counted = true
 			r.st.rateWaits.Add(1)
 		}
-		if err := sleepUntil(ctx, time.Now().Add(max(res.RetryAfter, time.Millisecond))); err != nil {
+		if err := clock.Sleep(ctx, r.clk, max(res.RetryAfter, time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -317,7 +320,7 @@ func (r *Redis) Penalty(ctx context.Context, k Key) (Penalty, bool, error) {
 // SetPenalty implements Learnt.
 func (r *Redis) SetPenalty(ctx context.Context, k Key, p Penalty, ttl time.Duration) error {
 	if p.At.IsZero() {
-		p.At = time.Now()
+		p.At = r.clk.Now()
 	}
 	v := strconv.FormatInt(p.At.UnixMilli(), 10) + " " + p.Reason
 	return ctxErr(ctx, r.rdb.Set(ctx, r.prefix+"pen:"+k.String(), v, ttl).Err())
@@ -392,6 +395,10 @@ type health struct {
 	// lastStale is the latest time a process said it may hold leases the
 	// current epoch does not count (markStale); zero: none said so.
 	lastStale time.Time
+	// stale is how many processes say so now: marked within a LeaseTTL
+	// (a process that died is not waited for longer) and not left since
+	// (leaveStale).
+	stale int
 }
 
 // check reads the epoch and the pending resume time in one round trip,
@@ -399,16 +406,21 @@ type health struct {
 // of leases the restart wiped have given them up) when there is none.
 func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error) {
 	var stale []redis.Z
+	var live int64
 	read := func() (string, string, error) {
+		// The marks are process clocks' times (as the resume time is):
+		// the processes of a fleet are expected to agree on the time.
+		since := strconv.FormatInt(r.clk.Now().Add(-r.ttl).UnixMilli(), 10)
 		pipe := r.rdb.Pipeline()
 		e := pipe.Get(ctx, r.prefix+"epoch")
 		s := pipe.Get(ctx, r.prefix+"resume")
 		z := pipe.ZRevRangeWithScores(ctx, r.prefix+"stale", 0, 0)
+		n := pipe.ZCount(ctx, r.prefix+"stale", "("+since, "+inf")
 		_, err := pipe.Exec(ctx)
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return "", "", err
 		}
-		stale = z.Val()
+		stale, live = z.Val(), n.Val()
 		return e.Val(), s.Val(), nil
 	}
 	epoch, resume, err := read()
@@ -427,7 +439,7 @@ func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error)
 			return health{}, ctxErr(ctx, err)
 		}
 	}
-	h := health{epoch: epoch}
+	h := health{epoch: epoch, stale: int(live)}
 	if len(stale) > 0 {
 		h.lastStale = time.UnixMilli(int64(stale[0].Score))
 	}
@@ -441,7 +453,7 @@ func (r *Redis) check(ctx context.Context, settle time.Duration) (health, error)
 // pending. The key expires when its time comes, so a later recovery sets
 // a new one.
 func (r *Redis) setResume(ctx context.Context, settle time.Duration) error {
-	at := time.Now().Add(settle).UnixMilli()
+	at := r.clk.Now().Add(settle).UnixMilli()
 	return ctxErr(ctx, r.rdb.SetNX(ctx, r.prefix+"resume", strconv.FormatInt(at, 10), settle).Err())
 }
 
@@ -451,12 +463,20 @@ func (r *Redis) setResume(ctx context.Context, settle time.Duration) error {
 // (Fleet.waivable). The set expires keep after the last mark.
 func (r *Redis) markStale(ctx context.Context, keep time.Duration) error {
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, r.prefix+"stale", redis.Z{Score: float64(time.Now().UnixMilli()), Member: r.id})
+		p.ZAdd(ctx, r.prefix+"stale", redis.Z{Score: float64(r.clk.Now().UnixMilli()), Member: r.id})
 		p.PExpire(ctx, r.prefix+"stale", keep)
 		return nil
 	})
 	return ctxErr(ctx, err)
 }
+
+// leaveStale takes this process out of the stale set: it gave up the last
+// lease the epoch does not count.
+func (r *Redis) leaveStale(ctx context.Context) error {
+	return ctxErr(ctx, r.rdb.ZRem(ctx, r.prefix+"stale", r.id).Err())
+}
+
+func (r *Redis) counters() *counters { return r.st }
 
 func newID() string {
 	var b [8]byte

@@ -17,11 +17,15 @@ import (
 //     HealthInterval later, when every other process's leases have
 //     expired or been given up.
 //   - Backend back: the first process to see it sets a shared resume time
-//     (LeaseTTL + 2 HealthIntervals ahead); every process keeps its divided
-//     budget until then (a timer at that time), then gives up its divided
-//     leases and takes shared ones 1.5 HealthIntervals later. Processes
-//     that never lost the backend pause new leases until the resume time
-//     too.
+//     (LeaseTTL + 2 HealthIntervals ahead). Every process in the fallback
+//     says so in the backend's stale set at each check, keeps its divided
+//     budget until the resume time (a timer at that time), then ends its
+//     divided sessions and leaves the stale set once its last divided
+//     lease is released. Shared leases, in every process, wait for the
+//     resume time and for the stale set to be empty: an acknowledgement,
+//     not a margin, so a process starved past its timer holds the others
+//     back instead of overlapping them. A mark not renewed for a LeaseTTL
+//     (a process that died) is not waited for.
 //   - Backend restarted without its data (its epoch key changed or
 //     vanished): the shared leases are lost and new ones wait for the
 //     resume time, so leases the restart wiped are given up first.
@@ -35,7 +39,8 @@ import (
 // a process that has not checked yet may take a slot whose wiped holder
 // still runs.
 type Fleet struct {
-	r     *Redis
+	r     *Redis       // nil on a Memory backend
+	b     fleetBackend // r, or a Memory's client
 	turns *Turns
 	local *Local
 	o     Options
@@ -55,14 +60,16 @@ type Fleet struct {
 	fallbackTime  time.Duration
 	changed       chan struct{} // closed at each switch
 	divided       map[*Lease]struct{}
+	staleLive     int       // processes in the stale set at the last check
+	checkedAt     time.Time // the last check that reached the backend
 	stop          context.CancelFunc
 	done          chan struct{}
 	lastCheckedOK bool
 }
 
-func newFleet(ctx context.Context, r *Redis, o Options) *Fleet {
+func newFleet(ctx context.Context, r *Redis, b fleetBackend, o Options) *Fleet {
 	f := &Fleet{
-		r: r, turns: NewTurns(o.Share), local: NewLocal(o.StateSize), o: o, st: r.st,
+		r: r, b: b, turns: NewTurns(o.Share, o.Clock), local: NewLocal(o.StateSize, o.Clock), o: o, st: b.counters(),
 		mode: ModeShared, changed: make(chan struct{}), divided: map[*Lease]struct{}{}, done: make(chan struct{}),
 	}
 	// The first check decides the starting mode; an unreachable backend
@@ -82,11 +89,11 @@ var _ Learnt = (*Fleet)(nil)
 func (f *Fleet) Close() error {
 	f.stop()
 	<-f.done
-	return f.r.Close()
+	return f.b.Close()
 }
 
 // Backend is the Redis backend (the verification history may share its
-// connections).
+// connections); nil on a Memory.
 func (f *Fleet) Backend() *Redis { return f.r }
 
 // Mode reports where the limits hold now.
@@ -104,7 +111,7 @@ func (f *Fleet) Stats() Stats {
 	f.mu.Lock()
 	fb := f.fallbackTime
 	if f.mode == ModeFallback {
-		fb += time.Since(f.since)
+		fb += f.o.Clock.Since(f.since)
 	}
 	f.mu.Unlock()
 	return Stats{
@@ -119,13 +126,13 @@ func (f *Fleet) Counters() map[string]float64 { return f.Stats().Counters() }
 
 func (f *Fleet) loop(ctx context.Context) {
 	defer close(f.done)
-	t := time.NewTicker(f.o.HealthInterval)
+	t := f.o.Clock.NewTicker(f.o.HealthInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			f.tick(ctx)
 		}
 	}
@@ -136,22 +143,25 @@ func (f *Fleet) settle() time.Duration { return f.o.LeaseTTL + 2*f.o.HealthInter
 // tick checks the backend once and switches modes as the rules say.
 func (f *Fleet) tick(ctx context.Context) {
 	f.mu.Lock()
-	mode, epoch := f.mode, f.epoch
+	mode, epoch, holding := f.mode, f.epoch, len(f.divided) > 0
 	needResume := f.mode == ModeFallback && f.pauseUntil.IsZero()
 	f.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, max(f.o.HealthInterval, time.Second))
-	h, err := f.r.check(cctx, f.settle())
+	h, err := f.b.check(cctx, f.settle())
 	if err == nil && needResume {
 		// Back: agree on when every process switches (once: a resume
 		// time agreed on is kept, or processes would chase new ones).
-		if err = f.r.setResume(cctx, f.settle()); err == nil {
-			h, err = f.r.check(cctx, f.settle())
+		if err = f.b.setResume(cctx, f.settle()); err == nil {
+			h, err = f.b.check(cctx, f.settle())
 		}
 	}
-	if err == nil && (mode == ModeFallback || (epoch != "" && h.epoch != epoch)) {
-		// Divided leases, or shared ones a restart wiped: no process may
-		// end the pause early (waivable).
-		err = f.r.markStale(cctx, 2*f.settle())
+	if err == nil && (mode == ModeFallback || holding || (epoch != "" && h.epoch != epoch)) {
+		// Divided leases (still held after the switch too), or shared
+		// ones a restart wiped: no process may take shared leases yet,
+		// nor end the pause early (waivable).
+		if err = f.b.markStale(cctx, 2*f.settle()); err == nil && mode == ModeFallback {
+			h.stale = max(h.stale, 1)
+		}
 	}
 	cancel()
 	if ctx.Err() != nil {
@@ -169,9 +179,14 @@ func (f *Fleet) tick(ctx context.Context) {
 	}
 	f.fails = 0
 	f.lastCheckedOK = true
-	now := time.Now()
+	now := f.o.Clock.Now()
+	blocked := f.staleBlockedLocked(now)
+	f.staleLive, f.checkedAt = h.stale, now
+	if blocked && !f.staleBlockedLocked(now) {
+		f.signalLocked() // the stale set emptied: shared leases may go on
+	}
 	if f.epoch != "" && h.epoch != f.epoch && f.mode == ModeShared {
-		f.r.loseAll() // their keys are gone with the old epoch
+		f.b.loseAll() // their keys are gone with the old epoch
 		f.note(ModeShared, "the fleet backend restarted without its data; shared leases resume after "+f.settle().String())
 	}
 	f.epoch = h.epoch
@@ -183,7 +198,7 @@ func (f *Fleet) tick(ctx context.Context) {
 			// check (late on a busy machine), so that every process gives
 			// up its divided leases together, before shared ones are taken.
 			at := f.pauseUntil
-			time.AfterFunc(time.Until(at), func() { f.resumeAt(at) })
+			f.o.Clock.AfterFunc(f.o.Clock.Until(at), func() { f.resumeAt(at) })
 		}
 	}
 	if f.mode == ModeShared && f.pauseUntil.After(now) && f.pauseUntil.Equal(h.resumeAt) && f.waivable(h, now) {
@@ -223,26 +238,31 @@ func (f *Fleet) resumeAt(at time.Time) {
 
 func (f *Fleet) toFallbackLocked(why string) {
 	f.mode = ModeFallback
-	f.since = time.Now()
+	f.since = f.o.Clock.Now()
 	// Every other process's shared leases end by LeaseTTL (most by half of
 	// it, see Redis.hold); a HealthInterval more covers a session's cut on
 	// a busy machine.
 	f.readyAt = f.since.Add(f.o.LeaseTTL + f.o.HealthInterval)
 	f.pauseUntil = time.Time{}
 	f.st.fallbacks.Add(1)
-	f.r.loseAll()
+	f.b.loseAll()
 	f.signalLocked()
 	f.note(ModeFallback, why)
 }
 
 func (f *Fleet) toSharedLocked() {
 	f.mode = ModeShared
-	f.fallbackTime += time.Since(f.since)
+	f.fallbackTime += f.o.Clock.Since(f.since)
+	// The divided sessions end now; each lease leaves f.divided when its
+	// session releases it, and the last one takes this process out of the
+	// stale set (keepDivided).
 	for l := range f.divided {
 		f.st.leasesLost.Add(1)
 		l.markLost()
 	}
-	f.divided = map[*Lease]struct{}{}
+	if len(f.divided) == 0 {
+		go f.leaveStale()
+	}
 	f.signalLocked()
 	f.note(ModeShared, "the fleet backend answers again")
 }
@@ -271,38 +291,73 @@ func (f *Fleet) noteError(err error) {
 	}
 }
 
-// state is what an Acquire or Wait must do now.
-func (f *Fleet) state() (mode Mode, notBefore time.Time, changed <-chan struct{}) {
+// state is what an Acquire or Wait must do now: wait for notBefore, or,
+// when stale, for the stale set to empty (a switch, or a check, closes
+// changed).
+func (f *Fleet) state() (mode Mode, notBefore time.Time, stale bool, changed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.mode == ModeShared {
-		return f.mode, f.sharedFrom(), f.changed
+		return f.mode, f.pauseUntil, f.staleBlockedLocked(f.o.Clock.Now()), f.changed
 	}
-	return f.mode, f.readyAt, f.changed
+	return f.mode, f.readyAt, false, f.changed
 }
 
-// sharedFrom is when shared leases may be taken after a pause: every
-// process switches back at the agreed resume time, but sees it at its
-// next health check, so a process's divided leases may outlive the resume
-// time by up to a HealthInterval (more on a loaded machine); shared ones
-// wait that long and half as much again.
-func (f *Fleet) sharedFrom() time.Time {
-	if f.pauseUntil.IsZero() {
-		return f.pauseUntil
+// staleBlockedLocked reports whether shared leases wait for other
+// processes' divided leases (or this one's own) to be given up: the stale
+// set was not empty at the last check, or there was no check since the
+// resume time (a process's mark made just before it is seen).
+func (f *Fleet) staleBlockedLocked(now time.Time) bool {
+	if f.mode != ModeShared {
+		return false
 	}
-	return f.pauseUntil.Add(f.o.HealthInterval + f.o.HealthInterval/2)
+	if f.staleLive > 0 || len(f.divided) > 0 {
+		return true
+	}
+	return !f.pauseUntil.IsZero() && !now.Before(f.pauseUntil) && f.checkedAt.Before(f.pauseUntil)
+}
+
+// leaveStale takes this process out of the backend's stale set once it
+// holds no divided lease in shared mode. A failure leaves the mark to
+// age out (a LeaseTTL).
+func (f *Fleet) leaveStale() {
+	f.mu.Lock()
+	ok := f.mode == ModeShared && len(f.divided) == 0
+	f.mu.Unlock()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(f.o.HealthInterval, time.Second))
+	defer cancel()
+	if err := f.b.leaveStale(ctx); err != nil {
+		f.noteError(err)
+	}
+}
+
+// hold waits, when an Acquire or Wait must (wait true), for notBefore, or
+// while stale for the next check (every HealthInterval); a switch or a
+// check that saw the stale set empty ends the wait early.
+func (f *Fleet) hold(ctx context.Context, notBefore time.Time, stale bool, changed <-chan struct{}) (wait bool, err error) {
+	now := f.o.Clock.Now()
+	switch {
+	case now.Before(notBefore):
+		return true, f.until(ctx, notBefore, changed)
+	case stale:
+		return true, f.until(ctx, now.Add(f.o.HealthInterval), changed)
+	}
+	return false, nil
 }
 
 // until waits for t, a switch or ctx; it reports whether to go on.
-func until(ctx context.Context, t time.Time, changed <-chan struct{}) error {
-	d := time.Until(t)
+func (f *Fleet) until(ctx context.Context, t time.Time, changed <-chan struct{}) error {
+	d := f.o.Clock.Until(t)
 	if d <= 0 {
 		return ctx.Err()
 	}
-	tm := time.NewTimer(d)
+	tm := f.o.Clock.NewTimer(d)
 	defer tm.Stop()
 	select {
-	case <-tm.C:
+	case <-tm.C():
 	case <-changed:
 	case <-ctx.Done():
 	}
@@ -329,15 +384,15 @@ func within[T any](ctx context.Context, changed <-chan struct{}, call func(conte
 // fallback; a switch while waiting starts over in the new mode.
 func (f *Fleet) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) {
 	for {
-		mode, notBefore, changed := f.state()
-		if time.Now().Before(notBefore) {
-			if err := until(ctx, notBefore, changed); err != nil {
+		mode, notBefore, stale, changed := f.state()
+		if wait, err := f.hold(ctx, notBefore, stale, changed); wait || err != nil {
+			if err != nil {
 				return nil, err
 			}
 			continue
 		}
 		if mode == ModeShared {
-			l, err, switched := within(ctx, changed, func(c context.Context) (*Lease, error) { return f.r.Acquire(c, k, lim) })
+			l, err, switched := within(ctx, changed, func(c context.Context) (*Lease, error) { return f.b.Acquire(c, k, lim) })
 			if err == nil {
 				return l, nil
 			}
@@ -345,7 +400,7 @@ func (f *Fleet) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) 
 				return nil, err
 			}
 			f.noteError(err)
-			if err := until(ctx, time.Now().Add(f.o.HealthInterval), changed); err != nil {
+			if err := f.until(ctx, f.o.Clock.Now().Add(f.o.HealthInterval), changed); err != nil {
 				return nil, err
 			}
 			continue
@@ -378,10 +433,14 @@ func (f *Fleet) keepDivided(l *Lease, changed <-chan struct{}) bool {
 	f.divided[l] = struct{}{}
 	inner := l.release
 	l.release = func() {
+		inner()
 		f.mu.Lock()
 		delete(f.divided, l)
+		last := f.mode == ModeShared && len(f.divided) == 0
 		f.mu.Unlock()
-		inner()
+		if last {
+			go f.leaveStale() // the switch's last divided session ended
+		}
 	}
 	return true
 }
@@ -389,16 +448,18 @@ func (f *Fleet) keepDivided(l *Lease, changed <-chan struct{}) bool {
 // Wait implements Limiter.
 func (f *Fleet) Wait(ctx context.Context, k Key, lim Limits) error {
 	for {
-		mode, notBefore, changed := f.state()
-		if time.Now().Before(notBefore) {
-			if err := until(ctx, notBefore, changed); err != nil {
+		// Not the stale set: a session Waits holding its lease, maybe a
+		// divided one the stale set waits for.
+		mode, notBefore, _, changed := f.state()
+		if wait, err := f.hold(ctx, notBefore, false, changed); wait || err != nil {
+			if err != nil {
 				return err
 			}
 			continue
 		}
 		var lm Limiter = f.turns
 		if mode == ModeShared {
-			lm = f.r
+			lm = f.b
 		}
 		_, err, switched := within(ctx, changed, func(c context.Context) (struct{}, error) { return struct{}{}, lm.Wait(c, k, lim) })
 		if err == nil {
@@ -409,7 +470,7 @@ func (f *Fleet) Wait(ctx context.Context, k Key, lim Limits) error {
 		}
 		if mode == ModeShared && IsBackendError(err) {
 			f.noteError(err)
-			if err := until(ctx, time.Now().Add(f.o.HealthInterval), changed); err != nil {
+			if err := f.until(ctx, f.o.Clock.Now().Add(f.o.HealthInterval), changed); err != nil {
 				return err
 			}
 			continue
@@ -421,7 +482,7 @@ func (f *Fleet) Wait(ctx context.Context, k Key, lim Limits) error {
 // learnt is the state to use now.
 func (f *Fleet) learnt() Learnt {
 	if f.Mode() == ModeShared {
-		return f.r
+		return f.b
 	}
 	return f.local
 }

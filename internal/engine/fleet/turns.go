@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Share is one process's seat among n processes that divide each host's
@@ -56,6 +58,7 @@ func (s Share) norm() Share {
 // lanes' connections, rates and bursts add up to the host's budget.
 type Turns struct {
 	share Share
+	clk   clock.Clock
 	now   func() time.Time
 	local *Local // the lanes' slots when a seat holds its lane alone
 
@@ -68,9 +71,11 @@ type laneRate struct {
 	lim  *rate.Limiter
 }
 
-// NewTurns returns the divided budget of share.
-func NewTurns(share Share) *Turns {
-	return &Turns{share: share.norm(), now: time.Now, local: NewLocal(0), lanes: map[Key]*laneRate{}}
+// NewTurns returns the divided budget of share, timed on clk (nil: the
+// wall clock).
+func NewTurns(share Share, clk clock.Clock) *Turns {
+	clk = clock.Or(clk)
+	return &Turns{share: share.norm(), clk: clk, now: clk.Now, local: NewLocal(0, clk), lanes: map[Key]*laneRate{}}
 }
 
 var _ Limiter = (*Turns)(nil)
@@ -151,7 +156,7 @@ func (t *Turns) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) 
 		// At exactly minLease left the deadline below has passed already:
 		// wait for the next turn rather than try again at the same instant.
 		if !mine || now.Before(w.start) || w.end.Sub(now) <= t.minLease() {
-			if err := sleepUntil(ctx, t.nextStart(k, ln, now)); err != nil {
+			if err := clock.SleepUntil(ctx, t.clk, t.nextStart(k, ln, now)); err != nil {
 				return nil, err
 			}
 			continue
@@ -166,7 +171,7 @@ func (t *Turns) Acquire(ctx context.Context, k Key, lim Limits) (*Lease, error) 
 			continue // the turn ran out while slots were busy
 		}
 		l := newLease(w.end, inner.Release)
-		stop := time.AfterFunc(time.Until(w.end), l.markLost)
+		stop := t.clk.AfterFunc(t.clk.Until(w.end), l.markLost)
 		l.release = func() { stop.Stop(); inner.Release() }
 		return l, nil
 	}
@@ -183,7 +188,7 @@ func (t *Turns) Wait(ctx context.Context, k Key, lim Limits) error {
 		now := t.now()
 		w, mine := t.window(k, ln, now)
 		if !mine || now.Before(w.start) || !now.Before(w.end) {
-			if err := sleepUntil(ctx, t.nextStart(k, ln, now)); err != nil {
+			if err := clock.SleepUntil(ctx, t.clk, t.nextStart(k, ln, now)); err != nil {
 				return err
 			}
 			continue
@@ -194,10 +199,10 @@ func (t *Turns) Wait(ctx context.Context, k Key, lim Limits) error {
 		}
 		at := now.Add(r.DelayFrom(now))
 		if at.Before(w.end) {
-			return sleepUntil(ctx, at)
+			return clock.SleepUntil(ctx, t.clk, at)
 		}
 		r.CancelAt(now)
-		if err := sleepUntil(ctx, w.end); err != nil {
+		if err := clock.SleepUntil(ctx, t.clk, w.end); err != nil {
 			return err
 		}
 	}
@@ -221,21 +226,6 @@ func (t *Turns) laneRate(k Key, ln lane, w window, now time.Time) *rate.Limiter 
 		t.lanes[k] = lr
 	}
 	return lr.lim
-}
-
-func sleepUntil(ctx context.Context, at time.Time) error {
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func hashKey(k Key) uint64 {

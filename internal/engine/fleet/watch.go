@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Waking claim waiters (issue 22). A process that lost a claim waits for
@@ -79,6 +81,7 @@ type claimSub struct {
 	mu       sync.Mutex
 	ps       *redis.PubSub
 	failedAt time.Time
+	clk      clock.Clock
 	closed   bool
 }
 
@@ -92,7 +95,7 @@ const subRetry = time.Second
 func (s *claimSub) start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ps != nil || s.closed || time.Since(s.failedAt) < subRetry {
+	if s.ps != nil || s.closed || s.clk.Since(s.failedAt) < subRetry {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -100,7 +103,7 @@ func (s *claimSub) start() {
 	ps := s.rdb.Subscribe(ctx, s.channel)
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
-		s.failedAt = time.Now()
+		s.failedAt = s.clk.Now()
 		return
 	}
 	s.ps = ps
@@ -146,6 +149,6 @@ func (f *Fleet) Watch(name string) (<-chan struct{}, func()) {
 	if f.learnt() == Learnt(f.local) {
 		return ch, stopLocal
 	}
-	stopShared := f.r.watchInto(name, ch)
+	stopShared := f.b.watchInto(name, ch)
 	return ch, func() { stopLocal(); stopShared() }
 }

@@ -24,6 +24,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/emaildata/emaildata/internal/platform/durhist"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Status is the outcome of a Lookup.
@@ -130,9 +132,15 @@ type Config struct {
 	// net.Dialer's). Tests give an in-memory network's, so that lookups
 	// wait in simulated time (testing/synctest).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Clock times the cache and the retransmissions (default the wall
+	// clock). The sockets' read and write deadlines are absolute times on
+	// the runtime's own clock (the wall's, or a synctest bubble's), so
+	// Clock must be that clock whenever Dial's connections set deadlines.
+	Clock clock.Clock
 }
 
 func (c *Config) setDefaults() {
+	c.Clock = clock.Or(c.Clock)
 	if c.Server == "" {
 		c.Server = DefaultServer()
 	}
@@ -301,7 +309,7 @@ func New(cfg Config) *Resolver {
 	return &Resolver{
 		cfg:   cfg,
 		tcp:   &dns.Client{Net: "tcp", Timeout: cfg.Timeout},
-		now:   time.Now,
+		now:   cfg.Clock.Now,
 		cache: newLRU[Result](cfg.CacheSize),
 		hosts: newLRU[hostAddrs](cfg.HostCacheSize),
 
@@ -388,9 +396,9 @@ func (r *Resolver) Lookup(ctx context.Context, domain string) (Result, error) {
 		// Detach from the caller: other callers share this flight.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.flightBudget())
 		defer cancel()
-		start := time.Now() // wall time, not r.now: tests move that clock
+		start := r.cfg.Clock.Now() // not r.now: tests move that clock
 		res, err := r.resolve(fctx, name)
-		took := time.Since(start)
+		took := r.cfg.Clock.Since(start)
 		r.resolveNs.Add(int64(took))
 		r.resolveHist.Observe(took)
 		return flightResult{res, err}, nil

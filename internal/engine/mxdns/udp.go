@@ -71,7 +71,7 @@ func (e *rttEstimator) sample(d time.Duration) {
 // socket) are skipped.
 func (r *Resolver) sendUDP(ctx context.Context, co *dns.Conn, m *dns.Msg) (*dns.Msg, error) {
 	co.UDPSize = ednsSize
-	start := time.Now()
+	start := r.cfg.Clock.Now()
 	deadline := start.Add(r.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -91,7 +91,7 @@ func (r *Resolver) sendUDP(ctx context.Context, co *dns.Conn, m *dns.Msg) (*dns.
 		if err := co.WriteMsg(m); err != nil {
 			return nil, err
 		}
-		wake := time.Now().Add(rto)
+		wake := r.cfg.Clock.Now().Add(rto)
 		if wake.After(deadline) {
 			wake = deadline
 		}
@@ -101,13 +101,13 @@ func (r *Resolver) sendUDP(ctx context.Context, co *dns.Conn, m *dns.Msg) (*dns.
 		}
 		resp, err := readAnswer(co, m.Id)
 		if err == nil {
-			r.rtt.sample(time.Since(start))
+			r.rtt.sample(r.cfg.Clock.Since(start))
 			return resp, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
-		if !isTimeout(err) || !time.Now().Before(deadline) {
+		if !isTimeout(err) || !r.cfg.Clock.Now().Before(deadline) {
 			return nil, err
 		}
 		rto *= 2

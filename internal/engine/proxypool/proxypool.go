@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"golang.org/x/net/proxy"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Config configures a Pool.
@@ -42,6 +44,8 @@ type Config struct {
 	// Backoff is how long a failed proxy is first set aside (default 5s;
 	// it doubles on each failure in a row, up to a minute).
 	Backoff time.Duration
+	// Clock times the backoffs (default the wall clock).
+	Clock clock.Clock
 }
 
 // ErrNoProxy: every proxy is set aside after failures.
@@ -76,6 +80,7 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 5 * time.Second
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Forward == nil {
 		var d net.Dialer
 		cfg.Forward = d.DialContext
@@ -156,7 +161,7 @@ type Stats struct {
 // Stats returns a snapshot.
 func (p *Pool) Stats() Stats {
 	st := Stats{Dials: p.dials.Load(), Failovers: p.failovers.Load(), Lost: p.lost.Load()}
-	now := time.Now()
+	now := p.cfg.Clock.Now()
 	for _, px := range p.proxies {
 		if px.isDown(now) {
 			st.Down++
@@ -175,7 +180,7 @@ func (p *Pool) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 	var busy *socksProxy
 	for i := range n {
 		px := p.proxies[(start+i)%n]
-		if px.isDown(time.Now()) {
+		if px.isDown(p.cfg.Clock.Now()) {
 			lastErr = px.err()
 			continue
 		}
@@ -243,7 +248,7 @@ func (r Route) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 func (p *Pool) Pick() (Route, error) {
 	n := len(p.proxies)
 	start := int(p.next.Add(1) % uint64(n))
-	now := time.Now()
+	now := p.cfg.Clock.Now()
 	var healthy *socksProxy
 	var lastErr error
 	for i := range n {
@@ -330,7 +335,7 @@ func (px *socksProxy) fail(err error) {
 	backoff := px.pool.cfg.Backoff << min(px.failures, 4)
 	px.failures++
 	px.lastErr = fmt.Errorf("proxy %s: %w", px.name, err)
-	px.downUntil = time.Now().Add(min(backoff, time.Minute))
+	px.downUntil = px.pool.cfg.Clock.Now().Add(min(backoff, time.Minute))
 }
 
 // Conn is a connection through a proxy.
@@ -352,7 +357,7 @@ func (c *Conn) Close() error {
 // destination.
 func (c *Conn) ProxyLost() bool {
 	px := c.px
-	if px.isDown(time.Now()) {
+	if px.isDown(c.px.pool.cfg.Clock.Now()) {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

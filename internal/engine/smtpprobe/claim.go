@@ -45,7 +45,7 @@ func claimName(domain string) string { return fleet.CatchAllClaim(domain) }
 func (p *Prober) claimTTL(j *job) time.Duration {
 	ttl := p.cfg.CommandTimeout
 	if !j.deadline.IsZero() {
-		ttl = min(ttl, time.Until(j.deadline))
+		ttl = min(ttl, p.clk.Until(j.deadline))
 	}
 	return max(ttl, claimTTLMin)
 }
@@ -115,10 +115,10 @@ func (p *Prober) awaitClaimed(it *item) {
 			p.mu.Unlock()
 			return
 		}
-		t := time.NewTimer(poll/2 + rand.N(poll))
+		t := p.clk.NewTimer(poll/2 + rand.N(poll))
 		select {
 		case <-woken:
-		case <-t.C:
+		case <-t.C():
 		case <-it.job.done:
 			t.Stop()
 			return

@@ -155,7 +155,7 @@ func TestFleetClaimHolderDies(t *testing.T) {
 func TestLocalClaimAsBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, domains := catchAllWorld(t, 4, false)
-		l := fleet.NewLocal(0)
+		l := fleet.NewLocal(0, nil)
 		local := func(c *Config) { c.Limiter, c.Learnt = l, l }
 		p := e.prober(local)
 		if n := caRCPTs(t, e, domains[:1], 10, p); n != 1 || p.Stats().CatchAllClaimsLost != 0 {

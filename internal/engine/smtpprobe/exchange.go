@@ -3,7 +3,6 @@ package smtpprobe
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // exchange sends one window of items on s and hands every reply to its
@@ -46,7 +45,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	defer p.mu.Unlock()
 	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
 	q.nRcpts += len(sent)
-	q.last = time.Now()
+	q.last = p.clk.Now()
 	w := windowReplies{p: p, q: q, s: s, txOK: txOK}
 	keep := w.read(cmds, n)
 	unanswered := rcptItems(cmds[n:])

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // HostState is what a Prober has learnt about one MX host address
@@ -104,9 +106,9 @@ type hostMemEntry struct {
 }
 
 // NewHostMemory returns an in-memory HostMemory of at most size hosts whose
-// lessons are forgotten ttl after the last one.
-func NewHostMemory(size int, ttl time.Duration) HostMemory {
-	return &memHostMemory{size: max(1, size), ttl: ttl, now: time.Now, m: make(map[string]*list.Element)}
+// lessons are forgotten ttl after the last one on clk (nil: the wall clock).
+func NewHostMemory(size int, ttl time.Duration, clk clock.Clock) HostMemory {
+	return &memHostMemory{size: max(1, size), ttl: ttl, now: clock.Or(clk).Now, m: make(map[string]*list.Element)}
 }
 
 func (h *memHostMemory) Load(addr string) HostState {

@@ -123,7 +123,7 @@ func (p *Prober) newJob(ctx context.Context, domain string, mx []mxdns.MXHost, a
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if !j.finished {
-				j.abortLocked(&budgetError{ctxErr(ctx)})
+				j.abortLocked(&budgetError{ctxErr(ctx, j.p.clk)})
 			}
 		})
 	}
@@ -179,7 +179,7 @@ func (p *Prober) route(it *item, front bool) {
 		}
 		it.tg = tg
 		q := p.host(tg.addr)
-		if q.lastRefusal != nil && time.Now().Before(q.backoffUntil) && !p.canWaitLocked(q, it) {
+		if q.lastRefusal != nil && p.clk.Now().Before(q.backoffUntil) && !p.canWaitLocked(q, it) {
 			// The host asked to slow down, and this call cannot wait.
 			j.refusedLocked(it, q.lastRefusal)
 			return
@@ -474,11 +474,11 @@ func (j *job) temporaryLocked(it *item, r reply, estimate time.Duration) {
 	fits := true
 	if !j.deadline.IsZero() {
 		token := time.Duration(float64(time.Second) / p.cfg.RatePerHost)
-		fits = time.Until(j.deadline) >= delay+token+estimate
+		fits = j.p.clk.Until(j.deadline) >= delay+token+estimate
 	}
 	if it.tries <= p.cfg.MaxGreylistRetries && fits && j.dead == nil && j.overErr == nil {
 		p.st.deferred.Add(1)
-		p.deferLocked(it, time.Now().Add(delay))
+		p.deferLocked(it, j.p.clk.Now().Add(delay))
 		p.holdClaimLocked(it, delay)
 		if it.idx >= 0 {
 			// Start the random address's greylisting window now too, so
@@ -503,7 +503,7 @@ func (j *job) requeueLocked(it *item, dropped bool, err error) {
 	if dropped {
 		it.drops++
 	}
-	if !j.deadline.IsZero() && !time.Now().Before(j.deadline) && j.overErr == nil {
+	if !j.deadline.IsZero() && !j.p.clk.Now().Before(j.deadline) && j.overErr == nil {
 		// Past the deadline: do not wait for the context's watcher.
 		j.abortLocked(&budgetError{context.DeadlineExceeded})
 	}

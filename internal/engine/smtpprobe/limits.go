@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // verdictCache is a bounded LRU of per-domain catch-all verdicts with a TTL.
@@ -23,8 +25,8 @@ type verdictEntry struct {
 	expires  time.Time
 }
 
-func newVerdictCache(size int, ttl time.Duration) *verdictCache {
-	return &verdictCache{size: size, ttl: ttl, now: time.Now, m: make(map[string]*list.Element)}
+func newVerdictCache(size int, ttl time.Duration, clk clock.Clock) *verdictCache {
+	return &verdictCache{size: size, ttl: ttl, now: clock.Or(clk).Now, m: make(map[string]*list.Element)}
 }
 
 func (c *verdictCache) get(domain string) (catchAll, ok bool) {

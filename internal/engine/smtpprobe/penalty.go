@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/fleet"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // hostPenalties remembers, per MX host address (ip:port), a recent failure
@@ -44,11 +46,11 @@ type penaltyEntry struct {
 }
 
 // newHostPenalties returns nil (no memory) when ttl is not positive.
-func newHostPenalties(size int, ttl time.Duration, shared fleet.Learnt, egress string) *hostPenalties {
+func newHostPenalties(size int, ttl time.Duration, shared fleet.Learnt, egress string, clk clock.Clock) *hostPenalties {
 	if ttl <= 0 {
 		return nil
 	}
-	return &hostPenalties{size: size, ttl: ttl, now: time.Now, m: make(map[string]*list.Element), shared: shared, egress: egress}
+	return &hostPenalties{size: size, ttl: ttl, now: clock.Or(clk).Now, m: make(map[string]*list.Element), shared: shared, egress: egress}
 }
 
 // check returns a non-nil error (wrapping ErrHostSkipped and the original
@@ -114,9 +116,10 @@ func (h *hostPenalties) mark(addr string, err error) {
 	if h == nil {
 		return
 	}
-	h.markLocal(addr, err, h.now())
+	now := h.now()
+	h.markLocal(addr, err, now)
 	if l := h.shared; l != nil {
-		k, p, ttl := fleet.Key{Egress: h.egress, Host: addr}, fleet.Penalty{Reason: toReason(err), At: time.Now()}, h.ttl
+		k, p, ttl := fleet.Key{Egress: h.egress, Host: addr}, fleet.Penalty{Reason: toReason(err), At: now}, h.ttl
 		background(func(ctx context.Context) error { return l.SetPenalty(ctx, k, p, ttl) })
 	}
 }

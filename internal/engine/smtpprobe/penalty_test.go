@@ -255,7 +255,7 @@ func TestHostPenaltyClearedOnSession(t *testing.T) {
 
 func TestHostPenaltiesLRU(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHostPenalties(2, time.Minute, nil, "")
+		h := newHostPenalties(2, time.Minute, nil, "", nil)
 		boom := errors.New("boom")
 		h.mark("a", boom)
 		h.mark("b", boom)
@@ -270,7 +270,7 @@ func TestHostPenaltiesLRU(t *testing.T) {
 		if h.check("b") != nil || h.check("c") != nil || h.len() != 0 {
 			t.Fatalf("expiry: len %d", h.len())
 		}
-		if newHostPenalties(10, -1, nil, "") != nil {
+		if newHostPenalties(10, -1, nil, "", nil) != nil {
 			t.Fatal("negative TTL: want no memory")
 		}
 		var nilH *hostPenalties

@@ -41,7 +41,7 @@ const (
 // room for the wait are settled Unconfirmed at once. After MaxRefusals in a
 // row the host counts as failed: its items move on to their next MX host.
 func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, atConnect bool, items []*item) {
-	now := time.Now()
+	now := p.clk.Now()
 	p.st.refusals.Add(1)
 	q.refusals++
 	q.lastRefusal = rf
@@ -142,7 +142,7 @@ func (p *Prober) canWaitLocked(q *hostQ, it *item) bool {
 		return true
 	}
 	token := time.Duration(float64(time.Second) / p.connRate(q))
-	return time.Until(dl) >= time.Until(q.backoffUntil)+token+q.estimate
+	return p.clk.Until(dl) >= p.clk.Until(q.backoffUntil)+token+q.estimate
 }
 
 // settleUnfitLocked settles the items queued at q that cannot wait for its
@@ -166,7 +166,7 @@ func (p *Prober) armBackoffLocked(q *hostQ) {
 	if q.timer != nil {
 		return
 	}
-	q.timer = time.AfterFunc(time.Until(q.backoffUntil), func() {
+	q.timer = p.clk.AfterFunc(p.clk.Until(q.backoffUntil), func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		q.timer = nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/fleet"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // hostQ is the work queue of one MX host address (ip:port): items of any
@@ -32,7 +34,7 @@ type hostQ struct {
 	refusals     int
 	lastRefusal  *refusalError
 	backoffUntil time.Time
-	timer        *time.Timer
+	timer        clock.Timer
 	loweredAt    time.Time
 	accepted     []time.Time // recent connections that got a greeting (within RefusalWindow)
 	// A host that counts connections in windows (HostState.ConnsPerWindow):
@@ -76,7 +78,7 @@ func (p *Prober) host(key string) *hostQ {
 // sweepLocked forgets idle hosts. (What was learnt about them stays in
 // Config.HostMemory, their rate buckets in Config.Limiter.)
 func (p *Prober) sweepLocked() {
-	now := time.Now()
+	now := p.clk.Now()
 	for k, q := range p.hosts {
 		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && !now.Before(q.backoffUntil) &&
 			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
@@ -145,7 +147,7 @@ func (p *Prober) learnLocked(q *hostQ, s HostState) {
 }
 
 func (p *Prober) enqueue(q *hostQ, it *item, front bool) {
-	it.since = time.Now()
+	it.since = p.clk.Now()
 	if front {
 		q.front = append(q.front, it)
 	} else {
@@ -158,7 +160,7 @@ func (p *Prober) enqueue(q *hostQ, it *item, front bool) {
 // take removes up to max live items from q.
 func (p *Prober) take(q *hostQ, max int) []*item {
 	var out []*item
-	now := time.Now()
+	now := p.clk.Now()
 	for len(out) < max && q.n > 0 {
 		var it *item
 		if n := len(q.front); n > 0 {
@@ -203,7 +205,7 @@ func (p *Prober) kick(q *hostQ) {
 	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && backlog < secondSessionBacklog) {
 		return
 	}
-	if time.Now().Before(q.backoffUntil) {
+	if p.clk.Now().Before(q.backoffUntil) {
 		p.armBackoffLocked(q)
 		return
 	}
@@ -305,13 +307,13 @@ func (p *Prober) serveWaitqLocked() {
 // is left).
 func (p *Prober) session(q *hostQ, sl *slot) bool {
 	p.mu.Lock()
-	if time.Now().Before(q.backoffUntil) {
+	if p.clk.Now().Before(q.backoffUntil) {
 		p.mu.Unlock()
 		return false // the host asked to slow down: kick starts a session later
 	}
 	q.hs = q.hs.Merge(p.cfg.HostMemory.Load(q.key)) // what other processes learnt meanwhile
 	items := p.take(q, min(p.groupLocked(q), p.perSession(q)))
-	if len(items) > 0 && !p.windowSlotLocked(q, time.Now()) {
+	if len(items) > 0 && !p.windowSlotLocked(q, p.clk.Now()) {
 		p.requeueLocked(items, false, nil) // to wait for the host's next window
 		items = nil
 	}
@@ -351,7 +353,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.hostFailed(q, items, &hostError{tg: tg, err: err})
 		return false
 	}
-	t0 := time.Now()
+	t0 := p.clk.Now()
 	s, err := p.dial(tg, budget, answered, dialer)
 	if err != nil {
 		lease.Release()
@@ -454,7 +456,7 @@ func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
 		s.rejectCap >= postfixSlowZoneRejects || s.rejectRoom() > 0 || q.n == 0 {
 		return false
 	}
-	now := time.Now()
+	now := p.clk.Now()
 	windowSpent := q.winCount >= limit && now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin))
 	if !now.Before(q.backoffUntil) && !windowSpent {
 		return false // a new session can start now: cheaper than the slow zone
@@ -508,10 +510,10 @@ func (p *Prober) next(q *hostQ, max int) []*item {
 	q.idle++
 	wake := q.wake
 	p.mu.Unlock()
-	t := time.NewTimer(holdIdle)
+	t := p.clk.NewTimer(holdIdle)
 	select {
 	case <-wake:
-	case <-t.C:
+	case <-t.C():
 	}
 	t.Stop()
 	p.mu.Lock()
@@ -576,7 +578,7 @@ func (p *Prober) noRoute(items []*item, err error) {
 			it.job.settleLocked(it, err)
 			continue
 		}
-		p.deferLocked(it, time.Now().Add(noRouteRetry))
+		p.deferLocked(it, p.clk.Now().Add(noRouteRetry))
 	}
 }
 
@@ -608,7 +610,7 @@ func latestDeadline(items []*item) time.Time {
 
 // deferLocked parks it in the timer heap until due.
 func (p *Prober) deferLocked(it *item, due time.Time) {
-	it.due, it.since = due, time.Now()
+	it.due, it.since = due, p.clk.Now()
 	heap.Push(&p.deferred, it)
 	p.armTimerLocked()
 }
@@ -630,9 +632,9 @@ func (p *Prober) armTimerLocked() {
 	}
 	p.timerAt = due
 	if p.timer == nil {
-		p.timer = time.AfterFunc(time.Until(due), p.onTimer)
+		p.timer = p.clk.AfterFunc(p.clk.Until(due), p.onTimer)
 	} else {
-		p.timer.Reset(time.Until(due))
+		p.timer.Reset(p.clk.Until(due))
 	}
 }
 
@@ -641,7 +643,7 @@ func (p *Prober) onTimer() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.timerAt = time.Time{}
-	now := time.Now()
+	now := p.clk.Now()
 	for len(p.deferred) > 0 && !p.deferred[0].due.After(now) {
 		it := heap.Pop(&p.deferred).(*item)
 		p.st.deferredNs.Add(int64(now.Sub(it.since)))

@@ -15,6 +15,8 @@ import (
 
 	"github.com/emaildata/emaildata/internal/engine/fleet"
 	"github.com/emaildata/emaildata/internal/engine/proxypool"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // session is one SMTP connection to an MX host. It is used by one
@@ -71,9 +73,9 @@ func (s *session) hold(l *fleet.Lease) {
 	go func() {
 		var at <-chan time.Time
 		if ok {
-			t := time.NewTimer(time.Until(dl))
+			t := s.p.clk.NewTimer(s.p.clk.Until(dl))
 			defer t.Stop()
-			at = t.C
+			at = t.C()
 		}
 		select {
 		case <-s.leaseStop:
@@ -81,7 +83,7 @@ func (s *session) hold(l *fleet.Lease) {
 		case <-l.Lost():
 		case <-at:
 		}
-		cut := time.Now()
+		cut := s.p.clk.Now()
 		s.cutAt.Store(cut.UnixNano())
 		_ = s.c.SetDeadline(cut)
 	}()
@@ -102,7 +104,7 @@ func (s *session) leaseEnding() bool {
 	default:
 	}
 	dl, ok := s.lease.Deadline()
-	return ok && time.Until(dl) < max(leaseMargin, 2*s.rtt)
+	return ok && s.p.clk.Until(dl) < max(leaseMargin, 2*s.rtt)
 }
 
 // countReader counts the bytes read through it.
@@ -198,11 +200,11 @@ func noRoute(err error) bool { return errors.Is(err, proxypool.ErrNoProxy) }
 
 // ctxErr is ctx's error, or DeadlineExceeded once the deadline has passed
 // even if ctx has not noticed yet.
-func ctxErr(ctx context.Context) error {
+func ctxErr(ctx context.Context, clk clock.Clock) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+	if dl, ok := ctx.Deadline(); ok && !clk.Now().Before(dl) {
 		return context.DeadlineExceeded
 	}
 	return context.Canceled
@@ -234,10 +236,10 @@ func (p *Prober) dial(tg target, budget time.Time, answered bool, dialer DialFun
 	if err := p.allowed(tg); err != nil {
 		return nil, &hostError{tg: tg, err: err}
 	}
-	if !budget.IsZero() && !time.Now().Before(budget) {
+	if !budget.IsZero() && !p.clk.Now().Before(budget) {
 		return nil, &budgetError{context.DeadlineExceeded}
 	}
-	t0 := time.Now()
+	t0 := p.clk.Now()
 	p.st.dials.Add(1)
 	ctx := context.Background()
 	if !budget.IsZero() {
@@ -263,7 +265,7 @@ func (p *Prober) dial(tg target, budget time.Time, answered bool, dialer DialFun
 		return nil, p.helloFailed(s, t0, err, answered)
 	}
 	p.penalties.clear(tg.addr)
-	s.setup = time.Since(t0)
+	s.setup = p.clk.Since(t0)
 	p.st.setupHist.Observe(s.setup)
 	p.st.sessions.Add(1)
 	p.noteSession(tg.addr, t0)
@@ -316,19 +318,19 @@ func (p *Prober) helloFailed(s *session, t0 time.Time, err error, answered bool)
 // stalled records a host that never answered.
 func (p *Prober) stalled(tg target, t0 time.Time, err error) {
 	p.st.stalled.Add(1)
-	p.st.stalledNs.Add(int64(time.Since(t0)))
+	p.st.stalledNs.Add(int64(p.clk.Since(t0)))
 	p.penalties.mark(tg.addr, err)
 }
 
 // arm sets the connection deadline for the next exchange: d from now, cut
 // by the budget.
 func (s *session) arm(d time.Duration) error {
-	dl := time.Now().Add(d)
+	dl := s.p.clk.Now().Add(d)
 	if c := s.cutAt.Load(); c != 0 && time.Unix(0, c).Before(dl) {
 		dl = time.Unix(0, c)
 	}
 	if !s.budget.IsZero() {
-		if !time.Now().Before(s.budget) {
+		if !s.p.clk.Now().Before(s.budget) {
 			return &budgetError{context.DeadlineExceeded}
 		}
 		if s.budget.Before(dl) {
@@ -352,7 +354,7 @@ func (s *session) fail(err error) error {
 		s.p.st.failovers.Add(1)
 		return &proxyLostError{err}
 	}
-	if !s.budget.IsZero() && !time.Now().Before(s.budget) {
+	if !s.budget.IsZero() && !s.p.clk.Now().Before(s.budget) {
 		return &budgetError{fmt.Errorf("%w: %w", context.DeadlineExceeded, err)}
 	}
 	return &hostError{tg: s.tg, err: err, reply: s.lastReply}
@@ -400,12 +402,12 @@ func (s *session) hello() error {
 	if s.rules.rejects {
 		s.rejectCap = s.p.cfg.MaxRejectsPerSession
 	}
-	t0 := time.Now()
+	t0 := s.p.clk.Now()
 	r, err := s.exchange1("EHLO " + s.p.cfg.HELOName)
 	if err != nil {
 		return err
 	}
-	s.helloRTT = time.Since(t0)
+	s.helloRTT = s.p.clk.Since(t0)
 	switch greetingClass(r, false).Rule().Next {
 	case NextGoOn:
 		for _, l := range strings.Split(r.text, "\n")[1:] {
@@ -473,7 +475,7 @@ func (s *session) close() {
 		close(s.leaseStop)
 		s.lease.Release()
 	}
-	d := time.Since(s.t0)
+	d := s.p.clk.Since(s.t0)
 	s.p.st.sessionNs.Add(int64(d))
 	s.p.st.sessionHist.Observe(d)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/engine/fleet"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // The seam with internal/engine/fleet (issue 22): per-host connection slots and
@@ -128,6 +130,7 @@ type sharedHostMemory struct {
 	egress string
 	ttl    time.Duration
 
+	clk     clock.Clock
 	mu      sync.Mutex
 	fetched map[string]time.Time
 }
@@ -136,13 +139,13 @@ type sharedHostMemory struct {
 // while its sessions run.
 const hostRefresh = 2 * time.Second
 
-func newSharedHostMemory(local HostMemory, l fleet.Learnt, egress string, ttl time.Duration) *sharedHostMemory {
-	return &sharedHostMemory{local: local, learnt: l, egress: egress, ttl: ttl, fetched: map[string]time.Time{}}
+func newSharedHostMemory(local HostMemory, l fleet.Learnt, egress string, ttl time.Duration, clk clock.Clock) *sharedHostMemory {
+	return &sharedHostMemory{local: local, learnt: l, egress: egress, ttl: ttl, clk: clock.Or(clk), fetched: map[string]time.Time{}}
 }
 
 func (h *sharedHostMemory) Load(addr string) HostState {
 	s := h.local.Load(addr)
-	now := time.Now()
+	now := h.clk.Now()
 	h.mu.Lock()
 	due := now.Sub(h.fetched[addr]) >= hostRefresh
 	if due {

@@ -136,6 +136,8 @@ import (
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/platform/durhist"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Config configures a Prober. Zero fields take their defaults.
@@ -273,6 +275,9 @@ type Config struct {
 	// takes a lease before it dials, ends before the lease does, and
 	// gives it back when its connection is closed.
 	Limiter fleet.Limiter
+	// Clock times everything the Prober waits for or remembers (default
+	// the wall clock; the wiring chooses it).
+	Clock clock.Clock
 	// Learnt, when set, shares what sessions learn with the processes
 	// that share it: catch-all verdicts (CatchAllCacheTTL), stalled and
 	// refusing hosts (HostPenaltyTTL) and learnt per-host limits
@@ -345,13 +350,14 @@ func (c *Config) setDefaults() {
 	if c.Egress == "" {
 		c.Egress = fleet.DefaultEgress
 	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Limiter == nil {
-		c.Limiter = fleet.NewLocal(0)
+		c.Limiter = fleet.NewLocal(0, c.Clock)
 	}
 	if c.HostMemory == nil {
-		c.HostMemory = NewHostMemory(c.HostPenaltySize, c.HostMemoryTTL)
+		c.HostMemory = NewHostMemory(c.HostPenaltySize, c.HostMemoryTTL, c.Clock)
 		if c.Learnt != nil {
-			c.HostMemory = newSharedHostMemory(c.HostMemory, c.Learnt, c.Egress, c.HostMemoryTTL)
+			c.HostMemory = newSharedHostMemory(c.HostMemory, c.Learnt, c.Egress, c.HostMemoryTTL, c.Clock)
 		}
 	}
 }
@@ -546,6 +552,7 @@ func (s Stats) Counters() map[string]float64 {
 // unreachable hosts are shared by all its calls.
 type Prober struct {
 	cfg       Config
+	clk       clock.Clock // cfg.Clock
 	cache     *verdictCache
 	penalties *hostPenalties // nil when disabled
 	secret    [16]byte
@@ -558,7 +565,7 @@ type Prober struct {
 	open     int      // sessions running (waiting for a token, connecting or open)
 	waitq    []*hostQ // hosts waiting for a global session slot
 	deferred itemHeap
-	timer    *time.Timer
+	timer    clock.Timer
 	timerAt  time.Time
 	caOwner  map[string]*job // domain → the job whose catch-all probe is in flight
 	// holder names this Prober in fleet-wide claims (claim.go).
@@ -582,8 +589,9 @@ func New(cfg Config) *Prober {
 	cfg.setDefaults()
 	p := &Prober{
 		cfg:       cfg,
-		cache:     newVerdictCache(cfg.CatchAllCacheSize, cfg.CatchAllCacheTTL),
-		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL, cfg.Learnt, cfg.Egress),
+		clk:       cfg.Clock,
+		cache:     newVerdictCache(cfg.CatchAllCacheSize, cfg.CatchAllCacheTTL, cfg.Clock),
+		penalties: newHostPenalties(cfg.HostPenaltySize, cfg.HostPenaltyTTL, cfg.Learnt, cfg.Egress, cfg.Clock),
 		mailFrom:  "<" + cfg.MailFrom + ">",
 		hosts:     make(map[string]*hostQ),
 		sweepAt:   minSweep,

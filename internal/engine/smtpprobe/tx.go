@@ -216,7 +216,7 @@ func (s *session) writeCmd(c *cmd) {
 // MAIL (the RCPTs would only get 503); it stops reading after a 421 (the
 // server is closing the connection). The rest are unsent, with a nil error.
 func (s *session) send(cmds []cmd) (int, error) {
-	t0 := time.Now()
+	t0 := s.p.clk.Now()
 	var w slowWatch
 	s.exempt = 0
 	step := len(cmds)
@@ -273,7 +273,7 @@ func (s *session) send(cmds []cmd) (int, error) {
 			}
 		}
 	}
-	s.rtt = time.Since(t0)
+	s.rtt = s.p.clk.Since(t0)
 	return len(cmds), nil
 }
 
@@ -304,7 +304,7 @@ const minRejectsBeforeSlow = 3
 type slowWatch struct{ prev time.Time }
 
 func (w *slowWatch) check(s *session, c *cmd) error {
-	now := time.Now()
+	now := s.p.clk.Now()
 	gap, first := now.Sub(w.prev), w.prev.IsZero()
 	w.prev = now
 	exempt := false

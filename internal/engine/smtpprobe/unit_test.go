@@ -121,7 +121,7 @@ func TestClassifyRcpt(t *testing.T) {
 
 func TestVerdictCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newVerdictCache(3, time.Minute)
+		c := newVerdictCache(3, time.Minute, nil)
 		for i := range 5 {
 			c.put(fmt.Sprintf("d%d.test", i), i%2 == 0)
 		}

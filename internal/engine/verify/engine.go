@@ -10,6 +10,8 @@ import (
 	"github.com/emaildata/emaildata/internal/engine/emaillists"
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/engine/typo"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Options are per-call choices.
@@ -65,7 +67,11 @@ type Engine struct {
 	// Reporters are parts with work counters of their own (the history,
 	// the fleet backend), reported with the engine's.
 	Reporters []Reporter
-	// Now is the clock that dates new verdicts (nil: time.Now).
+	// Clock dates new verdicts (nil: the wall clock); the wiring gives
+	// the process's.
+	Clock clock.Clock
+	// Now, when set, reads the time instead of Clock: tests move it
+	// without a bubble.
 	Now func() time.Time
 }
 
@@ -73,7 +79,7 @@ func (e *Engine) now() time.Time {
 	if e.Now != nil {
 		return e.Now()
 	}
-	return time.Now()
+	return clock.Or(e.Clock).Now()
 }
 
 // Reporter has cumulative work counters, named for reports and metrics.

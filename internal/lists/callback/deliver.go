@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // UserAgent identifies callback requests so receivers can recognise and
@@ -159,8 +161,18 @@ func DeliverSigned(ctx context.Context, c *http.Client, rawURL string, p Payload
 	return &StatusError{
 		StatusCode: resp.StatusCode,
 		Snippet:    snippet(data),
-		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), attemptTime(s)),
 	}
+}
+
+// attemptTime is when the attempt was made on the caller's clock (the
+// reconciler's: s.Time), which a Retry-After HTTP date is counted from;
+// the wall clock for a caller that gave none.
+func attemptTime(s Signing) time.Time {
+	if s.Time.IsZero() {
+		return clock.Wall{}.Now()
+	}
+	return s.Time
 }
 
 // unwrapURLError drops *url.Error's "Post \"<url>\": " prefix, which would

@@ -49,3 +49,11 @@ func Until(ctx context.Context, cond func() bool) bool {
 func PastTTL(ttl time.Duration) {
 	time.Sleep(ttl + 5*time.Millisecond)
 }
+
+// Let lets d pass on the wall clock while real servers and processes do
+// their part (a test's load running against a real Redis while it is cut
+// and restored): the simulated-time test's simtime.Advance, for a world
+// no bubble holds.
+func Let(d time.Duration) {
+	time.Sleep(d)
+}

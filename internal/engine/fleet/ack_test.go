@@ -1,0 +1,214 @@
+package fleet
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/simtime"
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
+	"github.com/emaildata/emaildata/internal/platform/clock"
+)
+
+// lateClock is the clock of a starved process: every timer, ticker and
+// sleep of it fires late by late (its goroutines get no CPU in time).
+type lateClock struct {
+	clock.Wall
+	late time.Duration
+}
+
+func (c lateClock) NewTimer(d time.Duration) clock.Timer   { return c.Wall.NewTimer(d + c.late) }
+func (c lateClock) NewTicker(d time.Duration) clock.Ticker { return c.Wall.NewTicker(d + c.late) }
+func (c lateClock) After(d time.Duration) <-chan time.Time { return c.Wall.After(d + c.late) }
+func (c lateClock) Sleep(d time.Duration)                  { c.Wall.Sleep(d + c.late) }
+func (c lateClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.Wall.AfterFunc(d+c.late, f)
+}
+
+// ackOptions are the options of seat of two, on clk.
+func ackOptions(seat int, clk clock.Clock) Options {
+	return Options{LeaseTTL: time.Second, HealthInterval: 100 * time.Millisecond, FailAfter: 2, Clock: clk,
+		Share: Share{Seat: seat, Seats: 2, Turn: 300 * time.Millisecond, Skew: 20 * time.Millisecond}}
+}
+
+// advanceUntil lets simulated time pass in steps of step until cond holds,
+// failing after within.
+func advanceUntil(t *testing.T, within, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(within); !cond(); simtime.Advance(step) {
+		if !time.Now().Before(end) {
+			t.Fatalf("no %s within %v", what, within)
+		}
+	}
+}
+
+// switchWorld is a fleet backend two processes share, with the means to
+// cut it and to let time pass: a Memory in a synctest bubble, or a real
+// Redis behind a relay on the wall clock.
+type switchWorld struct {
+	open  func(o Options) *Fleet
+	down  func(bool)
+	pass  func(time.Duration)
+	until func(t *testing.T, within time.Duration, what string, cond func() bool)
+	// divided and shared are how long the load runs in the fallback and
+	// after the switch back.
+	divided, shared time.Duration
+}
+
+// starvedSwitch: two processes fall back to divided leases when the
+// backend goes away; when it comes back, one of them is starved (its
+// timers fire late by more than a HealthInterval), so it ends its divided
+// sessions well after the agreed resume time. The other must not take
+// shared leases until the starved one has left the stale set: never more
+// connections at once than the host's limit, on either side of the switch.
+func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
+	a := w.open(ackOptions(0, nil))
+	defer a.Close()
+	b := w.open(ackOptions(1, lateClock{late: late}))
+	defer b.Close()
+	// Two connections: one each while divided, so that each process holds
+	// a divided lease most of the time, the switch included; two workers
+	// each, so that shared leases would take both.
+	k := Key{Egress: DefaultEgress, Host: "192.0.2.21:25"}
+	lim := Limits{Conns: 2, Rate: 50}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var rec recorder
+	var wg sync.WaitGroup
+	for _, f := range []*Fleet{a, a, b, b} {
+		wg.Go(func() {
+			if err := hammer(ctx, f, k, lim, 400*time.Millisecond, &rec); err != nil {
+				t.Errorf("hammer: %v", err)
+			}
+		})
+	}
+	w.down(true)
+	// Generous bounds: on a real Redis they wait for health checks and
+	// client timeouts of a loaded machine (not what is tested).
+	w.until(t, 20*time.Second, "fallback", func() bool { return a.Mode() == ModeFallback && b.Mode() == ModeFallback })
+	w.pass(w.divided) // divided leases from LeaseTTL + HealthInterval after the fallback
+	w.down(false)
+	back := time.Now()
+	w.until(t, 20*time.Second, "shared mode again", func() bool { return a.Mode() == ModeShared && b.Mode() == ModeShared })
+	w.pass(w.shared) // shared leases again
+	cancel()
+	wg.Wait()
+
+	if m := maxConcurrent(rec.spans); m > 2 {
+		t.Errorf("%d connections at once around the switch, limit 2", m)
+	}
+	var after int
+	for _, s := range rec.spans {
+		if s.from.After(back.Add(a.settle() + late)) {
+			after++
+		}
+	}
+	if after == 0 {
+		t.Errorf("no lease after the switch back (%d in all)", len(rec.spans))
+	}
+	if st := b.Stats(); st.Fallbacks != 1 || st.LeasesLost == 0 {
+		t.Errorf("starved process stats %+v: want one fallback and its divided leases ended at the switch", st)
+	}
+}
+
+// TestSwitchBackWaitsForStarvedProcess runs starvedSwitch on a Memory in
+// simulated time (testing/synctest): the outage, the starvation and the
+// switch take no real time, the run is the same every time, and it has
+// three connections at once with the former margin (shared leases 1.5
+// HealthIntervals after the resume time); and on a real Redis cut and
+// restored, on the wall clock, where whether the starved process holds a
+// lease at the switch is chance.
+func TestSwitchBackWaitsForStarvedProcess(t *testing.T) {
+	const late = 300 * time.Millisecond // > HealthInterval (100 ms), < LeaseTTL
+	t.Run("memory", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			m := NewMemory(nil)
+			starvedSwitch(t, switchWorld{
+				open: func(o Options) *Fleet { return OpenMemory(context.Background(), m, o) },
+				down: m.SetDown,
+				pass: simtime.Advance,
+				until: func(t *testing.T, d time.Duration, what string, cond func() bool) {
+					advanceUntil(t, d, 50*time.Millisecond, what, cond)
+				},
+				divided: 2 * time.Second, shared: 3 * time.Second, // free in a bubble
+			}, late)
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		u := redisURL(t) // skips (or fails under CI) without Redis; cleans the prefix
+		c := newCutter(t)
+		prefix := u[strings.Index(u, "prefix=")+len("prefix="):]
+		starvedSwitch(t, switchWorld{
+			open: func(o Options) *Fleet { return ready(t, c.url(prefix), o) },
+			down: func(down bool) {
+				if down {
+					c.cut()
+				} else {
+					c.restore()
+				}
+			},
+			pass: realtime.Let,
+			until: func(t *testing.T, d time.Duration, what string, cond func() bool) {
+				realtime.Eventually(t, d, what, cond)
+			},
+			divided: time.Second, shared: time.Second,
+		}, late)
+	})
+}
+
+// TestSwitchBackBoundedForDeadProcess: a process that dies in the
+// fallback, holding a divided lease, never leaves the stale set; the
+// others wait for its mark to age a LeaseTTL, no longer (exactly: the
+// first health check after that).
+func TestSwitchBackBoundedForDeadProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(nil)
+		a := OpenMemory(context.Background(), m, ackOptions(0, nil))
+		defer a.Close()
+		b := OpenMemory(context.Background(), m, ackOptions(1, nil))
+		k := Key{Egress: DefaultEgress, Host: "192.0.2.22:25"}
+		lim := Limits{Conns: 1, Rate: 50}
+
+		m.SetDown(true)
+		advanceUntil(t, 5*time.Second, 50*time.Millisecond, "fallback", func() bool {
+			return a.Mode() == ModeFallback && b.Mode() == ModeFallback
+		})
+		if _, err := b.Acquire(context.Background(), k, lim); err != nil { // held until it dies
+			t.Fatal(err)
+		}
+		m.SetDown(false)
+		// It dies just before the resume time, its mark fresh.
+		advanceUntil(t, 5*time.Second, 10*time.Millisecond, "the eve of the resume time", func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			_, ok := m.stale[b.b.(*memClient).id]
+			return ok && !m.resumeAt.IsZero() && time.Until(m.resumeAt) < 50*time.Millisecond
+		})
+		_ = b.Close() // dies: its divided lease is never released
+		m.mu.Lock()
+		lastMark := m.stale[b.b.(*memClient).id]
+		m.mu.Unlock()
+
+		advanceUntil(t, 5*time.Second, 10*time.Millisecond, "shared mode", func() bool { return a.Mode() == ModeShared })
+		l, err := a.Acquire(context.Background(), k, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := time.Now()
+		l.Release()
+		o := ackOptions(0, nil)
+		if earliest := lastMark.Add(o.LeaseTTL); got.Before(earliest) {
+			t.Errorf("shared lease %v after the dead process's last mark, before the lease TTL (%v)", got.Sub(lastMark), o.LeaseTTL)
+		}
+		if latest := lastMark.Add(o.LeaseTTL + o.HealthInterval); got.After(latest) {
+			t.Errorf("shared lease %v after the dead process's last mark, want by LeaseTTL + HealthInterval (%v)", got.Sub(lastMark), o.LeaseTTL+o.HealthInterval)
+		}
+		if a.Mode() != ModeShared {
+			t.Errorf("mode %s, want shared", a.Mode())
+		}
+	})
+}
