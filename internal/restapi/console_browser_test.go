@@ -411,7 +411,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.shot("tablet")
 	p.run(chromedp.EmulateViewport(1024, 900))
 
-	// Validation list: live progress, chart numbers, download.
+	// Live progress, held by the test world so that it is seen.
+	checkLiveProgress(t, p, keyMulti)
+
+	// Validation list: progress, chart numbers, download.
 	evID := p.upload(sample, "email_validation", "process")
 	row := fmt.Sprintf(`document.querySelector('#lists-table tr[data-list-id="%d"]')`, evID)
 	p.wait("the new list in the lists view", row, 15*time.Second)
