@@ -89,6 +89,7 @@ type page struct {
 	urls      []string // every URL the page requested
 	downloads chan string
 	seen      map[string]bool // downloads reported (by the tab and the browser)
+	axeSrc    string          // axe-core's source, injected by axe
 }
 
 func newPage(t *testing.T, chromium string) *page {
@@ -352,6 +353,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	globexID := listID(t, submit(t, keyGlobex, nil, "globex-console.csv", []byte("x@good.test\n")))
 
 	p := newPage(t, chromium)
+	p.axeSrc = string(axeSrc)
 	p.run(chromedp.Navigate(baseURL + "/console/"))
 	p.wait("the sign-in form", `document.getElementById('key')`, 10*time.Second)
 	p.shot("signin")
@@ -495,10 +497,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("lists shown %v; want at least the two uploaded", ids)
 	}
 
+	// Email append: the console's match rates against the REST status.
+	checkMatchRates(t, p)
+
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, u := range p.urls {
-		if strings.Contains(u, keyMulti) || !strings.HasPrefix(u, baseURL) && !strings.HasPrefix(u, "blob:") && !strings.HasPrefix(u, "data:") {
+		if strings.Contains(u, keyMulti) || strings.Contains(u, keyAppend) || !strings.HasPrefix(u, baseURL) && !strings.HasPrefix(u, "blob:") && !strings.HasPrefix(u, "data:") {
 			t.Errorf("the page requested %q: a key in a URL or another origin", u)
 		}
 	}
