@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -90,6 +91,7 @@ type page struct {
 	downloads chan string
 	seen      map[string]bool // downloads reported (by the tab and the browser)
 	axeSrc    string          // axe-core's source, injected by axe
+	choosers  chan cdp.BackendNodeID
 }
 
 func newPage(t *testing.T, chromium string) *page {
@@ -99,7 +101,8 @@ func newPage(t *testing.T, chromium string) *page {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
-	p := &page{t: t, ctx: ctx, shots: artifactsDir(t), downloads: make(chan string, 4), seen: map[string]bool{}}
+	p := &page{t: t, ctx: ctx, shots: artifactsDir(t), downloads: make(chan string, 4), seen: map[string]bool{},
+		choosers: make(chan cdp.BackendNodeID, 4)}
 	// Listen runs on the tab's reading goroutine: record, never block.
 	err := chromedp.Listen(ctx, func(ev any) {
 		p.mu.Lock()
@@ -113,6 +116,11 @@ func newPage(t *testing.T, chromium string) *page {
 			p.problems = append(p.problems, (&chromedp.ExceptionError{ExceptionDetails: ev.ExceptionDetails}).Error())
 		case *network.EventRequestWillBeSent:
 			p.urls = append(p.urls, ev.Request.URL)
+		case *cdppage.EventFileChooserOpened: // intercepted: the file input the keyboard opened
+			select {
+			case p.choosers <- ev.BackendNodeID:
+			default:
+			}
 		case *browser.EventDownloadProgress:
 			if ev.State == browser.DownloadProgressStateCompleted && !p.seen[ev.GUID] {
 				p.seen[ev.GUID] = true
