@@ -372,6 +372,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	if first <= 0 || first >= 200_000 {
 		t.Errorf("first page %.0f bytes transferred, want under 200 kB", first)
 	}
+	// The sum holds every file of the first page, each over the network.
+	sent := eval[map[string]float64](p, `Object.fromEntries(performance.getEntriesByType('resource').map(e => [e.name.split('/').pop(), e.transferSize]))`)
+	for _, f := range []string{"app.css", "app.js", "api.js", "preview.js", "chart.js"} {
+		if sent[f] <= 0 {
+			t.Errorf("the first page's %s: %v bytes transferred; want it measured (resources %v)", f, sent[f], sent)
+		}
+	}
 	p.axe(string(axeSrc), "sign-in page")
 
 	// A wrong key is said to be wrong, and not kept.
