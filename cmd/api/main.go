@@ -37,7 +37,7 @@ func main() {
 	o, vc, fc, lo := &f.o, &f.vc, &f.fc, &f.lo
 	flag.Parse()
 	cidrs, peopleURL := f.cidrs, f.peopleURL
-	o.ConsoleDisabled = !f.console
+	f.parsed()
 	if *printConfig {
 		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, true))
 	}
@@ -102,6 +102,9 @@ type apiFlags struct {
 	cidrs, peopleURL string
 	console          bool
 }
+
+// parsed sets the options the flags give indirectly, once they are parsed.
+func (f *apiFlags) parsed() { f.o.ConsoleDisabled = !f.console }
 
 // bindAll binds every flag of the API on fs.
 func bindAll(fs *flag.FlagSet, conf *cfgv1.Configuration) *apiFlags {

@@ -2,10 +2,16 @@ package main
 
 import (
 	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+	"github.com/emaildata/emaildata/internal/platform/apikey"
+	"github.com/emaildata/emaildata/internal/restapi"
 )
 
 // TestFlagsInMigrationTable: every flag of the API has its row in the
@@ -44,5 +50,44 @@ func TestInteractiveTimeouts(t *testing.T) {
 	}
 	if f.vc.Probe.ConnectTimeout != 2*time.Second || f.o.RateLimit != 7 {
 		t.Errorf("connect timeout %v, rate %v: want the file's", f.vc.Probe.ConnectTimeout, f.o.RateLimit)
+	}
+}
+
+// TestConsoleConfiguration: api.console.enabled of the configuration file
+// turns the web console off (404 at /console/), --console overrides the
+// file, and the default serves it.
+func TestConsoleConfiguration(t *testing.T) {
+	const head = "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n"
+	for _, c := range []struct {
+		name, yaml string
+		args       []string
+		want       int
+	}{
+		{"default", head, nil, http.StatusOK},
+		{"disabled in the file", head + "api:\n  console:\n    enabled: false\n", nil, http.StatusNotFound},
+		{"enabled in the file", head + "api:\n  console:\n    enabled: true\n", nil, http.StatusOK},
+		{"disabled, the flag overrides", head + "api:\n  console:\n    enabled: false\n", []string{"--console=true"}, http.StatusOK},
+		{"enabled, the flag overrides", head, []string{"--console=false"}, http.StatusNotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conf, err := cfgv1.Decode([]byte(c.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := flag.NewFlagSet("api", flag.ContinueOnError)
+			f := bindAll(fs, conf)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			f.parsed()
+			h := restapi.New(f.o.Config, apikey.NewStore(), nil, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil))).Handler()
+			for _, path := range []string{"/console/", "/console/app.js"} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				if rec.Code != c.want {
+					t.Errorf("GET %s: %d, want %d", path, rec.Code, c.want)
+				}
+			}
+		})
 	}
 }

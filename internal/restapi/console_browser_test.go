@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -89,6 +90,8 @@ type page struct {
 	urls      []string // every URL the page requested
 	downloads chan string
 	seen      map[string]bool // downloads reported (by the tab and the browser)
+	axeSrc    string          // axe-core's source, injected by axe
+	choosers  chan cdp.BackendNodeID
 }
 
 func newPage(t *testing.T, chromium string) *page {
@@ -98,7 +101,8 @@ func newPage(t *testing.T, chromium string) *page {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
-	p := &page{t: t, ctx: ctx, shots: artifactsDir(t), downloads: make(chan string, 4), seen: map[string]bool{}}
+	p := &page{t: t, ctx: ctx, shots: artifactsDir(t), downloads: make(chan string, 4), seen: map[string]bool{},
+		choosers: make(chan cdp.BackendNodeID, 4)}
 	// Listen runs on the tab's reading goroutine: record, never block.
 	err := chromedp.Listen(ctx, func(ev any) {
 		p.mu.Lock()
@@ -112,6 +116,11 @@ func newPage(t *testing.T, chromium string) *page {
 			p.problems = append(p.problems, (&chromedp.ExceptionError{ExceptionDetails: ev.ExceptionDetails}).Error())
 		case *network.EventRequestWillBeSent:
 			p.urls = append(p.urls, ev.Request.URL)
+		case *cdppage.EventFileChooserOpened: // intercepted: the file input the keyboard opened
+			select {
+			case p.choosers <- ev.BackendNodeID:
+			default:
+			}
 		case *browser.EventDownloadProgress:
 			if ev.State == browser.DownloadProgressStateCompleted && !p.seen[ev.GUID] {
 				p.seen[ev.GUID] = true
@@ -352,6 +361,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	globexID := listID(t, submit(t, keyGlobex, nil, "globex-console.csv", []byte("x@good.test\n")))
 
 	p := newPage(t, chromium)
+	p.axeSrc = string(axeSrc)
 	p.run(chromedp.Navigate(baseURL + "/console/"))
 	p.wait("the sign-in form", `document.getElementById('key')`, 10*time.Second)
 	p.shot("signin")
@@ -361,6 +371,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Logf("first page: %.0f bytes transferred", first)
 	if first <= 0 || first >= 200_000 {
 		t.Errorf("first page %.0f bytes transferred, want under 200 kB", first)
+	}
+	// The sum holds every file of the first page, each over the network.
+	sent := eval[map[string]float64](p, `Object.fromEntries(performance.getEntriesByType('resource').map(e => [e.name.split('/').pop(), e.transferSize]))`)
+	for _, f := range []string{"app.css", "app.js", "api.js", "preview.js", "chart.js"} {
+		if sent[f] <= 0 {
+			t.Errorf("the first page's %s: %v bytes transferred; want it measured (resources %v)", f, sent[f], sent)
+		}
 	}
 	p.axe(string(axeSrc), "sign-in page")
 
@@ -411,7 +428,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.shot("tablet")
 	p.run(chromedp.EmulateViewport(1024, 900))
 
-	// Validation list: live progress, chart numbers, download.
+	// Live progress, held by the test world so that it is seen.
+	checkLiveProgress(t, p, keyMulti)
+
+	// Validation list: progress, chart numbers, download.
 	evID := p.upload(sample, "email_validation", "process")
 	row := fmt.Sprintf(`document.querySelector('#lists-table tr[data-list-id="%d"]')`, evID)
 	p.wait("the new list in the lists view", row, 15*time.Second)
@@ -492,10 +512,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("lists shown %v; want at least the two uploaded", ids)
 	}
 
+	// Email append: the console's match rates against the REST status.
+	checkMatchRates(t, p)
+
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, u := range p.urls {
-		if strings.Contains(u, keyMulti) || !strings.HasPrefix(u, baseURL) && !strings.HasPrefix(u, "blob:") && !strings.HasPrefix(u, "data:") {
+		if strings.Contains(u, keyMulti) || strings.Contains(u, keyAppend) || !strings.HasPrefix(u, baseURL) && !strings.HasPrefix(u, "blob:") && !strings.HasPrefix(u, "data:") {
 			t.Errorf("the page requested %q: a key in a URL or another origin", u)
 		}
 	}

@@ -153,6 +153,9 @@ func (v routedVerifier) Verify(ctx context.Context, address string, o verify.Opt
 // routedBatch is the lists' checker: base but for the history domains.
 func routedBatch(base *verify.Engine) func(context.Context, []string, []verify.Result, verify.Options) error {
 	return func(ctx context.Context, addrs []string, results []verify.Result, o verify.Options) error {
+		if err := gate.hold(ctx, addrs); err != nil {
+			return err
+		}
 		groups := map[*verify.Engine][]int{}
 		for i, a := range addrs {
 			e := routeOf(a, base)

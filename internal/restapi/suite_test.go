@@ -33,6 +33,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/evlist"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice/listservicetest"
+	"github.com/emaildata/emaildata/internal/lists/peoplelist"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
@@ -165,8 +166,26 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	peopleDir, err := os.MkdirTemp("", "emaildata-people-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(peopleDir)
+	if peopleStore, err = people.Open(ctx, "bolt://"+peopleDir+"/people.db"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer peopleStore.Close()
+	peopleData = people.GenerateSlice(7, 500)
+	if err := peopleStore.Upsert(ctx, peopleData); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	reg := wiring.Registry(nil)
 	reg.Register("email_intelligence", listservicetest.DomainService{})
+	// email_append over the suite's people (the console's match rates).
+	reg.Register(peoplelist.NameEmailAppend, peoplelist.NewEmailAppend(peopleStore))
 	// email_validation: offline as before, but the history test domains
 	// (history_test.go) go through their SMTP engines with a history.
 	ev := evlist.New(routedBatch(wiring.OfflineEngine()))
@@ -185,22 +204,6 @@ func runSuite(m *testing.M) int {
 	}
 	go func() { _ = mgr.Start(ctx) }()
 
-	peopleDir, err := os.MkdirTemp("", "emaildata-people-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(peopleDir)
-	if peopleStore, err = people.Open(ctx, "bolt://"+peopleDir+"/people.db"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer peopleStore.Close()
-	peopleData = people.GenerateSlice(7, 500)
-	if err := peopleStore.Upsert(ctx, peopleData); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	addr, err := startAPI(ctx, restapi.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

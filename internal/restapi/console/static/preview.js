@@ -54,13 +54,18 @@ export function emailColumn(rows) {
   return best;
 }
 
+// Column names a list's header holds: the email column's, and the name
+// and postal ones of an email append list (which has no addresses).
+const HEAD_NAMES = /^(e-?mail.*|(first|last|middle)[ _-]?name|first|last|zip([ _-]?code)?|postal[ _-]?code|street|city|state)$/i;
+
 // hasHeader: the first row holds no address while later rows do, or it
-// reads like names (email, mail, e-mail) of columns.
+// reads like names of columns (email, first name, zip...).
 export function hasHeader(rows) {
   if (rows.length < 2) return false;
   const col = emailColumn(rows);
   const first = rows[0][col] || '';
   if (/^e-?mail/i.test(first.trim())) return true;
+  if (rows[0].some((v) => HEAD_NAMES.test(v.trim())) && !rows[1].some((v) => HEAD_NAMES.test(v.trim()))) return true;
   return !looksEmail(first) && rows.slice(1).some((r) => looksEmail(r[col] || ''));
 }
 
