@@ -10,17 +10,18 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/restapi"
@@ -108,6 +109,22 @@ func (tc *testCluster) podSpec(t *testing.T, ns, name string) (account string, a
 	return d.Spec.Template.Spec.ServiceAccountName, d.Spec.Template.Spec.Containers[0].Args
 }
 
+// releaseConfig is the Configuration the release installed (its
+// <fullname>-config ConfigMap, which its Deployments mount and name with
+// --config), loaded with the binaries' strict loader.
+func (tc *testCluster) releaseConfig(t *testing.T, ns, fullname string) *cfgv1.Configuration {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := tc.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: fullname + "-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cfgv1.Decode([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("configuration of %s: %v", fullname, err)
+	}
+	return c
+}
+
 // running is a manager or an API started by a test; stop ends it and
 // waits for it.
 type running struct {
@@ -169,9 +186,7 @@ func (tc *testCluster) startManager(t *testing.T, ns, fullname, storeDir string)
 	}
 	o.Secrets, o.ListIDConfigMap = installedFlags(t, args)
 	o.LeaderElectionID, _ = argValue(args, "--leader-election-id")
-	if v, ok := argValue(args, "--watch-namespaces"); ok {
-		o.WatchNamespaces = strings.Split(v, ",")
-	}
+	o.WatchNamespaces = tc.releaseConfig(t, ns, fullname).Namespaces.Watch
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := operator.New(ctx, impersonate(tc.cfg, ns, account), o)
 	if err != nil {
@@ -196,7 +211,7 @@ func (tc *testCluster) startAPI(t *testing.T, ns, fullname, storeDir string) *ru
 	o := restapi.RunOptions{Listener: ln, MetricsListen: "0", KeyNamespace: ns, BlobURL: "file://" + storeDir,
 		ShutdownTimeout: 5 * time.Second, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	o.Secrets, o.ListIDConfigMap = installedFlags(t, args)
-	o.APIKeyNamespace, _ = argValue(args, "--api-key-namespace")
+	o.APIKeyNamespace = tc.releaseConfig(t, ns, fullname).Namespaces.APIKeys
 	ready := make(chan struct{})
 	o.Ready = func(string) { close(ready) }
 	ctx, cancel := context.WithCancel(context.Background())
