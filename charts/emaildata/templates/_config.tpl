@@ -29,6 +29,20 @@
 {{- if .Values.metrics.certSecret -}}
 {{- $_ := set $c "metrics" (dict "certDir" "/etc/emaildata/metrics-tls") -}}
 {{- end -}}
+{{- /* Per release: the leader Lease, the list ID counter and the
+     installation secrets (templates/rbac.yaml grants these names only).
+     The manager makes the missing secrets (those the installer does not
+     bring, externalSecrets) and reads the history key by name. */ -}}
+{{- $_ := set $c "manager" (dict "leaderElectionID" (include "emaildata.leaderElectionID" .)) -}}
+{{- $secrets := dict -}}
+{{- $external := list -}}
+{{- range (include "emaildata.installationSecrets" . | fromYamlArray) -}}
+{{- $_ := set $secrets .kind .name -}}
+{{- if .external }}{{ $external = append $external .kind }}{{ end -}}
+{{- end -}}
+{{- $inst := dict "listIDConfigMap" (include "emaildata.listIDConfigMap" .) "secrets" $secrets -}}
+{{- with $external }}{{ $_ := set $inst "externalSecrets" . }}{{ end -}}
+{{- $_ := set $c "installation" $inst -}}
 {{- toYaml (mustMergeOverwrite $c (deepCopy (default dict .Values.config))) -}}
 {{- end -}}
 

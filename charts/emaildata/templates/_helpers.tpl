@@ -194,23 +194,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   external: {{ not (empty $v.fraudHistoryKey.existingSecret) }}
 {{- end -}}
 
-{{/* The flags naming the counter and the installation secrets, the same for the manager and the API. */}}
-{{- define "emaildata.installationArgs" -}}
-- --list-id-configmap={{ include "emaildata.listIDConfigMap" . }}
-{{- range (include "emaildata.installationSecrets" . | fromYamlArray) }}
-- --{{ .kind }}-secret={{ .name }}
-{{- end }}
-{{- end -}}
-
-{{/* The manager's --external-secrets: the installation secrets the installer brings. */}}
-{{- define "emaildata.externalSecretsArg" -}}
-{{- $ext := list -}}
-{{- range (include "emaildata.installationSecrets" . | fromYamlArray) }}{{ if .external }}{{ $ext = append $ext .kind }}{{ end }}{{ end -}}
-{{- with $ext }}
-- --external-secrets={{ join "," . }}
-{{- end }}
-{{- end -}}
-
 {{/* The namespace of the API key Secrets. */}}
 {{- define "emaildata.apiKeyNamespace" -}}
 {{- default .Release.Namespace .Values.apiKeys.namespace -}}

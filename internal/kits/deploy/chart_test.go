@@ -340,8 +340,17 @@ func TestChartHistoryKey(t *testing.T) {
 					t.Errorf("the chart renders Secret %s", o.GetName())
 				}
 			}
-			if got := chartConfig(t, objs, tc.prefix).Verification.History.Scope; got != tc.scope {
+			conf := chartConfig(t, objs, tc.prefix)
+			if got := conf.Verification.History.Scope; got != tc.scope {
 				t.Errorf("verification.history.scope %q, want %q", got, tc.scope)
+			}
+			for kind, want := range map[string]string{"history-key": tc.history, "fraud-history-key": tc.fraud} {
+				if got := conf.Installation.Secrets[kind]; got != want {
+					t.Errorf("installation.secrets.%s %q, want %q", kind, got, want)
+				}
+			}
+			if got := strings.Join(conf.Installation.ExternalSecrets, ","); got != tc.external {
+				t.Errorf("installation.externalSecrets %q, want %q", got, tc.external)
 			}
 			for _, d := range []string{tc.prefix + "-controller-manager", tc.prefix + "-api"} {
 				c := deployment(t, objs, d).Spec.Template.Spec.Containers[0]
@@ -350,18 +359,8 @@ func TestChartHistoryKey(t *testing.T) {
 						t.Errorf("%s: %s in the pod spec (%+v): the manager makes the Secret and the process reads it by name", d, e.Name, e.ValueFrom)
 					}
 				}
-				for flag, want := range map[string]string{"--history-key-secret": tc.history, "--fraud-history-key-secret": tc.fraud} {
-					if got, _ := argValue(c.Args, flag); got != want {
-						t.Errorf("%s: %s=%q, want %q", d, flag, got, want)
-					}
-				}
-				if strings.Contains(strings.Join(c.Args, " "), "--worker-history-key-secret") {
-					t.Errorf("%s: --worker-history-key-secret: the workers' Secret is --history-key-secret's", d)
-				}
-				if strings.HasSuffix(d, "-controller-manager") {
-					if got, _ := argValue(c.Args, "--external-secrets"); got != tc.external {
-						t.Errorf("--external-secrets=%q, want %q", got, tc.external)
-					}
+				if strings.Contains(strings.Join(c.Args, " "), "-secret") {
+					t.Errorf("%s: args %v name a Secret: the configuration names them", d, c.Args)
 				}
 			}
 		})

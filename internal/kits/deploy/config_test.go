@@ -24,6 +24,26 @@ func chartConfig(t *testing.T, objs []*unstructured.Unstructured, fullname strin
 	return c
 }
 
+// renderedConfig is the Configuration among objs (the one ConfigMap with
+// a config.yaml), whatever the release's name.
+func renderedConfig(t *testing.T, objs []*unstructured.Unstructured) *cfgv1.Configuration {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "ConfigMap" {
+			continue
+		}
+		if data, ok, _ := unstructured.NestedString(o.Object, "data", "config.yaml"); ok {
+			c, err := cfgv1.Decode([]byte(data))
+			if err != nil {
+				t.Fatalf("%s: %v", o.GetName(), err)
+			}
+			return c
+		}
+	}
+	t.Fatal("no configuration rendered")
+	return nil
+}
+
 // TestChartConfiguration: representative values render one Configuration
 // the binaries load, which both Deployments mount and name with --config,
 // holding what the values say (the chart's derived settings, with the
