@@ -44,13 +44,17 @@ samples: ## Render the sample ConfigMap that kustomize's configMapGenerator make
 docs: ## Generate docs/configuration.md from the Configuration type (api/config/v1alpha1).
 	$(GO) run ./hack/configdocs > docs/configuration.md
 
+.PHONY: schema
+schema: ## Generate the chart's values.schema.json (its config block from api/config/v1alpha1).
+	$(GO) run ./hack/configschema > charts/emaildata/values.schema.json
+
 .PHONY: verify-generated
-verify-generated: generate manifests samples docs ## Fail when committed generated files are stale.
-	@if ! git diff --quiet -- api config charts/emaildata/files docs/configuration.md; then \
-		echo "generated files are stale; run 'make generate manifests samples docs' and commit:"; \
-		git --no-pager diff --stat -- api config charts/emaildata/files docs/configuration.md; exit 1; fi
-	@if [ -n "$$(git status --porcelain --untracked-files=all -- api config charts/emaildata/files docs/configuration.md)" ]; then \
-		echo "untracked generated files; commit them:"; git status --porcelain -- api config charts/emaildata/files docs/configuration.md; exit 1; fi
+verify-generated: generate manifests samples docs schema ## Fail when committed generated files are stale.
+	@if ! git diff --quiet -- api config charts/emaildata/files charts/emaildata/values.schema.json docs/configuration.md; then \
+		echo "generated files are stale; run 'make generate manifests samples docs schema' and commit:"; \
+		git --no-pager diff --stat -- api config charts/emaildata/files charts/emaildata/values.schema.json docs/configuration.md; exit 1; fi
+	@if [ -n "$$(git status --porcelain --untracked-files=all -- api config charts/emaildata/files charts/emaildata/values.schema.json docs/configuration.md)" ]; then \
+		echo "untracked generated files; commit them:"; git status --porcelain -- api config charts/emaildata/files charts/emaildata/values.schema.json docs/configuration.md; exit 1; fi
 	@# go.mod lists every direct dependency as direct (hack/compare is its own module).
 	@for m in . hack/compare; do \
 		if ! d=$$(cd $$m && $(GO) mod tidy -diff 2>&1); then \

@@ -147,16 +147,23 @@ func (e *JobExecutor) Start(ctx context.Context, list *listsv1.EmailList, shards
 	if err != nil {
 		return err
 	}
-	if err := e.ensureWorkerConfig(ctx); err != nil {
-		return err
-	}
 	if e.Config.SMTPBudget.divides(list) {
-		if existing, err := getJob(ctx, e.Client, job.Namespace, job.Name); err != nil || existing != nil {
-			return err // already started (with its part of the budget)
+		existing, err := getJob(ctx, e.Client, job.Namespace, job.Name)
+		if err != nil {
+			return err
 		}
-		return e.startDivided(ctx, list, job)
+		if existing != nil { // already started (with its part of the budget)
+			return e.ensureWorkerConfig(ctx, existing)
+		}
+		if err := e.startDivided(ctx, list, job); err != nil {
+			return err
+		}
+		return e.ensureWorkerConfig(ctx, job)
 	}
 	if err := e.create(ctx, job); err != nil {
+		return err
+	}
+	if err := e.ensureWorkerConfig(ctx, job); err != nil {
 		return err
 	}
 	if e.Config.SMTPBudget.Shared && list.Spec.Service == listsv1.ServiceEmailValidation {
@@ -198,7 +205,7 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 	if len(e.Config.WorkerConfig) > 0 {
 		args := append([]string{"shard", "--config=" + WorkerConfigDir + "/" + WorkerConfigFile, "--list-uid=" + string(list.UID)}, e.Config.ExtraArgs...)
 		pod = workerPod(e.Config, args)
-		byReference(e.Config, &pod, shards)
+		byReference(e.Config, JobName(list), &pod, shards)
 	} else {
 		args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
 		args = append(args, e.Config.ExtraArgs...)

@@ -172,7 +172,7 @@ func APICalls() []APICall {
 		{m, "batch", "jobs", "watch", ScopeOperator, "", "worker Job cache"},
 		{m, "batch", "jobs", "get", ScopeOperator, "", "goes with list"},
 		{m, "batch", "jobs", "create", ScopeOperator, "", "JobExecutor.create, DatasetJobLoader"},
-		{m, "", "configmaps", "create", ScopeOperator, "", "JobExecutor.ensureWorkerConfig: the workers' configuration, beside their Jobs"},
+		{m, "", "configmaps", "create", ScopeOperator, "", "JobExecutor.ensureWorkerConfig: the workers' configuration, beside their Job and owned by it"},
 		{m, "batch", "jobs", "patch", ScopeOperator, "", "JobExecutor: the finished Job's TTL"},
 		{m, "batch", "jobs", "delete", ScopeOperator, "", "JobExecutor.Stop, a Job whose pods cannot start"},
 		{m, "", "pods", "list", ScopeOperator, "", "worker pod cache, oomKilledShards"},

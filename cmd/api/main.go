@@ -24,10 +24,10 @@ import (
 )
 
 func main() {
-	// The --config file gives every flag its default; a flag given
-	// overrides it (the flags go in stages, see docs/configuration.md).
+	// The --config file holds every setting; the few flags are what
+	// differs per process (docs/configuration.md).
 	flag.String("config", "", "configuration file (kind Configuration, config.emaildata.io/v1alpha1; see docs/configuration.md)")
-	printConfig := flag.Bool("print-config", false, "print the effective configuration (the --config file, its defaults and the flags given; secrets redacted) and exit")
+	printConfig := flag.Bool("print-config", false, "print the effective configuration (the --config file and its defaults; secrets redacted) and exit")
 	conf, cerr := wiring.LoadConfig(wiring.ConfigPath(os.Args[1:]))
 	if cerr != nil {
 		fmt.Fprintln(os.Stderr, "configuration:", cerr)
@@ -51,7 +51,7 @@ func main() {
 	o.Log = log
 	policy, err := callback.ParsePolicy(cidrs)
 	if err != nil {
-		log.Error("bad --callback-allow-cidrs", logging.KeyError, err.Error())
+		log.Error("bad manager.callbackAllowCIDRs", logging.KeyError, err.Error())
 		os.Exit(2)
 	}
 	o.CallbackPolicy = policy
@@ -103,38 +103,25 @@ type apiFlags struct {
 	console          bool
 }
 
-// parsed sets the options the flags give indirectly, once they are parsed.
+// parsed sets the options the flags and the file give indirectly, once
+// the flags are parsed.
 func (f *apiFlags) parsed() { f.o.ConsoleDisabled = !f.console }
 
-// bindAll binds every flag of the API on fs.
+// bindAll binds the API's flags on fs: only what differs per process
+// (addresses, logging; controller-runtime adds --kubeconfig) and the
+// names of the installation's objects, which the manager and the API
+// take alike per release (the file's installation section, overridden).
+// Every setting is the --config file's (docs/configuration.md; the
+// migration table there names each former flag's field).
 func bindAll(fs *flag.FlagSet, conf *cfgv1.Configuration) *apiFlags {
 	f := &apiFlags{o: fromConfig(conf), vc: wiring.APIVerifyFrom(conf), fc: wiring.FraudFrom(conf)}
-	o := &f.o
 	f.cidrs = strings.Join(conf.Manager.CallbackAllowCIDRs, ",")
+	f.console, f.peopleURL = conf.API.Console.Enabled, conf.People.URL
 	f.lo.BindFlags(fs, wiring.LoggingFrom(conf))
-	fs.StringVar(&o.Listen, "listen", ":8090", "address to serve on")
-	fs.StringVar(&o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
-	fs.StringVar(&o.KeyNamespace, "namespace", o.KeyNamespace, "the operator's namespace: it holds the list ID counter, the installation secrets and (unless --api-key-namespace) the API key Secrets")
-	fs.StringVar(&o.APIKeyNamespace, "api-key-namespace", o.APIKeyNamespace, "namespace of the API key Secrets (default --namespace); one holding nothing else keeps other Secrets out of the API's reach")
-	fs.StringVar(&o.ListIDConfigMap, "list-id-configmap", o.ListIDConfigMap, "the list ID counter ConfigMap in --namespace (the manager's flag of the same name)")
-	o.Secrets.BindFlags(fs)
-	fs.StringVar(&o.Namespace, "lists-namespace", o.Namespace, "namespace of API-submitted lists (default: --namespace)")
-	fs.StringVar(&o.BlobURL, "blob-url", o.BlobURL, "blob store URL")
-	fs.Int64Var(&o.MaxUploadBytes, "max-upload-bytes", o.MaxUploadBytes, "largest accepted list file")
-	fs.Int64Var(&o.FeedbackMaxBytes, "max-feedback-bytes", o.FeedbackMaxBytes, "largest accepted fraud feedback file (POST /feedback/v1)")
-	o.Limits.BindFlags(fs) // the manager's flags of the same names: one setting
-	fs.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second per API key (a key's Secret may override)")
-	fs.IntVar(&o.Burst, "rate-burst", o.Burst, "burst per API key")
-	fs.StringVar(&f.cidrs, "callback-allow-cidrs", f.cidrs, "private ranges callback_url may point at, comma separated")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight uploads may drain on stop")
-	fs.DurationVar(&o.DrainDelay, "drain-delay", o.DrainDelay, "how long to keep serving, not ready, before draining")
-	o.Throttle.BindFlags(fs)
-	fs.IntVar(&o.FeedbackFiles, "feedback-files", o.FeedbackFiles, "fraud feedback files recorded at once (each holds a store transaction while it arrives); beyond, 429")
-	fs.IntVar(&o.FeedbackFilesPerTenant, "feedback-files-per-tenant", o.FeedbackFilesPerTenant, "fraud feedback files one tenant may have recorded at once; beyond, 429")
-	f.vc.BindFlags(fs)
-	f.fc.BindFlags(fs)
-	fs.BoolVar(&f.console, "console", conf.API.Console.Enabled, "serve the web console at /console/ (docs/console.md)")
-	fs.StringVar(&f.peopleURL, "people-url", conf.People.URL, "reference people store (bolt:///path.db or postgres://...); enables POST /v5/ei/bulk")
+	fs.StringVar(&f.o.Listen, "listen", ":8090", "address to serve on")
+	fs.StringVar(&f.o.MetricsListen, "metrics-bind-address", ":8091", "address of GET /metrics, apart from the public one (0 disables)")
+	fs.StringVar(&f.o.ListIDConfigMap, "list-id-configmap", f.o.ListIDConfigMap, "the list ID counter ConfigMap in the operator's namespace (the manager's flag of the same name)")
+	f.o.Secrets.BindFlags(fs) // the manager's flags of the same names: one setting
 	return f
 }
 

@@ -4,18 +4,18 @@ import (
 	"bytes"
 	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 )
 
 // TestDefaultDeploymentRunsWorkersInItsNamespace renders config/default as
 // `kubectl apply -k` would and checks what worker Jobs need: the manager
-// passes the worker service account, which exists in the operator's
+// passes the worker service account (its configuration's), which exists in the operator's
 // namespace, and may delete Jobs there (and only there, by a Role).
 func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
@@ -26,7 +26,7 @@ func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v", err)
 	}
-	var args []string
+	var conf *cfgv1.Configuration
 	var sa *corev1.ServiceAccount
 	var role *rbacv1.Role
 	var cluster *rbacv1.ClusterRole
@@ -40,12 +40,14 @@ func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case meta.Kind == "Deployment" && meta.Metadata.Name == "emaildata-controller-manager":
-			var d appsv1.Deployment
-			if err := yaml.Unmarshal(doc, &d); err != nil {
+		case meta.Kind == "ConfigMap" && meta.Metadata.Name == "emaildata-config":
+			var cm corev1.ConfigMap
+			if err := yaml.Unmarshal(doc, &cm); err != nil {
 				t.Fatal(err)
 			}
-			args = d.Spec.Template.Spec.Containers[0].Args
+			if conf, err = cfgv1.Decode([]byte(cm.Data["config.yaml"])); err != nil {
+				t.Fatalf("config/manager/configuration.yaml: %v", err)
+			}
 		case meta.Kind == "ServiceAccount" && meta.Metadata.Name == "emaildata-worker":
 			sa = &corev1.ServiceAccount{}
 			_ = yaml.Unmarshal(doc, sa)
@@ -60,13 +62,11 @@ func TestDefaultDeploymentRunsWorkersInItsNamespace(t *testing.T) {
 			_ = yaml.Unmarshal(doc, binding)
 		}
 	}
-	if !slices.Contains(args, "--worker-service-account=emaildata-worker") {
-		t.Errorf("manager args %v lack --worker-service-account=emaildata-worker", args)
+	if conf == nil || conf.Executor.Jobs.ServiceAccountName != "emaildata-worker" {
+		t.Fatalf("configuration %+v lacks executor.jobs.serviceAccountName emaildata-worker", conf)
 	}
-	for _, a := range args {
-		if strings.HasPrefix(a, "--worker-namespace") {
-			t.Errorf("manager sets %s; the default (its own namespace) is where the account and PVC are", a)
-		}
+	if conf.Namespaces.Workers != "" {
+		t.Errorf("configuration sets namespaces.workers %q; the default (the operator's namespace) is where the account and PVC are", conf.Namespaces.Workers)
 	}
 	if sa == nil || sa.Namespace != "emaildata-system" || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
 		t.Errorf("worker service account %+v, want emaildata-worker in emaildata-system without a token", sa)

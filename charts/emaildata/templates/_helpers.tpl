@@ -61,13 +61,6 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $p -}}
 {{- end -}}
 
-{{/* --history-scope when not the default (config/default leaves it out). */}}
-{{- define "emaildata.historyArgs" -}}
-{{- if ne (toString .Values.history.scope) "tenant" }}
-- --history-scope={{ .Values.history.scope }}
-{{- end }}
-{{- end -}}
-
 {{/* Whether the store is a file:// store on a PVC. */}}
 {{- define "emaildata.filestore" -}}
 {{- if hasPrefix "file://" .Values.store.url }}true{{ end -}}
@@ -92,6 +85,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   configMap:
     name: {{ .Values.listsConfigMap }}
     optional: true
+- name: config
+  configMap:
+    name: {{ include "emaildata.fullname" . }}-config
 {{- if include "emaildata.filestore" . }}
 - name: store
   persistentVolumeClaim:
@@ -106,6 +102,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 - name: lists
   mountPath: /etc/emaildata/lists
+  readOnly: true
+- name: config
+  mountPath: /etc/emaildata/config
   readOnly: true
 {{- end -}}
 
@@ -125,69 +124,6 @@ affinity:
 {{- end }}
 {{- with .v.priorityClassName }}
 priorityClassName: {{ . }}
-{{- end }}
-{{- end -}}
-
-{{/* The list file limits, the same flags for the API and the manager (listfile.Limits.BindFlags). */}}
-{{- define "emaildata.listLimitArgs" -}}
-{{- with .Values.listLimits }}
-{{- with .maxExpandedBytes }}
-- --max-expanded-bytes={{ . }}
-{{- end }}
-{{- with .maxRecordBytes }}
-- --max-record-bytes={{ . }}
-{{- end }}
-{{- with .maxExpansionRatio }}
-- --max-expansion-ratio={{ . }}
-{{- end }}
-{{- end }}
-{{- end -}}
-
-{{/* The manager's --worker-* flags from .Values.worker (formats of internal/operator/placement.go). */}}
-{{- define "emaildata.workerArgs" -}}
-{{- $w := .Values.worker -}}
-{{- with $w.resources }}
-{{- with .requests }}
-{{- with .cpu }}
-- --worker-cpu={{ . }}
-{{- end }}
-{{- with .memory }}
-- --worker-memory={{ . }}
-{{- end }}
-{{- end }}
-{{- with .limits }}
-{{- with .cpu }}
-- --worker-cpu-limit={{ . }}
-{{- end }}
-{{- end }}
-{{- end }}
-{{- with $w.nodeSelector }}
-{{- $pairs := list }}
-{{- range $k, $v := . }}{{ $pairs = append $pairs (printf "%s=%s" $k $v) }}{{ end }}
-- --worker-node-selector={{ join "," $pairs }}
-{{- end }}
-{{- with $w.tolerations }}
-{{- $items := list }}
-{{- range . }}
-{{- $t := "" }}
-{{- if and (not .key) (eq (default "" .operator) "Exists") }}{{ $t = "*" }}
-{{- else }}
-{{- $t = .key }}
-{{- if and .value (ne (default "Equal" .operator) "Exists") }}{{ $t = printf "%s=%s" $t .value }}{{ end }}
-{{- with .effect }}{{ $t = printf "%s:%s" $t . }}{{ end }}
-{{- end }}
-{{- $items = append $items $t }}
-{{- end }}
-- --worker-tolerations={{ join "," $items }}
-{{- end }}
-{{- with $w.priorityClassName }}
-- --worker-priority-class={{ . }}
-{{- end }}
-{{- with $w.activeDeadline }}
-{{- if not (regexMatch "^-?([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$" (toString .)) }}
-{{- fail (printf "worker.activeDeadline %q: want a Go duration such as 36h or 90m" (toString .)) }}
-{{- end }}
-- --worker-active-deadline={{ . }}
 {{- end }}
 {{- end -}}
 
@@ -256,23 +192,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - kind: fraud-history-key
   name: {{ default (printf "%s-fraud-history-key" $fullname) $v.fraudHistoryKey.existingSecret }}
   external: {{ not (empty $v.fraudHistoryKey.existingSecret) }}
-{{- end -}}
-
-{{/* The flags naming the counter and the installation secrets, the same for the manager and the API. */}}
-{{- define "emaildata.installationArgs" -}}
-- --list-id-configmap={{ include "emaildata.listIDConfigMap" . }}
-{{- range (include "emaildata.installationSecrets" . | fromYamlArray) }}
-- --{{ .kind }}-secret={{ .name }}
-{{- end }}
-{{- end -}}
-
-{{/* The manager's --external-secrets: the installation secrets the installer brings. */}}
-{{- define "emaildata.externalSecretsArg" -}}
-{{- $ext := list -}}
-{{- range (include "emaildata.installationSecrets" . | fromYamlArray) }}{{ if .external }}{{ $ext = append $ext .kind }}{{ end }}{{ end -}}
-{{- with $ext }}
-- --external-secrets={{ join "," . }}
-{{- end }}
 {{- end -}}
 
 {{/* The namespace of the API key Secrets. */}}

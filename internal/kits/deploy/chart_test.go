@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/operator"
 )
 
@@ -70,7 +71,7 @@ func customValues() map[string]any {
 			"replicas":     2,
 			"resources":    map[string]any{"requests": map[string]any{"cpu": "200m", "memory": "256Mi"}},
 			"nodeSelector": map[string]any{"pool": "system"},
-			"extraArgs":    []any{"--job-parallelism=16"},
+			"extraArgs":    []any{"--log-level=debug"},
 		},
 		"api": map[string]any{
 			"replicas": 3,
@@ -125,8 +126,8 @@ func TestChartValueSets(t *testing.T) {
 			if (kinds["PodDisruptionBudget"] == 1) != wantPDB {
 				t.Errorf("%d PodDisruptionBudgets rendered, want one: %v", kinds["PodDisruptionBudget"], wantPDB)
 			}
-			if optional && (kinds["NetworkPolicy"] != 3 || kinds["ServiceMonitor"] != 2 || kinds["ConfigMap"] != 2) {
-				t.Errorf("kinds %v: want 3 NetworkPolicies, 2 ServiceMonitors, 2 ConfigMaps", kinds)
+			if optional && (kinds["NetworkPolicy"] != 3 || kinds["ServiceMonitor"] != 2 || kinds["ConfigMap"] != 3) {
+				t.Errorf("kinds %v: want 3 NetworkPolicies, 2 ServiceMonitors, 3 ConfigMaps (configuration, dashboards, Argo CD)", kinds)
 			}
 			if kinds["CustomResourceDefinition"] != 3 {
 				t.Errorf("%d CRDs rendered", kinds["CustomResourceDefinition"])
@@ -194,8 +195,8 @@ func argValue(args []string, flag string) (string, bool) {
 }
 
 // TestChartCustomValues: images, store, credentials, replicas, resources
-// and placement reach the manager, the API and (through the manager's
-// flags, parsed here by the manager's own parsers) the worker pods.
+// and placement reach the manager, the API and (through the configuration
+// both read, loaded here by the binaries' own loader) the worker pods.
 func TestChartCustomValues(t *testing.T) {
 	objs := renderChart(t, customValues())
 	mgr := deployment(t, objs, "emaildata-controller-manager")
@@ -216,10 +217,10 @@ func TestChartCustomValues(t *testing.T) {
 	if q := mc.Resources.Requests[corev1.ResourceCPU]; q.String() != "200m" {
 		t.Errorf("manager cpu request %s", q.String())
 	}
+	if u := chartConfig(t, objs, "emaildata").Store.URL; u != "s3://lists?region=eu-west-1" {
+		t.Errorf("store.url %q", u)
+	}
 	for _, c := range []corev1.Container{mc, ac} {
-		if v, _ := argValue(c.Args, "--blob-url"); v != "s3://lists?region=eu-west-1" {
-			t.Errorf("%s --blob-url=%q", c.Name, v)
-		}
 		if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "store-creds" {
 			t.Errorf("%s envFrom %+v", c.Name, c.EnvFrom)
 		}
@@ -234,19 +235,19 @@ func TestChartCustomValues(t *testing.T) {
 			t.Errorf("a PVC is rendered for an object store")
 		}
 	}
-	checkWorkerFlags(t, mc)
+	checkWorkerConfig(t, mc, chartConfig(t, objs, "emaildata").Executor.Jobs, chartConfig(t, objs, "emaildata").Store)
 }
 
-func checkWorkerFlags(t *testing.T, mc corev1.Container) {
+func checkWorkerConfig(t *testing.T, mc corev1.Container, j cfgv1.Jobs, store cfgv1.Store) {
 	t.Helper()
 	args := mc.Args
-	if _, ok := argValue(args, "--store-pvc"); ok {
-		t.Error("--store-pvc set for an object store")
+	if store.PVC != "" {
+		t.Error("store.pvc set for an object store")
 	}
-	if v, _ := argValue(args, "--worker-env-secret"); v != "store-creds" {
-		t.Errorf("--worker-env-secret=%q", v)
+	if j.EnvFromSecret != "store-creds" {
+		t.Errorf("executor.jobs.envFromSecret %q", j.EnvFromSecret)
 	}
-	if !slices.Contains(args, "--job-parallelism=16") {
+	if !slices.Contains(args, "--log-level=debug") {
 		t.Errorf("extraArgs missing from %v", args)
 	}
 	var workerImage string
@@ -255,45 +256,39 @@ func checkWorkerFlags(t *testing.T, mc corev1.Container) {
 			workerImage = e.Value
 		}
 	}
-	if workerImage != "registry.example/emaildata-worker:1.2.3-w" || !slices.Contains(args, "--worker-image=$(WORKER_IMAGE)") {
-		t.Errorf("worker image %q, args %v", workerImage, args)
+	// executor.jobs.image empty: the manager takes $WORKER_IMAGE.
+	if workerImage != "registry.example/emaildata-worker:1.2.3-w" || j.Image != "" {
+		t.Errorf("worker image %q, executor.jobs.image %q", workerImage, j.Image)
 	}
-	cpu, _ := argValue(args, "--worker-cpu")
-	mem, _ := argValue(args, "--worker-memory")
-	lim, _ := argValue(args, "--worker-cpu-limit")
-	res, err := operator.WorkerResources(cpu, mem, lim)
+	r := j.Resources
+	res, err := operator.WorkerResources(r.CPU.String(), r.Memory.String(), r.CPULimit.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.Requests.Cpu().Equal(resource.MustParse("750m")) || !res.Requests.Memory().Equal(resource.MustParse("384Mi")) || !res.Limits.Cpu().Equal(resource.MustParse("2")) {
 		t.Errorf("worker resources %+v", res)
 	}
-	ns, _ := argValue(args, "--worker-node-selector")
-	sel, err := operator.ParseNodeSelector(ns)
-	if err != nil || !reflect.DeepEqual(sel, map[string]string{"pool": "batch", "kubernetes.io/arch": "amd64"}) {
-		t.Errorf("--worker-node-selector=%q: %v %v", ns, sel, err)
+	if !reflect.DeepEqual(j.NodeSelector, map[string]string{"pool": "batch", "kubernetes.io/arch": "amd64"}) {
+		t.Errorf("executor.jobs.nodeSelector %v", j.NodeSelector)
 	}
-	tol, _ := argValue(args, "--worker-tolerations")
-	tols, err := operator.ParseTolerations(tol)
-	want := []corev1.Toleration{
-		{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule},
-		{Key: "spot", Operator: corev1.TolerationOpExists},
+	want := []cfgv1.Toleration{
+		{Key: "dedicated", Operator: "Equal", Value: "batch", Effect: "NoSchedule"},
+		{Key: "spot", Operator: "Exists"},
 	}
-	if err != nil || !reflect.DeepEqual(tols, want) {
-		t.Errorf("--worker-tolerations=%q: %+v %v", tol, tols, err)
+	if !reflect.DeepEqual(j.Tolerations, want) {
+		t.Errorf("executor.jobs.tolerations %+v", j.Tolerations)
 	}
-	if v, _ := argValue(args, "--worker-priority-class"); v != "emaildata-batch" {
-		t.Errorf("--worker-priority-class=%q", v)
+	if j.PriorityClassName != "emaildata-batch" {
+		t.Errorf("executor.jobs.priorityClassName %q", j.PriorityClassName)
 	}
 }
 
-// TestChartExecutor: the executor value becomes the manager's flag; job,
-// the manager's default, adds none (as in config/default).
+// TestChartExecutor: the executor value becomes the configuration's
+// executor.mode.
 func TestChartExecutor(t *testing.T) {
-	for _, tc := range []struct{ executor, want string }{{"job", ""}, {"local", "local"}} {
-		args := deployment(t, renderChart(t, map[string]any{"executor": tc.executor}), "emaildata-controller-manager").Spec.Template.Spec.Containers[0].Args
-		if got, _ := argValue(args, "--executor"); got != tc.want {
-			t.Errorf("executor %s: --executor=%q, want %q", tc.executor, got, tc.want)
+	for _, tc := range []struct{ executor, want string }{{"job", "job"}, {"local", "local"}} {
+		if got := chartConfig(t, renderChart(t, map[string]any{"executor": tc.executor}), "emaildata").Executor.Mode; got != tc.want {
+			t.Errorf("executor %s: executor.mode %q, want %q", tc.executor, got, tc.want)
 		}
 	}
 }
@@ -305,8 +300,8 @@ func TestChartExecutor(t *testing.T) {
 // --fraud-history-key-secret), which the manager makes and both read by
 // name; installationSecrets.*.existingSecret names the installer's own
 // (and --external-secrets says so); the former history.existingSecret
-// fails with the way to its replacement; history.scope becomes
-// --history-scope of the manager and the API (which pass it to workers).
+// fails with the way to its replacement; config.verification.history.scope
+// is in the configuration both read (the manager passes it to workers).
 func TestChartHistoryKey(t *testing.T) {
 	for _, tc := range []struct {
 		name, prefix   string
@@ -316,16 +311,16 @@ func TestChartHistoryKey(t *testing.T) {
 		scope          string
 		err            string
 	}{
-		{name: "defaults", prefix: "emaildata", history: "emaildata-history-key", fraud: "emaildata-fraud-history-key"},
+		{name: "defaults", prefix: "emaildata", history: "emaildata-history-key", fraud: "emaildata-fraud-history-key", scope: "tenant"},
 		{name: "brought history key, shared scope", prefix: "emaildata", vals: map[string]any{
 			"installationSecrets": map[string]any{"historyKey": map[string]any{"existingSecret": "vault-history"}},
-			"history":             map[string]any{"scope": "shared"}},
+			"config":              map[string]any{"verification": map[string]any{"history": map[string]any{"scope": "shared"}}}},
 			history: "vault-history", fraud: "emaildata-fraud-history-key", external: "history-key", scope: "shared"},
 		{name: "brought fraud key", prefix: "emaildata", vals: map[string]any{
 			"installationSecrets": map[string]any{"fraudHistoryKey": map[string]any{"existingSecret": "vault-fraud"}}},
-			history: "emaildata-history-key", fraud: "vault-fraud", external: "fraud-history-key"},
+			history: "emaildata-history-key", fraud: "vault-fraud", external: "fraud-history-key", scope: "tenant"},
 		{name: "renamed", prefix: "acme-mail", vals: map[string]any{"fullnameOverride": "acme-mail"},
-			history: "acme-mail-history-key", fraud: "acme-mail-fraud-history-key"},
+			history: "acme-mail-history-key", fraud: "acme-mail-fraud-history-key", scope: "tenant"},
 		{name: "former value", vals: map[string]any{"history": map[string]any{"existingSecret": "vault-history"}},
 			err: "history.existingSecret moved to installationSecrets.historyKey.existingSecret"},
 	} {
@@ -345,6 +340,18 @@ func TestChartHistoryKey(t *testing.T) {
 					t.Errorf("the chart renders Secret %s", o.GetName())
 				}
 			}
+			conf := chartConfig(t, objs, tc.prefix)
+			if got := conf.Verification.History.Scope; got != tc.scope {
+				t.Errorf("verification.history.scope %q, want %q", got, tc.scope)
+			}
+			for kind, want := range map[string]string{"history-key": tc.history, "fraud-history-key": tc.fraud} {
+				if got := conf.Installation.Secrets[kind]; got != want {
+					t.Errorf("installation.secrets.%s %q, want %q", kind, got, want)
+				}
+			}
+			if got := strings.Join(conf.Installation.ExternalSecrets, ","); got != tc.external {
+				t.Errorf("installation.externalSecrets %q, want %q", got, tc.external)
+			}
 			for _, d := range []string{tc.prefix + "-controller-manager", tc.prefix + "-api"} {
 				c := deployment(t, objs, d).Spec.Template.Spec.Containers[0]
 				for _, e := range c.Env {
@@ -352,18 +359,8 @@ func TestChartHistoryKey(t *testing.T) {
 						t.Errorf("%s: %s in the pod spec (%+v): the manager makes the Secret and the process reads it by name", d, e.Name, e.ValueFrom)
 					}
 				}
-				for flag, want := range map[string]string{"--history-key-secret": tc.history, "--fraud-history-key-secret": tc.fraud, "--history-scope": tc.scope} {
-					if got, _ := argValue(c.Args, flag); got != want {
-						t.Errorf("%s: %s=%q, want %q", d, flag, got, want)
-					}
-				}
-				if strings.Contains(strings.Join(c.Args, " "), "--worker-history-key-secret") {
-					t.Errorf("%s: --worker-history-key-secret: the workers' Secret is --history-key-secret's", d)
-				}
-				if strings.HasSuffix(d, "-controller-manager") {
-					if got, _ := argValue(c.Args, "--external-secrets"); got != tc.external {
-						t.Errorf("--external-secrets=%q, want %q", got, tc.external)
-					}
+				if strings.Contains(strings.Join(c.Args, " "), "-secret") {
+					t.Errorf("%s: args %v name a Secret: the configuration names them", d, c.Args)
 				}
 			}
 		})
@@ -419,29 +416,29 @@ func TestChartRendersNoRandomValue(t *testing.T) {
 	}
 }
 
-// TestChartListLimits: the list file limits are one setting, rendered the
-// same for the API (which checks an upload) and the manager (which
-// prepares it), so a zip the API accepts is one the manager takes; unset,
-// neither gets a flag and both keep listfile.DefaultLimits.
+// TestChartListLimits: the list file limits are one setting, in the one
+// configuration the API (which checks an upload) and the manager (which
+// prepares it) both mount, so a zip the API accepts is one the manager
+// takes; unset, both keep the configuration's defaults.
 func TestChartListLimits(t *testing.T) {
-	flags := []string{"--max-expanded-bytes", "--max-record-bytes", "--max-expansion-ratio"}
+	def := cfgv1.Default().Pipeline.Limits
 	for _, tc := range []struct {
 		name string
 		vals map[string]any
-		want []string // the flags' values, "" for none
+		want [3]int64
 	}{
-		{"defaults", nil, []string{"", "", ""}},
-		{"set", map[string]any{"listLimits": map[string]any{"maxExpandedBytes": "3221225472", "maxRecordBytes": 65536, "maxExpansionRatio": 50}},
-			[]string{"3221225472", "65536", "50"}},
+		{"defaults", nil, [3]int64{def.MaxExpandedBytes.Value(), def.MaxRecordBytes.Value(), def.MaxExpansionRatio}},
+		{"set", map[string]any{"config": map[string]any{"pipeline": map[string]any{"limits": map[string]any{
+			"maxExpandedBytes": "3221225472", "maxRecordBytes": 65536, "maxExpansionRatio": 50}}}},
+			[3]int64{3221225472, 65536, 50}},
 	} {
 		objs := renderChart(t, tc.vals)
+		l := chartConfig(t, objs, "emaildata").Pipeline.Limits
+		if got := [3]int64{l.MaxExpandedBytes.Value(), l.MaxRecordBytes.Value(), l.MaxExpansionRatio}; got != tc.want {
+			t.Errorf("%s: limits %v, want %v", tc.name, got, tc.want)
+		}
 		for _, name := range []string{"emaildata-controller-manager", "emaildata-api"} {
-			args := deployment(t, objs, name).Spec.Template.Spec.Containers[0].Args
-			for i, f := range flags {
-				if got, _ := argValue(args, f); got != tc.want[i] {
-					t.Errorf("%s: %s %s=%q, want %q", tc.name, name, f, got, tc.want[i])
-				}
-			}
+			checkMountsConfig(t, deployment(t, objs, name))
 		}
 	}
 }

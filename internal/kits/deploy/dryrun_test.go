@@ -108,9 +108,8 @@ func historyKeyKept(ctx context.Context, t *testing.T, cfg *rest.Config, c clien
 	if d := diffPaths("", objectMap(upgrade), objectMap(renderChart(t, vals))); len(d) > 0 {
 		t.Errorf("an upgrade against the cluster renders other objects than helm template: %v", d)
 	}
-	args := deployment(t, upgrade, releaseName+"-controller-manager").Spec.Template.Spec.Containers[0].Args
-	if got, _ := argValue(args, "--history-key-secret"); got != sec.Name {
-		t.Fatalf("--history-key-secret=%q, want the kept %s", got, sec.Name)
+	if got := renderedConfig(t, upgrade).Installation.Secrets[string(installsecret.HistoryKey)]; got != sec.Name {
+		t.Fatalf("installation.secrets.history-key %q, want the kept %s", got, sec.Name)
 	}
 	states, err := operator.EnsureInstallationSecrets(ctx, c, c, releaseNS, installsecret.Config{}, nil)
 	if err != nil {

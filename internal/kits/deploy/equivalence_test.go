@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 )
 
 // Labels and annotations Helm adds or that name the tool: they may differ
@@ -147,6 +150,14 @@ func normalize(u *unstructured.Unstructured) *unstructured.Unstructured {
 	}
 	ann := c.GetAnnotations()
 	delete(ann, "helm.sh/resource-policy")
+	// The chart rolls its pods on a change of its configuration;
+	// kustomize's ConfigMap is a plain one (same name), restarted by hand.
+	delete(ann, "checksum/config")
+	if a, ok, _ := unstructured.NestedStringMap(c.Object, "spec", "template", "metadata", "annotations"); ok {
+		delete(a, "checksum/config")
+		_ = unstructured.SetNestedStringMap(c.Object, a, "spec", "template", "metadata", "annotations")
+	}
+	canonicalConfig(c)
 	// Set* keep an empty map; an absent one must compare equal to it.
 	unstructured.RemoveNestedField(c.Object, "metadata", "labels")
 	unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
@@ -191,4 +202,21 @@ func diffPaths(path string, a, b any) []string {
 		return out
 	}
 	return []string{fmt.Sprintf("%s: config/default %v, chart %v", path, a, b)}
+}
+
+// canonicalConfig replaces a Configuration ConfigMap's document by its
+// decoded form (the binaries' loader), so that config/'s commented file
+// and the chart's rendering compare by what they configure.
+func canonicalConfig(u *unstructured.Unstructured) {
+	data, ok, _ := unstructured.NestedString(u.Object, "data", "config.yaml")
+	if u.GetKind() != "ConfigMap" || !ok {
+		return
+	}
+	c, err := cfgv1.Decode([]byte(data))
+	if err != nil {
+		_ = unstructured.SetNestedField(u.Object, "invalid: "+err.Error(), "data", "config.yaml")
+		return
+	}
+	j, _ := json.Marshal(c)
+	_ = unstructured.SetNestedField(u.Object, string(j), "data", "config.yaml")
 }

@@ -10,19 +10,19 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/operator"
-	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/restapi"
 	"github.com/emaildata/emaildata/internal/wiring"
 )
@@ -108,6 +108,22 @@ func (tc *testCluster) podSpec(t *testing.T, ns, name string) (account string, a
 	return d.Spec.Template.Spec.ServiceAccountName, d.Spec.Template.Spec.Containers[0].Args
 }
 
+// releaseConfig is the Configuration the release installed (its
+// <fullname>-config ConfigMap, which its Deployments mount and name with
+// --config), loaded with the binaries' strict loader.
+func (tc *testCluster) releaseConfig(t *testing.T, ns, fullname string) *cfgv1.Configuration {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := tc.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: fullname + "-config"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cfgv1.Decode([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("configuration of %s: %v", fullname, err)
+	}
+	return c
+}
+
 // running is a manager or an API started by a test; stop ends it and
 // waits for it.
 type running struct {
@@ -129,33 +145,6 @@ func (r *running) stop(t *testing.T) {
 	}
 }
 
-// installedFlags are the flags of the per-installation names the chart
-// passes the manager and the API, parsed here into their options (the
-// binaries' own flag parsing lives in package main).
-func installedFlags(t *testing.T, args []string) (secrets installsecret.Config, counter string) {
-	t.Helper()
-	secrets.Names = map[installsecret.Kind]string{}
-	for _, s := range installsecret.Specs() {
-		v, ok := argValue(args, "--"+s.Flag())
-		if !ok {
-			t.Fatalf("no --%s in %v", s.Flag(), args)
-		}
-		secrets.Names[s.Kind] = v
-	}
-	if v, ok := argValue(args, "--external-secrets"); ok {
-		ks, err := installsecret.ParseKinds(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets.External = ks
-	}
-	counter, ok := argValue(args, "--list-id-configmap")
-	if !ok {
-		t.Fatalf("no --list-id-configmap in %v", args)
-	}
-	return secrets, counter
-}
-
 // startManager runs the manager of release fullname in ns as its service
 // account, with the flags its Deployment has, in-process and with the
 // local executor (envtest runs no pods), on a file store in storeDir.
@@ -167,11 +156,9 @@ func (tc *testCluster) startManager(t *testing.T, ns, fullname, storeDir string)
 		MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true, PollInterval: 200 * time.Millisecond,
 		LeaderElection: slices.Contains(args, "--leader-elect"),
 	}
-	o.Secrets, o.ListIDConfigMap = installedFlags(t, args)
-	o.LeaderElectionID, _ = argValue(args, "--leader-election-id")
-	if v, ok := argValue(args, "--watch-namespaces"); ok {
-		o.WatchNamespaces = strings.Split(v, ",")
-	}
+	conf := tc.releaseConfig(t, ns, fullname)
+	o.Secrets, o.ListIDConfigMap = wiring.SecretsFrom(conf), conf.Installation.ListIDConfigMap
+	o.LeaderElectionID, o.WatchNamespaces = conf.Manager.LeaderElectionID, conf.Namespaces.Watch
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := operator.New(ctx, impersonate(tc.cfg, ns, account), o)
 	if err != nil {
@@ -188,15 +175,16 @@ func (tc *testCluster) startManager(t *testing.T, ns, fullname, storeDir string)
 // with its Deployment's flags, on the file store in storeDir.
 func (tc *testCluster) startAPI(t *testing.T, ns, fullname, storeDir string) *running {
 	t.Helper()
-	account, args := tc.podSpec(t, ns, fullname+"-api")
+	account, _ := tc.podSpec(t, ns, fullname+"-api")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := restapi.RunOptions{Listener: ln, MetricsListen: "0", KeyNamespace: ns, BlobURL: "file://" + storeDir,
 		ShutdownTimeout: 5 * time.Second, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	o.Secrets, o.ListIDConfigMap = installedFlags(t, args)
-	o.APIKeyNamespace, _ = argValue(args, "--api-key-namespace")
+	conf := tc.releaseConfig(t, ns, fullname)
+	o.Secrets, o.ListIDConfigMap = wiring.SecretsFrom(conf), conf.Installation.ListIDConfigMap
+	o.APIKeyNamespace = conf.Namespaces.APIKeys
 	ready := make(chan struct{})
 	o.Ready = func(string) { close(ready) }
 	ctx, cancel := context.WithCancel(context.Background())

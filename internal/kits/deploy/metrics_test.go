@@ -114,7 +114,7 @@ func TestChartServiceMonitors(t *testing.T) {
 		t.Errorf("tlsConfig %+v, want the certificate Secret's ca.crt", tc)
 	}
 	pod := deployment(t, objs, "emaildata-controller-manager").Spec.Template.Spec
-	dir, _ := argValue(pod.Containers[0].Args, "--metrics-cert-dir")
+	dir := chartConfig(t, objs, "emaildata").Metrics.CertDir
 	mounted := false
 	for _, m := range pod.Containers[0].VolumeMounts {
 		for _, v := range pod.Volumes {
@@ -122,7 +122,7 @@ func TestChartServiceMonitors(t *testing.T) {
 		}
 	}
 	if dir == "" || !mounted {
-		t.Errorf("--metrics-cert-dir=%q, the certificate Secret mounted there: %v", dir, mounted)
+		t.Errorf("metrics.certDir %q, the certificate Secret mounted there: %v", dir, mounted)
 	}
 	objs = renderChart(t, map[string]any{"serviceMonitor": map[string]any{"enabled": true, "tlsConfig": map[string]any{
 		"ca": map[string]any{"configMap": map[string]any{"name": "corp-ca", "key": "ca.pem"}}, "serverName": "metrics.internal"}}})

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/operator"
 )
 
@@ -107,10 +108,10 @@ func TestChartWorkerPullPolicy(t *testing.T) {
 			vals["worker"] = map[string]any{"image": map[string]any{"pullPolicy": tc.worker}}
 		}
 		mgr, api, _ := managerAndAPI(t, vals)
-		flag, _ := argValue(mgr.Args, "--worker-image-pull-policy")
+		flag := chartConfig(t, renderChart(t, vals), "emaildata").Executor.Jobs.ImagePullPolicy
 		got, err := operator.ParsePullPolicy(flag)
 		if err != nil || got != tc.want {
-			t.Errorf("image %q worker %q: --worker-image-pull-policy=%q (%v), want %s", tc.image, tc.worker, flag, err, tc.want)
+			t.Errorf("image %q worker %q: executor.jobs.imagePullPolicy %q (%v), want %s", tc.image, tc.worker, flag, err, tc.want)
 		}
 		if tc.image != "" && (string(mgr.ImagePullPolicy) != tc.image || string(api.ImagePullPolicy) != tc.image) {
 			t.Errorf("image %q: manager pulls %s, API %s", tc.image, mgr.ImagePullPolicy, api.ImagePullPolicy)
@@ -123,9 +124,9 @@ func TestChartWorkerPullPolicy(t *testing.T) {
 }
 
 // TestChartWorkerActiveDeadline: worker.activeDeadline becomes the
-// manager's --worker-active-deadline, a Go duration (controllers' envtest
+// configuration's executor.jobs.activeDeadline, a Go duration (controllers' envtest
 // TestJobPathActiveDeadline follows it from the manager's setting to the
-// Job and the list's condition); unset, no flag and the manager's default
+// Job and the list's condition); unset, the configuration's default
 // holds; a value the manager could not parse is refused at render time.
 func TestChartWorkerActiveDeadline(t *testing.T) {
 	for _, tc := range []struct {
@@ -138,17 +139,12 @@ func TestChartWorkerActiveDeadline(t *testing.T) {
 		{"1h30m", 90 * time.Minute, true},
 		{"-1s", -time.Second, true},
 	} {
-		mgr, _, _ := managerAndAPI(t, map[string]any{"worker": map[string]any{"activeDeadline": tc.val}})
-		flag, ok := argValue(mgr.Args, "--worker-active-deadline")
-		if ok != tc.set {
-			t.Errorf("activeDeadline %q: flag set %v, want %v", tc.val, ok, tc.set)
-			continue
+		if !tc.set {
+			tc.want = cfgv1.Default().Executor.Jobs.ActiveDeadline.Duration
 		}
-		if !ok {
-			continue
-		}
-		if d, err := time.ParseDuration(flag); err != nil || d != tc.want {
-			t.Errorf("activeDeadline %q: --worker-active-deadline=%q is %v (%v), want %v", tc.val, flag, d, err, tc.want)
+		c := chartConfig(t, renderChart(t, map[string]any{"worker": map[string]any{"activeDeadline": tc.val}}), "emaildata")
+		if d := c.Executor.Jobs.ActiveDeadline.Duration; d != tc.want {
+			t.Errorf("activeDeadline %q: executor.jobs.activeDeadline %v, want %v", tc.val, d, tc.want)
 		}
 	}
 	for _, bad := range []any{"1 day", "24", 86400} {

@@ -65,21 +65,23 @@ func readRelease(t *testing.T, s rbacSetup, objs []*unstructured.Unstructured) r
 			r.users[controllers.AccountAPI], apiArgs = user, d.Spec.Template.Spec.Containers[0].Args
 		}
 	}
-	flags := map[string]string{controllers.ObjectLease: "--leader-election-id", controllers.ObjectListIDCounter: "--list-id-configmap"}
+	// The names are the configuration's, which both Deployments mount;
+	// neither overrides one with a flag.
+	conf := renderedConfig(t, objs)
+	r.objects[controllers.ObjectLease] = conf.Manager.LeaderElectionID
+	r.objects[controllers.ObjectListIDCounter] = conf.Installation.ListIDConfigMap
 	for _, spec := range installsecret.Specs() {
-		flags[string(spec.Kind)] = "--" + spec.Flag()
+		v := conf.Installation.Secrets[string(spec.Kind)]
+		if v == "" {
+			t.Fatalf("%s: the configuration names no %s Secret", s.name, spec.Kind)
+		}
+		r.objects[string(spec.Kind)] = v
 	}
-	for obj, flag := range flags {
-		v, ok := argValue(mgrArgs, flag)
-		if !ok {
-			t.Fatalf("%s: the manager has no %s", s.name, flag)
-		}
-		r.objects[obj] = v
-		if obj == controllers.ObjectLease {
-			continue
-		}
-		if a, _ := argValue(apiArgs, flag); a != v {
-			t.Errorf("%s: the API's %s=%q, the manager's %q", s.name, flag, a, v)
+	for _, args := range [][]string{mgrArgs, apiArgs} {
+		for _, flag := range []string{"--leader-election-id", "--list-id-configmap", "--" + installsecret.Specs()[0].Flag()} {
+			if _, ok := argValue(args, flag); ok {
+				t.Errorf("%s: %s overrides the configuration", s.name, flag)
+			}
 		}
 	}
 	return r
@@ -362,11 +364,10 @@ func TestChartInstallationNames(t *testing.T) {
 	if own.objects[string(installsecret.CallbackSigning)] != "vault-signing" {
 		t.Errorf("callback signing Secret %q, want vault-signing", own.objects[string(installsecret.CallbackSigning)])
 	}
-	args := deployment(t, objs, "emaildata-controller-manager").Spec.Template.Spec.Containers[0].Args
-	if v, _ := argValue(args, "--external-secrets"); v != string(installsecret.CallbackSigning) {
-		t.Errorf("--external-secrets=%q, want %s", v, installsecret.CallbackSigning)
+	if v := renderedConfig(t, objs).Installation.ExternalSecrets; len(v) != 1 || v[0] != string(installsecret.CallbackSigning) {
+		t.Errorf("installation.externalSecrets %q, want [%s]", v, installsecret.CallbackSigning)
 	}
-	if _, ok := argValue(deployment(t, renderChart(t, nil), "emaildata-controller-manager").Spec.Template.Spec.Containers[0].Args, "--external-secrets"); ok {
-		t.Error("--external-secrets set by default")
+	if v := renderedConfig(t, renderChart(t, nil)).Installation.ExternalSecrets; len(v) != 0 {
+		t.Errorf("installation.externalSecrets %q by default", v)
 	}
 }

@@ -282,7 +282,7 @@ const configurationIntro = `# Configuration reference
 
 Every flag of the three binaries, with its default, as the binaries print it (defaults read
 from the environment, such as ` + "`$WORKER_IMAGE`" + `, show as unset). What the main flags are for:
-[install.md](install.md#the-managers-main-flags) (the manager),
+[install.md](install.md#the-managers-main-settings) (the manager),
 [verification.md](verification.md#the-settings) (verification and politeness),
 [rest-api.md](rest-api.md#limits) (the API's limits). The Helm chart sets them from
 ` + "`values.yaml`" + `. This page is generated (` + "`make guide-docs`" + `); a test fails when it is stale.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestSchemaFresh fails when charts/emaildata/values.schema.json is not
+// what the Configuration type and values.yaml generate.
+func TestSchemaFresh(t *testing.T) {
+	want, err := Render(repoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(repoRoot(), "charts", "emaildata", "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatal("charts/emaildata/values.schema.json is stale: run `make schema` and commit it")
+	}
+}
+
+// TestSchemaFollowsType: a field of the type is in the schema with its
+// comment and its kind, at its path.
+func TestSchemaFollowsType(t *testing.T) {
+	out, err := Render(repoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatal(err)
+	}
+	at := func(path ...string) map[string]any {
+		m := s
+		for _, p := range path {
+			m = m["properties"].(map[string]any)[p].(map[string]any)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		path []string
+		typ  any
+	}{
+		{[]string{"config", "verification", "smtp", "heloName"}, "string"},
+		{[]string{"config", "verification", "smtp", "maxConnsPerHost"}, "integer"},
+		{[]string{"config", "api", "rateLimit", "perSecond"}, "number"},
+		{[]string{"config", "api", "console", "enabled"}, "boolean"},
+		{[]string{"config", "executor", "jobs", "tolerations"}, "array"},
+	} {
+		f := at(tc.path...)
+		if f["type"] != tc.typ || f["description"] == "" || f["description"] == nil {
+			t.Errorf("%v: %v", tc.path, f)
+		}
+	}
+	if at("config")["additionalProperties"] != false || at("config", "store")["additionalProperties"] != false {
+		t.Error("config sections must refuse unknown keys")
+	}
+	if _, ok := at("config")["properties"].(map[string]any)["kind"]; ok {
+		t.Error("kind is the chart's to write")
+	}
+}
