@@ -74,6 +74,8 @@ func setDefaultsPipeline(p *Pipeline) {
 	size(&p.ShardBytes, d.ShardBytes)
 	num(&p.MaxShards, d.MaxShards)
 	str(&p.ShardBy, pipeline.ShardByDomain) // the cluster's; `worker run` cuts by rows
+	dur(&p.MXLookupTimeout, pipeline.DefaultMXLookupTimeout)
+	dur(&p.MXLookupBudget, pipeline.DefaultMXLookupBudget)
 	size(&p.DistributeMemory, d.DistributeMemory)
 	size(&p.DedupMemory, d.DedupMemory)
 	l := listfile.DefaultLimits()

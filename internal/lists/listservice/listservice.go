@@ -106,6 +106,20 @@ type HostSharder interface {
 	ShardKey(email string) string
 }
 
+// MXSharder is a HostSharder that can route by MX host
+// (pipeline.ShardByMX): the pipeline sends the rows of every domain whose
+// primary MX host is the same to one shard.
+type MXSharder interface {
+	HostSharder
+	// CanResolveMX reports whether PrimaryMX can answer at all (false for
+	// an engine without DNS: the pipeline then routes by domain).
+	CanResolveMX() bool
+	// PrimaryMX returns the name of a ShardKey's (a domain's) most
+	// preferred MX host, looked up through the service's DNS cache within
+	// ctx, or false when the domain has none or the lookup failed.
+	PrimaryMX(ctx context.Context, domain string) (string, bool)
+}
+
 // CounterReporter is implemented by processors with work counters (DNS
 // lookups, SMTP sessions, ...); the pipeline puts them in the shard
 // summary, keyed by the names the counters' owners give them.
