@@ -80,7 +80,7 @@ func main() {
 		workerArgs  = flag.String("worker-args", "", "more flags for worker run, space separated (e.g. --cpuprofile /tmp/w.prof)")
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
-		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are) or domain (by a hash of the domain: each domain's rows in one process)")
+		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are), domain (by a hash of the domain: each domain's rows in one process) or mx (by a hash of the domain's primary MX host, as --shard-by mx)")
 		fleetURL    = flag.String("fleet-url", "", "ours-list and ours-mix: the workers' (and API processes') --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
 		mix         mixSettings
 		jobs        jobsSettings
