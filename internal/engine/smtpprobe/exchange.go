@@ -47,6 +47,11 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
 	q.nRcpts += len(sent)
 	q.last = time.Now()
+	if s.marked.IsZero() {
+		s.marked = s.t0
+	}
+	q.busy += q.last.Sub(s.marked)
+	s.marked = q.last
 	w := windowReplies{p: p, q: q, s: s, txOK: txOK}
 	keep := w.read(cmds, n)
 	unanswered := rcptItems(cmds[n:])
@@ -250,6 +255,7 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply, cl ReplyClass) {
 	rule := cl.Rule()
 	switch {
 	case rule.Next == NextRetryLater:
+		q.nDeferred++
 		j.temporaryLocked(it, rc, q.estimate)
 	case cl == ReplyAccepted:
 		j.acceptLocked(it, rc)

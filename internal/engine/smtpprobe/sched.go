@@ -46,6 +46,11 @@ type hostQ struct {
 	// session's start to the last one's end.
 	nSessions, nRcpts int
 	first, last       time.Time
+	// For the host's floor (pace.go): addresses it deferred (4xx) and
+	// the time its sessions were open up to their last reply, summed
+	// (an idle session's wait for more work is not the host's).
+	nDeferred int
+	busy      time.Duration
 }
 
 const (
@@ -80,6 +85,7 @@ func (p *Prober) sweepLocked() {
 	for k, q := range p.hosts {
 		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && !now.Before(q.backoffUntil) &&
 			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
+			p.sweptFloor, p.sweptSpan = p.paceSumsLocked(q, p.sweptFloor, p.sweptSpan)
 			delete(p.hosts, k)
 		}
 	}
