@@ -48,7 +48,7 @@ const (
 var ShardByModes = []string{ShardByRows, ShardByDomain, ShardByMX}
 
 // BindShardBy binds the --shard-by flag to mode with default def (the
-// manager's is ShardByDomain; `worker run`'s ShardByRows, since one
+// manager's is ShardByMX; `worker run`'s ShardByRows, since one
 // process gains nothing from it).
 func BindShardBy(fs *flag.FlagSet, mode *string, def string) {
 	fs.StringVar(mode, ShardByFlag, def, "how lists are cut into shards: "+ShardByMX+
