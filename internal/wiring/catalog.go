@@ -58,6 +58,12 @@ func RegistryFor(e *verify.Engine, c VerifyConfig) *listservice.Registry {
 	if e.DNS != nil {
 		ev.MX = PrimaryMX(e.DNS)
 	}
+	if p, ok := e.SMTP.(*smtpprobe.Prober); ok {
+		ev.Pace = func() (listservice.Pace, bool) {
+			h, ok := p.PacingHost()
+			return listservice.Pace{Host: h.Addr, SpanSeconds: h.Span.Seconds(), FloorSeconds: h.Floor.Seconds(), Reason: string(h.Why)}, ok
+		}
+	}
 	reg.Register(evlist.Name, ev)
 	return reg
 }

@@ -69,6 +69,10 @@ type Service struct {
 	// engine's DNS cache, for routing a list's rows by MX host at
 	// preparation (listservice.MXSharder, pipeline.ShardByMX).
 	MX func(ctx context.Context, domain string) (string, bool)
+	// Pace, when set, says which mail host paced the engine's work and
+	// why (listservice.PaceReporter). With several shards in one process
+	// the engine is shared: it is the process's slowest host.
+	Pace func() (listservice.Pace, bool)
 }
 
 func (s *Service) batchSize() int {
@@ -111,6 +115,14 @@ type processor struct {
 	report listservice.Reporting
 	start  map[string]float64 // engine counters when the shard began
 	opts   verify.Options     // the list's: SMTP on, its maximum age, its tenant
+}
+
+// Pace implements listservice.PaceReporter.
+func (p *processor) Pace() (listservice.Pace, bool) {
+	if p.svc.Pace == nil {
+		return listservice.Pace{}, false
+	}
+	return p.svc.Pace()
 }
 
 // Counters implements listservice.CounterReporter: the engine's work

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
 )
 
 // PlanVersion changes when the plan document changes shape. Version 2:
@@ -211,6 +212,8 @@ type Summary struct {
 	// Counters are the service's work counters for the shard (see
 	// listservice.CounterReporter): no per-row data.
 	Counters map[string]float64 `json:"counters,omitempty"`
+	// Pace is what paced the shard (listservice.PaceReporter).
+	Pace *listservice.Pace `json:"pace,omitempty"`
 	// Error is set when the shard failed; BadInput says retrying is useless.
 	Error    string `json:"error,omitempty"`
 	BadInput bool   `json:"badInput,omitempty"`
