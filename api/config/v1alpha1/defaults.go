@@ -76,6 +76,7 @@ func setDefaultsPipeline(p *Pipeline) {
 	str(&p.ShardBy, pipeline.ShardByMX) // the cluster's; `worker run` cuts by rows
 	dur(&p.MXLookupTimeout, pipeline.DefaultMXLookupTimeout)
 	dur(&p.MXLookupBudget, pipeline.DefaultMXLookupBudget)
+	num(&p.MXLookupConcurrency, pipeline.DefaultMXConcurrency)
 	size(&p.DistributeMemory, d.DistributeMemory)
 	size(&p.DedupMemory, d.DedupMemory)
 	l := listfile.DefaultLimits()

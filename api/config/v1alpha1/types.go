@@ -229,6 +229,10 @@ type Pipeline struct {
 	// MXLookupBudget bounds all the MX lookups of one list's preparation;
 	// the domains met after it is spent go to shards by their own name.
 	MXLookupBudget Duration `json:"mxLookupBudget"`
+	// MXLookupConcurrency is the MX lookups of shardBy mx made at once
+	// (a plain input's domains are read ahead and looked up together; a
+	// zipped input's one at a time as the scan meets them).
+	MXLookupConcurrency int `json:"mxLookupConcurrency"`
 	// DistributeMemory holds rows while preparation regroups them by
 	// domain shard, shared by the lists prepared at once; past it runs
 	// spill to the store.

@@ -2,8 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"sync"
 	"time"
 
+	"github.com/emaildata/emaildata/internal/lists/blobstore"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
 )
 
@@ -16,18 +21,21 @@ import (
 // domain whose lookup fails, times out or comes after the budget keeps
 // its own domain as the key (the domain mode's hash).
 //
-// The lookups are made one at a time, as the scan meets each new domain
-// (the scan hands rows over one by one and the distributor places each at
-// once): their cost is bounded by MXLookupTimeout each and MXLookupBudget
-// in all, and reported in Plan.MXRouting. Partial: no look-ahead, so no
-// lookups run in parallel; a list of many uncached domains on a slow
-// resolver spends its budget and then falls back to domain keys.
+// The distributor places each row as the scan hands it over, so the
+// domains are looked up before that scan: for a plain (not zipped) input,
+// prefetch reads the email column once more, collects the distinct
+// domains and looks them up MXLookupConcurrency at a time. What it did
+// not reach (a zipped input's domains, the domains past the budget) is
+// looked up one at a time as the scan meets them, within what is left of
+// the budget. The cost is bounded by MXLookupTimeout a lookup and
+// MXLookupBudget in all (wall time), and reported in Plan.MXRouting.
 
 // Defaults of Config.MXLookupTimeout, MXLookupBudget and MXMaxDomains.
 const (
 	DefaultMXLookupTimeout = 5 * time.Second
 	DefaultMXLookupBudget  = 60 * time.Second
 	DefaultMXMaxDomains    = 200_000
+	DefaultMXConcurrency   = 16
 )
 
 // MXRouting reports what routing by MX host cost a list's preparation.
@@ -54,6 +62,7 @@ type mxRouter struct {
 	timeout  time.Duration
 	budget   time.Duration
 	maxDoms  int
+	conc     int
 	keys     map[string]string // domain → key
 	hosts    map[string]struct{}
 	spent    time.Duration
@@ -72,6 +81,9 @@ func newMXRouter(ctx context.Context, ms listservice.MXSharder, cfg Config) *mxR
 	}
 	if r.maxDoms <= 0 {
 		r.maxDoms = DefaultMXMaxDomains
+	}
+	if r.conc = cfg.MXLookupConcurrency; r.conc <= 0 {
+		r.conc = DefaultMXConcurrency
 	}
 	return r
 }
@@ -107,6 +119,11 @@ func (r *mxRouter) lookup(domain string) string {
 	host, ok := r.ms.PrimaryMX(ctx, domain)
 	cancel()
 	r.spent += time.Since(start)
+	return r.note(domain, host, ok)
+}
+
+// note counts a lookup's outcome and returns the domain's key.
+func (r *mxRouter) note(domain, host string, ok bool) string {
 	if !ok || host == "" {
 		r.stats.Failed++
 		return domain
@@ -114,6 +131,88 @@ func (r *mxRouter) lookup(domain string) string {
 	r.stats.Resolved++
 	r.hosts[host] = struct{}{}
 	return "mx:" + host
+}
+
+// prefetch reads the email column of the plain input at key, collects up
+// to maxDoms distinct domains and looks them up conc at a time within the
+// budget; those it has not looked up when the budget ends are left to key.
+func (r *mxRouter) prefetch(store *blobstore.Store, key string, d listfile.Dialect, lim listfile.Limits, col int, hs listservice.HostSharder) error {
+	start := time.Now()
+	defer func() { r.spent += time.Since(start) }()
+	domains, err := distinctKeys(r.ctx, store, key, d, lim, col, hs, r.maxDoms)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.budget)
+	defer cancel()
+	type answer struct {
+		host string
+		ok   bool
+	}
+	answers := make([]answer, len(domains))
+	done := make([]bool, len(domains))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(r.conc, len(domains)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				lctx, lcancel := context.WithTimeout(ctx, r.timeout)
+				answers[i].host, answers[i].ok = r.ms.PrimaryMX(lctx, domains[i])
+				lcancel()
+				done[i] = ctx.Err() == nil || answers[i].ok
+			}
+		}()
+	}
+feed:
+	for i := range domains {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	for i, dom := range domains {
+		if done[i] {
+			r.stats.Domains++
+			r.keys[dom] = r.note(dom, answers[i].host, answers[i].ok)
+		}
+	}
+	return nil
+}
+
+// distinctKeys is the distinct shard keys of the email column of the
+// plain input at key, at most max of them, in order of first appearance.
+func distinctKeys(ctx context.Context, store *blobstore.Store, key string, d listfile.Dialect, lim listfile.Limits, col int, hs listservice.HostSharder, max int) ([]string, error) {
+	rc, err := store.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open list file: %w", err)
+	}
+	defer rc.Close()
+	rd := listfile.NewReader(rc, d, lim)
+	seen := map[string]struct{}{}
+	var out []string
+	for first := true; len(out) < max; first = false {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, classify(err)
+		}
+		if first && d.Header {
+			continue
+		}
+		k := hs.ShardKey(string(rec.FieldBytes(col)))
+		if _, ok := seen[k]; !ok && k != "" {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 // report is the routing's cost so far.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 type mxService struct {
 	hostService
 	hosts int
+	delay time.Duration // each lookup's
 	mu    sync.Mutex
 	calls map[string]int
 }
@@ -30,6 +32,7 @@ func (m *mxService) PrimaryMX(ctx context.Context, domain string) (string, bool)
 	m.mu.Lock()
 	m.calls[domain]++
 	m.mu.Unlock()
+	time.Sleep(m.delay)
 	var n int
 	switch {
 	case strings.HasPrefix(domain, "fail"):
@@ -73,26 +76,40 @@ func TestMXShards(t *testing.T) {
 	data := mxList(2000, 300)
 	for _, tc := range []struct {
 		name                              string
-		budget                            time.Duration
+		budget, delay                     time.Duration
 		wantResolved, wantFailed, wantSkp int
+		zipped                            bool
 	}{
 		// Every good domain resolves; fail1, fail2 and slow1 (timed out)
 		// fail.
-		{"budget enough", time.Minute, 0, 3, 0},
-		// The slow domain spends the whole budget: the domains after it
-		// keep their own keys.
-		{"budget spent", 30 * time.Millisecond, -1, -1, 1},
+		{"budget enough", time.Minute, 0, 0, 3, 0, false},
+		// 303 lookups of 10 ms each, 16 at a time: about 0.2 s, not 3 s.
+		{"concurrent", time.Minute, 10 * time.Millisecond, 0, 3, 0, false},
+		// The slow domain outlasts the whole budget: not looked up
+		// again, it keeps its own key.
+		{"budget spent", 30 * time.Millisecond, 0, -1, -1, 1, false},
+		// A zipped input is not read ahead: its domains are looked up one
+		// at a time as the scan meets them.
+		{"zipped", time.Minute, 0, 0, 3, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := &mxService{hostService: hostService{}, hosts: 5, calls: map[string]int{}}
+			svc := &mxService{hostService: hostService{}, hosts: 5, delay: tc.delay, calls: map[string]int{}}
 			cfg := testConfig()
 			cfg.ShardBytes, cfg.MaxShards = int64(len(data)/8+1), 8
 			cfg.MXLookupTimeout, cfg.MXLookupBudget = 50*time.Millisecond, tc.budget
 			s := memStore(t)
-			rows := processWith(t, s, hostName, svc, "rows", "l.csv", data, d, cfg)
+			in, name := data, "l.csv"
+			if tc.zipped {
+				in, name = makeZip(t, zipFile{name: "l.csv", data: string(data)}), "l.zip"
+			}
+			rows := processWith(t, s, hostName, svc, "rows", name, in, d, cfg)
 			cfg.ShardBy = ShardByMX
-			mx := processWith(t, s, hostName, svc, "mx", "l.csv", data, d, cfg)
-			if !bytes.Equal(rows.data, mx.data) {
+			mx := processWith(t, s, hostName, svc, "mx", name, in, d, cfg)
+			if tc.zipped {
+				if z1, z2 := readZip(t, rows.data), readZip(t, mx.data); len(z1) != 1 || !maps.Equal(z1, z2) {
+					t.Fatalf("zipped results differ")
+				}
+			} else if !bytes.Equal(rows.data, mx.data) {
 				t.Fatalf("results differ:\nrows:\n%q\nmx:\n%q", firstDiff(rows.data, mx.data), firstDiff(mx.data, rows.data))
 			}
 			rep := mx.plan.MXRouting
@@ -109,8 +126,8 @@ func TestMXShards(t *testing.T) {
 			if tc.wantSkp > 0 && rep.Skipped < tc.wantSkp {
 				t.Errorf("routing %+v: want domains skipped once the budget is spent", rep)
 			}
-			if rep.Seconds > tc.budget.Seconds()+0.5 {
-				t.Errorf("lookups took %.2f s, budget %v", rep.Seconds, tc.budget)
+			if rep.Seconds > tc.budget.Seconds()+0.5 || (tc.delay > 0 && rep.Seconds > 0.4*float64(rep.Domains)*tc.delay.Seconds()) {
+				t.Errorf("lookups took %.2f s, budget %v, %v each", rep.Seconds, tc.budget, tc.delay)
 			}
 			for dom, n := range svc.calls {
 				if n != 1 {

@@ -38,6 +38,9 @@ type Config struct {
 	// (see mxroute.go; zero: the defaults).
 	MXLookupTimeout, MXLookupBudget time.Duration
 	MXMaxDomains                    int
+	// MXLookupConcurrency is the MX lookups of ShardByMX made at once
+	// (zero: DefaultMXConcurrency).
+	MXLookupConcurrency int
 }
 
 // DefaultConfig is used where nothing is configured.
@@ -155,6 +158,11 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		}
 		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg, each, hint)
 	} else {
+		if dist != nil && dist.mx != nil {
+			if err := dist.mx.prefetch(store, req.Source.Key, req.Dialect, cfg.Limits, dist.col, dist.hs); err != nil {
+				return nil, err
+			}
+		}
 		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg, each)
 	}
 	if err != nil {
