@@ -257,6 +257,13 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply, cl ReplyClass) {
 	case rule.Next == NextRetryLater:
 		q.nDeferred++
 		j.temporaryLocked(it, rc, q.estimate)
+		if it.heapIx >= 0 && it.greyQ == nil { // deferred: waits out the host's greylisting
+			if q.greyWaiting == 0 || it.due.After(q.greyDue) {
+				q.greyDue = it.due
+			}
+			it.greyQ = q
+			q.greyWaiting++
+		}
 	case cl == ReplyAccepted:
 		j.acceptLocked(it, rc)
 	case it.idx < 0: // the catch-all probe: refused, or no verdict

@@ -51,6 +51,10 @@ type hostQ struct {
 	// (an idle session's wait for more work is not the host's).
 	nDeferred int
 	busy      time.Duration
+	// greyWaiting counts this host's items waiting out its greylisting in
+	// the timer heap; greyDue is when the last of them comes due.
+	greyWaiting int
+	greyDue     time.Time
 }
 
 const (
@@ -83,7 +87,7 @@ func (p *Prober) host(key string) *hostQ {
 func (p *Prober) sweepLocked() {
 	now := time.Now()
 	for k, q := range p.hosts {
-		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && !now.Before(q.backoffUntil) &&
+		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && q.greyWaiting == 0 && !now.Before(q.backoffUntil) &&
 			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
 			p.sweptFloor, p.sweptSpan = p.paceSumsLocked(q, p.sweptFloor, p.sweptSpan)
 			delete(p.hosts, k)
@@ -209,6 +213,9 @@ func (p *Prober) kick(q *hostQ) {
 	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && backlog < secondSessionBacklog) {
 		return
 	}
+	if q.sessions > 0 && !p.parallelShortensLocked(q, backlog) {
+		return
+	}
 	if time.Now().Before(q.backoffUntil) {
 		p.armBackoffLocked(q)
 		return
@@ -226,6 +233,28 @@ func (p *Prober) kick(q *hostQ) {
 		p.st.peak.Store(n)
 	}
 	go p.runSession(q)
+}
+
+// parallelShortensLocked reports whether another session beside the
+// running ones finishes q's work sooner. While q has addresses waiting
+// out its greylisting, its work ends no sooner than their last retry:
+// another session helps only when the running ones cannot send the
+// backlog before then (about a round trip a group). This
+// keeps a host's sessions a function of its work and its limits, not of
+// how busy the process is or how the list was split.
+func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
+	rtt := q.estimate / 2 // estimate is about two (setup + round trip)
+	if rtt <= 0 {
+		return true // nothing known yet: the backlog rule decides
+	}
+	rounds := backlog/max(p.groupLocked(q), 1) + 1
+	drain := time.Duration(rounds) * rtt / time.Duration(q.sessions)
+	if q.greyWaiting > 0 && drain <= time.Until(q.greyDue) {
+		return false
+	}
+	// What one more session saves must outweigh its own connect,
+	// greeting and EHLO.
+	return drain/time.Duration(q.sessions+1) > rtt
 }
 
 // slot is a session goroutine's hold on the global session cap. It is let
@@ -624,6 +653,15 @@ func (p *Prober) unheapLocked(it *item) {
 	if it.heapIx >= 0 {
 		heap.Remove(&p.deferred, it.heapIx)
 	}
+	p.ungreyLocked(it)
+}
+
+// ungreyLocked ends it's wait on its host's greylisting.
+func (p *Prober) ungreyLocked(it *item) {
+	if q := it.greyQ; q != nil {
+		q.greyWaiting--
+		it.greyQ = nil
+	}
 }
 
 func (p *Prober) armTimerLocked() {
@@ -650,6 +688,7 @@ func (p *Prober) onTimer() {
 	now := time.Now()
 	for len(p.deferred) > 0 && !p.deferred[0].due.After(now) {
 		it := heap.Pop(&p.deferred).(*item)
+		p.ungreyLocked(it)
 		p.st.deferredNs.Add(int64(now.Sub(it.since)))
 		p.st.retries.Add(1)
 		it.job.requeueLocked(it, false, nil)
