@@ -394,6 +394,7 @@ func (r *EmailListReconciler) complete(ctx context.Context, list *listsv1.EmailL
 	list.Status.CompletedAt = &now
 	list.Status.Result = &listsv1.ResultFile{Key: out.Key, Bytes: out.Bytes, Rows: out.Rows, SHA256: out.SHA256, FileName: out.FileName}
 	list.Status.Reporting = out.Reporting
+	list.Status.Pacing = pacing(out.Pace)
 	setProgress(list, out.Rows, list.Status.Records)
 	if list.Spec.EffectiveAction() == listsv1.ActionReport {
 		list.Status.Phase = listsv1.PhaseProcessed
@@ -472,4 +473,15 @@ func purchaseDelivery(p *listsv1.Purchase) pipeline.Delivery {
 func (r *EmailListReconciler) fail(list *listsv1.EmailList, reason, msg string) {
 	setFailed(list, reason, msg)
 	emit(r.Recorder, list, corev1.EventTypeWarning, reason, "%s", msg)
+}
+
+// pacing is the status summary of what paced the list (nil: unknown).
+func pacing(p *listservice.Pace) *listsv1.Pacing {
+	if p == nil {
+		return nil
+	}
+	sec := func(s float64) metav1.Duration {
+		return metav1.Duration{Duration: time.Duration(s * float64(time.Second)).Round(time.Millisecond)}
+	}
+	return &listsv1.Pacing{Host: p.Host, Span: sec(p.SpanSeconds), Floor: sec(p.FloorSeconds), Reason: p.Reason}
 }

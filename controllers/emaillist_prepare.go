@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
@@ -69,6 +70,12 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 	list.Status.SizeBytes = plan.SizeBytes
 	list.Status.Records = plan.Records
 	list.Status.Shards = int32(len(plan.Shards))
+	if m := plan.MXRouting; m != nil {
+		// What routing by MX host cost (bounded by pipeline.mxLookupTimeout
+		// and mxLookupBudget).
+		logf.FromContext(ctx).Info("shards cut by MX host", "domains", m.Domains, "resolved", m.Resolved, "failed", m.Failed,
+			"skipped", m.Skipped, "mxHosts", m.Hosts, "lookupSeconds", m.Seconds, "overflow", m.Overflow)
+	}
 	setProgress(list, 0, plan.Records)
 	return ctrl.Result{}, true, nil
 }

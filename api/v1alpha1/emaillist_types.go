@@ -388,6 +388,10 @@ type EmailListStatus struct {
 	// {"email_match_type": {"Individual match": 3}}.
 	// +optional
 	Reporting map[string]map[string]int64 `json:"reporting,omitempty"`
+	// Pacing says why the list took the time it did (email_validation):
+	// the mail host whose work took longest, set with the result.
+	// +optional
+	Pacing *Pacing `json:"pacing,omitempty"`
 	// Result file, once written.
 	// +optional
 	Result *ResultFile `json:"result,omitempty"`
@@ -449,4 +453,19 @@ type EmailListList struct {
 
 func init() {
 	SchemeBuilder.Register(&EmailList{}, &EmailListList{})
+}
+
+// Pacing is what paced a list: one mail host, no row data.
+type Pacing struct {
+	// Host is the mail host address (ip:port) whose work took longest.
+	Host string `json:"host"`
+	// Span is the time from its first session to its last reply.
+	Span metav1.Duration `json:"span"`
+	// Floor is the least time the host's own limits allow for that work.
+	Floor metav1.Duration `json:"floor"`
+	// Reason is the limit that sets the floor: greylisting, connection
+	// rate, connections a window, or concurrency (session time, error
+	// sleeps, reply delays); empty when no limit was met.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }

@@ -125,7 +125,9 @@ type workerFlags struct {
 func fromConfig(c *cfgv1.Configuration, o *operator.Options) *workerFlags {
 	o.Pipeline = pipeline.Config{
 		Limits: wiring.LimitsFrom(c), ShardBytes: c.Pipeline.ShardBytes.Value(), MaxShards: c.Pipeline.MaxShards,
-		ShardBy: c.Pipeline.ShardBy, DistributeMemory: c.Pipeline.DistributeMemory.Value(), DedupMemory: c.Pipeline.DedupMemory.Value(),
+		ShardBy: c.Pipeline.ShardBy, MXLookupTimeout: c.Pipeline.MXLookupTimeout.Duration, MXLookupBudget: c.Pipeline.MXLookupBudget.Duration,
+		MXLookupConcurrency: c.Pipeline.MXLookupConcurrency,
+		DistributeMemory:    c.Pipeline.DistributeMemory.Value(), DedupMemory: c.Pipeline.DedupMemory.Value(),
 	}
 	o.Verify = wiring.VerifyFrom(c)
 	o.PeopleURL, o.BlobURL, o.Executor = c.People.URL, c.Store.URL, c.Executor.Mode

@@ -393,9 +393,14 @@ func printStats(w io.Writer, e *verify.Engine, rows int64, wall, cpu time.Durati
 	fmt.Fprintf(w, "        %.0f host failures, %.0f stalled hosts (tarpits, timeouts), %.0f skipped as stalled or unreachable, %.0f proxy failovers\n",
 		c["smtp_host_failures"], c["smtp_stalled_hosts"], c["smtp_hosts_skipped"], c["smtp_proxy_failovers"])
 	if p, ok := e.SMTP.(*smtpprobe.Prober); ok {
-		for _, h := range p.BusiestHosts(3) {
-			fmt.Fprintf(w, "        busiest host %s: %d sessions, %d RCPT, %.1f s from first connection to last reply\n", h.Addr, h.Sessions, h.RCPT, h.Span.Seconds())
+		for i, h := range p.BusiestHosts(3) {
+			what := "busiest host"
+			if i == 0 {
+				what = "paced by host"
+			}
+			fmt.Fprintf(w, "        %s %s (%d sessions, %d RCPT)\n", what, h.Pace(), h.Sessions, h.RCPT)
 		}
+		fmt.Fprintf(w, "        hosts: %.1f s of spans against %.1f s of floors their limits impose (summed)\n", c["smtp_host_span_seconds"], c["smtp_host_floor_seconds"])
 	}
 	fmt.Fprintf(w, "  time: working (CPU) %.1f s; connections open %.1f s (of which waiting on silent hosts %.1f s); addresses waiting out greylisting %.1f s, queued for a connection %.1f s (summed over addresses, overlapping)\n",
 		cpu.Seconds(), c["smtp_session_seconds"], c["smtp_stalled_seconds"], c["smtp_deferred_seconds"], c["smtp_queued_seconds"])

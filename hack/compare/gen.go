@@ -27,6 +27,7 @@ type gen struct {
 	postfix     bool          // realistic: Postfix's default error limits at some hosts
 	pushback    bool          // realistic: flow control, anvil, Exim's non-mail limit, tarpits that hang up (mailworld.RealisticPushback)
 	loopback    int           // synthetic: the hosts' 127.B.x.y byte B (0: one per world)
+	sharedMX    int           // realistic: shared provider MX hosts (0: none)
 }
 
 func (g *gen) bind(fs *flag.FlagSet) {
@@ -44,6 +45,7 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
 	fs.BoolVar(&g.decorations, "decorations", true, "realistic: padded rows, typos, disposable domains, garbage rows")
 	fs.BoolVar(&g.postfix, "postfix", true, "realistic: Postfix's default error limits on a third of the ordinary domains and two hosting providers")
+	fs.IntVar(&g.sharedMX, "shared-mx", 0, "realistic: host every domain with MX hosts on this many shared provider MX hosts (mailworld.Profile.SharedMX; 0: none)")
 	fs.BoolVar(&g.pushback, "pushback", false, "realistic: servers that push back: Postfix's flow control (1s) at Postfix hosts, anvil (12 connections a minute) at a quarter of the ordinary ones, Exim's non-mail limit at a fifth of the others, tarpits hanging up at 10s, 30s or never")
 }
 
@@ -52,7 +54,7 @@ func (g gen) args() []string {
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
 		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
-		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback),
+		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback), "-shared-mx", strconv.Itoa(g.sharedMX),
 		"-loopback-base", strconv.Itoa(g.loopback)}
 }
 
@@ -89,6 +91,7 @@ func (g gen) generate() ([]mailworld.Domain, []string) {
 	if g.pushback {
 		p.Pushback = mailworld.RealisticPushback()
 	}
+	p.SharedMX = g.sharedMX
 	if !g.decorations {
 		p.Padded, p.SyntaxErrors, p.Disposable, p.Typos = 0, 0, 0, 0
 	}

@@ -42,7 +42,7 @@ type jobsSettings struct {
 	timeout  time.Duration
 }
 
-// variant is js for the tool ours-jobs:v: v ("rows", "domain") as the
+// variant is js for the tool ours-jobs:v: v ("rows", "domain", "mx") as the
 // shard-by setting, and the fleet URL's key prefix made the variant's own
 // (prefix "j1:" becomes "j1:domain:"), so that two variants in one
 // invocation do not share learnt state and history. No v: js as is.

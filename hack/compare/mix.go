@@ -102,7 +102,7 @@ func runOursMix(dnsAddr string, rows, truth, under []string, s settings, m mixSe
 		for k, ix := range lrows {
 			sub[k] = rows[ix]
 		}
-		for p, part := range splitRows(sub, procs, s.split) {
+		for p, part := range splitRows(sub, procs, s.split, mxKeys(s.split, dnsAddr, sub)) {
 			pr := &participant{name: fmt.Sprintf("list %d", l+1), out: filepath.Join(dir, fmt.Sprintf("result%d-%d.csv", l, p))}
 			if procs > 1 {
 				pr.name += fmt.Sprintf(" part %d", p+1)

@@ -171,7 +171,7 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 		stderr strings.Builder
 	}
 	ps := make([]*proc, 0, procs)
-	parts := splitRows(rows, procs, s.split)
+	parts := splitRows(rows, procs, s.split, mxKeys(s.split, dnsAddr, rows))
 	for i, part := range parts {
 		in := filepath.Join(dir, fmt.Sprintf("list%d.csv", i))
 		sub := make([]string, len(part))
@@ -283,15 +283,17 @@ func verifyArgs(dnsAddr string, s settings) []string {
 // splitRows gives each of n processes its rows (indices into rows):
 // contiguous parts ("rows", as a list's shards are), or by a hash of the
 // row's domain ("domain": every row of a domain, so of its mail hosts
-// mostly, in one process).
-func splitRows(rows []string, n int, by string) [][]int {
+// mostly, in one process), or of its domain's primary MX host ("mx", as
+// the manager's --shard-by mx: hostOf from mxKeys; a domain missing from
+// it goes by its own name).
+func splitRows(rows []string, n int, by string, hostOf map[string]string) [][]int {
 	parts := make([][]int, n)
 	for i, r := range rows {
 		p := i * n / len(rows)
-		if by == "domain" {
-			d := strings.ToLower(strings.TrimSpace(r))
-			if at := strings.LastIndexByte(d, '@'); at >= 0 {
-				d = d[at+1:]
+		if by == "domain" || by == "mx" {
+			d := rowDomain(r)
+			if h, ok := hostOf[d]; ok {
+				d = "mx:" + h
 			}
 			h := fnv.New32a()
 			h.Write([]byte(d))
@@ -300,6 +302,40 @@ func splitRows(rows []string, n int, by string) [][]int {
 		parts[p] = append(parts[p], i)
 	}
 	return parts
+}
+
+func rowDomain(r string) string {
+	d := strings.ToLower(strings.TrimSpace(r))
+	if at := strings.LastIndexByte(d, '@'); at >= 0 {
+		d = d[at+1:]
+	}
+	return d
+}
+
+// mxKeys is, for split "mx", each row domain's primary MX host, looked
+// up once per domain through the world's DNS server, as the manager's
+// preparation does (wiring.PrimaryMX, not imported here: hack/compare keeps
+// its own go.mod small); nil for other splits.
+func mxKeys(split, dnsAddr string, rows []string) map[string]string {
+	if split != "mx" {
+		return nil
+	}
+	r := mxdns.New(mxdns.Config{Server: dnsAddr, Timeout: 5 * time.Second})
+	out := map[string]string{}
+	seen := map[string]bool{}
+	start := time.Now()
+	for _, row := range rows {
+		d := rowDomain(row)
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		if res, err := r.Lookup(context.Background(), d); err == nil && res.Status == mxdns.OK && len(res.MX) > 0 {
+			out[d] = res.MX[0].Host
+		}
+	}
+	fmt.Fprintf(os.Stderr, "split mx: %d domains, %d resolved, %.2f s\n", len(seen), len(out), time.Since(start).Seconds())
+	return out
 }
 
 // lastLines is the last n lines of s.

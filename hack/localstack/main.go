@@ -41,7 +41,7 @@ func main() {
 	shardBytes := flag.Int64("shard-bytes", 0, "target input bytes per shard (0: the manager's default)")
 	maxShards := flag.Int("max-shards", 0, "most shards per list (0: the manager's default)")
 	var shardBy string
-	pipeline.BindShardBy(flag.CommandLine, &shardBy, pipeline.ShardByDomain)
+	pipeline.BindShardBy(flag.CommandLine, &shardBy, pipeline.ShardByMX)
 	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
 		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
 	flag.String("config", "", "configuration file (kind Configuration, see docs/configuration.md; make run CONFIG=path); without one the stack runs offline (no DNS, no SMTP)")

@@ -3,6 +3,7 @@
 package wiring
 
 import (
+	"context"
 	"maps"
 
 	"github.com/emaildata/emaildata/internal/engine/emaillists"
@@ -54,8 +55,30 @@ func RegistryFor(e *verify.Engine, c VerifyConfig) *listservice.Registry {
 		ev.InFlight = OfflineRowsInFlight
 	}
 	ev.Counters = func() map[string]float64 { return EngineCounters(e) }
+	if e.DNS != nil {
+		ev.MX = PrimaryMX(e.DNS)
+	}
+	if p, ok := e.SMTP.(*smtpprobe.Prober); ok {
+		ev.Pace = func() (listservice.Pace, bool) {
+			h, ok := p.PacingHost()
+			return listservice.Pace{Host: h.Addr, SpanSeconds: h.Span.Seconds(), FloorSeconds: h.Floor.Seconds(), Reason: string(h.Why)}, ok
+		}
+	}
 	reg.Register(evlist.Name, ev)
 	return reg
+}
+
+// PrimaryMX returns a function giving a domain's most preferred MX host
+// (the domain itself for an implicit MX) through r, the engine's cached
+// resolver; false when the domain has no mail host or the lookup failed.
+func PrimaryMX(r verify.Resolver) func(ctx context.Context, domain string) (string, bool) {
+	return func(ctx context.Context, domain string) (string, bool) {
+		res, err := r.Lookup(ctx, domain)
+		if err != nil || res.Status != mxdns.OK || len(res.MX) == 0 {
+			return "", false
+		}
+		return res.MX[0].Host, true
+	}
 }
 
 // EngineCounters snapshots the work counters of e's DNS and SMTP stages

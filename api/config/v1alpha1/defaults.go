@@ -73,7 +73,10 @@ func setDefaultsPipeline(p *Pipeline) {
 	d := pipeline.DefaultConfig()
 	size(&p.ShardBytes, d.ShardBytes)
 	num(&p.MaxShards, d.MaxShards)
-	str(&p.ShardBy, pipeline.ShardByDomain) // the cluster's; `worker run` cuts by rows
+	str(&p.ShardBy, pipeline.ShardByMX) // the cluster's; `worker run` cuts by rows
+	dur(&p.MXLookupTimeout, pipeline.DefaultMXLookupTimeout)
+	dur(&p.MXLookupBudget, pipeline.DefaultMXLookupBudget)
+	num(&p.MXLookupConcurrency, pipeline.DefaultMXConcurrency)
 	size(&p.DistributeMemory, d.DistributeMemory)
 	size(&p.DedupMemory, d.DedupMemory)
 	l := listfile.DefaultLimits()

@@ -217,10 +217,22 @@ type Pipeline struct {
 	ShardBytes Quantity `json:"shardBytes"`
 	// MaxShards is the most shards of one list.
 	MaxShards int `json:"maxShards"`
-	// ShardBy is domain (rows go to shards by their email's domain, for
-	// services whose work is per mail host, so that one pod talks to each
-	// host) or rows (contiguous runs of rows).
+	// ShardBy is mx (rows go to shards by their email domain's primary
+	// MX host, looked up once per domain at preparation, so that one pod
+	// talks to each mail host, even a provider's hosting thousands of
+	// domains), domain (by their email's domain; both for services whose
+	// work is per mail host) or rows (contiguous runs of rows).
 	ShardBy string `json:"shardBy"`
+	// MXLookupTimeout bounds one MX lookup of shardBy mx; a domain whose
+	// lookup fails or times out goes to a shard by its own name.
+	MXLookupTimeout Duration `json:"mxLookupTimeout"`
+	// MXLookupBudget bounds all the MX lookups of one list's preparation;
+	// the domains met after it is spent go to shards by their own name.
+	MXLookupBudget Duration `json:"mxLookupBudget"`
+	// MXLookupConcurrency is the MX lookups of shardBy mx made at once
+	// (a plain input's domains are read ahead and looked up together; a
+	// zipped input's one at a time as the scan meets them).
+	MXLookupConcurrency int `json:"mxLookupConcurrency"`
 	// DistributeMemory holds rows while preparation regroups them by
 	// domain shard, shared by the lists prepared at once; past it runs
 	// spill to the store.

@@ -99,7 +99,10 @@ func validateExecutor(e Executor, p path) ErrorList {
 func validatePipeline(pl Pipeline, p path) ErrorList {
 	errs := positiveQty(p.child("shardBytes"), pl.ShardBytes)
 	errs = append(errs, atLeast(p.child("maxShards"), int64(pl.MaxShards), 1)...)
-	errs = append(errs, oneOf(p.child("shardBy"), pl.ShardBy, "domain", "rows")...)
+	errs = append(errs, oneOf(p.child("shardBy"), pl.ShardBy, "mx", "domain", "rows")...)
+	errs = append(errs, positive(p.child("mxLookupTimeout"), pl.MXLookupTimeout)...)
+	errs = append(errs, positive(p.child("mxLookupBudget"), pl.MXLookupBudget)...)
+	errs = append(errs, atLeast(p.child("mxLookupConcurrency"), int64(pl.MXLookupConcurrency), 1)...)
 	errs = append(errs, positiveQty(p.child("distributeMemory"), pl.DistributeMemory)...)
 	errs = append(errs, positiveQty(p.child("dedupMemory"), pl.DedupMemory)...)
 	errs = append(errs, positiveQty(p.child("limits", "maxExpandedBytes"), pl.Limits.MaxExpandedBytes)...)

@@ -46,6 +46,11 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
 	q.nRcpts += len(sent)
 	q.last = p.clk.Now()
+	if s.marked.IsZero() {
+		s.marked = s.t0
+	}
+	q.busy += q.last.Sub(s.marked)
+	s.marked = q.last
 	w := windowReplies{p: p, q: q, s: s, txOK: txOK}
 	keep := w.read(cmds, n)
 	unanswered := rcptItems(cmds[n:])
@@ -249,7 +254,15 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply, cl ReplyClass) {
 	rule := cl.Rule()
 	switch {
 	case rule.Next == NextRetryLater:
+		q.nDeferred++
 		j.temporaryLocked(it, rc, q.estimate)
+		if it.heapIx >= 0 && it.greyQ == nil { // deferred: waits out the host's greylisting
+			if q.greyWaiting == 0 || it.due.After(q.greyDue) {
+				q.greyDue = it.due
+			}
+			it.greyQ = q
+			q.greyWaiting++
+		}
 	case cl == ReplyAccepted:
 		j.acceptLocked(it, rc)
 	case it.idx < 0: // the catch-all probe: refused, or no verdict

@@ -31,6 +31,9 @@ type item struct {
 	last   reply     // last temporary reply
 	done   bool
 	heapIx int
+	// greyQ is the host whose greylisting it waits out in the timer heap
+	// (hostQ.greyWaiting counts it), nil otherwise.
+	greyQ *hostQ
 	// sub marks a catch-all item that is not probed itself: it waits for
 	// another job's probe of the same domain (see queueCatchAllLocked).
 	sub bool

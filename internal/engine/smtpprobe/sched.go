@@ -48,6 +48,15 @@ type hostQ struct {
 	// session's start to the last one's end.
 	nSessions, nRcpts int
 	first, last       time.Time
+	// For the host's floor (pace.go): addresses it deferred (4xx) and
+	// the time its sessions were open up to their last reply, summed
+	// (an idle session's wait for more work is not the host's).
+	nDeferred int
+	busy      time.Duration
+	// greyWaiting counts this host's items waiting out its greylisting in
+	// the timer heap; greyDue is when the last of them comes due.
+	greyWaiting int
+	greyDue     time.Time
 }
 
 const (
@@ -80,8 +89,9 @@ func (p *Prober) host(key string) *hostQ {
 func (p *Prober) sweepLocked() {
 	now := p.clk.Now()
 	for k, q := range p.hosts {
-		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && !now.Before(q.backoffUntil) &&
+		if q.n == 0 && q.sessions == 0 && !q.waiting && q.timer == nil && q.greyWaiting == 0 && !now.Before(q.backoffUntil) &&
 			!now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
+			p.sweptFloor, p.sweptSpan = p.paceSumsLocked(q, p.sweptFloor, p.sweptSpan)
 			delete(p.hosts, k)
 		}
 	}
@@ -205,6 +215,9 @@ func (p *Prober) kick(q *hostQ) {
 	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && backlog < secondSessionBacklog) {
 		return
 	}
+	if q.sessions > 0 && !p.parallelShortensLocked(q, backlog) {
+		return
+	}
 	if p.clk.Now().Before(q.backoffUntil) {
 		p.armBackoffLocked(q)
 		return
@@ -222,6 +235,28 @@ func (p *Prober) kick(q *hostQ) {
 		p.st.peak.Store(n)
 	}
 	go p.runSession(q)
+}
+
+// parallelShortensLocked reports whether another session beside the
+// running ones finishes q's work sooner. While q has addresses waiting
+// out its greylisting, its work ends no sooner than their last retry:
+// another session helps only when the running ones cannot send the
+// backlog before then (about a round trip a group). This
+// keeps a host's sessions a function of its work and its limits, not of
+// how busy the process is or how the list was split.
+func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
+	rtt := q.estimate / 2 // estimate is about two (setup + round trip)
+	if rtt <= 0 {
+		return true // nothing known yet: the backlog rule decides
+	}
+	rounds := backlog/max(p.groupLocked(q), 1) + 1
+	drain := time.Duration(rounds) * rtt / time.Duration(q.sessions)
+	if q.greyWaiting > 0 && drain <= p.clk.Until(q.greyDue) {
+		return false
+	}
+	// What one more session saves must outweigh its own connect,
+	// greeting and EHLO.
+	return drain/time.Duration(q.sessions+1) > rtt
 }
 
 // slot is a session goroutine's hold on the global session cap. It is let
@@ -620,6 +655,15 @@ func (p *Prober) unheapLocked(it *item) {
 	if it.heapIx >= 0 {
 		heap.Remove(&p.deferred, it.heapIx)
 	}
+	p.ungreyLocked(it)
+}
+
+// ungreyLocked ends it's wait on its host's greylisting.
+func (p *Prober) ungreyLocked(it *item) {
+	if q := it.greyQ; q != nil {
+		q.greyWaiting--
+		it.greyQ = nil
+	}
 }
 
 func (p *Prober) armTimerLocked() {
@@ -646,6 +690,7 @@ func (p *Prober) onTimer() {
 	now := p.clk.Now()
 	for len(p.deferred) > 0 && !p.deferred[0].due.After(now) {
 		it := heap.Pop(&p.deferred).(*item)
+		p.ungreyLocked(it)
 		p.st.deferredNs.Add(int64(now.Sub(it.since)))
 		p.st.retries.Add(1)
 		it.job.requeueLocked(it, false, nil)

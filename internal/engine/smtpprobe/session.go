@@ -30,6 +30,7 @@ type session struct {
 	bw     *bufio.Writer
 	budget time.Time // caller deadline bounding the current exchange; zero: none
 	t0     time.Time
+	marked time.Time // the last reply counted in hostQ.busy
 
 	kind                 serverKind
 	rules                serverRules

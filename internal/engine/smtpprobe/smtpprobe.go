@@ -498,10 +498,15 @@ type Stats struct {
 	ProxyFailovers     uint64 // connections moved to another proxy after a proxy failed
 	OpenSessionsPeak   uint64 // most sessions open at once
 
-	SessionTime  time.Duration
-	StalledTime  time.Duration // part of SessionTime spent on connects and greetings that timed out
-	DeferredTime time.Duration
-	QueueTime    time.Duration
+	SessionTime time.Duration
+	StalledTime time.Duration // part of SessionTime spent on connects and greetings that timed out
+	// HostFloor and HostSpan sum, over the hosts with sessions, the floor
+	// their limits impose and the span their work took (pace.go): a
+	// HostSpan far above HostFloor says the hosts were not what paced the
+	// work.
+	HostFloor, HostSpan time.Duration
+	DeferredTime        time.Duration
+	QueueTime           time.Duration
 
 	// SessionLatency is the distribution of connection lifetimes (connect
 	// to close); SetupLatency of connect, greeting and EHLO of the sessions
@@ -541,6 +546,8 @@ func (s Stats) Counters() map[string]float64 {
 		"smtp_stalled_seconds":      s.StalledTime.Seconds(),
 		"smtp_deferred_seconds":     s.DeferredTime.Seconds(),
 		"smtp_queued_seconds":       s.QueueTime.Seconds(),
+		"smtp_host_floor_seconds":   s.HostFloor.Seconds(),
+		"smtp_host_span_seconds":    s.HostSpan.Seconds(),
 	}
 	s.SessionLatency.AddCounters(m, SessionDurationKey)
 	s.SetupLatency.AddCounters(m, SetupDurationKey)
@@ -559,15 +566,18 @@ type Prober struct {
 	mailFrom  string // "<...>" reverse path
 
 	// mu guards the scheduler: host queues, jobs, items and the timer heap.
-	mu       sync.Mutex
-	hosts    map[string]*hostQ
-	sweepAt  int
-	open     int      // sessions running (waiting for a token, connecting or open)
-	waitq    []*hostQ // hosts waiting for a global session slot
-	deferred itemHeap
-	timer    clock.Timer
-	timerAt  time.Time
-	caOwner  map[string]*job // domain → the job whose catch-all probe is in flight
+	mu      sync.Mutex
+	hosts   map[string]*hostQ
+	sweepAt int
+	// Floors and spans of the hosts swept from hosts, so that
+	// Stats.HostFloor and HostSpan only grow.
+	sweptFloor, sweptSpan time.Duration
+	open                  int      // sessions running (waiting for a token, connecting or open)
+	waitq                 []*hostQ // hosts waiting for a global session slot
+	deferred              itemHeap
+	timer                 clock.Timer
+	timerAt               time.Time
+	caOwner               map[string]*job // domain → the job whose catch-all probe is in flight
 	// holder names this Prober in fleet-wide claims (claim.go).
 	holder string
 	// claimPoll is the safety-net poll of a probe waiting for another
@@ -613,7 +623,10 @@ func (p *Prober) Config() Config { return p.cfg }
 // Stats returns a snapshot of the counters.
 func (p *Prober) Stats() Stats {
 	c := &p.st
+	floor, span := p.paceSums()
 	return Stats{
+		HostFloor:          floor,
+		HostSpan:           span,
 		Dials:              c.dials.Load(),
 		Sessions:           c.sessions.Load(),
 		RCPT:               c.rcpts.Load(),
@@ -646,6 +659,10 @@ type HostReport struct {
 	Sessions int
 	RCPT     int
 	Span     time.Duration // first session's start to the last reply
+	// Floor is the least time the host's own limits allow for its work
+	// (pace.go), and Why the limit that sets it.
+	Floor time.Duration
+	Why   PaceReason
 }
 
 // BusiestHosts returns the n host addresses with the longest spans: where
@@ -655,7 +672,7 @@ func (p *Prober) BusiestHosts(n int) []HostReport {
 	out := make([]HostReport, 0, len(p.hosts))
 	for k, q := range p.hosts {
 		if q.nSessions > 0 {
-			out = append(out, HostReport{Addr: k, Sessions: q.nSessions, RCPT: q.nRcpts, Span: q.last.Sub(q.first)})
+			out = append(out, p.reportLocked(k, q))
 		}
 	}
 	p.mu.Unlock()

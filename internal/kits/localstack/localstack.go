@@ -83,7 +83,7 @@ type Options struct {
 	ShardBytes int64
 	MaxShards  int
 	// ShardBy is the manager's --shard-by (pipeline.ShardByRows or
-	// ShardByDomain; "": the manager's default, by domain).
+	// ShardByDomain or ShardByMX; "": the manager's default, by MX host).
 	ShardBy string
 	// Limits bound hostile list files, for the API's check of an upload
 	// and the manager's preparation alike (zero: listfile.DefaultLimits).
@@ -363,7 +363,7 @@ func pipelineConfig(o Options) pipeline.Config {
 	if o.MaxShards > 0 {
 		c.MaxShards = o.MaxShards
 	}
-	c.ShardBy = cmp.Or(o.ShardBy, pipeline.ShardByDomain)
+	c.ShardBy = cmp.Or(o.ShardBy, pipeline.ShardByMX)
 	c.Limits = o.limits()
 	return c
 }

@@ -17,7 +17,7 @@ func TestPipelineConfig(t *testing.T) {
 		by         string
 		shardBytes int64
 	}{
-		{"defaults", Options{}, pipeline.ShardByDomain, def.ShardBytes},
+		{"defaults", Options{}, pipeline.ShardByMX, def.ShardBytes},
 		{"by rows", Options{ShardBy: pipeline.ShardByRows, ShardBytes: 1000}, pipeline.ShardByRows, 1000},
 		{"by domain", Options{ShardBy: pipeline.ShardByDomain}, pipeline.ShardByDomain, def.ShardBytes},
 	} {

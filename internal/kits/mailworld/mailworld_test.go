@@ -931,3 +931,27 @@ func TestTarpitHangup(t *testing.T) {
 		t.Fatalf("truth %q", got)
 	}
 }
+
+// Profile.SharedMX hosts every domain with MX hosts on that many provider
+// hosts, and the world starts (its providers agree on their hosts).
+func TestGenerateSharedMX(t *testing.T) {
+	for _, n := range []int{1, 20} {
+		p := RealisticProfile()
+		p.SharedMX = n
+		doms, _ := GenerateWith(3, 300, 2000, p)
+		providers := map[string]int{}
+		for _, d := range doms {
+			hosted := !(d.NXDomain || d.NullMX || d.NoAddress || d.NoMX)
+			if hosted != (d.Provider != "") || (hosted && d.MXHosts != 1) {
+				t.Fatalf("%s: provider %q, %d MX hosts", d.Name, d.Provider, d.MXHosts)
+			}
+			if hosted {
+				providers[d.Provider]++
+			}
+		}
+		if len(providers) != n {
+			t.Errorf("SharedMX %d: %d providers", n, len(providers))
+		}
+		start(t, doms, Options{})
+	}
+}

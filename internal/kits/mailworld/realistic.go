@@ -54,6 +54,13 @@ type Profile struct {
 	// Pushback adds the ways real servers push back on a verifier (none
 	// when zero).
 	Pushback Pushback
+	// SharedMX, when positive, hosts every domain with MX hosts on one of
+	// SharedMX provider hosts (mx1.sharedNN.test, dealt out in turn), as
+	// providers host thousands of domains on a few MX hosts (issue 34):
+	// the hosts are ordinary (no tarpit, connection limit or error
+	// limit); domain-level behaviours (greylisting, catch-all, policy
+	// rejections, mailboxes) stay.
+	SharedMX int
 }
 
 // Pushback is how real servers push back on a client, as a profile adds
@@ -172,6 +179,7 @@ func GenerateWith(seed int64, n, rows int, p Profile) ([]Domain, []string) {
 	providerLatency(doms, p, rng)
 	p.postfix(doms)
 	p.Pushback.apply(doms)
+	shareHosts(doms, p.SharedMX)
 	addrs := genRows(rng, doms, rows, false)
 	for i, a := range addrs {
 		addrs[i] = p.decorate(rng, a)
@@ -385,4 +393,34 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// shareHosts puts the domains with MX hosts on n shared provider hosts
+// (Profile.SharedMX), with the connection-level settings every domain of
+// a provider must agree on: plain hosts, the first member's timing.
+func shareHosts(doms []Domain, n int) {
+	if n <= 0 {
+		return
+	}
+	type timing struct{ rtt, greet time.Duration }
+	first := map[string]timing{}
+	k := 0
+	for i := range doms {
+		d := &doms[i]
+		if d.NXDomain || d.NullMX || d.NoAddress || d.NoMX {
+			continue
+		}
+		d.Provider = fmt.Sprintf("shared%02d.test", k%n)
+		k++
+		d.MXHosts, d.EqualPrefs = 1, false
+		d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown, d.AllDown = false, false, false, false, false, false
+		d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit = 0, 0, 0, 0, 0
+		d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup, d.ErrorSleep, d.BadRcptSleep = 0, 0, 0, 0, 0
+		d.SoftErrors, d.HardErrors, d.BadRcptThrottle, d.Banner, d.WholeGroups = 0, 0, 0, "", false
+		if tm, ok := first[d.Provider]; ok {
+			d.Latency, d.GreetingDelay = tm.rtt, tm.greet
+		} else {
+			first[d.Provider] = timing{d.Latency, d.GreetingDelay}
+		}
+	}
 }

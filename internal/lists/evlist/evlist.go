@@ -65,6 +65,14 @@ type Service struct {
 	// counters; a shard's summary gets the difference over its run (with
 	// several lists in one process, their counters overlap).
 	Counters func() map[string]float64
+	// MX, when set, returns a domain's most preferred MX host through the
+	// engine's DNS cache, for routing a list's rows by MX host at
+	// preparation (listservice.MXSharder, pipeline.ShardByMX).
+	MX func(ctx context.Context, domain string) (string, bool)
+	// Pace, when set, says which mail host paced the engine's work and
+	// why (listservice.PaceReporter). With several shards in one process
+	// the engine is shared: it is the process's slowest host.
+	Pace func() (listservice.Pace, bool)
 }
 
 func (s *Service) batchSize() int {
@@ -107,6 +115,14 @@ type processor struct {
 	report listservice.Reporting
 	start  map[string]float64 // engine counters when the shard began
 	opts   verify.Options     // the list's: SMTP on, its maximum age, its tenant
+}
+
+// Pace implements listservice.PaceReporter.
+func (p *processor) Pace() (listservice.Pace, bool) {
+	if p.svc.Pace == nil {
+		return listservice.Pace{}, false
+	}
+	return p.svc.Pace()
 }
 
 // Counters implements listservice.CounterReporter: the engine's work
@@ -225,6 +241,17 @@ func (p *processor) Reporting() listservice.Reporting { return p.report }
 // never repeats.
 func (s *Service) DedupKey(addr string) string {
 	return strings.ToLower(verify.TrimPadding(addr))
+}
+
+// CanResolveMX implements listservice.MXSharder: only with a resolver.
+func (s *Service) CanResolveMX() bool { return s.MX != nil }
+
+// PrimaryMX implements listservice.MXSharder.
+func (s *Service) PrimaryMX(ctx context.Context, domain string) (string, bool) {
+	if s.MX == nil {
+		return "", false
+	}
+	return s.MX(ctx, domain)
 }
 
 // ShardKey implements listservice.HostSharder: the domain of DedupKey's

@@ -106,6 +106,37 @@ type HostSharder interface {
 	ShardKey(email string) string
 }
 
+// MXSharder is a HostSharder that can route by MX host
+// (pipeline.ShardByMX): the pipeline sends the rows of every domain whose
+// primary MX host is the same to one shard.
+type MXSharder interface {
+	HostSharder
+	// CanResolveMX reports whether PrimaryMX can answer at all (false for
+	// an engine without DNS: the pipeline then routes by domain).
+	CanResolveMX() bool
+	// PrimaryMX returns the name of a ShardKey's (a domain's) most
+	// preferred MX host, looked up through the service's DNS cache within
+	// ctx, or false when the domain has none or the lookup failed.
+	PrimaryMX(ctx context.Context, domain string) (string, bool)
+}
+
+// Pace says what paced a shard's work: the mail host whose work took
+// longest, the least time its own limits allow for it (its floor) and the
+// limit that sets that floor. A bounded summary: one host, no row data.
+type Pace struct {
+	Host         string  `json:"host"`
+	SpanSeconds  float64 `json:"spanSeconds"`
+	FloorSeconds float64 `json:"floorSeconds"`
+	Reason       string  `json:"reason,omitempty"`
+}
+
+// PaceReporter is implemented by processors that know what paced their
+// work; the pipeline keeps it in the shard summary and the merge keeps
+// the slowest shard's.
+type PaceReporter interface {
+	Pace() (Pace, bool)
+}
+
 // CounterReporter is implemented by processors with work counters (DNS
 // lookups, SMTP sessions, ...); the pipeline puts them in the shard
 // summary, keyed by the names the counters' owners give them.

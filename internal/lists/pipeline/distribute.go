@@ -91,6 +91,7 @@ type distributor struct {
 	store  *blobstore.Store
 	keys   blobstore.ListKeys
 	hs     listservice.HostSharder
+	mx     *mxRouter // ShardByMX with a resolver: keys are MX hosts
 	col    int
 	budget int64
 	// size is the input's size (or a zip's declared size), for the count.
@@ -154,7 +155,11 @@ func (d *distributor) add(row int64, rec *listfile.Record, email string) (int, e
 	if d.off {
 		return 0, nil
 	}
-	s := shardOf(d.hs.ShardKey(email), row, d.n)
+	key := d.hs.ShardKey(email)
+	if d.mx != nil {
+		key = d.mx.key(key)
+	}
+	s := shardOf(key, row, d.n)
 	need := int64(len(rec.Raw) + 2 + distRecordOverhead)
 	if len(d.ends) > 0 && int64(len(d.data)+distRecordOverhead*len(d.ends))+need > d.budget {
 		if err := d.spillRun(); err != nil {

@@ -303,7 +303,7 @@ func TestCheckShardBy(t *testing.T) {
 	for _, tc := range []struct {
 		mode string
 		ok   bool
-	}{{"", true}, {ShardByRows, true}, {ShardByDomain, true}, {"host", false}} {
+	}{{"", true}, {ShardByRows, true}, {ShardByDomain, true}, {ShardByMX, true}, {"host", false}} {
 		if err := CheckShardBy(tc.mode); (err == nil) != tc.ok {
 			t.Errorf("CheckShardBy(%q) = %v", tc.mode, err)
 		}

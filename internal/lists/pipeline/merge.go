@@ -27,6 +27,8 @@ type Outcome struct {
 	Rows      int64
 	SHA256    string
 	Reporting listservice.Reporting
+	// Pace is what paced the slowest shard (nil: no shard said).
+	Pace *listservice.Pace
 }
 
 // Summaries reads every shard's summary. A missing summary is an error.
@@ -164,6 +166,9 @@ func writeResult(ctx context.Context, store *blobstore.Store, keys blobstore.Lis
 		}
 		out.Rows += s.Rows
 		out.Reporting.Merge(s.Reporting)
+		if s.Pace != nil && (out.Pace == nil || s.Pace.SpanSeconds > out.Pace.SpanSeconds) {
+			out.Pace = s.Pace
+		}
 		return nil
 	}
 	var err error

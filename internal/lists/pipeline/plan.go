@@ -8,9 +8,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/emaildata/emaildata/internal/lists/listfile"
+	"github.com/emaildata/emaildata/internal/lists/listservice"
 )
 
 // PlanVersion changes when the plan document changes shape. Version 2:
@@ -33,28 +35,35 @@ const (
 	// email's domain (listservice.HostSharder), for services whose work
 	// is per mail host; other services are cut by rows.
 	ShardByDomain = "domain"
+	// ShardByMX sends each row to the shard chosen by a hash of its
+	// domain's primary MX host (listservice.MXSharder, see mxroute.go),
+	// so that the domains a provider hosts on one MX host are one shard's
+	// work; a domain whose MX is unknown goes by its own hash. Services
+	// that are only HostSharders are cut by domain, others by rows.
+	ShardByMX = "mx"
 	// ShardByFlag is the flag that chooses the mode.
 	ShardByFlag = "shard-by"
 )
 
 // ShardByModes lists the valid modes, for flag help and checks.
-var ShardByModes = []string{ShardByRows, ShardByDomain}
+var ShardByModes = []string{ShardByRows, ShardByDomain, ShardByMX}
 
 // BindShardBy binds the --shard-by flag to mode with default def (the
-// manager's is ShardByDomain; `worker run`'s ShardByRows, since one
+// manager's is ShardByMX; `worker run`'s ShardByRows, since one
 // process gains nothing from it).
 func BindShardBy(fs *flag.FlagSet, mode *string, def string) {
-	fs.StringVar(mode, ShardByFlag, def, "how lists are cut into shards: "+ShardByDomain+
-		" (rows go to shards by their email's domain, for services whose work is per mail host, so that one pod talks to each host; others are cut by rows) or "+
+	fs.StringVar(mode, ShardByFlag, def, "how lists are cut into shards: "+ShardByMX+
+		" (rows go to shards by their email domain's primary MX host, looked up once per domain, so that one pod talks to each mail host), "+ShardByDomain+
+		" (by their email's domain; both for services whose work is per mail host, others are cut by rows) or "+
 		ShardByRows+" (contiguous runs of rows)")
 }
 
 // CheckShardBy refuses an unknown mode ("" is rows).
 func CheckShardBy(mode string) error {
-	if mode == "" || mode == ShardByRows || mode == ShardByDomain {
+	if mode == "" || slices.Contains(ShardByModes, mode) {
 		return nil
 	}
-	return fmt.Errorf("--%s %q: want %s or %s", ShardByFlag, mode, ShardByRows, ShardByDomain)
+	return fmt.Errorf("--%s %q: want %s, %s or %s", ShardByFlag, mode, ShardByRows, ShardByDomain, ShardByMX)
 }
 
 // maxPlanBytes bounds plan documents read back from the store.
@@ -115,6 +124,9 @@ type Plan struct {
 	Repeats []int64 `json:"repeats,omitempty"`
 	// Routing is set when the shards were cut by domain; nil: contiguous.
 	Routing *Routing `json:"routing,omitempty"`
+	// MXRouting is what routing by MX host cost (ShardByMX): lookups,
+	// failures, time. Nil otherwise.
+	MXRouting *MXRouting `json:"mxRouting,omitempty"`
 }
 
 // Routing is what a domain-sharded plan adds: where each shard's rows
@@ -200,6 +212,8 @@ type Summary struct {
 	// Counters are the service's work counters for the shard (see
 	// listservice.CounterReporter): no per-row data.
 	Counters map[string]float64 `json:"counters,omitempty"`
+	// Pace is what paced the shard (listservice.PaceReporter).
+	Pace *listservice.Pace `json:"pace,omitempty"`
 	// Error is set when the shard failed; BadInput says retrying is useless.
 	Error    string `json:"error,omitempty"`
 	BadInput bool   `json:"badInput,omitempty"`

@@ -33,6 +33,14 @@ type Config struct {
 	// regroups them by domain shard; past it they spill to the store as
 	// runs (see distribute.go).
 	DistributeMemory int64
+	// MXLookupTimeout bounds one MX lookup of ShardByMX, MXLookupBudget
+	// all of a list's, and MXMaxDomains the distinct domains remembered
+	// (see mxroute.go; zero: the defaults).
+	MXLookupTimeout, MXLookupBudget time.Duration
+	MXMaxDomains                    int
+	// MXLookupConcurrency is the MX lookups of ShardByMX made at once
+	// (zero: DefaultMXConcurrency).
+	MXLookupConcurrency int
 }
 
 // DefaultConfig is used where nothing is configured.
@@ -150,6 +158,11 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 		}
 		scanned, plan.ZipEntry, err = prepareZip(ctx, store, req, keys.Input(), size, cfg, each, hint)
 	} else {
+		if dist != nil && dist.mx != nil {
+			if err := dist.mx.prefetch(store, req.Source.Key, req.Dialect, cfg.Limits, dist.col, dist.hs); err != nil {
+				return nil, err
+			}
+		}
 		scanned, err = scanObject(ctx, store, req.Source.Key, req.Dialect, cfg, each)
 	}
 	if err != nil {
@@ -171,6 +184,9 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 			return nil, err
 		}
 		plan.Version, plan.InputKey = PlanVersionDomain, keys.Staged()
+		if dist.mx != nil {
+			plan.MXRouting = dist.mx.report()
+		}
 	}
 	if finder != nil {
 		if plan.Repeats, err = finder.finish(plan); err != nil {
@@ -189,9 +205,12 @@ func Prepare(ctx context.Context, store *blobstore.Store, keys blobstore.ListKey
 func rowConsumers(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, req Request, svc listservice.Service, cfg Config, size int64) (*distributor, *repeatFinder) {
 	col := req.Dialect.EmailColumn.Index()
 	var dist *distributor
-	if hs, ok := svc.(listservice.HostSharder); ok && cfg.ShardBy == ShardByDomain {
+	if hs, ok := svc.(listservice.HostSharder); ok && (cfg.ShardBy == ShardByDomain || cfg.ShardBy == ShardByMX) {
 		dist = newDistributor(ctx, store, keys, hs, col, cfg)
 		dist.size = size
+		if ms, ok := svc.(listservice.MXSharder); ok && cfg.ShardBy == ShardByMX && ms.CanResolveMX() {
+			dist.mx = newMXRouter(ctx, ms, cfg)
+		}
 	}
 	var finder *repeatFinder
 	if dd, ok := svc.(listservice.Deduper); ok {

@@ -131,6 +131,11 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if cr, ok := proc.(listservice.CounterReporter); ok {
 		sum.Counters = cr.Counters()
 	}
+	if pr, ok := proc.(listservice.PaceReporter); ok {
+		if pace, ok := pr.Pace(); ok {
+			sum.Pace = &pace
+		}
+	}
 	if err := store.WriteJSON(ctx, keys.Summary(index), sum); err != nil {
 		return nil, err
 	}

@@ -133,6 +133,8 @@ var engineCounters = []engineCounter{
 	{"smtp_refusals", "Times an SMTP host asked to slow down (421 or 4xx greeting or session reply, refused connection after a session): its queue waited out a backoff."},
 	{"smtp_deferred", "Addresses deferred after a 4xx (greylisting) for a later retry."},
 	{"smtp_retries", "Deferred addresses sent again."},
+	{"smtp_host_floor_seconds", "Sum over the SMTP hosts worked of the least time their own limits allow (greylisting delay, connection rate, connections a window, concurrency with error sleeps and slow replies); compare with smtp_host_span_seconds."},
+	{"smtp_host_span_seconds", "Sum over the SMTP hosts worked of the time from a host's first session to its last reply."},
 	{"smtp_session_limits", "SMTP sessions ended early by a server's per-session limit (RCPTs, a Postfix server's rejection budget, non-mail commands)."},
 	{"smtp_host_failures", "SMTP sessions that failed before any RCPT verdict."},
 	{"smtp_hosts_skipped", "MX host addresses skipped as recently stalled or unreachable."},

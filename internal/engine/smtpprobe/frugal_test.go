@@ -1,0 +1,64 @@
+package smtpprobe
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+// A batch arriving while a host's first addresses wait out its
+// greylisting gets no parallel session when the running one can send it
+// before their retry: the host's sessions do not depend on how the
+// process's work arrives. Without greylisting, the same backlog still
+// gets its parallel session.
+func TestNoParallelSessionWhileGreylisted(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		greylist time.Duration
+		maxConc  int
+	}{
+		{"greylisting", time.Second, 1},
+		{"no greylisting", 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				boxes := map[string]mailworld.Behaviour{}
+				addr := func(i int) string { return fmt.Sprintf("u%d@frugal.test", i) }
+				for i := range 400 {
+					boxes[fmt.Sprintf("u%d", i)] = mailworld.Exists
+				}
+				// Replies take a while, so that the first batch's session
+				// is still open when the second batch comes.
+				e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "frugal.test", Greylist: tc.greylist,
+					Latency: 2 * time.Millisecond, Mailboxes: boxes})
+				p := e.prober(func(c *Config) { c.GreylistRetry = 2 * time.Second })
+				var wg sync.WaitGroup
+				for b, n := range []int{100, 300} {
+					var addrs []string
+					for i := range n {
+						addrs = append(addrs, addr(b*100+i))
+					}
+					res := make([]Result, len(addrs))
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "frugal.test", e.mx("frugal.test"), addrs, res); err != nil {
+							t.Error(err)
+						}
+					}()
+					time.Sleep(200 * time.Millisecond) // the first batch's replies are in
+				}
+				// Before the first retry (at 2 s): the first passes.
+				time.Sleep(time.Second)
+				if hs := hostStats(e, "mx1.frugal.test"); hs.MaxConcurrent != tc.maxConc {
+					t.Errorf("%d sessions at once (%d in all) before the retries, want %d", hs.MaxConcurrent, hs.Total, tc.maxConc)
+				}
+				wg.Wait()
+			})
+		})
+	}
+}
