@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -31,6 +32,8 @@ type DatasetJobLoader struct {
 	Config JobConfig
 	// PeopleURL is the people store the worker loads into.
 	PeopleURL string
+	// Clock dates a Job's age for the pod-start check (nil: the wall clock).
+	Clock clock.PassiveClock
 }
 
 var _ DatasetLoader = (*DatasetJobLoader)(nil)
@@ -104,7 +107,7 @@ func (l *DatasetJobLoader) Observe(ctx context.Context, ds *listsv1.Dataset) (Ex
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
-	return observeJob(ctx, l.Client, l.Events, job, ds)
+	return observeJob(ctx, l.Client, l.Events, job, ds, clockNow(l.Clock))
 }
 
 // Release sets ttlSecondsAfterFinished, now that status holds the outcome;

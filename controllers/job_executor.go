@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,6 +124,9 @@ type JobExecutor struct {
 	// pods of a failed Job, to say why they died (nil: not read, and a
 	// failure says only what the Job says).
 	Reader client.Reader
+	// Clock dates a Job's age for the pod-start check (nil: the wall
+	// clock), so that tests set it.
+	Clock clock.PassiveClock
 
 	budgetMu sync.Mutex
 }
@@ -345,7 +349,7 @@ func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Exe
 	if err != nil || job == nil {
 		return Execution{State: ExecNotStarted}, err
 	}
-	exec, err := observeJob(ctx, e.Client, e.Events, job, list)
+	exec, err := observeJob(ctx, e.Client, e.Events, job, list, clockNow(e.Clock))
 	if err != nil {
 		return exec, err
 	}
@@ -363,13 +367,13 @@ func (e *JobExecutor) Observe(ctx context.Context, list *listsv1.EmailList) (Exe
 
 // observeJob is a Job's execution, with the pod that cannot start while it
 // runs.
-func observeJob(ctx context.Context, pods, events client.Reader, job *batchv1.Job, owner metav1.Object) (Execution, error) {
+func observeJob(ctx context.Context, pods, events client.Reader, job *batchv1.Job, owner metav1.Object, now time.Time) (Execution, error) {
 	ex := jobExecution(job, owner)
 	if ex.State != ExecRunning {
 		return ex, nil
 	}
 	var err error
-	ex.Blocked, err = blockedPod(ctx, pods, events, job)
+	ex.Blocked, err = blockedPod(ctx, pods, events, job, now)
 	return ex, err
 }
 

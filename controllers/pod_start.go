@@ -103,7 +103,7 @@ func podStartProblem(pod *corev1.Pod) (reason, message string, ok bool) {
 // noPodsAfter after its creation is blocked too, with the Job controller's
 // latest FailedCreate event as message when events (an uncached reader)
 // can read it.
-func blockedPod(ctx context.Context, pods, events client.Reader, job *batchv1.Job) (*BlockedPod, error) {
+func blockedPod(ctx context.Context, pods, events client.Reader, job *batchv1.Job, now time.Time) (*BlockedPod, error) {
 	var list corev1.PodList
 	if err := pods.List(ctx, &list, client.InNamespace(job.Namespace),
 		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
@@ -123,7 +123,7 @@ func blockedPod(ctx context.Context, pods, events client.Reader, job *batchv1.Jo
 	}
 	st := job.Status
 	if len(items) > 0 || st.Active+st.Succeeded+st.Failed > 0 || ptrTrue(job.Spec.Suspend) ||
-		time.Since(job.CreationTimestamp.Time) < noPodsAfter {
+		now.Sub(job.CreationTimestamp.Time) < noPodsAfter {
 		return nil, nil
 	}
 	msg := fmt.Sprintf("job %s/%s has no pod (kubectl describe job -n %s %s says why)", job.Namespace, job.Name, job.Namespace, job.Name)

@@ -439,8 +439,8 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		if o.Job.Image == "" {
 			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetAPIReader(), Config: o.Job}
-		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetAPIReader(), Config: o.Job, Clock: wiring.ProcessClock()}
+		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL, Clock: wiring.ProcessClock()}
 		return exec, loader, nil
 	case ExecutorLocal:
 		exec := controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
