@@ -1,8 +1,8 @@
 package restapi
 
 import (
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -260,51 +262,68 @@ func TestUploadSlots(t *testing.T) {
 	}
 }
 
-// docs/rest-api.md's table of the throttle flags restates their defaults:
-// each must be what cmd/api starts with (DefaultThrottle through BindFlags).
+// docs/rest-api.md's table of the api.throttle settings restates their
+// defaults: each must be the Configuration's default (the one home of
+// defaults), and every setting of the section has its row.
 func TestREADMEThrottleFlags(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "rest-api.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := flag.NewFlagSet("api", flag.ContinueOnError)
-	c := DefaultThrottle()
-	c.BindFlags(fs)
+	b, err := json.Marshal(cfgv1.Default().API.Throttle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
 	defaults := map[string]string{}
-	fs.VisitAll(func(f *flag.Flag) { defaults[f.Name] = f.DefValue })
+	for k, v := range raw {
+		switch v := v.(type) {
+		case nil:
+			defaults[k] = ""
+		case []any:
+			if len(v) == 0 {
+				defaults[k] = ""
+			} else {
+				defaults[k] = fmt.Sprint(v...)
+			}
+		default:
+			defaults[k] = fmt.Sprint(v)
+		}
+	}
 	seen := map[string]bool{}
 	for _, line := range strings.Split(string(data), "\n") {
 		cells := strings.Split(line, "|")
-		if len(cells) != 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+		if len(cells) != 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
 			continue
 		}
-		flags := strings.Split(strings.TrimSpace(cells[1]), ", ")
-		if _, ours := defaults[strings.Trim(flags[0], "`-")]; !ours {
+		keys := strings.Split(strings.TrimSpace(cells[1]), ", ")
+		if _, ours := defaults[strings.Trim(keys[0], "`")]; !ours {
 			continue
 		}
 		vals := strings.Split(strings.TrimSpace(cells[2]), ", ")
-		if len(vals) != len(flags) && !(len(flags) == 1 && vals[0] == "") {
+		if len(vals) != len(keys) && !(len(keys) == 1 && vals[0] == "") {
 			t.Errorf("docs/rest-api.md row %s has %d defaults", cells[1], len(vals))
 			continue
 		}
-		for i, f := range flags {
-			name := strings.Trim(f, "`-")
+		for i, k := range keys {
+			name := strings.Trim(k, "`")
 			def, ok := defaults[name]
 			if !ok {
-				t.Errorf("docs/rest-api.md names %s, which is no throttle flag", f)
+				t.Errorf("docs/rest-api.md names %s, which is no api.throttle setting", k)
 				continue
 			}
 			seen[name] = true
 			if vals[i] != def {
-				if a, err := time.ParseDuration(vals[i]); err != nil || a.String() != def {
-					t.Errorf("docs/rest-api.md: %s defaults to %q, the flag to %q", f, vals[i], def)
-				}
+				t.Errorf("docs/rest-api.md: %s defaults to %q, the Configuration to %q", k, vals[i], def)
 			}
 		}
 	}
 	for name := range defaults {
 		if !seen[name] {
-			t.Errorf("docs/rest-api.md's table of throttle flags lacks --%s", name)
+			t.Errorf("docs/rest-api.md's table of api.throttle lacks %s", name)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 // A batch arriving while a host's first addresses wait out its
@@ -50,10 +51,10 @@ func TestNoParallelSessionWhileGreylisted(t *testing.T) {
 							t.Error(err)
 						}
 					}()
-					time.Sleep(200 * time.Millisecond) // the first batch's replies are in
+					simtime.Advance(200 * time.Millisecond) // the first batch's replies are in
 				}
 				// Before the first retry (at 2 s): the first passes.
-				time.Sleep(time.Second)
+				simtime.Advance(time.Second)
 				if hs := hostStats(e, "mx1.frugal.test"); hs.MaxConcurrent != tc.maxConc {
 					t.Errorf("%d sessions at once (%d in all) before the retries, want %d", hs.MaxConcurrent, hs.Total, tc.maxConc)
 				}
