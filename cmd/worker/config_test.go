@@ -38,6 +38,18 @@ func TestFlagsInMigrationTable(t *testing.T) {
 	}
 }
 
+// configArg writes a configuration file of body (its sections, below
+// apiVersion and kind) and returns the --config argument naming it.
+func configArg(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	doc := "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n" + body
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "--config=" + path
+}
+
 // TestRunConfigFile: `worker run --config` reads the file (a misspelt
 // key is refused with its line), and --print-config prints it.
 func TestRunConfigFile(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,11 +35,9 @@ type localRun struct {
 	historyTenant                      string
 	shardBy                            string
 	header, stats, escapeFormulas      bool
-	cpuProfile, tmpDir                 string
+	tmpDir                             string
 	emailCol, parallel                 int
 	shardBytes, dedupMemory            int64
-	gcPercent                          int
-	memoryLimit                        int64
 	progress                           time.Duration
 	lim                                *listfile.Limits
 	vc                                 wiring.VerifyConfig
@@ -68,19 +67,18 @@ func (r *localRun) flags(args []string) error {
 	fs.BoolVar(&r.escapeFormulas, "escape-formulas", false, "escape spreadsheet formulas in the input's own cells too, as the service's columns always are (EmailList spec.format.escapeFormulas)")
 	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
-	fs.Int64Var(&r.shardBytes, "shard-bytes", conf.Pipeline.ShardBytes.Value(), "input bytes per shard")
 	pipeline.BindShardBy(fs, &r.shardBy, pipeline.ShardByRows)
-	fs.Int64Var(&r.dedupMemory, "dedup-memory", conf.Pipeline.DedupMemory.Value(), "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")
 	fs.StringVar(&r.tmpDir, "tmp-dir", os.TempDir(), "where the run keeps its store (the input, shard parts, spilled runs) while it works")
 	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
 	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
-	fs.StringVar(&r.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
-	fs.IntVar(&r.gcPercent, "gc-percent", defaultRunGCPercent, "garbage collection target percentage (as GOGC, which wins when set)")
-	fs.Int64Var(&r.memoryLimit, "memory-limit", defaultRunMemoryLimit, "soft limit of the Go heap in bytes, under which --gc-percent holds (as GOMEMLIMIT, which wins when set; 0: none)")
-	r.lim = limitsFlags(fs, conf)
+	// The pipeline's sizes and input limits, and the people store, are
+	// the file's (pipeline.*, people.url): one home for each setting.
+	r.shardBytes, r.dedupMemory = conf.Pipeline.ShardBytes.Value(), conf.Pipeline.DedupMemory.Value()
+	lim := wiring.LimitsFrom(conf)
+	r.lim = &lim
+	r.peopleURL = conf.People.URL
 	r.vc = wiring.VerifyFrom(conf)
 	r.vc.BindFlags(fs)
-	fs.StringVar(&r.peopleURL, "people-url", conf.People.URL, "reference people store")
 	fs.StringVar(&r.historyTenant, "history-tenant", evhistory.LocalTenant, "whose checks these are, for a --history-url history in the tenant scope (the cluster names its tenants api/<digest> and namespace/<name>)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
@@ -114,9 +112,11 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", r.delim)}
 	}
 	r.announce()
-	r.tuneGC()
-	if r.cpuProfile != "" {
-		f, err := os.Create(r.cpuProfile)
+	if err := tuneGC(); err != nil {
+		return usageError{err}
+	}
+	if path := os.Getenv(envCPUProfile); path != "" {
+		f, err := os.Create(path)
 		if err != nil {
 			return err
 		}
@@ -181,21 +181,37 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 // (peak RSS 190 -> 225-260 MB at 8M rows) and saves GC work (a few % of
 // the CPU, docs/benchmarks.md); the soft limit makes the collector work
 // harder rather than let the heap pass it. Shard pods (`worker shard`)
-// keep Go's defaults: their limit is the pod's.
+// keep Go's defaults: their limit is the pod's. GOGC and GOMEMLIMIT
+// change them (they were the flags --gc-percent and --memory-limit).
 const (
 	defaultRunGCPercent   = 200
 	defaultRunMemoryLimit = 384 << 20
 )
 
-// tuneGC applies --gc-percent and --memory-limit unless GOGC or
-// GOMEMLIMIT is set, which the runtime has applied already.
-func (r *localRun) tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(r.gcPercent)
+// envCPUProfile names a file for a CPU profile of the run (go tool
+// pprof); it was the flag --cpuprofile, a tool of developers, not a
+// setting of the run.
+const envCPUProfile = "EMAILDATA_CPUPROFILE"
+
+// tuneGC applies GOGC and GOMEMLIMIT when set, else the defaults above.
+// It sets them itself (the runtime read them at start already) so that a
+// run in a process that ran another sees its own settings.
+func tuneGC() error {
+	gc := defaultRunGCPercent
+	if v := os.Getenv("GOGC"); v == "off" {
+		gc = -1
+	} else if v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("$GOGC %q: want a percentage or off", v)
+		}
+		gc = n
 	}
-	if os.Getenv("GOMEMLIMIT") == "" && r.memoryLimit > 0 {
-		debug.SetMemoryLimit(r.memoryLimit)
+	debug.SetGCPercent(gc)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultRunMemoryLimit)
 	}
+	return nil
 }
 
 // announce says on stderr which stages will run, and which will not.

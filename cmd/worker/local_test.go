@@ -136,7 +136,7 @@ func TestRunLocalParallelShards(t *testing.T) {
 	for i, tc := range []struct{ par, by string }{{"1", "rows"}, {"4", "rows"}, {"4", "domain"}} {
 		out := filepath.Join(dir, "out"+tc.par+tc.by+".csv")
 		var stderr bytes.Buffer
-		if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--parallel", tc.par, "--shard-bytes", "1000000", "--shard-by", tc.by}, &stderr); code != 0 {
+		if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--parallel", tc.par, "--shard-by", tc.by, configArg(t, "pipeline:\n  shardBytes: 1000000\n")}, &stderr); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		if !strings.Contains(stderr.String(), "300000 rows in 9 shards") {

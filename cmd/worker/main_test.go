@@ -205,7 +205,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"bad extension", []string{"run", "--in", xlsx, "--out", out}, 42, `bad input: unsupported file type ".xlsx"`},
 		{"email column out of range", []string{"run", "--in", good, "--out", out, "--email-column", "3"}, 42, "bad input: email column 3"},
 		{"bad email column", []string{"run", "--in", good, "--out", out, "--email-column", "0"}, 42, "bad input: email column must be 1 or greater"},
-		{"record over --max-record-bytes", []string{"run", "--in", good, "--out", out, "--max-record-bytes", "4"}, 42, "bad input: the record on line 1"},
+		{"record over --max-record-bytes", []string{"run", "--in", good, "--out", out, configArg(t, "pipeline:\n  limits:\n    maxRecordBytes: 4\n")}, 42, "bad input: the record on line 1"},
 
 		{"missing input file", []string{"run", "--in", filepath.Join(dir, "nope.csv"), "--out", out}, 1, "error:"},
 		{"unwritable output", []string{"run", "--in", good, "--out", filepath.Join(dir, "no", "such", "dir", "out.csv"), "--delimiter", "comma", "--header"}, 1, "error:"},
