@@ -35,7 +35,6 @@ type localRun struct {
 	historyTenant                      string
 	shardBy                            string
 	header, stats, escapeFormulas      bool
-	tmpDir                             string
 	emailCol, parallel                 int
 	shardBytes, dedupMemory            int64
 	progress                           time.Duration
@@ -51,7 +50,8 @@ func (r *localRun) flags(args []string) error {
 		fmt.Fprint(fs.Output(), "usage: worker run --in list.csv --out result.csv [flags]\n\n"+
 			"Verifies (or enriches) a local list with the same pipeline the cluster runs, writing\n"+
 			"rows as shards finish. Verification uses the system resolver and SMTP on port 25\n"+
-			"unless told otherwise (--dns-server off: syntax, corrections and lists only).\n\nflags:\n")
+			"unless the --config file says otherwise (verification.dns.server: \"off\": syntax, corrections\n"+
+			"and lists only; docs/configuration.md). Its working store goes under $TMPDIR.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	conf, err := configFlag(fs, args)
@@ -68,7 +68,6 @@ func (r *localRun) flags(args []string) error {
 	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
 	pipeline.BindShardBy(fs, &r.shardBy, pipeline.ShardByRows)
-	fs.StringVar(&r.tmpDir, "tmp-dir", os.TempDir(), "where the run keeps its store (the input, shard parts, spilled runs) while it works")
 	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
 	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
 	// The pipeline's sizes and input limits, and the people store, are
@@ -77,9 +76,10 @@ func (r *localRun) flags(args []string) error {
 	lim := wiring.LimitsFrom(conf)
 	r.lim = &lim
 	r.peopleURL = conf.People.URL
+	// The engine's settings (verification.*, fleet) are the file's too;
+	// so is the history tenant. The working store goes under $TMPDIR.
 	r.vc = wiring.VerifyFrom(conf)
-	r.vc.BindFlags(fs)
-	fs.StringVar(&r.historyTenant, "history-tenant", evhistory.LocalTenant, "whose checks these are, for a --history-url history in the tenant scope (the cluster names its tenants api/<digest> and namespace/<name>)")
+	r.historyTenant = conf.Verification.History.Tenant
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -88,6 +88,9 @@ func (r *localRun) flags(args []string) error {
 			return usageError{errors.New("the configuration could not be printed")}
 		}
 		return flag.ErrHelp // done, successfully
+	}
+	if err := fleetSeatsEnv(&r.vc); err != nil {
+		return usageError{err}
 	}
 	if r.in == "" || r.out == "" {
 		return usageError{errors.New("--in and --out are required")}
@@ -98,6 +101,23 @@ func (r *localRun) flags(args []string) error {
 	if r.parallel < 1 {
 		return usageError{errors.New("--parallel must be at least 1")}
 	}
+	return nil
+}
+
+// fleetSeatsEnv reads the seats of processes sharing each host's budget
+// while the fleet backend is unreachable ($EMAILDATA_FLEET_SEATS; the
+// seat is $JOB_COMPLETION_INDEX), as a Job's pods do: runs on several
+// machines set them per process.
+func fleetSeatsEnv(vc *wiring.VerifyConfig) error {
+	v := os.Getenv(wiring.EnvFleetSeats)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("$%s: %w", wiring.EnvFleetSeats, err)
+	}
+	vc.Fleet.Seats = n
 	return nil
 }
 
@@ -127,7 +147,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	r.vc.NotAllowed = func(ip string) {
-		fmt.Fprintf(stderr, "note: MX host address %s is not public: not probed (its mailboxes stay unconfirmed; --smtp-allow-cidrs opens ranges)\n", ip)
+		fmt.Fprintf(stderr, "note: MX host address %s is not public: not probed (its mailboxes stay unconfirmed; verification.smtp.allowCIDRs opens ranges)\n", ip)
 	}
 	reg, engine, err := registryEngine(ctx, r.vc.SharedBy(r.parallel), r.peopleURL, nil)
 	if err != nil {
@@ -218,9 +238,9 @@ func tuneGC() error {
 func (r *localRun) announce() {
 	switch {
 	case r.vc.DNSServer == "off" || r.vc.DNSServer == "":
-		fmt.Fprintln(r.stderr, "note: --dns-server off: no DNS and no SMTP checks; verdicts come from syntax, corrections and lists only")
+		fmt.Fprintln(r.stderr, "note: verification.dns.server off: no DNS and no SMTP checks; verdicts come from syntax, corrections and lists only")
 	case !r.vc.SMTP:
-		fmt.Fprintf(r.stderr, "note: --smtp=false: domains are checked with DNS (%s), mailboxes are not checked\n", dnsName(r.vc.DNSServer))
+		fmt.Fprintf(r.stderr, "note: verification.smtp.enabled false: domains are checked with DNS (%s), mailboxes are not checked\n", dnsName(r.vc.DNSServer))
 	default:
 		via := "directly"
 		if len(r.vc.Proxies) > 0 {
@@ -238,12 +258,12 @@ func dnsName(s string) string {
 	return s
 }
 
-// openStore opens a file store in a new directory under --tmp-dir, with
+// openStore opens a file store in a new directory under $TMPDIR, with
 // the input in it as "upload" (hard-linked when it can be, else copied):
 // the run's working data lives on disk, not in memory, whatever the
 // list's size. cleanup closes the store and removes the directory.
 func (r *localRun) openStore(ctx context.Context) (*blobstore.Store, func(), error) {
-	dir, err := os.MkdirTemp(r.tmpDir, "worker-run-")
+	dir, err := os.MkdirTemp("", "worker-run-")
 	if err != nil {
 		return nil, nil, err
 	}

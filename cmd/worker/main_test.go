@@ -99,7 +99,7 @@ func TestRunLocal(t *testing.T) {
 			in := writeFile(t, dir, tt.in, tt.data)
 			out := filepath.Join(dir, tt.out)
 			var stderr bytes.Buffer
-			args := append([]string{"run", "--in", in, "--out", out, "--dns-server", "off"}, tt.flags...)
+			args := append([]string{"run", "--in", in, "--out", out, offline(t)}, tt.flags...)
 			if code := run(context.Background(), args, &stderr); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
@@ -140,7 +140,7 @@ func TestRunLocalDuplicatesAcrossBatches(t *testing.T) {
 	in := writeFile(t, dir, "list.txt", []byte(b.String()))
 	out := filepath.Join(dir, "result.txt")
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off"}, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, offline(t)}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	data, err := os.ReadFile(out)
@@ -289,7 +289,7 @@ func TestShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Offline (--dns-server off): syntax, corrections and lists.
+	// Offline (verification.dns.server off): syntax, corrections and lists.
 	if want := "Ann,ann@example.com,valid,10,biz,false,,false,true,false\n" +
 		"Bob,bob@example,invalid,115,,false,,false,false,false\n" +
 		"Ann,Ann@Example.com,valid,10,biz,false,,true,true,false\n"; string(part) != want {
