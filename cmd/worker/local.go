@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,11 +35,8 @@ type localRun struct {
 	historyTenant                      string
 	shardBy                            string
 	header, stats, escapeFormulas      bool
-	cpuProfile, tmpDir                 string
 	emailCol, parallel                 int
 	shardBytes, dedupMemory            int64
-	gcPercent                          int
-	memoryLimit                        int64
 	progress                           time.Duration
 	lim                                *listfile.Limits
 	vc                                 wiring.VerifyConfig
@@ -52,7 +50,8 @@ func (r *localRun) flags(args []string) error {
 		fmt.Fprint(fs.Output(), "usage: worker run --in list.csv --out result.csv [flags]\n\n"+
 			"Verifies (or enriches) a local list with the same pipeline the cluster runs, writing\n"+
 			"rows as shards finish. Verification uses the system resolver and SMTP on port 25\n"+
-			"unless told otherwise (--dns-server off: syntax, corrections and lists only).\n\nflags:\n")
+			"unless the --config file says otherwise (verification.dns.server: \"off\": syntax, corrections\n"+
+			"and lists only; docs/configuration.md). Its working store goes under $TMPDIR.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	conf, err := configFlag(fs, args)
@@ -68,20 +67,19 @@ func (r *localRun) flags(args []string) error {
 	fs.BoolVar(&r.escapeFormulas, "escape-formulas", false, "escape spreadsheet formulas in the input's own cells too, as the service's columns always are (EmailList spec.format.escapeFormulas)")
 	fs.IntVar(&r.emailCol, "email-column", int(listfile.DefaultColumn), "1-based email column")
 	fs.IntVar(&r.parallel, "parallel", 4, "shards run at once")
-	fs.Int64Var(&r.shardBytes, "shard-bytes", conf.Pipeline.ShardBytes.Value(), "input bytes per shard")
 	pipeline.BindShardBy(fs, &r.shardBy, pipeline.ShardByRows)
-	fs.Int64Var(&r.dedupMemory, "dedup-memory", conf.Pipeline.DedupMemory.Value(), "memory of the duplicate search, in bytes; past it sorted runs spill to --tmp-dir")
-	fs.StringVar(&r.tmpDir, "tmp-dir", os.TempDir(), "where the run keeps its store (the input, shard parts, spilled runs) while it works")
 	fs.BoolVar(&r.stats, "stats", false, "print DNS and SMTP counters and where the time went")
 	fs.DurationVar(&r.progress, "progress", 10*time.Second, "progress report interval on stderr (0: none)")
-	fs.StringVar(&r.cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
-	fs.IntVar(&r.gcPercent, "gc-percent", defaultRunGCPercent, "garbage collection target percentage (as GOGC, which wins when set)")
-	fs.Int64Var(&r.memoryLimit, "memory-limit", defaultRunMemoryLimit, "soft limit of the Go heap in bytes, under which --gc-percent holds (as GOMEMLIMIT, which wins when set; 0: none)")
-	r.lim = limitsFlags(fs, conf)
+	// The pipeline's sizes and input limits, and the people store, are
+	// the file's (pipeline.*, people.url): one home for each setting.
+	r.shardBytes, r.dedupMemory = conf.Pipeline.ShardBytes.Value(), conf.Pipeline.DedupMemory.Value()
+	lim := wiring.LimitsFrom(conf)
+	r.lim = &lim
+	r.peopleURL = conf.People.URL
+	// The engine's settings (verification.*, fleet) are the file's too;
+	// so is the history tenant. The working store goes under $TMPDIR.
 	r.vc = wiring.VerifyFrom(conf)
-	r.vc.BindFlags(fs)
-	fs.StringVar(&r.peopleURL, "people-url", conf.People.URL, "reference people store")
-	fs.StringVar(&r.historyTenant, "history-tenant", evhistory.LocalTenant, "whose checks these are, for a --history-url history in the tenant scope (the cluster names its tenants api/<digest> and namespace/<name>)")
+	r.historyTenant = conf.Verification.History.Tenant
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -90,6 +88,9 @@ func (r *localRun) flags(args []string) error {
 			return usageError{errors.New("the configuration could not be printed")}
 		}
 		return flag.ErrHelp // done, successfully
+	}
+	if err := fleetSeatsEnv(&r.vc); err != nil {
+		return usageError{err}
 	}
 	if r.in == "" || r.out == "" {
 		return usageError{errors.New("--in and --out are required")}
@@ -100,6 +101,23 @@ func (r *localRun) flags(args []string) error {
 	if r.parallel < 1 {
 		return usageError{errors.New("--parallel must be at least 1")}
 	}
+	return nil
+}
+
+// fleetSeatsEnv reads the seats of processes sharing each host's budget
+// while the fleet backend is unreachable ($EMAILDATA_FLEET_SEATS; the
+// seat is $JOB_COMPLETION_INDEX), as a Job's pods do: runs on several
+// machines set them per process.
+func fleetSeatsEnv(vc *wiring.VerifyConfig) error {
+	v := os.Getenv(wiring.EnvFleetSeats)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("$%s: %w", wiring.EnvFleetSeats, err)
+	}
+	vc.Fleet.Seats = n
 	return nil
 }
 
@@ -114,9 +132,11 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--delimiter %q: want comma, pipe or tab", r.delim)}
 	}
 	r.announce()
-	r.tuneGC()
-	if r.cpuProfile != "" {
-		f, err := os.Create(r.cpuProfile)
+	if err := tuneGC(); err != nil {
+		return usageError{err}
+	}
+	if path := os.Getenv(envCPUProfile); path != "" {
+		f, err := os.Create(path)
 		if err != nil {
 			return err
 		}
@@ -127,7 +147,7 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	r.vc.NotAllowed = func(ip string) {
-		fmt.Fprintf(stderr, "note: MX host address %s is not public: not probed (its mailboxes stay unconfirmed; --smtp-allow-cidrs opens ranges)\n", ip)
+		fmt.Fprintf(stderr, "note: MX host address %s is not public: not probed (its mailboxes stay unconfirmed; verification.smtp.allowCIDRs opens ranges)\n", ip)
 	}
 	reg, engine, err := registryEngine(ctx, r.vc.SharedBy(r.parallel), r.peopleURL, nil)
 	if err != nil {
@@ -181,30 +201,46 @@ func runLocal(ctx context.Context, args []string, stderr io.Writer) error {
 // (peak RSS 190 -> 225-260 MB at 8M rows) and saves GC work (a few % of
 // the CPU, docs/benchmarks.md); the soft limit makes the collector work
 // harder rather than let the heap pass it. Shard pods (`worker shard`)
-// keep Go's defaults: their limit is the pod's.
+// keep Go's defaults: their limit is the pod's. GOGC and GOMEMLIMIT
+// change them (they were the flags --gc-percent and --memory-limit).
 const (
 	defaultRunGCPercent   = 200
 	defaultRunMemoryLimit = 384 << 20
 )
 
-// tuneGC applies --gc-percent and --memory-limit unless GOGC or
-// GOMEMLIMIT is set, which the runtime has applied already.
-func (r *localRun) tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(r.gcPercent)
+// envCPUProfile names a file for a CPU profile of the run (go tool
+// pprof); it was the flag --cpuprofile, a tool of developers, not a
+// setting of the run.
+const envCPUProfile = "EMAILDATA_CPUPROFILE"
+
+// tuneGC applies GOGC and GOMEMLIMIT when set, else the defaults above.
+// It sets them itself (the runtime read them at start already) so that a
+// run in a process that ran another sees its own settings.
+func tuneGC() error {
+	gc := defaultRunGCPercent
+	if v := os.Getenv("GOGC"); v == "off" {
+		gc = -1
+	} else if v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("$GOGC %q: want a percentage or off", v)
+		}
+		gc = n
 	}
-	if os.Getenv("GOMEMLIMIT") == "" && r.memoryLimit > 0 {
-		debug.SetMemoryLimit(r.memoryLimit)
+	debug.SetGCPercent(gc)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultRunMemoryLimit)
 	}
+	return nil
 }
 
 // announce says on stderr which stages will run, and which will not.
 func (r *localRun) announce() {
 	switch {
 	case r.vc.DNSServer == "off" || r.vc.DNSServer == "":
-		fmt.Fprintln(r.stderr, "note: --dns-server off: no DNS and no SMTP checks; verdicts come from syntax, corrections and lists only")
+		fmt.Fprintln(r.stderr, "note: verification.dns.server off: no DNS and no SMTP checks; verdicts come from syntax, corrections and lists only")
 	case !r.vc.SMTP:
-		fmt.Fprintf(r.stderr, "note: --smtp=false: domains are checked with DNS (%s), mailboxes are not checked\n", dnsName(r.vc.DNSServer))
+		fmt.Fprintf(r.stderr, "note: verification.smtp.enabled false: domains are checked with DNS (%s), mailboxes are not checked\n", dnsName(r.vc.DNSServer))
 	default:
 		via := "directly"
 		if len(r.vc.Proxies) > 0 {
@@ -222,12 +258,12 @@ func dnsName(s string) string {
 	return s
 }
 
-// openStore opens a file store in a new directory under --tmp-dir, with
+// openStore opens a file store in a new directory under $TMPDIR, with
 // the input in it as "upload" (hard-linked when it can be, else copied):
 // the run's working data lives on disk, not in memory, whatever the
 // list's size. cleanup closes the store and removes the directory.
 func (r *localRun) openStore(ctx context.Context) (*blobstore.Store, func(), error) {
-	dir, err := os.MkdirTemp(r.tmpDir, "worker-run-")
+	dir, err := os.MkdirTemp("", "worker-run-")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -55,11 +55,16 @@ func smtpWorld(t *testing.T) (*mailworld.World, string, []string) {
 	return w, in, addrs
 }
 
-func worldFlags(w *mailworld.World) []string {
-	return []string{"--dns-server", w.DNSAddr(), "--smtp-port", strconv.Itoa(w.SMTPPort()),
-		"--extra-tlds", "test", "--smtp-greylist-retry", "300ms", "--smtp-greeting-timeout", "300ms",
-		"--smtp-connect-timeout", "300ms", "--delimiter", "comma", "--header", "--email-column", "2"}
+func worldFlags(t *testing.T, w *mailworld.World, more string) []string {
+	body := "verification:\n  extraTLDs: [test]\n  dns:\n    server: " + strconv.Quote(w.DNSAddr()) +
+		"\n  smtp:\n    port: " + strconv.Itoa(w.SMTPPort()) +
+		"\n    greylistRetry: 300ms\n    greetingTimeout: 300ms\n    connectTimeout: 300ms\n" + more
+	return []string{configArg(t, body), "--delimiter", "comma", "--header", "--email-column", "2"}
 }
+
+// allowLoopback, appended to worldFlags' configuration, lets the probes
+// reach the loopback mail world (its smtp section comes last).
+const allowLoopback = "    allowCIDRs: [127.0.0.0/8]\n"
 
 // worker run over a loopback mail world: every row gets its ground truth's
 // code (padded rows their trimmed address's), and --stats says where the
@@ -67,7 +72,7 @@ func worldFlags(w *mailworld.World) []string {
 func TestRunLocalSMTP(t *testing.T) {
 	w, in, addrs := smtpWorld(t)
 	out := filepath.Join(t.TempDir(), "out.csv")
-	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats", "--progress", "100ms"}, worldFlags(w)...)
+	args := append([]string{"run", "--in", in, "--out", out, "--stats", "--progress", "100ms"}, worldFlags(t, w, allowLoopback)...)
 	var stderr bytes.Buffer
 	if code := run(context.Background(), args, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -94,14 +99,14 @@ func TestRunLocalSMTP(t *testing.T) {
 	}
 }
 
-// Without --smtp-allow-cidrs, loopback MX hosts are refused by the SSRF
-// guard, and the run says so; with --dns-server off, it says no DNS or
+// Without verification.smtp.allowCIDRs, loopback MX hosts are refused by
+// the SSRF guard, and the run says so; with DNS off, it says no DNS or
 // SMTP checks run.
 func TestRunLocalSkippedStages(t *testing.T) {
 	w, in, _ := smtpWorld(t)
 	out := filepath.Join(t.TempDir(), "out.csv")
 	var stderr bytes.Buffer
-	if code := run(context.Background(), append([]string{"run", "--in", in, "--out", out}, worldFlags(w)...), &stderr); code != 0 {
+	if code := run(context.Background(), append([]string{"run", "--in", in, "--out", out}, worldFlags(t, w, "")...), &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "is not public: not probed") {
@@ -114,11 +119,11 @@ func TestRunLocalSkippedStages(t *testing.T) {
 		t.Fatalf("%d SMTP connections to refused hosts", st.Connections)
 	}
 	stderr.Reset()
-	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--email-column", "2"}, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, offline(t), "--delimiter", "comma", "--header", "--email-column", "2"}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "no DNS and no SMTP checks") {
-		t.Errorf("no note on --dns-server off:\n%s", stderr.String())
+		t.Errorf("no note on DNS off:\n%s", stderr.String())
 	}
 }
 
@@ -136,7 +141,8 @@ func TestRunLocalParallelShards(t *testing.T) {
 	for i, tc := range []struct{ par, by string }{{"1", "rows"}, {"4", "rows"}, {"4", "domain"}} {
 		out := filepath.Join(dir, "out"+tc.par+tc.by+".csv")
 		var stderr bytes.Buffer
-		if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header", "--parallel", tc.par, "--shard-bytes", "1000000", "--shard-by", tc.by}, &stderr); code != 0 {
+		if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--parallel", tc.par, "--shard-by", tc.by,
+			configArg(t, "pipeline:\n  shardBytes: 1000000\n"+offlineBody)}, &stderr); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}
 		if !strings.Contains(stderr.String(), "300000 rows in 9 shards") {
@@ -169,7 +175,7 @@ func TestRunLocalInterruptedThenAgain(t *testing.T) {
 	w, in, _ := smtpWorld(t)
 	dir := t.TempDir()
 	args := func(out string) []string {
-		return append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8"}, worldFlags(w)...)
+		return append([]string{"run", "--in", in, "--out", out}, worldFlags(t, w, allowLoopback)...)
 	}
 	// Interrupted (as Ctrl-C does) before the greylisting retry. (A deadline
 	// would not do: retries that cannot fit in it are not attempted.)
@@ -223,7 +229,7 @@ func TestRunLocalAllTarpits(t *testing.T) {
 	out := filepath.Join(dir, "out.csv")
 	var stderr bytes.Buffer
 	t0 := time.Now()
-	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats"}, worldFlags(w)...)
+	args := append([]string{"run", "--in", in, "--out", out, "--stats"}, worldFlags(t, w, allowLoopback)...)
 	if code := run(context.Background(), args, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -260,8 +266,8 @@ func TestRunLocalFleetStats(t *testing.T) {
 	prefix := redistest.Prefix(t, rdb, "workertest")
 	t.Setenv("HISTORY_KEY", "worker-fleet-test-key-0123") // the fleet backend keeps a history
 	out := filepath.Join(t.TempDir(), "out.csv")
-	args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--stats",
-		"--fleet-url", "redis://" + redistest.Addr + "/0?prefix=" + prefix}, worldFlags(w)...)
+	args := append([]string{"run", "--in", in, "--out", out, "--stats"},
+		worldFlags(t, w, allowLoopback+"fleet:\n  url: "+strconv.Quote("redis://"+redistest.Addr+"/0?prefix="+prefix)+"\n")...)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	code := run(ctx, args, &stderr)
@@ -280,19 +286,20 @@ func TestRunLocalFleetStats(t *testing.T) {
 
 // worker run with a history: its key comes from $HISTORY_KEY (none: a
 // usage error saying so), a second run answers from the first one's
-// verdicts, and a run for another --history-tenant does not.
+// verdicts, and a run for another tenant (verification.history.tenant) does not.
 func TestRunLocalHistoryTenant(t *testing.T) {
 	w, in, addrs := smtpWorld(t)
 	hist := "bolt://" + filepath.Join(t.TempDir(), "history.db")
-	runOnce := func(extra ...string) ([][]string, string, int) {
+	runOnce := func(tenant string) ([][]string, string, int) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "out.csv")
-		args := append([]string{"run", "--in", in, "--out", out, "--smtp-allow-cidrs", "127.0.0.0/8", "--history-url", hist, "--stats"}, worldFlags(w)...)
+		more := allowLoopback + "  history:\n    url: " + strconv.Quote(hist) + "\n" + tenant
+		args := append([]string{"run", "--in", in, "--out", out, "--stats"}, worldFlags(t, w, more)...)
 		var stderr bytes.Buffer
 		// Each run's history closes with its context, as at a process's exit.
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		code := run(ctx, append(args, extra...), &stderr)
+		code := run(ctx, args, &stderr)
 		if code != 0 {
 			return nil, stderr.String(), code
 		}
@@ -308,22 +315,22 @@ func TestRunLocalHistoryTenant(t *testing.T) {
 		return n
 	}
 	t.Setenv("HISTORY_KEY", "")
-	if _, log, code := runOnce(); code != 2 || !strings.Contains(log, "needs a key: set HISTORY_KEY") {
+	if _, log, code := runOnce(""); code != 2 || !strings.Contains(log, "needs a key: set HISTORY_KEY") {
 		t.Fatalf("without a key: exit %d\n%s", code, log)
 	}
 	t.Setenv("HISTORY_KEY", "worker-run-test-key-0123")
-	first, log, code := runOnce()
+	first, log, code := runOnce("")
 	if code != 0 || len(first) != len(addrs)+1 || fromHistory(first) != 0 {
 		t.Fatalf("first run: exit %d, %d rows from history\n%s", code, fromHistory(first), log)
 	}
-	second, log, code := runOnce()
+	second, log, code := runOnce("")
 	if code != 0 {
 		t.Fatalf("second run: exit %d\n%s", code, log)
 	}
 	if fromHistory(second) == 0 || second[1][len(second[1])-1] != "true" {
 		t.Errorf("second run: %d rows from history (want %s among them): %v", fromHistory(second), addrs[0], second)
 	}
-	other, log, code := runOnce("--history-tenant", "namespace/other")
+	other, log, code := runOnce("    tenant: namespace/other\n")
 	if code != 0 {
 		t.Fatalf("third run: exit %d\n%s", code, log)
 	}
@@ -346,7 +353,7 @@ func TestRunLocalEscapeFormulas(t *testing.T) {
 	} {
 		out := filepath.Join(dir, "out.csv")
 		var stderr strings.Builder
-		args := append([]string{"run", "--in", in, "--out", out, "--dns-server", "off", "--delimiter", "comma", "--header"}, tc.flag...)
+		args := append([]string{"run", "--in", in, "--out", out, offline(t), "--delimiter", "comma", "--header"}, tc.flag...)
 		if code := run(context.Background(), args, &stderr); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr.String())
 		}

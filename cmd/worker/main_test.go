@@ -99,7 +99,7 @@ func TestRunLocal(t *testing.T) {
 			in := writeFile(t, dir, tt.in, tt.data)
 			out := filepath.Join(dir, tt.out)
 			var stderr bytes.Buffer
-			args := append([]string{"run", "--in", in, "--out", out, "--dns-server", "off"}, tt.flags...)
+			args := append([]string{"run", "--in", in, "--out", out, offline(t)}, tt.flags...)
 			if code := run(context.Background(), args, &stderr); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
@@ -140,7 +140,7 @@ func TestRunLocalDuplicatesAcrossBatches(t *testing.T) {
 	in := writeFile(t, dir, "list.txt", []byte(b.String()))
 	out := filepath.Join(dir, "result.txt")
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, "--dns-server", "off"}, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"run", "--in", in, "--out", out, offline(t)}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	data, err := os.ReadFile(out)
@@ -205,7 +205,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"bad extension", []string{"run", "--in", xlsx, "--out", out}, 42, `bad input: unsupported file type ".xlsx"`},
 		{"email column out of range", []string{"run", "--in", good, "--out", out, "--email-column", "3"}, 42, "bad input: email column 3"},
 		{"bad email column", []string{"run", "--in", good, "--out", out, "--email-column", "0"}, 42, "bad input: email column must be 1 or greater"},
-		{"record over --max-record-bytes", []string{"run", "--in", good, "--out", out, "--max-record-bytes", "4"}, 42, "bad input: the record on line 1"},
+		{"record over --max-record-bytes", []string{"run", "--in", good, "--out", out, configArg(t, "pipeline:\n  limits:\n    maxRecordBytes: 4\n")}, 42, "bad input: the record on line 1"},
 
 		{"missing input file", []string{"run", "--in", filepath.Join(dir, "nope.csv"), "--out", out}, 1, "error:"},
 		{"unwritable output", []string{"run", "--in", good, "--out", filepath.Join(dir, "no", "such", "dir", "out.csv"), "--delimiter", "comma", "--header"}, 1, "error:"},
@@ -289,7 +289,7 @@ func TestShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Offline (--dns-server off): syntax, corrections and lists.
+	// Offline (verification.dns.server off): syntax, corrections and lists.
 	if want := "Ann,ann@example.com,valid,10,biz,false,,false,true,false\n" +
 		"Bob,bob@example,invalid,115,,false,,false,false,false\n" +
 		"Ann,Ann@Example.com,valid,10,biz,false,,true,true,false\n"; string(part) != want {

@@ -61,12 +61,14 @@ func writeRepeatingList(t *testing.T, dir string, n int) string {
 	return path
 }
 
-// runChild runs `worker run` offline in a child process and returns its
+// runChild runs `worker run` offline in a child process (its store under
+// in's directory, the configuration offline plus conf) and returns its
 // peak RSS in MiB.
-func runChild(t *testing.T, in, out string, extra ...string) float64 {
+func runChild(t *testing.T, in, out, conf string, extra ...string) float64 {
 	t.Helper()
+	t.Setenv("TMPDIR", filepath.Dir(in))
 	args := append([]string{"run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "3",
-		"--dns-server", "off", "--progress", "0", "--tmp-dir", filepath.Dir(in)}, extra...)
+		configArg(t, offlineBody+conf), "--progress", "0"}, extra...)
 	return childRSS(t, args...)
 }
 
@@ -84,15 +86,16 @@ func TestRunMemoryBounded(t *testing.T) {
 		t.Skip("generates a 50 MB list")
 	}
 	dir := t.TempDir()
-	// --gc-percent 100 (Go's default, not worker run's 200): growth with
-	// the list shows through less GC headroom and timing; the default's
-	// extra headroom is bounded by --memory-limit (docs/benchmarks.md).
-	opts := []string{"--shard-bytes", "1000000", "--dedup-memory", "4000000", "--parallel", "4", "--gc-percent", "100"}
+	// GOGC=100 (Go's default, not worker run's 200): growth with the
+	// list shows through less GC headroom and timing; the default's extra
+	// headroom is bounded by its memory limit (docs/benchmarks.md).
+	t.Setenv("GOGC", "100")
+	const conf = "pipeline:\n  shardBytes: 1000000\n  dedupMemory: 4000000\n"
 	small := writeRepeatingList(t, dir, 300_000)
-	smallRSS := runChild(t, small, filepath.Join(dir, "small.csv"), opts...)
+	smallRSS := runChild(t, small, filepath.Join(dir, "small.csv"), conf, "--parallel", "4")
 	big := writeRepeatingList(t, dir, 800_000)
 	bigOut := filepath.Join(dir, "big.csv")
-	bigRSS := runChild(t, big, bigOut, opts...)
+	bigRSS := runChild(t, big, bigOut, conf, "--parallel", "4")
 	t.Logf("peak RSS: %.0f MiB at 450k rows, %.0f MiB at 1.2M rows", smallRSS, bigRSS)
 	const bound = 160 // MiB: the engine (about 50) and a bounded working set
 	if bigRSS > bound || bigRSS > smallRSS+32 {
@@ -206,7 +209,8 @@ func TestRunLocalInputLinks(t *testing.T) {
 		}
 		out := filepath.Join(dir, "out.csv")
 		var stderr strings.Builder
-		if code := run(context.Background(), []string{"run", "--in", filepath.Join(dir, "link.csv"), "--out", out, "--header", "--delimiter", "comma", "--dns-server", "off", "--tmp-dir", tmp}, &stderr); code != 0 {
+		t.Setenv("TMPDIR", tmp)
+		if code := run(context.Background(), []string{"run", "--in", filepath.Join(dir, "link.csv"), "--out", out, "--header", "--delimiter", "comma", offline(t)}, &stderr); code != 0 {
 			t.Fatalf("tmp %s: exit %d: %s", tmp, code, stderr.String())
 		}
 		rows := readCSV(t, out)

@@ -24,8 +24,8 @@ import (
 // (hack/localstack --executor=job: a real kube-apiserver and etcd, the
 // real Job controller and scheduler, a test node running the worker pods
 // as processes, the manager and the REST API) started as a child process
-// with the world's DNS server and SMTP port and the verification flags
-// ours-list gives `worker run` (verifyArgs), which the manager passes on
+// with the world's DNS server and SMTP port and the verification settings
+// ours-list gives `worker run` (verifyArgs; a file there), which the manager passes on
 // to the pods. The list is uploaded through the REST API (service
 // email_validation), split into -job-shards shards (--max-shards, with a small
 // --shard-bytes so that a 20k-row list gets them all), and its result

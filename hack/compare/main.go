@@ -77,7 +77,7 @@ func main() {
 		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
-		workerArgs  = flag.String("worker-args", "", "more flags for worker run, space separated (e.g. --cpuprofile /tmp/w.prof)")
+		workerArgs  = flag.String("worker-args", "", "more flags for worker run, space separated (e.g. --parallel 8; a CPU profile: EMAILDATA_CPUPROFILE=/tmp/w.prof in the environment)")
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
 		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are), domain (by a hash of the domain: each domain's rows in one process) or mx (by a hash of the domain's primary MX host, as --shard-by mx)")

@@ -116,7 +116,11 @@ func runOursMix(dnsAddr string, rows, truth, under []string, s settings, m mixSe
 			if err := writeList(in, addrs); err != nil {
 				return nil, nil, 0, "", err
 			}
-			pr.cmd = workerCmd(bin, in, pr.out, dnsAddr, s, len(ps), seats)
+			cmd, err := workerCmd(bin, in, pr.out, dnsAddr, s, len(ps), seats)
+			if err != nil {
+				return nil, nil, 0, "", err
+			}
+			pr.cmd = cmd
 			ps = append(ps, pr)
 		}
 	}

@@ -182,7 +182,11 @@ func runOursList(dnsAddr string, rows []string, s settings) (pred, raw []string,
 			return nil, nil, 0, "", err
 		}
 		pr := &proc{out: filepath.Join(dir, fmt.Sprintf("result%d.csv", i)), rows: len(part)}
-		pr.cmd = workerCmd(bin, in, pr.out, dnsAddr, s, i, procs)
+		cmd, err := workerCmd(bin, in, pr.out, dnsAddr, s, i, procs)
+		if err != nil {
+			return nil, nil, 0, "", err
+		}
+		pr.cmd = cmd
 		pr.cmd.Stderr = &pr.stderr
 		if procs == 1 {
 			pr.cmd.Stderr = io.MultiWriter(&pr.stderr, os.Stderr)
@@ -240,15 +244,44 @@ func workerBinary(dir string, s settings) (string, error) {
 }
 
 // workerCmd is `worker run` over the list in, its result to out, as seat
-// of seats processes sharing s.fleetURL.
-func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) *exec.Cmd {
-	args := []string{"run", "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1"}
-	args = append(args, verifyArgs(dnsAddr, s)...)
-	args = append(args, "--stats", "--progress", "30s",
-		"--fleet-seat", strconv.Itoa(seat), "--fleet-seats", strconv.Itoa(seats))
+// of seats processes sharing s.fleetURL. Its settings are verifyArgs' in
+// a configuration file beside in (worker run takes no engine flags); the
+// seat and seats are the environment's, as a Job pod's are.
+func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) (*exec.Cmd, error) {
+	conf := strings.TrimSuffix(in, filepath.Ext(in)) + ".config.yaml"
+	if err := os.WriteFile(conf, []byte(workerConfig(dnsAddr, s)), 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{"run", "--config", conf, "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1",
+		"--stats", "--progress", "30s"}
 	cmd := exec.Command(bin, append(args, s.workerArgs...)...)
-	cmd.Env = childEnv()
-	return cmd
+	cmd.Env = append(childEnv(), "JOB_COMPLETION_INDEX="+strconv.Itoa(seat), "EMAILDATA_FLEET_SEATS="+strconv.Itoa(seats))
+	return cmd, nil
+}
+
+// workerConfig is verifyArgs as a configuration file of worker run.
+func workerConfig(dnsAddr string, s settings) string {
+	hist := ""
+	if s.fleetURL == "" {
+		hist = "  history:\n    url: \"off\"\n"
+	}
+	return fmt.Sprintf(`apiVersion: config.emaildata.io/v1alpha1
+kind: Configuration
+verification:
+  extraTLDs: [test]
+  dns:
+    server: %q
+    workers: %d
+  smtp:
+    port: %d
+    allowCIDRs: [127.0.0.0/8]
+    heloName: verify.test
+    mailFrom: probe@verify.test
+    greylistRetry: %s
+    maxSessions: %d
+%sfleet:
+  url: %q
+`, dnsAddr, s.concurrency, s.port, s.greylistRetry, s.concurrency, hist, s.fleetURL)
 }
 
 // benchHistoryKey keys the verification history of the runs that have one
@@ -263,8 +296,8 @@ func childEnv() []string {
 }
 
 // verifyArgs are the verification flags (wiring.VerifyConfig's, which
-// worker run and the local stack both take; the manager passes them on to
-// Job pods) for the world at dnsAddr: production defaults but for the
+// the local stack takes and passes on to Job pods; worker run takes them
+// in a file, workerConfig) for the world at dnsAddr: production defaults but for the
 // world's DNS server and port, the loopback range opened to SMTP, the
 // concurrency setting as the session cap, and s.fleetURL (without one, no
 // verification history either, as a process without a backend keeps none).

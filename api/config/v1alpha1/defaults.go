@@ -104,6 +104,7 @@ func setDefaultsVerification(v *Verification) {
 	dur(&v.History.TTLs.Unverified, t.Unverified)
 	str(&v.History.Scope, string(evhistory.DefaultScope))
 	dur(&v.History.KeyCheckInterval, evhistory.DefaultKeyCheckEvery)
+	str(&v.History.Tenant, evhistory.LocalTenant)
 }
 
 // setDefaultsSMTP takes the prober's own defaults (smtpprobe.DefaultConfig

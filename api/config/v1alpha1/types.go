@@ -402,6 +402,10 @@ type History struct {
 	// history is kept under its key (a mismatch is logged, counted and
 	// stops its use of the history).
 	KeyCheckInterval Duration `json:"keyCheckInterval"`
+	// Tenant is whose checks a `worker run` makes, for a history in the
+	// tenant scope. The cluster names its tenants itself (api/<digest>,
+	// namespace/<name>) and does not read it.
+	Tenant string `json:"tenant"`
 }
 
 // HistoryTTLs say how long each kind of verdict is reused.
