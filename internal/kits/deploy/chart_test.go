@@ -111,8 +111,17 @@ func TestChartValueSets(t *testing.T) {
 			objs := renderChart(t, vs.vals)
 			checkReferences(t, objs)
 			kinds := map[string]int{}
+			keyNamespaces := 0
 			for _, o := range objs {
+				if o.GetKind() == "Namespace" && o.GetLabels()["app.kubernetes.io/component"] == "api-keys" {
+					keyNamespaces++ // by default, not an optional object
+					continue
+				}
 				kinds[o.GetKind()]++
+			}
+			// Made by default, with the API only.
+			if want := map[bool]int{true: 0, false: 1}[vs.name == "renamed, no API, no user roles"]; keyNamespaces != want {
+				t.Errorf("%d API key Namespaces rendered, want %d", keyNamespaces, want)
 			}
 			optional := vs.name == "optional objects on"
 			for _, k := range []string{"NetworkPolicy", "ServiceMonitor", "PrometheusRule", "Namespace"} {

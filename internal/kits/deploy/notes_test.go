@@ -60,7 +60,7 @@ func TestChartNotes(t *testing.T) {
 		"prometheusRule": map[string]any{"enabled": true}, "metrics": map[string]any{"prometheusServiceAccount": map[string]any{"name": "prom", "namespace": "monitoring"}}})
 	for _, want := range []string{
 		"kubectl label ns emaildata-system pod-security.kubernetes.io/enforce=restricted",
-		"kubectl -n emaildata-system label secret acme-api-key " + apikey.Label + "=true",
+		"kubectl -n emaildata-system-emaildata-keys label secret acme-api-key " + apikey.Label + "=true",
 		"kubectl -n emaildata-system port-forward svc/emaildata-api 8090:80",
 		"ClusterRole emaildata-metrics-reader (bound to monitoring/prom)",
 		"ConfigMap emaildata-dashboards in emaildata-system (grafana_dashboard=1)",
