@@ -105,6 +105,14 @@ func TestChartNotes(t *testing.T) {
 	if !strings.Contains(apart, "kubectl -n emaildata-keys label secret acme-api-key") {
 		t.Errorf("with apiKeys.namespace, NOTES.txt still puts the key elsewhere:\n%s", apart)
 	}
+	// The opt-out says what it grants; the default says where keys go.
+	shared := renderNotes(t, map[string]any{"apiKeys": map[string]any{"namespace": releaseNS}})
+	for notes, want := range map[string]string{shared: "WARNING: keys are in the release namespace",
+		renderNotes(t, nil): "emaildata-system-emaildata-keys holds key Secrets only"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
 
 	quiet := renderNotes(t, map[string]any{"api": map[string]any{"enabled": false}, "metrics": map[string]any{"certSecret": "tls"},
 		"serviceMonitor": map[string]any{"enabled": true}})
