@@ -23,8 +23,10 @@
 {{- with .Values.watchNamespaces -}}
 {{- $_ := set $c "namespaces" (dict "watch" (uniq .)) -}}
 {{- end -}}
-{{- with .Values.apiKeys.namespace -}}
-{{- $_ := set $c "namespaces" (merge (dict "apiKeys" .) (default dict $c.namespaces)) -}}
+{{- /* Unset, the binaries read keys in their own namespace (as config/default does). */ -}}
+{{- $keyNS := include "emaildata.apiKeyNamespace" . -}}
+{{- if ne $keyNS .Release.Namespace -}}
+{{- $_ := set $c "namespaces" (merge (dict "apiKeys" $keyNS) (default dict $c.namespaces)) -}}
 {{- end -}}
 {{- if .Values.metrics.certSecret -}}
 {{- $_ := set $c "metrics" (dict "certDir" "/etc/emaildata/metrics-tls") -}}

@@ -196,7 +196,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The namespace of the API key Secrets. */}}
 {{- define "emaildata.apiKeyNamespace" -}}
-{{- default .Release.Namespace .Values.apiKeys.namespace -}}
+{{- if .Values.apiKeys.namespace -}}
+{{- .Values.apiKeys.namespace -}}
+{{- else -}}
+{{- /* Per release: two releases in one namespace get two. Never cut short
+       (a shortened name could be another release's). */ -}}
+{{- $n := printf "%s-%s-keys" .Release.Namespace .Release.Name -}}
+{{- if gt (len $n) 63 -}}
+{{- fail (printf "the API key namespace %q would be longer than 63 characters: set apiKeys.namespace" $n) -}}
+{{- end -}}
+{{- $n -}}
+{{- end -}}
 {{- end -}}
 
 {{/* What this release reconciles, as recorded on its manager's ClusterRoleBinding

@@ -111,8 +111,17 @@ func TestChartValueSets(t *testing.T) {
 			objs := renderChart(t, vs.vals)
 			checkReferences(t, objs)
 			kinds := map[string]int{}
+			keyNamespaces := 0
 			for _, o := range objs {
+				if o.GetKind() == "Namespace" && o.GetLabels()["app.kubernetes.io/component"] == "api-keys" {
+					keyNamespaces++ // by default, not an optional object
+					continue
+				}
 				kinds[o.GetKind()]++
+			}
+			// Made by default, with the API only.
+			if want := map[bool]int{true: 0, false: 1}[vs.name == "renamed, no API, no user roles"]; keyNamespaces != want {
+				t.Errorf("%d API key Namespaces rendered, want %d", keyNamespaces, want)
 			}
 			optional := vs.name == "optional objects on"
 			for _, k := range []string{"NetworkPolicy", "ServiceMonitor", "PrometheusRule", "Namespace"} {
@@ -440,5 +449,60 @@ func TestChartListLimits(t *testing.T) {
 		for _, name := range []string{"emaildata-controller-manager", "emaildata-api"} {
 			checkMountsConfig(t, deployment(t, objs, name))
 		}
+	}
+}
+
+// TestChartAPIKeyNamespace: the key namespace is per release, rendered
+// only when the chart is to make it and it is not the release namespace,
+// named in the configuration unless it is the release namespace (the
+// binaries' default), and a derived name too long for a namespace is
+// refused (never cut short into another release's).
+func TestChartAPIKeyNamespace(t *testing.T) {
+	long := strings.Repeat("n", 55)
+	keys := func(ns string, create bool) map[string]any {
+		return map[string]any{"apiKeys": map[string]any{"namespace": ns, "createNamespace": create}}
+	}
+	for _, tc := range []struct {
+		name, release, ns string
+		vals              map[string]any
+		made, configured  string // the rendered key Namespace, namespaces.apiKeys ("" none)
+		wantErr           string
+	}{
+		{"default", "mail-a", "ops", nil, "ops-mail-a-keys", "ops-mail-a-keys", ""},
+		{"another release, same namespace", "mail-b", "ops", nil, "ops-mail-b-keys", "ops-mail-b-keys", ""},
+		{"existing namespace", "mail-a", "ops", keys("keys", false), "", "keys", ""},
+		{"named, made", "mail-a", "ops", keys("keys", true), "keys", "keys", ""},
+		{"release namespace", "mail-a", "ops", keys("ops", true), "", "", ""},
+		{"too long", "mail-a", long, nil, "", "", "set apiKeys.namespace"},
+		{"too long, named", "mail-a", long, keys("keys", true), "keys", "keys", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := renderReleaseErr(tc.release, tc.ns, tc.vals)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("render: %v, want an error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var made []string
+			for _, o := range objs {
+				if o.GetKind() != "Namespace" {
+					continue
+				}
+				made = append(made, o.GetName())
+				if o.GetAnnotations()["helm.sh/resource-policy"] != "keep" || o.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
+					t.Errorf("Namespace %s: annotations %v, labels %v", o.GetName(), o.GetAnnotations(), o.GetLabels())
+				}
+			}
+			if strings.Join(made, ",") != tc.made {
+				t.Errorf("Namespaces rendered %v, want %q", made, tc.made)
+			}
+			if n := renderedConfig(t, objs).Namespaces.APIKeys; n != tc.configured {
+				t.Errorf("namespaces.apiKeys %q, want %q", n, tc.configured)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -29,7 +30,8 @@ var toolLabels = map[string]bool{
 // the objects config/default renders (same kinds, names and namespaces),
 // and each one is equal field by field (spec, rules, subjects, CRD
 // schemas, images, args, ports, probes, volumes...) except for the tool
-// labels above and the chart's keep annotation on the CRDs. The
+// labels above and the chart's keep annotation on the CRDs, with the API
+// keys in the release namespace, as config/default has them. The other
 // difference of the defaults is the Namespace, which `helm install
 // --create-namespace` makes (namespace.create=true renders it too). Neither
 // renders a Secret holding a key: the manager makes the installation
@@ -45,7 +47,12 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 		{"namespace.create", map[string]any{"namespace": map[string]any{"create": true}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			chart := byKey(renderChart(t, tc.vals))
+			// config/default keeps the API keys in its own namespace (a
+			// kustomize namespace puts every object in one; docs/install.md
+			// says what that grants); the chart makes a key namespace.
+			vals := map[string]any{"apiKeys": map[string]any{"namespace": releaseNS}}
+			maps.Copy(vals, tc.vals)
+			chart := byKey(renderChart(t, vals))
 			var missing, extra []string
 			for k, want := range kust {
 				got, ok := chart[k]

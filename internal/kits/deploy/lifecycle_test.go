@@ -48,10 +48,11 @@ func (tc *testCluster) createAPIKey(t *testing.T, ns string) {
 // through the API and a list applied with kubectl in another namespace
 // finish. Then:
 //   - helm uninstall leaves the claim (the same UID), the CRDs, the lists,
-//     the list ID counter and the installation secrets;
+//     the list ID counter, the installation secrets and the API key
+//     namespace with its key;
 //   - with no manager left, deleting a list waits on its finalizer,
 //     nothing is removed;
-//   - helm install again adopts the claim; the new manager finishes the
+//   - helm install again adopts the claim and the key namespace; the new manager finishes the
 //     deletion (the list's store objects go), the API serves the kept
 //     list's result, byte for byte, and a new list gets a new ID;
 //   - helm upgrade to an object store keeps the claim too.
@@ -69,7 +70,13 @@ func TestUninstallReinstallKeepsResults(t *testing.T) {
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tc.createAPIKey(t, ns)
+	// The key goes where the chart's configuration tells the API to look:
+	// by default a key namespace of the release's own, not ns.
+	keyNS := tc.releaseConfig(t, ns, releaseName).Namespaces.APIKeys
+	if keyNS == "" || keyNS == ns {
+		t.Fatalf("the API key namespace is %q, want one apart from %s", keyNS, ns)
+	}
+	tc.createAPIKey(t, keyNS)
 	mgr := tc.startManager(t, ns, releaseName, storeDir)
 	api := tc.startAPI(t, ns, releaseName, storeDir)
 
@@ -93,6 +100,12 @@ func TestUninstallReinstallKeepsResults(t *testing.T) {
 
 	tc.helmUninstall(t, releaseName, ns)
 	checkKeptOnUninstall(t, tc, ns, pvc.UID, kept, team)
+	// The key namespace and its keys too (the reinstalled API below
+	// serves with the kept key).
+	var key corev1.Secret
+	if err := tc.c.Get(ctx, client.ObjectKey{Namespace: keyNS, Name: "tenant-key"}, &key); err != nil {
+		t.Errorf("the API key after uninstall: %v", err)
+	}
 
 	// No manager: a deletion waits on the finalizer and removes nothing.
 	if out, err := tc.kubectl(t, "delete", "emaillist", "team-list", "-n", "team-a", "--wait=false"); err != nil {

@@ -60,7 +60,7 @@ func TestChartNotes(t *testing.T) {
 		"prometheusRule": map[string]any{"enabled": true}, "metrics": map[string]any{"prometheusServiceAccount": map[string]any{"name": "prom", "namespace": "monitoring"}}})
 	for _, want := range []string{
 		"kubectl label ns emaildata-system pod-security.kubernetes.io/enforce=restricted",
-		"kubectl -n emaildata-system label secret acme-api-key " + apikey.Label + "=true",
+		"kubectl -n emaildata-system-emaildata-keys label secret acme-api-key " + apikey.Label + "=true",
 		"kubectl -n emaildata-system port-forward svc/emaildata-api 8090:80",
 		"ClusterRole emaildata-metrics-reader (bound to monitoring/prom)",
 		"ConfigMap emaildata-dashboards in emaildata-system (grafana_dashboard=1)",
@@ -104,6 +104,14 @@ func TestChartNotes(t *testing.T) {
 	apart := renderNotes(t, map[string]any{"apiKeys": map[string]any{"namespace": "emaildata-keys"}})
 	if !strings.Contains(apart, "kubectl -n emaildata-keys label secret acme-api-key") {
 		t.Errorf("with apiKeys.namespace, NOTES.txt still puts the key elsewhere:\n%s", apart)
+	}
+	// The opt-out says what it grants; the default says where keys go.
+	shared := renderNotes(t, map[string]any{"apiKeys": map[string]any{"namespace": releaseNS}})
+	for notes, want := range map[string]string{shared: "WARNING: keys are in the release namespace",
+		renderNotes(t, nil): "emaildata-system-emaildata-keys holds key Secrets only"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
 	}
 
 	quiet := renderNotes(t, map[string]any{"api": map[string]any{"enabled": false}, "metrics": map[string]any{"certSecret": "tls"},

@@ -28,7 +28,11 @@ type rbacSetup struct {
 }
 
 var rbacSetups = []rbacSetup{
-	{name: "cluster-wide (defaults)", release: releaseName, ns: releaseNS, keyNS: releaseNS},
+	{name: "cluster-wide (defaults)", release: releaseName, ns: releaseNS, keyNS: releaseNS + "-" + releaseName + "-keys"},
+	// The opt-out: keys in the release namespace, where the API may then
+	// list and watch every Secret.
+	{name: "cluster-wide, keys in the release namespace", release: "shared", ns: "shared-system",
+		vals: map[string]any{"apiKeys": map[string]any{"namespace": "shared-system"}}, keyNS: "shared-system"},
 	{name: "namespaced, keys apart", release: "mail", ns: "mail-system",
 		vals:    map[string]any{"watchNamespaces": []any{"team-a"}, "apiKeys": map[string]any{"namespace": "mail-keys"}},
 		watched: []string{"team-a", "mail-system"}, listed: []string{"team-a"}, keyNS: "mail-keys"},
@@ -119,7 +123,7 @@ func (r release) namespacesOf(sc controllers.Scope) []string {
 // reads no Secret but the ones it needs.
 func TestRBACMatchesAPICalls(t *testing.T) {
 	tc := startCluster(t)
-	tc.namespaces(t, "emaildata-system", "mail-system", "mail-keys", "team-a", "team-b")
+	tc.namespaces(t, "emaildata-system", "mail-system", "mail-keys", "shared-system", "team-a", "team-b")
 	installCRDs(context.Background(), t, tc.cfg, tc.c, renderChart(t, nil))
 	for _, s := range rbacSetups {
 		t.Run(s.name, func(t *testing.T) {
@@ -127,7 +131,9 @@ func TestRBACMatchesAPICalls(t *testing.T) {
 			r := readRelease(t, s, objs)
 			var rbac []*unstructured.Unstructured
 			for _, o := range objs {
-				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "ServiceAccount" {
+				if o.GetKind() == "Namespace" { // the key namespace, before its Role
+					rbac = append([]*unstructured.Unstructured{o}, rbac...)
+				} else if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "ServiceAccount" {
 					rbac = append(rbac, o)
 				}
 			}
@@ -307,8 +313,20 @@ func checkRefusals(t *testing.T, tc *testCluster, r release) {
 		}
 	}
 	allowed := []access{
-		// The API key informer's list, in the key namespace.
+		// The API key informer's list and watch, in the key namespace.
 		{user: api, verb: "list", resource: "secrets", namespace: r.keyNS},
+		{user: api, verb: "watch", resource: "secrets", namespace: r.keyNS},
+	}
+	if r.keyNS != r.ns {
+		// Keys apart (the default): in the release namespace the API reads
+		// the installation secrets by name (checkCallsAllowed) and nothing
+		// else.
+		refused = append(refused,
+			access{user: api, verb: "list", resource: "secrets", namespace: r.ns},
+			access{user: api, verb: "watch", resource: "secrets", namespace: r.ns},
+			access{user: api, verb: "get", resource: "secrets", namespace: r.ns, name: "any"},
+			access{user: api, verb: "list", resource: "secrets", namespace: "team-a"},
+		)
 	}
 	if r.watched != nil {
 		// Namespaced: nothing outside the watched namespaces, and in its
@@ -318,7 +336,6 @@ func checkRefusals(t *testing.T, tc *testCluster, r release) {
 			access{user: mgr, verb: "get", resource: "secrets", namespace: r.ns, name: helmRecord},
 			access{user: mgr, verb: "list", group: "lists.emaildata.io", resource: "emaillists", namespace: "team-b"},
 			access{user: mgr, verb: "list", group: "lists.emaildata.io", resource: "emaillists"},
-			access{user: api, verb: "list", resource: "secrets", namespace: r.ns},
 		)
 	} else {
 		// Cluster-wide: a list's credentialsSecretRef may be in any

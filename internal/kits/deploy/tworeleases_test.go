@@ -31,6 +31,12 @@ func TestTwoReleases(t *testing.T) {
 	second := watching("team-b")
 	second["crds"] = map[string]any{"install": false}
 	tc.mustInstall(t, "mail-b", "ops-b", second)
+	// Each with its own API key namespace.
+	for _, keyNS := range []string{"ops-a-mail-a-keys", "ops-b-mail-b-keys"} {
+		if err := tc.c.Get(ctx, client.ObjectKey{Name: keyNS}, &corev1.Namespace{}); err != nil {
+			t.Errorf("key namespace %s: %v", keyNS, err)
+		}
+	}
 
 	for _, tc2 := range []struct {
 		name, release, ns string
