@@ -55,7 +55,7 @@ func newFake(t testing.TB, setup func(f *fakeSMTP)) *fakeSMTP {
 		ehlo: []string{"250-fake", "250-PIPELINING", "250 ENHANCEDSTATUSCODES"},
 		mail: func(int, int) string { return "250 2.1.0 Ok" },
 		rcpt: func(_, _ int, rcpt string) string {
-			if strings.HasPrefix(rcpt, "ok") {
+			if testMailbox(rcpt) {
 				return "250 2.1.5 Ok"
 			}
 			return "550 5.1.1 unknown"
@@ -332,7 +332,7 @@ func TestFakePerSessionLimits(t *testing.T) {
 							}
 							return "452 4.5.3 too many recipients this session"
 						}
-						if strings.HasPrefix(rcpt, "ok") {
+						if testMailbox(rcpt) {
 							return "250 2.1.5 Ok"
 						}
 						return "550 5.1.1 unknown"
@@ -374,4 +374,15 @@ func TestFakeGarbage(t *testing.T) {
 			t.Fatalf("got %+v", r)
 		}
 	})
+}
+
+// testMailbox reports whether a fake server's mailbox exists: the tests'
+// own addresses "ok@…", "ok1@…", "ok23@…". Not every local part starting
+// with "ok": the catch-all probe's random local part does about 1 time
+// in 1,300 (1/36 a letter), and a fake that accepted it turned a test's
+// Deliverable into catchall (seen once in 12 runs of the engine's tests).
+func testMailbox(rcpt string) bool {
+	local, _, _ := strings.Cut(rcpt, "@")
+	digits, ok := strings.CutPrefix(local, "ok")
+	return ok && strings.Trim(digits, "0123456789") == ""
 }

@@ -93,7 +93,7 @@ func TestRefusalsKeepTheQueue(t *testing.T) {
 				if session == 1 && n == 4 {
 					return "421 4.4.2 fake Error: timeout exceeded"
 				}
-				if strings.HasPrefix(rcpt, "ok") {
+				if testMailbox(rcpt) {
 					return "250 2.1.5 Ok"
 				}
 				return "550 5.1.1 unknown"
@@ -110,7 +110,7 @@ func TestRefusalsKeepTheQueue(t *testing.T) {
 				if session == 1 && n > 5 {
 					return "452 4.5.3 too many recipients" // ends the first session early
 				}
-				if strings.HasPrefix(rcpt, "ok") {
+				if testMailbox(rcpt) {
 					return "250 2.1.5 Ok"
 				}
 				return "550 5.1.1 unknown"
@@ -162,7 +162,7 @@ func TestRefusedAfterSession(t *testing.T) {
 					closing.Do(func() { f.closeFor(300 * time.Millisecond) })
 					return "452 4.5.3 too many recipients"
 				}
-				if strings.HasPrefix(rcpt, "ok") {
+				if testMailbox(rcpt) {
 					return "250 2.1.5 Ok"
 				}
 				return "550 5.1.1 unknown"

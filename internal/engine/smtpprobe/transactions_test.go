@@ -144,7 +144,7 @@ func TestPausesThatAreNotABudget(t *testing.T) {
 						return "250 2.1.0 Ok"
 					}
 					f.rcpt = func(session, _ int, rcpt string) string {
-						accepted := strings.HasPrefix(rcpt, "ok")
+						accepted := testMailbox(rcpt)
 						mu.Lock()
 						first := accepted && !opened[session]
 						if accepted {
