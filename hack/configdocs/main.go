@@ -10,9 +10,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -22,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+	"github.com/emaildata/emaildata/hack/internal/fielddocs"
 )
 
 func main() {
@@ -41,7 +39,7 @@ func typesFile() string {
 
 // Render is the document for the type declared in the file at path.
 func Render(path string) ([]byte, error) {
-	docs, err := fieldDocs(path)
+	docs, err := fielddocs.Parse(path)
 	if err != nil {
 		return nil, err
 	}
@@ -158,37 +156,6 @@ func defaultValues() (map[string]any, error) {
 	}
 	var m map[string]any
 	return m, yaml.Unmarshal(y, &m)
-}
-
-// fieldDocs reads the comments of the struct types in the file at path.
-func fieldDocs(path string) (map[string]map[string]string, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[string]string{}
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.TYPE {
-			continue
-		}
-		for _, s := range gd.Specs {
-			ts := s.(*ast.TypeSpec)
-			st, ok := ts.Type.(*ast.StructType)
-			if !ok {
-				continue
-			}
-			m := map[string]string{"": gd.Doc.Text()}
-			for _, fl := range st.Fields.List {
-				for _, n := range fl.Names {
-					m[n.Name] = fl.Doc.Text()
-				}
-			}
-			out[ts.Name.Name] = m
-		}
-	}
-	return out, nil
 }
 
 func writeMigration(b *bytes.Buffer) {

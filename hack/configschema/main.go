@@ -12,9 +12,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+	"github.com/emaildata/emaildata/hack/internal/fielddocs"
 )
 
 func main() {
@@ -49,7 +47,7 @@ var moved = []string{"history", "listLimits"}
 
 // Render is the schema for the chart in root.
 func Render(root string) ([]byte, error) {
-	docs, err := fieldDocs(filepath.Join(root, "api", "config", "v1alpha1", "types.go"))
+	docs, err := fielddocs.Parse(filepath.Join(root, "api", "config", "v1alpha1", "types.go"))
 	if err != nil {
 		return nil, err
 	}
@@ -149,31 +147,4 @@ func schemaOf(t reflect.Type, docs map[string]map[string]string) map[string]any 
 		return map[string]any{"type": "number"}
 	}
 	panic(fmt.Sprintf("configschema: no schema for %s", t))
-}
-
-// fieldDocs maps each struct type of the file at path to its fields'
-// comments.
-func fieldDocs(path string) (map[string]map[string]string, error) {
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[string]string{}
-	ast.Inspect(f, func(n ast.Node) bool {
-		ts, ok := n.(*ast.TypeSpec)
-		if !ok {
-			return true
-		}
-		if st, ok := ts.Type.(*ast.StructType); ok {
-			m := map[string]string{}
-			for _, fl := range st.Fields.List {
-				for _, id := range fl.Names {
-					m[id.Name] = fl.Doc.Text()
-				}
-			}
-			out[ts.Name.Name] = m
-		}
-		return true
-	})
-	return out, nil
 }
