@@ -2,6 +2,7 @@ package emaillists
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ func TestEmbeddedContent(t *testing.T) {
 func TestParseTime(t *testing.T) {
 	cpu0 := cputime.Self()
 	if cpu0 == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this system does not tell a process's CPU time (CI=true, so not skipping)")
+		}
 		t.Skip("this system does not tell a process's CPU time")
 	}
 	l := parseEmbedded()
