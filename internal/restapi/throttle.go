@@ -1,8 +1,6 @@
 package restapi
 
 import (
-	"flag"
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -104,53 +102,6 @@ func (c ThrottleConfig) withDefaults() ThrottleConfig {
 	fillInt(&c.ForbiddenBurst, d.ForbiddenBurst)
 	fillInt(&c.TrackedAddresses, d.TrackedAddresses)
 	return c
-}
-
-// BindFlags binds the throttle's flags to fs, with c's values as defaults.
-func (c *ThrottleConfig) BindFlags(fs *flag.FlagSet) {
-	fs.Int64Var(&c.BodyMinRate, "body-min-rate", c.BodyMinRate, "slowest pace of a request body, bytes a second; a body behind it for --body-stall is cut with 408 (negative: no check)")
-	fs.DurationVar(&c.BodyStall, "body-stall", c.BodyStall, "how long a request body may fall behind --body-min-rate (its first bytes must arrive within it)")
-	fs.IntVar(&c.UploadsPerKey, "max-uploads-per-key", c.UploadsPerKey, "request bodies one API key may be sending at once; past it 429 (negative: no cap)")
-	fs.IntVar(&c.UploadsPerTenant, "max-uploads-per-tenant", c.UploadsPerTenant, "request bodies one tenant may be sending at once; past it 429 (negative: no cap)")
-	fs.Float64Var(&c.AuthFailureRate, "auth-failure-rate", c.AuthFailureRate, "failed key checks a second one client address may make after its burst; past it 429 (negative: no limit)")
-	fs.IntVar(&c.AuthFailureBurst, "auth-failure-burst", c.AuthFailureBurst, "failed key checks one client address may make at once")
-	fs.Float64Var(&c.ForbiddenRate, "forbidden-rate", c.ForbiddenRate, "calls a second refused with 403 one tenant may make after its burst; past it 429 (negative: no limit)")
-	fs.IntVar(&c.ForbiddenBurst, "forbidden-burst", c.ForbiddenBurst, "calls refused with 403 one tenant may make at once")
-	fs.IntVar(&c.TrackedAddresses, "auth-failure-addresses", c.TrackedAddresses, "client addresses (IPv6: /64 prefixes) whose failed key checks are remembered; the least recent are forgotten first")
-	fs.Var((*prefixList)(&c.TrustedProxies), "trusted-proxies", "CIDRs of proxies whose X-Forwarded-For names the client, comma separated (default: none; the TCP peer is the client)")
-}
-
-// prefixList is a comma-separated flag of CIDRs.
-type prefixList []netip.Prefix
-
-func (p *prefixList) String() string {
-	if p == nil {
-		return ""
-	}
-	s := make([]string, len(*p))
-	for i, v := range *p {
-		s[i] = v.String()
-	}
-	return strings.Join(s, ",")
-}
-
-func (p *prefixList) Set(v string) error {
-	*p = nil
-	for _, f := range strings.Split(v, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		pre, err := netip.ParsePrefix(f)
-		if err != nil {
-			addr, aerr := netip.ParseAddr(f)
-			if aerr != nil {
-				return fmt.Errorf("%q is not a CIDR or an address", f)
-			}
-			pre = netip.PrefixFrom(addr, addr.BitLen())
-		}
-		*p = append(*p, pre.Masked())
-	}
-	return nil
 }
 
 // failures counts failures by a name (a client address, a tenant) in token

@@ -221,19 +221,6 @@ func TestClientAddress(t *testing.T) {
 	}
 }
 
-func TestPrefixListFlag(t *testing.T) {
-	var p prefixList
-	if err := p.Set("10.0.0.0/8, 192.0.2.1,2001:db8::/32"); err != nil {
-		t.Fatal(err)
-	}
-	if got := p.String(); got != "10.0.0.0/8,192.0.2.1/32,2001:db8::/32" {
-		t.Errorf("%s", got)
-	}
-	if err := p.Set("10.0.0.0/33"); err == nil {
-		t.Error("a bad CIDR is accepted")
-	}
-}
-
 func TestUploadSlots(t *testing.T) {
 	u := newUploads(2, 3)
 	r1, _, _ := u.acquire("k1", "acme")

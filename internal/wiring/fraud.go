@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"flag"
 	"fmt"
 	"log/slog"
 	neturl "net/url"
@@ -71,16 +70,6 @@ const HistoryMemory = "memory"
 // a Secret in the environment (the chart's store.credentialsSecret) can
 // give both.
 func DefaultFraudConfig() FraudConfig { return FraudFrom(defaultConfig()) }
-
-// BindFlags registers the flags on fs.
-func (c *FraudConfig) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.ConfigPath, "fraud-config", c.ConfigPath, "fraud weights and thresholds file (reloaded on change)")
-	fs.StringVar(&c.GeoIPPaths, "geoip-db", c.GeoIPPaths, "MaxMind-format GeoIP databases, comma separated")
-	fs.StringVar(&c.HistoryURL, "fraud-history-url", c.HistoryURL, `fraud history and feedback: postgres://..., redis://host:port/db[?prefix=], or "memory" (this process, lost on restart) (default $FRAUD_HISTORY_URL, else the --fleet-url backend when the key is given, else memory for /fr with POST /feedback/v1 refused)`)
-	fs.StringVar(&c.HistoryKeyFile, "fraud-history-key-file", c.HistoryKeyFile, "file with the key that digests identifiers in fraud history (default: $FRAUD_HISTORY_KEY; a shared history needs one)")
-	fs.DurationVar(&c.Budget, "fraud-email-budget", c.Budget, "time budget of the email check in GET /fr")
-	fs.BoolVar(&c.SMTP, "fraud-smtp", c.SMTP, "run the SMTP mailbox check inside GET /fr")
-}
 
 // NeedsKeySecret reports whether the fraud history c names is durable
 // and shared (a --fraud-history-url other than memory, or, without one,
