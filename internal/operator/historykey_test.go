@@ -13,9 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/emaildata/emaildata/api/kubescheme"
 	"github.com/emaildata/emaildata/internal/engine/evhistory"
 	"github.com/emaildata/emaildata/internal/platform/installsecret"
 	"github.com/emaildata/emaildata/internal/wiring"
@@ -30,19 +28,7 @@ import (
 // brings, and never replaces one. A manager given its own key (make run)
 // makes nothing, and refuses to start when its workers would get another.
 func TestHistoryKeyAtStart(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{Scheme: kubescheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startAPIServer(t)
 	t.Setenv(evhistory.SecretEnv, "")
 	ctx := context.Background()
 	ownKey := "make-run-local-key-0123456789"

@@ -36,19 +36,7 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 // replaced), an external one is waited for and not made, and a second call
 // changes nothing. The start-up step returns once the external one exists.
 func TestEnsureInstallationSecrets(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
-	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{Scheme: kubescheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startAPIServer(t)
 	ctx := context.Background()
 	short := bytes.Repeat([]byte("s"), 16)
 	key := func(v []byte) map[string][]byte { return map[string][]byte{installsecret.Field: v} }
@@ -202,4 +190,24 @@ func TestEnsureInstallationSecrets(t *testing.T) {
 			t.Fatal("the step still waits once the Secret exists")
 		}
 	})
+}
+
+// startAPIServer starts a kube-apiserver and etcd for one test and returns
+// a client of it.
+func startAPIServer(t *testing.T) client.Client {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: kubescheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
