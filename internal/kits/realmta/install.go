@@ -17,6 +17,11 @@ import (
 // Binaries are the programs a world runs.
 type Binaries struct {
 	Postfix, Postconf, Postgrey, NSD, Exim string
+	// Sendmail is the unpacked sendmail binary, Makemap its makemap and
+	// SendmailCF the directory of sendmail-cf's m4 macros (cf.m4...).
+	Sendmail, Makemap, SendmailCF string
+	// Haraka is Haraka's bin/haraka (run with node), Redis redis-server.
+	Haraka, Redis string
 }
 
 const modulePath = "github.com/emaildata/emaildata"
@@ -47,12 +52,22 @@ func ensure() (Binaries, error) {
 	if err := cmd.Run(); err != nil {
 		return Binaries{}, fmt.Errorf("realmta: %s failed (%v): %s", script, err, strings.TrimSpace(stderr.String()))
 	}
+	out := outputs(stdout.String())
 	b := Binaries{
 		Postfix: "/usr/sbin/postfix", Postconf: "/usr/sbin/postconf",
 		Postgrey: "/usr/sbin/postgrey", NSD: "/usr/sbin/nsd",
-		Exim: strings.TrimSpace(lastLine(stdout.String())),
+		Exim: out["exim"], Sendmail: out["sendmail"], Haraka: out["haraka"], Redis: "/usr/bin/redis-server",
 	}
-	for _, p := range []string{b.Postfix, b.Postconf, b.Postgrey, b.NSD, b.Exim} {
+	if b.Sendmail != "" {
+		// <root>/usr/libexec/sendmail/sendmail: the package's tree.
+		root := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(b.Sendmail))))
+		b.Makemap = filepath.Join(filepath.Dir(b.Sendmail), "makemap")
+		b.SendmailCF = filepath.Join(root, "usr", "share", "sendmail", "cf")
+	}
+	for _, p := range []string{b.Postfix, b.Postconf, b.Postgrey, b.NSD, b.Exim, b.Sendmail, b.Makemap, b.SendmailCF, b.Haraka, b.Redis} {
+		if p == "" {
+			return Binaries{}, fmt.Errorf("realmta: %s ran but did not name every program (stdout %q)", script, stdout.String())
+		}
 		if _, err := os.Stat(p); err != nil {
 			return Binaries{}, fmt.Errorf("realmta: %s ran but %v", script, err)
 		}
@@ -63,15 +78,16 @@ func ensure() (Binaries, error) {
 	return b, nil
 }
 
-func lastLine(s string) string {
-	var last string
+// outputs parses the script's stdout: name=path lines.
+func outputs(s string) map[string]string {
+	m := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
-		if t := strings.TrimSpace(sc.Text()); t != "" {
-			last = t
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
+			m[k] = v
 		}
 	}
-	return last
+	return m
 }
 
 // repoRoot finds the main module's directory: upwards from the working
@@ -120,6 +136,6 @@ func Require(t testing.TB) Binaries {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("real mail servers unavailable (CI=true, so not skipping): %v", err)
 	}
-	t.Skipf("SKIPPING real-MTA tests: %v\n\tinstall with: sudo hack/install-mail-servers.sh (Debian: postfix, postgrey, nsd, exim4-daemon-light) and run the tests as root; with CI=true this fails", err)
+	t.Skipf("SKIPPING real-MTA tests: %v\n\tinstall with: sudo hack/install-mail-servers.sh (Debian: postfix, postgrey, nsd, redis-server, m4, exim4-daemon-light and sendmail-bin unpacked; npm: Haraka) and run the tests as root; with CI=true this fails", err)
 	return b
 }

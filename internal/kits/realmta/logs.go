@@ -3,6 +3,7 @@ package realmta
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,7 +24,10 @@ type HostCounts struct {
 	Disconnects int
 	// AnvilRefused: greetings answered "421 4.7.0 ... too many
 	// connections" (Postfix's "Connection rate/concurrency limit
-	// exceeded"); AnvilRate and AnvilCount split them by limit.
+	// exceeded"); AnvilRate and AnvilCount split them by limit. The same
+	// for sendmail's ratecontrol and conncontrol ("421 4.3.2 Connection
+	// rate limit exceeded." / "Too many open connections.") and Haraka's
+	// limit plugin (rate_conn / concurrency).
 	AnvilRefused, AnvilRate, AnvilCount int
 	// RCPT, RCPTAccepted: RCPT commands and the accepted ones (Postfix's
 	// disconnect lines, which count an RCPT refused "452 4.5.3 Error: too
@@ -59,6 +63,21 @@ type HostCounts struct {
 	// EximRefused: Exim connections refused for too many at once
 	// (smtp_accept_max, 20 by default).
 	EximRefused int
+	// MaxTxnRCPT: the most RCPT commands in one transaction (sendmail and
+	// Haraka, whose logs show every command).
+	MaxTxnRCPT int
+	// Throttled: RCPT replies sendmail delayed a second for its bad
+	// recipient throttle (those after the BadRcptThrottle-th refused
+	// recipient of their transaction: MAIL and RSET start the count
+	// again); Haraka: replies karma's tarpit delayed.
+	Throttled int
+	// MaxConcurrent and MaxConnsPerWindow (Haraka only: its log has
+	// timestamps): the most sessions at once, and the most connections
+	// within any span of Options.AnvilRateTimeUnit (default 60s).
+	MaxConcurrent, MaxConnsPerWindow int
+	// Disconnected: sessions the server ended itself (Haraka's limit
+	// plugin past [errors] max, sendmail's 421s).
+	Disconnected int
 }
 
 // Counts is the hosts' own view, parsed from their logs.
@@ -132,6 +151,18 @@ func (r *Running) Counts() (Counts, error) {
 	}); err != nil {
 		return c, err
 	}
+	for i, h := range r.World.Hosts {
+		switch h.Software {
+		case Sendmail:
+			if err := sendmailCounts(r.sendmailLog(i), c.Hosts[h.Name], h.BadRcptThrottle); err != nil {
+				return c, err
+			}
+		case Haraka:
+			if err := r.harakaCounts(i, c.Hosts[h.Name]); err != nil {
+				return c, err
+			}
+		}
+	}
 	if err := eachLine(r.logPath("postgrey.log"), func(line string) {
 		switch {
 		case strings.Contains(line, "action=greylist"):
@@ -163,6 +194,11 @@ func (r *Running) Counts() (Counts, error) {
 		t.Pregreet += hc.Pregreet
 		t.TooManyNonmail += hc.TooManyNonmail
 		t.EximRefused += hc.EximRefused
+		t.MaxTxnRCPT = max(t.MaxTxnRCPT, hc.MaxTxnRCPT)
+		t.Throttled += hc.Throttled
+		t.Disconnected += hc.Disconnected
+		t.MaxConcurrent = max(t.MaxConcurrent, hc.MaxConcurrent)
+		t.MaxConnsPerWindow = max(t.MaxConnsPerWindow, hc.MaxConnsPerWindow)
 		for k, v := range hc.Rejects {
 			t.Rejects[k] += v
 		}
@@ -176,7 +212,7 @@ func (r *Running) Counts() (Counts, error) {
 func (r *Running) SettledCounts(timeout time.Duration) (Counts, error) {
 	size := func() int64 {
 		var n int64
-		for _, f := range []string{"postfix.log", "exim/mainlog", "postgrey.log"} {
+		for _, f := range r.logNames() {
 			if st, err := os.Stat(r.logPath(f)); err == nil {
 				n += st.Size()
 			}
@@ -194,6 +230,122 @@ func (r *Running) SettledCounts(timeout time.Duration) (Counts, error) {
 		}
 	}
 	return r.Counts()
+}
+
+// logNames are the world's logs that grow with sessions (LogTail names).
+func (r *Running) logNames() []string {
+	names := []string{"postfix.log", "exim/mainlog", "postgrey.log"}
+	for i, h := range r.World.Hosts {
+		switch h.Software {
+		case Sendmail:
+			names = append(names, filepath.Base(r.sendmailLog(i)))
+		case Haraka:
+			names = append(names, filepath.Base(r.harakaLog(i)))
+		}
+	}
+	return names
+}
+
+// sendmailCounts reads one sendmail host's traffic log (-X): lines "PID
+// <<< command" and "PID >>> reply", the pid being the process serving the
+// session. sendmail reads one command and answers it before reading the
+// next, so a session's lines alternate. A session has ended when its
+// process is gone (or it said 221 or 421).
+func sendmailCounts(path string, hc *HostCounts, throttle int) error {
+	type sess struct {
+		cmd              string // the verb awaiting its reply
+		txnRCPT, refused int
+		txnRefused       int // sendmail's throttle counts a transaction's
+		ended            bool
+	}
+	ss := map[string]*sess{}
+	var order []string
+	err := eachLine(path, func(line string) {
+		pid, rest, ok := strings.Cut(line, " ")
+		if !ok || len(rest) < 4 {
+			return
+		}
+		dir, text := rest[:3], rest[4:]
+		s := ss[pid]
+		if s == nil {
+			// A session starts with its greeting (the daemon's own
+			// messages carry its pid too).
+			if dir != ">>>" || !(strings.HasPrefix(text, "220") || strings.HasPrefix(text, "421")) {
+				return
+			}
+			s = &sess{}
+			ss[pid] = s
+			order = append(order, pid)
+			hc.Sessions++
+		}
+		if dir == "<<<" {
+			verb := strings.ToUpper(strings.SplitN(strings.TrimSpace(text), " ", 2)[0])
+			if i := strings.IndexByte(verb, ':'); i > 0 {
+				verb = verb[:i]
+			}
+			s.cmd = verb
+			switch verb {
+			case "MAIL":
+				hc.MAIL++
+				s.txnRCPT, s.txnRefused = 0, 0
+			case "RSET":
+				hc.RSET++
+				s.txnRCPT, s.txnRefused = 0, 0
+			case "RCPT":
+				hc.RCPT++
+				s.txnRCPT++
+				hc.MaxTxnRCPT = max(hc.MaxTxnRCPT, s.txnRCPT)
+				if throttle > 0 && s.txnRefused >= throttle {
+					hc.Throttled++
+				}
+			}
+			return
+		}
+		if dir != ">>>" || len(text) < 4 || text[3] == '-' {
+			return
+		}
+		code := text[:3]
+		switch {
+		case strings.HasPrefix(text, "421 4.3.2 Connection rate limit"):
+			hc.AnvilRefused++
+			hc.AnvilRate++
+		case strings.HasPrefix(text, "421 4.3.2 Too many open connections"):
+			hc.AnvilRefused++
+			hc.AnvilCount++
+		}
+		if code == "221" || code == "421" {
+			s.ended = true
+			// sendmail also says 421 to a client that has gone ("Lost
+			// input channel"): that one it did not end itself.
+			if code == "421" && !strings.Contains(text, "Lost input channel") {
+				hc.Disconnected++
+			}
+		}
+		if s.cmd == "RCPT" {
+			if code[0] == '2' {
+				hc.RCPTAccepted++
+			} else {
+				hc.Rejects[code]++
+				if code[0] == '5' {
+					s.refused++
+					s.txnRefused++
+					hc.MaxRejected = max(hc.MaxRejected, s.refused)
+				}
+			}
+		}
+		s.cmd = ""
+	})
+	for _, pid := range order {
+		if ss[pid].ended || !pidAlive(pid) {
+			hc.Disconnects++
+		}
+	}
+	return err
+}
+
+func pidAlive(pid string) bool {
+	_, err := os.Stat(filepath.Join("/proc", pid))
+	return err == nil
 }
 
 func postfixLine(hc *HostCounts, daemon, msg string) {

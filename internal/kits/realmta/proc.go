@@ -26,6 +26,12 @@ type proc struct {
 }
 
 func startProc(name, outFile string, argv ...string) (*proc, error) {
+	return startProcAttr(name, outFile, nil, argv...)
+}
+
+// startProcAttr is startProc with attr adjusting the process's attributes
+// (e.g. namespaces) before it starts.
+func startProcAttr(name, outFile string, attr func(*syscall.SysProcAttr), argv ...string) (*proc, error) {
 	f, err := os.OpenFile(outFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -37,6 +43,9 @@ func startProc(name, outFile string, argv ...string) (*proc, error) {
 	// this process dies first (Postfix's master, in its own session, is
 	// left to reapStale).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if attr != nil {
+		attr(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("realmta: start %s: %w", name, err)

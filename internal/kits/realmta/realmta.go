@@ -61,6 +61,13 @@ type Software string
 const (
 	Postfix Software = "postfix"
 	Exim    Software = "exim"
+	// Sendmail: a sendmail daemon of its own per host (sendmail.go), with
+	// the anti-harvest settings of sendmail's cf/README the host asks for
+	// (RecipientLimit, BadRcptThrottle, ConnRateLimit, ConnCountLimit).
+	Sendmail Software = "sendmail"
+	// Haraka: a Haraka daemon of its own per host (haraka.go), with the
+	// karma and limit plugins the host asks for.
+	Haraka Software = "haraka"
 	// Down: the host's name has an A record, but nothing listens at its
 	// address: every connection is refused (RST), as at a host that is
 	// down or has no mail service. It never sends a byte.
@@ -73,7 +80,7 @@ type Host struct {
 	Name     string // DNS name, e.g. "mx1.plain.test"
 	Software Software
 
-	// Postfix only.
+	// Postfix (and where noted sendmail and Haraka).
 	Greylist bool // check_policy_service to postgrey after the mailbox check
 	// Postscreen puts postscreen(8) in front of smtpd with its pregreet
 	// test enforced: a new client waits postscreen_greet_wait for the
@@ -84,11 +91,33 @@ type Host struct {
 	// client may open per anvil_rate_time_unit), ConnCountLimit
 	// smtpd_client_connection_count_limit (at once; Postfix's default is
 	// 50). Past either, the greeting is "421 4.7.0 <host> Error: too many
-	// connections from <ip>".
+	// connections from <ip>". Sendmail: the access map's ClientRate (per
+	// confCONNECTION_RATE_WINDOW_SIZE, Options.AnvilRateTimeUnit) and
+	// ClientConn ("421 4.3.2 Connection rate limit exceeded." / "Too many
+	// open connections."). Haraka: the limit plugin's [rate_conn] (per
+	// Options.AnvilRateTimeUnit) and [concurrency] max.
 	ConnRateLimit, ConnCountLimit int
 	// RecipientLimit is smtpd_recipient_limit (RCPTs a transaction; past
-	// it "452 4.5.3 Error: too many recipients"; Postfix's default 1000).
+	// it "452 4.5.3 Error: too many recipients"; Postfix's default 1000);
+	// sendmail's confMAX_RCPTS_PER_MESSAGE ("452 4.5.3 Too many
+	// recipients"); Haraka's limit [recipients] max (RCPTs a connection,
+	// past it a temporary failure).
 	RecipientLimit int
+	// BadRcptThrottle (sendmail only) is confBAD_RCPT_THROTTLE: once a
+	// transaction has had this many recipients refused, every further RCPT
+	// reply of the transaction comes a second late (RSET or MAIL starts
+	// the count again).
+	BadRcptThrottle int
+	// Karma (Haraka only) runs the karma plugin (reputation scoring) with
+	// its tarpit: once a client's score is negative (refused recipients
+	// are penalised), every reply is delayed by -score seconds, at most
+	// KarmaTarpitMax (default 1s here; karma's own default 5s; fractions
+	// of a second are allowed).
+	Karma          bool
+	KarmaTarpitMax time.Duration
+	// ErrorLimit (Haraka only) is the limit plugin's [errors] max: a
+	// connection with more errors is disconnected.
+	ErrorLimit int
 	// Postfix holds more smtpd parameters for this listener (master.cf -o
 	// name=value; values must not contain white space or commas).
 	Postfix map[string]string
@@ -237,8 +266,14 @@ func (w *World) validate(zone string) error {
 		if hosts[h.Name] != nil {
 			return fmt.Errorf("realmta: host %q declared twice", h.Name)
 		}
-		postfixOnly := h.Greylist || h.Postscreen || h.ConnRateLimit != 0 || h.ConnCountLimit != 0 || h.RecipientLimit != 0 ||
-			len(h.Postfix) > 0 || h.Tarpit != 0 || h.HangUp != 0
+		postfixOnly := h.Greylist || h.Postscreen || len(h.Postfix) > 0 || h.Tarpit != 0 || h.HangUp != 0
+		limits := h.ConnRateLimit != 0 || h.ConnCountLimit != 0 || h.RecipientLimit != 0
+		if h.BadRcptThrottle != 0 && h.Software != Sendmail {
+			return fmt.Errorf("realmta: host %q: BadRcptThrottle is sendmail's", h.Name)
+		}
+		if (h.Karma || h.KarmaTarpitMax != 0 || h.ErrorLimit != 0) && h.Software != Haraka {
+			return fmt.Errorf("realmta: host %q: Karma, KarmaTarpitMax and ErrorLimit are Haraka's", h.Name)
+		}
 		switch h.Software {
 		case Postfix:
 			if h.Tarpit < 0 || h.Tarpit%time.Second != 0 {
@@ -250,8 +285,12 @@ func (w *World) validate(zone string) error {
 			if h.Tarpit != 0 && h.HangUp != 0 || (h.Tarpit != 0 || h.HangUp != 0) && h.Postscreen {
 				return fmt.Errorf("realmta: host %q: Tarpit, HangUp and Postscreen are exclusive", h.Name)
 			}
-		case Exim, Down:
+		case Sendmail, Haraka:
 			if postfixOnly {
+				return fmt.Errorf("realmta: host %q: Postfix settings on a %s host", h.Name, h.Software)
+			}
+		case Exim, Down:
+			if postfixOnly || limits {
 				return fmt.Errorf("realmta: host %q: Postfix settings on %s host", h.Name, map[Software]string{Exim: "an Exim", Down: "a down"}[h.Software])
 			}
 		default:
@@ -280,7 +319,7 @@ func (w *World) validate(zone string) error {
 			if h == nil {
 				return fmt.Errorf("realmta: domain %q: unknown host %q", d.Name, d.Host)
 			}
-			if h.Software == Exim && (len(d.Full) > 0 || d.Policy) {
+			if h.Software != Postfix && (len(d.Full) > 0 || d.Policy) {
 				return fmt.Errorf("realmta: domain %q: full mailboxes and policy rejects are Postfix-only", d.Name)
 			}
 		case ShapeNullMX, ShapeNXDomain, ShapeNoAddress:

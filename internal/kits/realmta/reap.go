@@ -57,7 +57,14 @@ func reapStale(bins Binaries) {
 		if _, err := os.Stat(filepath.Join(conf, "main.cf")); err == nil {
 			_ = exec.Command(bins.Postfix, "-c", conf, "stop").Run()
 		}
-		for _, pf := range []string{"postfix/queue/pid/master.pid", "exim/exim.pid", "nsd/nsd.pid", "postgrey/postgrey.pid"} {
+		pids := []string{"postfix/queue/pid/master.pid", "exim/exim.pid", "nsd/nsd.pid", "postgrey/postgrey.pid", "redis/redis.pid"}
+		if m, _ := filepath.Glob(filepath.Join(dir, "sendmail", "*", "sendmail.pid")); len(m) > 0 {
+			for _, f := range m {
+				rel, _ := filepath.Rel(dir, f)
+				pids = append(pids, rel)
+			}
+		}
+		for _, pf := range pids {
 			killPidFile(filepath.Join(dir, pf))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -73,7 +80,8 @@ func killPidFile(path string) {
 	if err != nil {
 		return
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	first, _, _ := strings.Cut(string(b), "\n") // sendmail's: pid, then its command line
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
 	if err != nil || pid <= 1 {
 		return
 	}

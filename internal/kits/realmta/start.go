@@ -16,15 +16,16 @@ import (
 type Running struct {
 	World World
 
-	opt      Options
-	bins     Binaries
-	dir      string
-	port     int
-	dnsAddr  netip.AddrPort
-	greyAddr netip.AddrPort
-	silent   *silentServer // HangUp hosts' policy server, nil without one
-	hostAddr map[string]netip.Addr
-	hostIdx  map[string]int
+	opt       Options
+	bins      Binaries
+	dir       string
+	port      int
+	dnsAddr   netip.AddrPort
+	greyAddr  netip.AddrPort
+	redisAddr netip.AddrPort // Haraka's plugins' redis-server
+	silent    *silentServer  // HangUp hosts' policy server, nil without one
+	hostAddr  map[string]netip.Addr
+	hostIdx   map[string]int
 
 	owner       *os.File // owner.lock, held while this process lives
 	postfix     *proc
@@ -122,12 +123,13 @@ func start(w World, opt Options, bins Binaries) (_ *Running, err error) {
 	if err := r.startNSD(); err != nil {
 		return nil, err
 	}
-	var grey, exim, postfix, hangup bool
+	var grey, exim, postfix, hangup, haraka bool
 	for _, h := range w.Hosts {
 		grey = grey || h.Greylist
 		exim = exim || h.Software == Exim
 		postfix = postfix || h.Software == Postfix
 		hangup = hangup || h.HangUp > 0
+		haraka = haraka || h.Software == Haraka
 	}
 	if hangup {
 		if r.silent, err = startSilent(opt.addr(0, 24)); err != nil {
@@ -145,6 +147,28 @@ func start(w World, opt Options, bins Binaries) (_ *Running, err error) {
 			return nil, err
 		}
 		if err := r.startExim(conf); err != nil {
+			return nil, err
+		}
+	}
+	if haraka {
+		redisIP := opt.addr(0, 63)
+		redisPort, err := freePort([]netip.Addr{redisIP}, false)
+		if err != nil {
+			return nil, err
+		}
+		r.redisAddr = netip.AddrPortFrom(redisIP, uint16(redisPort))
+		if err := r.startRedis(); err != nil {
+			return nil, err
+		}
+	}
+	for i, h := range w.Hosts {
+		switch h.Software {
+		case Sendmail:
+			err = r.startSendmail(i, h)
+		case Haraka:
+			err = r.startHaraka(i, h)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -172,7 +196,7 @@ func StartT(t testing.TB, w World, opt Options) *Running {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, f := range []string{"postfix.log", "exim/mainlog", "postgrey.log", "nsd.log"} {
+			for _, f := range append(r.logNames(), "nsd.log") {
 				if s := r.LogTail(f, 3000); s != "" {
 					t.Logf("--- %s (tail) ---\n%s", f, s)
 				}
@@ -205,7 +229,8 @@ func (r *Running) HostAddr(name string) string {
 func (r *Running) Dir() string { return r.dir }
 
 // LogTail is the end of one of the world's logs ("postfix.log",
-// "exim/mainlog", "postgrey.log", "nsd.log").
+// "exim/mainlog", "postgrey.log", "nsd.log", "sendmail-<i>.traffic" and
+// "haraka-<i>.log" for the i-th host of World.Hosts).
 func (r *Running) LogTail(name string, n int64) string {
 	return tailFile(r.logPath(name), n)
 }

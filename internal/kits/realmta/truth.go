@@ -24,9 +24,28 @@ type Truth struct {
 // Kind names a host's behaviour for reports: "postfix",
 // "postfix+postgrey", "postfix+anvil-rate", "postfix+anvil-conns",
 // "postfix+postscreen", "postfix+rcpt-limit", "postfix+tarpit",
-// "postfix+hangup" (combinations joined by "+"), "exim" or "down".
+// "postfix+hangup" (combinations joined by "+"), "exim" or "down";
+// "sendmail" and "haraka" with their limits joined the same way
+// ("sendmail+rcpt-limit+bad-rcpt-throttle+conn-rate+conns",
+// "haraka+karma+rcpt-limit+conn-rate+conns+errors").
 func (h Host) Kind() string {
-	if h.Software != Postfix {
+	switch h.Software {
+	case Sendmail, Haraka:
+		k := string(h.Software)
+		for _, f := range []struct {
+			on  bool
+			tag string
+		}{
+			{h.Karma, "karma"}, {h.RecipientLimit > 0, "rcpt-limit"}, {h.BadRcptThrottle > 0, "bad-rcpt-throttle"},
+			{h.ConnRateLimit > 0, "conn-rate"}, {h.ConnCountLimit > 0, "conns"}, {h.ErrorLimit > 0, "errors"},
+		} {
+			if f.on {
+				k += "+" + f.tag
+			}
+		}
+		return k
+	case Postfix:
+	default:
 		return string(h.Software)
 	}
 	k := "postfix"
