@@ -136,6 +136,6 @@ func Require(t testing.TB) Binaries {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("real mail servers unavailable (CI=true, so not skipping): %v", err)
 	}
-	t.Skipf("SKIPPING real-MTA tests: %v\n\tinstall with: sudo hack/install-mail-servers.sh (Debian: postfix, postgrey, nsd, redis-server, m4, exim4-daemon-light and sendmail-bin unpacked; npm: Haraka) and run the tests as root; with CI=true this fails", err)
+	t.Skipf("SKIPPING real-MTA tests: %v\n\tinstall with: sudo hack/install-mail-servers.sh (Debian: postfix, postgrey, nsd, redis-server, m4; exim4-daemon-light and sendmail-bin unpacked; npm: Haraka) and run the tests as root; with CI=true this fails", err)
 	return b
 }

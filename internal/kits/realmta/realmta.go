@@ -1,7 +1,8 @@
 // Package realmta is a test kit, like internal/kits/mailworld, but built from
 // real mail software instead of servers we wrote: Postfix (with postscreen
-// and anvil), postgrey and Exim 4 from Debian, and NSD serving the world's
-// zone. Start writes their configurations into a temporary directory,
+// and anvil), postgrey, Exim 4 and sendmail from Debian, Haraka from npm
+// (with its karma and limit plugins and a redis-server), and NSD serving
+// the world's zone. Start writes their configurations into a temporary directory,
 // starts private instances on 127.0.0.0/8 (nothing else: no system service
 // is touched, nothing is relayed or delivered) and Close stops them and
 // removes their queues.
@@ -11,7 +12,9 @@
 // with Postfix's defaults, postgrey greylisting, anvil connection limits,
 // postscreen, a low smtpd_recipient_limit, a Postfix tarpit that says
 // nothing for a while before greeting, one that hangs up without a byte,
-// Exim with its defaults, a host that is down) and
+// Exim with its defaults, sendmail and Haraka with the anti-harvest limits
+// their documentation gives (sendmail.go, haraka.go), a host that is down)
+// and
 // domains (the DNS shape, which host serves them, their mailboxes). The
 // ground truth of an address (Truth) follows from that configuration; what
 // the servers saw comes from their own logs (Counts): sessions, RCPTs,
