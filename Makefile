@@ -105,7 +105,7 @@ run: envtest-assets ## Run a local control plane, the CRDs, the manager and the 
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" exec "$(RUN_BIN)/localstack" --dir "$(LOCAL_DIR)" --worker-dir "$(RUN_BIN)" $(if $(CONFIG),--config "$(CONFIG)") $(ARGS)
 
 .PHONY: mail-servers
-mail-servers: ## Install Postfix, postgrey, NSD (apt) and Exim (unpacked into bin/mail) for the real-MTA tests; needs root.
+mail-servers: ## Install Postfix, postgrey, NSD, redis (apt), Exim and sendmail (unpacked into bin/mail) and Haraka (npm ci into bin/mail/haraka) for the real-MTA tests; needs root.
 	@# Outside CI a machine without them (or without root) skips those tests, saying so.
 	./hack/install-mail-servers.sh >/dev/null || [ "$$CI" != true ]
 
