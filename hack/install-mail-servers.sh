@@ -158,7 +158,7 @@ unpack() {
   local tmp
   tmp=$(mktemp -d)
   chown _apt "$tmp" 2>/dev/null || chmod 1777 "$tmp" # apt downloads as _apt
-  say "apt-get download $pkg $*; dpkg -x into $dir"
+  say "apt-get download $pkg${*:+ $*}; dpkg -x into $dir"
   (cd "$tmp" && apt-get -q download "$pkg" "$@" >&2)
   local deb libs
   deb=$(ls "$tmp"/"${pkg}"_*.deb)
