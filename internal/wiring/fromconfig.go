@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,8 +143,12 @@ func SecretsFrom(c *cfgv1.Configuration) installsecret.Config {
 
 // PrintConfig writes the configuration the process runs with, for
 // --print-config: c with the flags given on fs written into it
-// (ApplyFlags; api: the API's SMTP timeouts), secrets redacted. It
-// returns the exit status: 2 when the flags make it invalid.
+// (ApplyFlags; api: the API's SMTP timeouts), secrets redacted, after a
+// comment block of the process's own flags (those that are no setting:
+// bind addresses, leader election, the list of a shard...) with their
+// effective values, so that everything the process runs with is shown
+// and the output still loads as a --config file. It returns the exit
+// status: 2 when the flags make it invalid.
 func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool) int {
 	skipped, err := ApplyFlags(c, fs, api)
 	if err != nil {
@@ -155,11 +160,37 @@ func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(w, "# also given as flags, not shown here: --%s\n", strings.Join(skipped, ", --"))
-	}
+	_, _ = io.WriteString(w, processFlags(fs, skipped))
 	_, _ = w.Write(out)
 	return 0
+}
+
+// processFlags is the comment block of PrintConfig: every flag of fs
+// that is no field of the file (or that ApplyFlags could not write, the
+// skipped), with its value, given or default; URLs with a password
+// redacted.
+func processFlags(fs *flag.FlagSet, skipped []string) string {
+	fields := map[string]bool{}
+	for _, f := range cfgv1.Flags {
+		fields[f.Flag] = f.Field != ""
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" || f.Name == "print-config" || fields[f.Name] && !slices.Contains(skipped, f.Name) {
+			return
+		}
+		if b.Len() == 0 {
+			b.WriteString("# This process's flags (no settings of the file; docs/configuration.md, migration table):\n")
+		}
+		how := "default"
+		if given[f.Name] {
+			how = "given"
+		}
+		fmt.Fprintf(&b, "#   --%s=%s (%s)\n", f.Name, cfgv1.RedactURL(f.Value.String()), how)
+	})
+	return b.String()
 }
 
 // WorkerConfig is the configuration list workers read by reference (a
