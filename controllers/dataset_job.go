@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 )
@@ -71,10 +72,16 @@ func (l *DatasetJobLoader) buildJob(ds *listsv1.Dataset, key string) (*batchv1.J
 		"lists.emaildata.io/dataset":  truncateLabel(ds.Name),
 	}
 	args := []string{"people-import",
-		"--blob-url", l.Config.BlobURL,
 		"--key", key,
 		"--summary-key", blobstore.DatasetKeys{UID: string(ds.UID)}.Summary(),
-		"--people-url", l.PeopleURL,
+	}
+	// A URL with a password never goes in a Job's spec (readable by more
+	// people than Secrets): the worker then reads $BLOB_URL or $PEOPLE_URL
+	// from Config.EnvFromSecret's Secret, as list workers do.
+	for _, u := range []struct{ flag, url string }{{"--blob-url", l.Config.BlobURL}, {"--people-url", l.PeopleURL}} {
+		if !cfgv1.HasPassword(u.url) {
+			args = append(args, u.flag, u.url)
+		}
 	}
 	if ds.Spec.ContinuesOnError() {
 		args = append(args, "--continue-on-error")

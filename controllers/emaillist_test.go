@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,10 +17,12 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/controllers"
 	"github.com/emaildata/emaildata/internal/kits/testkit/builders"
@@ -148,16 +151,38 @@ func TestJobShape(t *testing.T) {
 	}
 	// The history's key comes from the Secret, never from the Job spec:
 	// required, so the kubelet holds the pod until the Secret exists.
-	if env := pod.Containers[0].Env; len(env) != 1 || env[0].Name != "HISTORY_KEY" || env[0].Value != "" ||
-		env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil || *env[0].ValueFrom.SecretKeyRef.Optional ||
-		env[0].ValueFrom.SecretKeyRef.Name != historyKeySecret || env[0].ValueFrom.SecretKeyRef.Key != installsecret.Field {
-		t.Errorf("worker env %+v, want HISTORY_KEY from Secret %s, field %s", env, historyKeySecret, installsecret.Field)
-	}
-	args := strings.Join(pod.Containers[0].Args, " ")
-	for _, want := range []string{"--list-uid " + string(l.UID), "--max-record-bytes=4096", "--dns-server="} {
-		if !strings.Contains(args, want) {
-			t.Errorf("worker args %q lack %q", args, want)
+	var key *corev1.EnvVar
+	for i, e := range pod.Containers[0].Env {
+		if e.Name == "HISTORY_KEY" {
+			key = &pod.Containers[0].Env[i]
 		}
+	}
+	if key == nil || key.Value != "" || key.ValueFrom == nil || key.ValueFrom.SecretKeyRef == nil || *key.ValueFrom.SecretKeyRef.Optional ||
+		key.ValueFrom.SecretKeyRef.Name != historyKeySecret || key.ValueFrom.SecretKeyRef.Key != installsecret.Field {
+		t.Errorf("worker env %+v, want HISTORY_KEY from Secret %s, field %s", pod.Containers[0].Env, historyKeySecret, installsecret.Field)
+	}
+	// The settings come by reference: the manager's (its input limits, its
+	// engine without DNS) in the ConfigMap the pod mounts, no setting in
+	// the arguments.
+	args := pod.Containers[0].Args
+	if want := []string{"shard", "--config=" + controllers.WorkerConfigDir + "/" + controllers.WorkerConfigFile, "--list-uid=" + string(l.UID)}; !slices.Equal(args, want) {
+		t.Errorf("worker args %q, want %q", args, want)
+	}
+	var cm corev1.ConfigMap
+	for _, v := range pod.Volumes {
+		if v.ConfigMap != nil {
+			cm.Name = v.ConfigMap.Name
+		}
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: nsWorkers, Name: cm.Name}, &cm); err != nil {
+		t.Fatalf("the workers' ConfigMap %q: %v", cm.Name, err)
+	}
+	wc, err := cfgv1.Decode([]byte(cm.Data[controllers.WorkerConfigFile]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc.Pipeline.Limits.MaxRecordBytes.Value() != 4096 || wc.Verification.DNS.Server != "off" || wc.Store.URL != baseOptions.BlobURL {
+		t.Errorf("workers' configuration: limits %+v dns %q store %q", wc.Pipeline.Limits, wc.Verification.DNS.Server, wc.Store.URL)
 	}
 
 	l = waitPhase(t, nsJob, name, listsv1.PhaseResults)

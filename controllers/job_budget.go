@@ -64,13 +64,8 @@ func (b SMTPBudget) divide(job *batchv1.Job, free int) (pods, conns int, rate fl
 	rate = b.Rate * float64(conns) / float64(b.Conns)
 	job.Spec.Parallelism = ptr.To(int32(pods))
 	c := &job.Spec.Template.Spec.Containers[0]
-	if byReferencePod(c) {
-		c.Env = append(c.Env, corev1.EnvVar{Name: EnvSMTPConns, Value: strconv.Itoa(conns)},
-			corev1.EnvVar{Name: EnvSMTPRate, Value: strconv.FormatFloat(rate, 'g', -1, 64)})
-	} else {
-		c.Args = append(c.Args, "--smtp-max-conns-per-host="+strconv.Itoa(conns),
-			"--smtp-rate-per-host="+strconv.FormatFloat(rate, 'g', -1, 64))
-	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: EnvSMTPConns, Value: strconv.Itoa(conns)},
+		corev1.EnvVar{Name: EnvSMTPRate, Value: strconv.FormatFloat(rate, 'g', -1, 64)})
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}

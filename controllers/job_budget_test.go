@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -46,13 +45,13 @@ func TestJobsDivideSMTPBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	ja := jobOf(t, c, a)
-	args := ja.Spec.Template.Spec.Containers[0].Args
+	env := envOf(ja)
 	if p := *ja.Spec.Parallelism; p != 2 {
 		t.Errorf("parallelism %d, want 2 (one pod a connection)", p)
 	}
-	for _, want := range []string{"--smtp-max-conns-per-host=1", "--smtp-rate-per-host=2.5", "--fleet-seats=12"} {
-		if !slices.Contains(args, want) {
-			t.Errorf("args %q lack %s", args, want)
+	for k, want := range map[string]string{EnvSMTPConns: "1", EnvSMTPRate: "2.5", EnvFleetSeats: "12"} {
+		if env[k] != want {
+			t.Errorf("env %v: %s %q, want %q", env, k, env[k], want)
 		}
 	}
 	if ja.Annotations[JobSMTPConnsAnnotation] != "2" {
@@ -85,9 +84,8 @@ func TestJobsDivideSMTPBudget(t *testing.T) {
 		t.Fatalf("after the first list finished: %v", err)
 	}
 	jb := jobOf(t, c, b)
-	if *jb.Spec.Parallelism != 1 || !slices.Contains(jb.Spec.Template.Spec.Containers[0].Args, "--smtp-max-conns-per-host=2") ||
-		!slices.Contains(jb.Spec.Template.Spec.Containers[0].Args, "--smtp-rate-per-host=5") {
-		t.Errorf("one shard: parallelism %d args %q, want one pod with the whole budget", *jb.Spec.Parallelism, jb.Spec.Template.Spec.Containers[0].Args)
+	if env := envOf(jb); *jb.Spec.Parallelism != 1 || env[EnvSMTPConns] != "2" || env[EnvSMTPRate] != "5" {
+		t.Errorf("one shard: parallelism %d env %v, want one pod with the whole budget", *jb.Spec.Parallelism, env)
 	}
 
 	// With the budget shared by a fleet backend, pods take it whole.
@@ -139,4 +137,15 @@ func TestFleetBackendCondition(t *testing.T) {
 	if len(other.Status.Conditions) != 0 {
 		t.Errorf("email_append list got %v", other.Status.Conditions)
 	}
+}
+
+// envOf is the plain environment of a Job's worker container.
+func envOf(j *batchv1.Job) map[string]string {
+	out := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom == nil {
+			out[e.Name] = e.Value
+		}
+	}
+	return out
 }

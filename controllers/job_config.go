@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/wiring"
 )
 
@@ -54,9 +55,9 @@ func WorkerConfigMapName(job string, data []byte) string {
 // is needed); its pods wait for the volume, as kubelet retries a missing
 // ConfigMap, for the moment between the two creates.
 func (e *JobExecutor) ensureWorkerConfig(ctx context.Context, job *batchv1.Job) error {
-	data := e.Config.WorkerConfig
-	if len(data) == 0 {
-		return nil
+	data, err := workerConfig(e.Config)
+	if err != nil {
+		return err
 	}
 	if job.UID == "" { // it existed: its UID, and the ConfigMap it mounts
 		existing, err := getJob(ctx, e.Client, job.Namespace, job.Name)
@@ -95,26 +96,37 @@ func mountedConfigMap(pod *corev1.PodSpec) string {
 	return ""
 }
 
+// workerConfig is cfg.WorkerConfig, or when it is empty the
+// configuration's defaults with cfg.BlobURL as the store: what a worker
+// given no file would run with.
+func workerConfig(cfg JobConfig) ([]byte, error) {
+	if len(cfg.WorkerConfig) > 0 {
+		return cfg.WorkerConfig, nil
+	}
+	c := cfgv1.Default()
+	c.Store.URL = cfg.BlobURL
+	data, err := wiring.WorkerConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("worker configuration: %w", err)
+	}
+	return data, nil
+}
+
 // byReference shapes a list worker's pod to read its configuration from
 // the ConfigMap: the file mounted, --config among its few arguments, the
 // list's own values in its environment.
-func byReference(cfg JobConfig, job string, pod *corev1.PodSpec, shards int) {
+func byReference(cfg JobConfig, job string, pod *corev1.PodSpec, shards int) error {
+	data, err := workerConfig(cfg)
+	if err != nil {
+		return err
+	}
 	c := &pod.Containers[0]
 	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: WorkerConfigMapName(job, cfg.WorkerConfig)}}}})
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: WorkerConfigMapName(job, data)}}}})
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "config", MountPath: WorkerConfigDir, ReadOnly: true})
 	c.Env = append(c.Env, corev1.EnvVar{Name: EnvFleetSeats, Value: strconv.Itoa(shards)})
 	if cfg.FleetRequired {
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvFleetRequired, Value: "true"})
 	}
-}
-
-// byReferencePod reports whether c reads its configuration by reference.
-func byReferencePod(c *corev1.Container) bool {
-	for _, m := range c.VolumeMounts {
-		if m.MountPath == WorkerConfigDir {
-			return true
-		}
-	}
-	return false
+	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -56,7 +55,8 @@ type JobConfig struct {
 	// The chart passes its image.pullPolicy, so the workers are pulled as
 	// the manager and the API are.
 	ImagePullPolicy corev1.PullPolicy
-	// BlobURL is the store the workers open.
+	// BlobURL is the store the workers open when WorkerConfig is empty
+	// (otherwise the file's store.url, or $BLOB_URL from EnvFromSecret).
 	BlobURL string
 	// Parallelism caps pods running at once for one list.
 	Parallelism int32
@@ -101,10 +101,11 @@ type JobConfig struct {
 	// SMTPBudget is each mail host's budget, which email_validation Jobs
 	// divide among their pods unless a fleet backend shares it.
 	SMTPBudget SMTPBudget
-	// WorkerConfig, when set, is the list workers' configuration file
-	// (kind Configuration, without secrets): the executor keeps it in a
+	// WorkerConfig is the list workers' configuration file (kind
+	// Configuration, without secrets): the executor keeps it in a
 	// ConfigMap named by its content and mounts it, and the workers get
-	// no settings as arguments (ExtraArgs still follow).
+	// no settings as arguments (ExtraArgs still follow). When empty, the
+	// configuration's defaults with BlobURL as the store (workerConfig).
 	WorkerConfig []byte
 	// FleetRequired makes by-reference workers refuse to start without
 	// the fleet backend (see wiring.FleetConfig.Required).
@@ -205,18 +206,13 @@ func (e *JobExecutor) buildJob(list *listsv1.EmailList, shards int) (*batchv1.Jo
 		JobListNamespaceLabel:         list.Namespace,
 		JobListUIDLabel:               string(list.UID),
 	}
-	var pod corev1.PodSpec
-	if len(e.Config.WorkerConfig) > 0 {
-		args := append([]string{"shard", "--config=" + WorkerConfigDir + "/" + WorkerConfigFile, "--list-uid=" + string(list.UID)}, e.Config.ExtraArgs...)
-		pod = workerPod(e.Config, args)
-		byReference(e.Config, JobName(list), &pod, shards)
-	} else {
-		args := []string{"shard", "--list-uid", string(list.UID), "--blob-url", e.Config.BlobURL}
-		args = append(args, e.Config.ExtraArgs...)
-		// The pods' seats when a fleet backend is unreachable: the completion
-		// index (--fleet-seat's default) among the list's shards.
-		args = append(args, "--fleet-seats="+strconv.Itoa(shards))
-		pod = workerPod(e.Config, args)
+	// The worker reads every setting from the mounted configuration, the
+	// per-list values from its environment: its arguments are the command,
+	// --config, the list and what executor.jobs.extraArgs adds.
+	args := append([]string{"shard", "--config=" + WorkerConfigDir + "/" + WorkerConfigFile, "--list-uid=" + string(list.UID)}, e.Config.ExtraArgs...)
+	pod := workerPod(e.Config, args)
+	if err := byReference(e.Config, JobName(list), &pod, shards); err != nil {
+		return nil, err
 	}
 	if k := historyKeyEnv(e.Config); k != nil {
 		pod.Containers[0].Env = append(pod.Containers[0].Env, *k)

@@ -34,7 +34,7 @@ func TestWorkerHistoryKeyRef(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := JobConfig{Namespace: "workers", Image: "worker:1", HistoryKeySecret: tc.secret, HistoryKeyField: tc.field,
-				ExtraArgs: []string{"--history-url=redis://r:6379/0"}}
+				WorkerConfig: []byte("apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\nverification:\n  history:\n    url: redis://r:6379/0\n")}
 			lj, err := (&JobExecutor{Config: cfg}).buildJob(list, 2)
 			if err != nil {
 				t.Fatal(err)

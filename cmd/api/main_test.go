@@ -10,30 +10,18 @@ import (
 	"time"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+	"github.com/emaildata/emaildata/internal/kits/testkit/flagtable"
 	"github.com/emaildata/emaildata/internal/platform/apikey"
 	"github.com/emaildata/emaildata/internal/restapi"
 )
 
-// TestFlagsInMigrationTable: every flag of the API has its row in the
+// TestFlagsInMigrationTable: every flag of the api has its row in the
 // migration table of docs/configuration.md, and there are at most 12
 // besides --config (issue 32): the settings are the file's.
 func TestFlagsInMigrationTable(t *testing.T) {
-	known := map[string]bool{}
-	for _, f := range cfgv1.Flags {
-		known[f.Flag] = true
-	}
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	bindAll(fs, cfgv1.Default())
-	n := 0
-	fs.VisitAll(func(f *flag.Flag) {
-		n++
-		if !known[f.Name] {
-			t.Errorf("--%s is not in v1alpha1.Flags", f.Name)
-		}
-	})
-	if n == 0 || n > 12 {
-		t.Fatalf("%d flags, want 1 to 12 besides --config", n)
-	}
+	flagtable.Check(t, "api", fs, flagtable.MaxFlags)
 }
 
 // TestInteractiveTimeouts: the API's SMTP timeouts come from

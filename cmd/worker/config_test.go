@@ -3,44 +3,30 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
+	"github.com/emaildata/emaildata/internal/kits/testkit/flagtable"
 )
 
 // TestFlagsInMigrationTable: every flag of `worker run` and `worker
-// shard` has its row in the migration table of docs/configuration.md, and
-// `worker run` has at most 12 besides --config (issue 32): what differs
-// per file and per run; the settings are the file's.
+// shard` has its row in the migration table of docs/configuration.md,
+// and each has at most 12 besides --config (issue 32): what differs per
+// file, per run or per Job pod; the settings are the file's.
 func TestFlagsInMigrationTable(t *testing.T) {
-	known := map[string]bool{}
-	for _, f := range cfgv1.Flags {
-		known[f.Flag] = true
-	}
 	for _, cmd := range []string{"run", "shard"} {
 		var buf bytes.Buffer
 		run(context.Background(), []string{cmd, "-h"}, &buf)
-		n := 0
-		for _, line := range strings.Split(buf.String(), "\n") {
-			if !strings.HasPrefix(line, "  -") {
-				continue
-			}
-			n++
-			name := strings.TrimPrefix(strings.Fields(line)[0], "-")
-			if !known[name] {
-				t.Errorf("worker %s --%s is not in v1alpha1.Flags", cmd, name)
-			}
-		}
-		if n == 0 {
-			t.Fatalf("worker %s -h listed no flags:\n%s", cmd, buf.String())
-		}
-		if cmd == "run" && n-1 > 12 {
-			t.Errorf("worker run: %d flags besides --config, want at most 12", n-1)
-		}
+		flagtable.CheckUsage(t, "worker "+cmd, buf.String(), flagtable.MaxFlags)
 	}
+	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
+	fs.String("config", "", "")
+	bindShard(fs, cfgv1.Default())
+	flagtable.Check(t, "worker shard", fs, flagtable.MaxFlags)
 }
 
 // configArg writes a configuration file of body (its sections, below

@@ -2,7 +2,7 @@
 // manager creates (one Indexed Job per list, one index per shard), and it
 // also runs standalone on a local file.
 //
-//	worker shard --list-uid UID --blob-url URL [--index N]
+//	worker shard --config FILE --list-uid UID [--index N] [--blob-url URL]
 //	worker run --in list.csv --out result.csv [--service email_validation] [--delimiter comma] [--header] [--email-column 1] [--stats]
 //	worker people-generate --n 100000 --seed 1 --out people.csv
 //	worker people-import --people-url bolt:///data/people.db --in people.csv [--continue-on-error]
@@ -26,7 +26,6 @@ import (
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
-	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
 	"github.com/emaildata/emaildata/internal/refdata/people"
@@ -127,12 +126,6 @@ func registryEngine(ctx context.Context, vc wiring.VerifyConfig, peopleURL strin
 	return reg, e, nil
 }
 
-func limitsFlags(fs *flag.FlagSet, c *cfgv1.Configuration) *listfile.Limits {
-	lim := wiring.LimitsFrom(c)
-	lim.BindFlags(fs)
-	return &lim
-}
-
 // configFlag loads the --config file of args (the flags bound next start
 // from its values, a flag given overrides it) and binds --config itself.
 func configFlag(fs *flag.FlagSet, args []string) (*cfgv1.Configuration, error) {
@@ -144,49 +137,83 @@ func configFlag(fs *flag.FlagSet, args []string) (*cfgv1.Configuration, error) {
 	return c, nil
 }
 
+// shardRun is one `worker shard`: the list, the shard and the store are
+// the process's own; every setting is the --config file's (the mounted
+// ConfigMap of a list's Job), the per-list values its environment's
+// (wiring.ApplyJobEnv).
+type shardRun struct {
+	conf        *cfgv1.Configuration
+	uid         string
+	index       int
+	blobURL     string
+	printConfig bool
+}
+
+// bindShard binds the flags of `worker shard` on fs, with conf's values as
+// their defaults: what differs per process (issue 32: at most 12 besides
+// --config; TestFlagsInMigrationTable).
+func bindShard(fs *flag.FlagSet, conf *cfgv1.Configuration) *shardRun {
+	r := &shardRun{conf: conf}
+	fs.BoolVar(&r.printConfig, "print-config", false, "print the effective configuration (the --config file, its defaults and the flags given; secrets redacted) and exit")
+	fs.StringVar(&r.uid, "list-uid", "", "UID of the EmailList")
+	fs.IntVar(&r.index, "index", -1, "shard index (default: $JOB_COMPLETION_INDEX)")
+	fs.StringVar(&r.blobURL, "blob-url", conf.Store.URL, "blob store URL (overrides store.url; a URL with a password: $BLOB_URL)")
+	return r
+}
+
 func runShard(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: worker shard --config FILE --list-uid UID [--index N]\n\n"+
+			"Runs one shard of a list in the blob store: the manager's Jobs run it, their\n"+
+			"configuration mounted (docs/configuration.md), the shard index from\n"+
+			"$JOB_COMPLETION_INDEX and the list's share of the mail hosts' budget from\n"+
+			"their environment.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	conf, err := configFlag(fs, args)
 	if err != nil {
 		return err
 	}
-	uid := fs.String("list-uid", "", "UID of the EmailList")
-	blobURL := fs.String("blob-url", conf.Store.URL, "blob store URL")
-	index := fs.Int("index", -1, "shard index (default: $JOB_COMPLETION_INDEX)")
-	lim := limitsFlags(fs, conf)
-	vc := wiring.VerifyFrom(conf)
-	vc.BindFlags(fs)
-	peopleURL := fs.String("people-url", conf.People.URL, "reference people store")
+	r := bindShard(fs, conf)
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
+	if r.printConfig {
+		if wiring.PrintConfig(os.Stdout, conf, fs, false) != 0 {
+			return usageError{errors.New("the configuration could not be printed")}
+		}
+		return flag.ErrHelp // done, successfully
+	}
+	lim := wiring.LimitsFrom(conf)
+	vc := wiring.VerifyFrom(conf)
 	if err := wiring.ApplyJobEnv(&vc, conf); err != nil {
 		return usageError{err}
 	}
-	if *index < 0 {
+	if r.index < 0 {
 		v, err := strconv.Atoi(os.Getenv("JOB_COMPLETION_INDEX"))
 		if err != nil {
 			return usageError{errors.New("no --index and no JOB_COMPLETION_INDEX")}
 		}
-		*index = v
+		r.index = v
 	}
-	if *uid == "" || *blobURL == "" {
-		return usageError{errors.New("--list-uid and --blob-url are required")}
+	if r.uid == "" || r.blobURL == "" {
+		return usageError{errors.New("--list-uid and a store (store.url, $BLOB_URL or --blob-url) are required")}
 	}
-	store, err := blobstore.Open(ctx, *blobURL)
+	store, err := blobstore.Open(ctx, r.blobURL)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	reg, err := registry(ctx, vc, *peopleURL, store)
+	reg, err := registry(ctx, vc, conf.People.URL, store)
 	if err != nil {
 		return err
 	}
-	sum, err := pipeline.RunShard(ctx, store, blobstore.ListKeys{UID: *uid}, *index, reg, *lim)
+	sum, err := pipeline.RunShard(ctx, store, blobstore.ListKeys{UID: r.uid}, r.index, reg, lim)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "shard %d: %d rows\n", *index, sum.Rows)
+	fmt.Fprintf(os.Stderr, "shard %d: %d rows\n", r.index, sum.Rows)
 	return nil
 }

@@ -191,10 +191,11 @@ func TestRunExitCodes(t *testing.T) {
 		{"run with a bad delimiter", []string{"run", "--in", good, "--out", out, "--delimiter", "semicolon"}, 2, "--delimiter"},
 		{"run with an unknown service", []string{"run", "--in", good, "--out", out, "--service", "email_append"}, 2, "not available"},
 		{"run with an unknown flag", []string{"run", "--bogus"}, 2, "bogus"},
-		{"shard without --list-uid", []string{"shard", "--blob-url", "mem://", "--index", "0"}, 2, "--list-uid and --blob-url are required"},
-		{"shard without --blob-url", []string{"shard", "--list-uid", "u", "--index", "0"}, 2, "--list-uid and --blob-url are required"},
+		{"shard without --list-uid", []string{"shard", "--blob-url", "mem://", "--index", "0"}, 2, "--list-uid and a store (store.url, $BLOB_URL or --blob-url) are required"},
+		{"shard without --blob-url", []string{"shard", "--list-uid", "u", "--index", "0"}, 2, "--list-uid and a store (store.url, $BLOB_URL or --blob-url) are required"},
 		{"shard without an index", []string{"shard", "--list-uid", "u", "--blob-url", "mem://"}, 2, "JOB_COMPLETION_INDEX"},
 		{"shard with an unknown flag", []string{"shard", "--shards", "3"}, 2, "shards"},
+		{"shard with a setting as a flag", []string{"shard", "--list-uid", "u", "--dns-server", "off"}, 2, "dns-server"},
 		{"help", []string{"-h"}, 0, "usage: worker <command>"},
 		{"run help", []string{"run", "-h"}, 0, "usage: worker run --in"},
 		{"shard help", []string{"shard", "--help"}, 0, "-list-uid"},
@@ -280,7 +281,7 @@ func TestShard(t *testing.T) {
 	const uid = "3d4c-uid"
 	url, plan := prepareFileStore(t, uid, "name,email\nAnn,ann@example.com\nBob,bob@example\nAnn,Ann@Example.com\n", 1<<20)
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0", "--dns-server", "off"}, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0", offline(t)}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	dir := strings.TrimPrefix(url, "file://")
@@ -340,7 +341,7 @@ func TestShardFromJobIndex(t *testing.T) {
 	for i := range plan.Shards {
 		t.Setenv("JOB_COMPLETION_INDEX", strconv.Itoa(i))
 		var stderr bytes.Buffer
-		if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--dns-server", "off"}, &stderr); code != 0 {
+		if code := run(context.Background(), []string{"shard", "--list-uid", uid, offline(t)}, &stderr); code != 0 {
 			t.Fatalf("index %d: exit %d: %s", i, code, stderr.String())
 		}
 		s := readSummary(t, url, uid, i)
@@ -361,7 +362,7 @@ func TestShardBadInput(t *testing.T) {
 	dir := strings.TrimPrefix(url, "file://")
 	writeFile(t, filepath.Join(dir, "uploads"), "list.csv", []byte("name,email\nAnn,ann@e\x00ample.com\n"))
 	var stderr bytes.Buffer
-	code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0", "--dns-server", "off"}, &stderr)
+	code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "0", offline(t)}, &stderr)
 	if code != 42 || !strings.Contains(stderr.String(), "bad input: row 1: binary data") {
 		t.Errorf("exit %d, stderr %q; want 42 and a binary-data message", code, stderr.String())
 	}
@@ -371,7 +372,7 @@ func TestShardBadInput(t *testing.T) {
 
 	// An index outside the plan is worth reporting but not bad input.
 	stderr.Reset()
-	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "7", "--dns-server", "off"}, &stderr); code != 1 {
+	if code := run(context.Background(), []string{"shard", "--list-uid", uid, "--blob-url", url, "--index", "7", offline(t)}, &stderr); code != 1 {
 		t.Errorf("index 7: exit %d, stderr %q", code, stderr.String())
 	}
 }

@@ -180,7 +180,7 @@ func TestShardMemoryFlat(t *testing.T) {
 	}
 	rss := map[int]float64{}
 	for _, i := range []int{0, last} {
-		rss[i] = childRSS(t, "shard", "--list-uid", uid, "--blob-url", url, "--index", fmt.Sprint(i), "--dns-server", "off")
+		rss[i] = childRSS(t, "shard", "--list-uid", uid, "--blob-url", url, "--index", fmt.Sprint(i), offline(t))
 		if s := readSummary(t, url, uid, i); s.Rows != plan.Shards[i].Rows || s.Error != "" {
 			t.Fatalf("shard %d summary %+v", i, s)
 		}

@@ -1,8 +1,9 @@
 // Command configschema writes the chart's values.schema.json: the config
 // block is the Configuration type (api/config/v1alpha1) walked by
 // reflection, with its fields' comments as descriptions, so that the
-// schema cannot drift from the type; the other top-level keys are those
-// of values.yaml (a misspelt top-level key fails too). `make schema` runs
+// schema cannot drift from the type; the chart's other values take their
+// shape from values.yaml (values.go: a misspelt key or a value of the
+// wrong type fails anywhere, with its path). `make schema` runs
 // it; its test fails when the committed file is stale.
 //
 //	go run ./hack/configschema > charts/emaildata/values.schema.json
@@ -16,10 +17,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"sort"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/hack/internal/fielddocs"
@@ -51,12 +49,11 @@ func Render(root string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	top, err := topKeys(filepath.Join(root, "charts", "emaildata", "values.yaml"))
+	props, err := valuesSchema(filepath.Join(root, "charts", "emaildata", "values.yaml"))
 	if err != nil {
 		return nil, err
 	}
-	props := map[string]any{}
-	for _, k := range append(top, moved...) {
+	for _, k := range moved {
 		props[k] = map[string]any{}
 	}
 	cfg := schemaOf(reflect.TypeFor[cfgv1.Configuration](), docs)
@@ -79,24 +76,6 @@ func Render(root string) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-// topKeys are the top-level keys of values.yaml.
-func topKeys(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys, nil
 }
 
 var (

@@ -73,11 +73,13 @@ type Options struct {
 	// Registry of list services; built from Verify when nil.
 	Registry *listservice.Registry
 	// Verify configures the verification engine of email_validation lists;
-	// Job workers get the same settings as flags.
+	// Job workers get the same settings by reference (WorkerConfig).
 	Verify wiring.VerifyConfig
-	// WorkerConfig, when set, is the configuration file list workers read
-	// (wiring.WorkerConfig: the manager's, without secrets); Jobs then get
-	// it by reference, a ConfigMap, instead of Verify as arguments.
+	// WorkerConfig is the configuration file list workers read by
+	// reference, a ConfigMap (wiring.WorkerConfig: the manager's, without
+	// secrets). When empty, the Job path writes Verify, the input limits,
+	// BlobURL and PeopleURL into one (wiring.WorkerConfigOf): Jobs never
+	// get settings as arguments.
 	WorkerConfig []byte
 	// PeopleURL names the reference people store for email_intelligence and
 	// email_append (passed on to workers); People, when set, is used instead
@@ -359,12 +361,10 @@ func openEngines(ctx context.Context, o Options) (*blobstore.Store, people.Store
 	return store, ps, reg, engine, nil
 }
 
-// configureWorkers sets the Job workers' extra flags and, on the Job path,
-// publishes the list extensions to the store.
+// configureWorkers gives the Job workers their configuration by
+// reference and, on the Job path, publishes the list extensions to the
+// store.
 func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) error {
-	if o.PeopleURL != "" && len(o.WorkerConfig) == 0 {
-		o.Job.ExtraArgs = append(o.Job.ExtraArgs, "--people-url="+o.PeopleURL)
-	}
 	if o.Executor == ExecutorJob && o.Verify.ListsDir != "" {
 		// Job pods cannot mount the operator namespace's ConfigMap: publish
 		// the extensions to the store, where workers read them.
@@ -380,18 +380,32 @@ func configureWorkers(mgr ctrl.Manager, o *Options, store *blobstore.Store) erro
 		}
 	}
 	setSMTPBudget(o)
-	if omitted := o.Verify.OmittedArgs(); len(omitted) > 0 {
-		mgr.GetLogger().Info("not passed to worker Jobs because their URLs hold a password: workers read FLEET_URL and HISTORY_URL from --worker-env-secret", "flags", omitted)
-	}
-	if len(o.WorkerConfig) > 0 {
-		// By reference: the workers read the manager's configuration from
-		// a ConfigMap (the limits included), their per-list values from
-		// their environment.
-		o.Job.WorkerConfig, o.Job.FleetRequired = o.WorkerConfig, o.Verify.Fleet.Required
+	if o.Executor != ExecutorJob {
 		return nil
 	}
-	// Workers read shards with the limits the manager prepared them with.
-	o.Job.ExtraArgs = append(append(o.Verify.Args(), o.Pipeline.Limits.Args()...), o.Job.ExtraArgs...)
+	// By reference: the workers read the manager's configuration from a
+	// ConfigMap (the limits included), their per-list values from their
+	// environment, and URLs with a password from --worker-env-secret's
+	// Secret (WorkerConfig leaves them out). Given values rather than a
+	// file (the local stack, tests), the manager writes them into one.
+	if len(o.WorkerConfig) == 0 {
+		wc, err := wiring.WorkerConfigOf(o.Verify, o.Pipeline.Limits, o.BlobURL, o.PeopleURL)
+		if err != nil {
+			return fmt.Errorf("worker configuration: %w", err)
+		}
+		o.WorkerConfig = wc
+	}
+	o.Job.WorkerConfig, o.Job.FleetRequired = o.WorkerConfig, o.Verify.Fleet.Required
+	var omitted []string
+	for _, u := range []struct{ name, url string }{{"fleet.url", o.Verify.Fleet.URL}, {"verification.history.url", o.Verify.HistoryURL},
+		{"store.url", o.BlobURL}, {"people.url", o.PeopleURL}} {
+		if cfgv1.HasPassword(u.url) {
+			omitted = append(omitted, u.name)
+		}
+	}
+	if len(omitted) > 0 {
+		mgr.GetLogger().Info("left out of the workers' configuration because their URLs hold a password: workers read them from executor.jobs.envFromSecret's Secret", "fields", omitted)
+	}
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,9 +24,11 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/callback"
 )
 
-// VerifyConfig configures the verification engine. The API, the manager
-// (for the local executor) and the worker take the same flags, and the
-// manager passes them on to worker Jobs (see Args).
+// VerifyConfig configures the verification engine: the Configuration's
+// verification and fleet sections as the engine takes them (VerifyFrom;
+// IntoConfig is the inverse). BindFlags binds them as flags for the local
+// stack (hack/localstack); no binary of the product takes them as flags,
+// and Job workers read them from their mounted configuration.
 type VerifyConfig struct {
 	// DNSServer is the resolver ("host:port"), "system" for the one in
 	// /etc/resolv.conf, or "off" to stop at syntax and list checks.
@@ -117,15 +118,6 @@ func DefaultVerifyConfig() VerifyConfig { return VerifyFrom(defaultConfig()) }
 // configuration's interactive ones.
 func DefaultAPIVerifyConfig() VerifyConfig { return APIVerifyFrom(defaultConfig()) }
 
-// managerOnly flags are not passed on to workers (see Args); the fleet
-// seats are the Job's own (JobConfig adds them per list).
-var managerOnly = map[string]bool{"lists-dir": true, "fleet-seat": true, "fleet-seats": true, "history-key-file": true}
-
-// secretURLFlags are not passed on to workers when their URL holds a
-// password: Job specs are readable by more people than Secrets. Workers
-// then read FLEET_URL and HISTORY_URL from --worker-env-secret.
-var secretURLFlags = map[string]bool{"fleet-url": true, "history-url": true}
-
 // BindFlags registers the flags on fs.
 func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DNSServer, "dns-server", c.DNSServer, `DNS resolver host:port, "system" (/etc/resolv.conf) or "off" (no DNS: no SMTP either)`)
@@ -149,8 +141,6 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Probe.HostPenaltyTTL, "smtp-host-penalty-ttl", c.Probe.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
 	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
 	fs.DurationVar(&c.Probe.GreylistRetry, "smtp-greylist-retry", c.Probe.GreylistRetry, "delay before retrying a greylisted address")
-	// Only so that Args carries them to worker Jobs, until Jobs read the
-	// configuration file (issue 32, stage 3).
 	fs.IntVar(&c.Probe.MaxRefusals, "smtp-max-refusals", c.Probe.MaxRefusals, "refusals in a row after which a mail host counts as failed")
 	fs.DurationVar(&c.Probe.HostMemoryTTL, "smtp-host-memory-ttl", c.Probe.HostMemoryTTL, "how long limits learnt about a mail host outlive the last lesson")
 	fs.Var(&c.Proxies, "smtp-proxy", "SOCKS5 proxy for SMTP, socks5://[user:pass@]host:port (repeat or comma-separate for a pool)")
@@ -165,41 +155,6 @@ func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&c.HistoryScope, "history-scope", `whose earlier checks answer a call: "tenant" (a tenant's own only) or "shared" (every tenant's, dated to the hour: tells a tenant that someone checked an address)`)
 	fs.StringVar(&c.HistoryKeyFile, "history-key-file", c.HistoryKeyFile, "file holding the history's key (default: $HISTORY_KEY; with neither, the manager and the API read the installation secret --history-key-secret names); a history refuses to start without a key")
 	fs.DurationVar(&c.HistoryKeyCheck, "history-key-check-interval", c.HistoryKeyCheck, "how often a process checks that the history's store is kept under its key (a mismatch is logged, counted and stops its use of the history)")
-}
-
-// Args renders the config as flags, for worker Jobs: every flag BindFlags
-// knows, but the manager's own.
-func (c VerifyConfig) Args() []string {
-	fs := flag.NewFlagSet("args", flag.ContinueOnError)
-	c.BindFlags(fs)
-	var args []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if !managerOnly[f.Name] && !(secretURLFlags[f.Name] && hasPassword(f.Value.String())) {
-			args = append(args, "--"+f.Name+"="+f.Value.String())
-		}
-	})
-	return args
-}
-
-// OmittedArgs names the flags Args leaves out because their URL holds a
-// password (for the manager to say so).
-func (c VerifyConfig) OmittedArgs() []string {
-	var out []string
-	for _, f := range []struct{ name, v string }{{"fleet-url", c.Fleet.URL}, {"history-url", c.HistoryURL}} {
-		if hasPassword(f.v) {
-			out = append(out, f.name)
-		}
-	}
-	return out
-}
-
-func hasPassword(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return strings.Contains(raw, "@") // unparseable: err on the safe side
-	}
-	_, ok := u.User.Password()
-	return ok
 }
 
 // StringList is a flag that may be repeated or comma separated.

@@ -10,64 +10,67 @@ import (
 	"testing"
 	"time"
 
+	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
 	"github.com/emaildata/emaildata/internal/engine/mxdns"
 	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/lists/evlist"
+	"github.com/emaildata/emaildata/internal/lists/listfile"
 )
 
-// Args renders every flag but the manager's own, and a worker parsing
-// them gets the same configuration.
-func TestArgsRoundTrip(t *testing.T) {
+// IntoConfig is VerifyFrom's inverse: the settings a manager was given
+// as values reach its Job workers, through their configuration file,
+// unchanged (but what is a Job's own: its seats, and the key file
+// workers do not get).
+func TestIntoConfigRoundTrip(t *testing.T) {
 	c := DefaultVerifyConfig()
 	c.DNSServer, c.Probe.GreylistRetry, c.Probe.MaxSessions = "10.0.0.10:53", 90*time.Second, 300
 	c.Probe.GreetingTimeout, c.Probe.PipelineDepth, c.RowsInFlight = 45*time.Second, 4, 50_000
-	c.Proxies = StringList{"socks5://u:p@10.1.0.1:1080", "socks5://10.1.0.2:1080"}
-	c.ListsDir, c.ListsBlobKey, c.ExtraTLDs = "/etc/emaildata/lists", "system/lists.json", "test"
+	c.Probe.HELOName, c.Probe.MaxRefusals, c.Probe.HostMemoryTTL = "probe.example.org", 3, 2*time.Hour
+	c.Proxies = StringList{"socks5://10.1.0.1:1080", "socks5://10.1.0.2:1080"}
+	c.ListsDir, c.ExtraTLDs, c.SMTPAllowCIDRs = "/etc/emaildata/lists", "test,internal", "10.0.0.0/8"
 	c.Fleet.URL, c.HistoryURL, c.Fleet.Seat, c.Fleet.Seats = "redis://10.0.0.5:6379/2", "postgres://history@10.0.0.6/ev", 3, 8
+	c.Fleet.Egress, c.Fleet.LeaseTTL = "nat-a", 9*time.Second
 	c.HistoryTTLs.CatchAll = 12 * time.Hour
 	c.HistoryScope, c.HistoryKeyFile, c.HistoryKeyCheck = "shared", "/etc/emaildata/history/HISTORY_KEY", 30*time.Second
-	args := c.Args()
-	for _, a := range args {
-		if strings.HasPrefix(a, "--lists-dir") || strings.HasPrefix(a, "--fleet-seat") || strings.HasPrefix(a, "--history-key-file") {
-			t.Fatalf("manager-only flag passed on: %s", a)
-		}
-	}
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	var got VerifyConfig
-	got.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	lim := LimitsFrom(cfgv1.Default())
+	lim.MaxRecordBytes = 4096
+	data, err := WorkerConfigOf(c, lim, "file:///store", "bolt:///people.db")
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.ListsDir, c.HistoryKeyFile = "", ""
-	c.Fleet.Seat, c.Fleet.Seats = got.Fleet.Seat, got.Fleet.Seats // the Job's own
-	if !reflect.DeepEqual(got, c) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", got, c)
+	w, err := cfgv1.Decode(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
 	}
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if len(args) != len(names)-len(managerOnly) {
-		t.Fatalf("%d args for %d flags", len(args), len(names))
+	got := VerifyFrom(w)
+	want := c
+	want.HistoryKeyFile = ""                  // workers get $HISTORY_KEY
+	want.Fleet.Seat, want.Fleet.Seats = -1, 1 // the Job's own (its environment)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+	if LimitsFrom(w) != lim || w.Store.URL != "file:///store" || w.People.URL != "bolt:///people.db" {
+		t.Errorf("limits %+v store %q people %q", LimitsFrom(w), w.Store.URL, w.People.URL)
 	}
 }
 
-// URLs with passwords never go into Job args: workers read them from
-// their environment (--worker-env-secret).
-func TestArgsOmitPasswords(t *testing.T) {
+// URLs with passwords never go into the workers' configuration: workers
+// read them from their environment (executor.jobs.envFromSecret).
+func TestWorkerConfigOfOmitsPasswords(t *testing.T) {
 	c := DefaultVerifyConfig()
 	c.Fleet.URL, c.HistoryURL = "redis://:s3cret@10.0.0.5:6379/2", "postgres://u:pw@10.0.0.6/ev"
-	for _, a := range c.Args() {
-		if strings.Contains(a, "s3cret") || strings.Contains(a, "pw@") {
-			t.Errorf("a password in the args: %s", a)
-		}
+	c.Proxies = StringList{"socks5://u:pw@10.1.0.1:1080", "socks5://10.1.0.2:1080"}
+	data, err := WorkerConfigOf(c, LimitsFrom(cfgv1.Default()), "s3://k:s3cret@bucket", "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := c.OmittedArgs(); !slices.Equal(got, []string{"fleet-url", "history-url"}) {
-		t.Errorf("OmittedArgs = %v", got)
+	if strings.Contains(string(data), "s3cret") || strings.Contains(string(data), "pw@") {
+		t.Errorf("a password in the workers' configuration:\n%s", data)
 	}
-	c.Fleet.URL = "redis://10.0.0.5:6379/2"
-	if !slices.Contains(c.Args(), "--fleet-url=redis://10.0.0.5:6379/2") {
-		t.Error("a URL without a password left out")
+	if !strings.Contains(string(data), "socks5://10.1.0.2:1080") {
+		t.Error("a proxy without a password left out")
 	}
 }
 
@@ -226,5 +229,27 @@ func TestRowsInFlight(t *testing.T) {
 	online.DNS = mxdns.New(mxdns.Config{Server: "127.0.0.1:1"})
 	if got := inFlight(online, c); got != 100_000 {
 		t.Errorf("engine with DNS: %d rows in flight, want 100000", got)
+	}
+}
+
+// A VerifyConfig or a limit left zero (tests' managers) gives its
+// workers the defaults, but what its zeros mean: no DNS (so no SMTP), SMTP off, no
+// verdict kept; the file loads with the strict loader.
+func TestWorkerConfigOfZero(t *testing.T) {
+	data, err := WorkerConfigOf(VerifyConfig{}, listfile.Limits{MaxRecordBytes: 4096}, "file:///store", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cfgv1.Decode(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if lim := LimitsFrom(w); lim.MaxRecordBytes != 4096 || lim.MaxExpansionRatio != listfile.DefaultMaxExpansionRatio {
+		t.Errorf("limits %+v: want 4096 and the default ratio", lim)
+	}
+	got, def := VerifyFrom(w), DefaultVerifyConfig()
+	if got.DNSServer != "off" || got.SMTP || got.HistoryTTLs.Deliverable != 0 || got.Probe.HELOName != def.Probe.HELOName ||
+		got.RowsInFlight != def.RowsInFlight {
+		t.Errorf("%+v", got)
 	}
 }

@@ -71,8 +71,10 @@ func flagValue(f *flag.Flag) (any, bool) {
 		return v + "s", true
 	case name == "worker-args":
 		return strings.Fields(v), true
-	case name == "worker-tolerations", name == "watch-namespaces", name == "external-secrets", strings.HasSuffix(name, "-secret"):
+	case name == "worker-tolerations", name == "watch-namespaces", name == "external-secrets":
 		return nil, false // their own syntax, or a value the flag does not keep
+	case name == "log-level":
+		return strings.ToLower(v), true // slog writes DEBUG; the file, debug
 	case listFlags[name]:
 		var l StringList
 		_ = l.Set(v)

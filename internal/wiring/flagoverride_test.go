@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +65,54 @@ func TestApplyFlags(t *testing.T) {
 				t.Errorf("%v not applied", tc.args)
 			}
 		})
+	}
+}
+
+// TestPrintConfig: --print-config shows every value the process runs
+// with: the flags that are settings written into the file's fields (a
+// Secret's name, the log level as the file spells it), the process's own
+// flags with their values in a comment block, given or default, passwords
+// redacted; and the output loads again as a --config file (but for a URL
+// with a password, which the loader refuses in a file).
+func TestPrintConfig(t *testing.T) {
+	c := cfgv1.Default()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.String("config", "", "")
+	fs.Bool("print-config", false, "")
+	fs.String("listen", ":8090", "")
+	fs.String("metrics-bind-address", ":8091", "")
+	fs.String("blob-url", "", "")
+	lo := LoggingFrom(c)
+	lo.BindFlags(fs, lo)
+	secrets := SecretsFrom(c)
+	secrets.BindFlags(fs)
+	if err := fs.Parse([]string{"--listen=:9999", "--log-level=debug", "--history-key-secret=vault-history",
+		"--blob-url=s3://key:s3cret@bucket"}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if code := PrintConfig(&out, c, fs, true); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"#   --listen=:9999 (given)\n", "#   --metrics-bind-address=:8091 (default)\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "s3cret") || strings.Contains(out.String(), "--history-key-secret") {
+		t.Errorf("a password, or a setting as a flag, in the output:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "url: s3://key:xxxxx@bucket\n") {
+		t.Errorf("the store URL is not shown redacted:\n%s", out.String())
+	}
+	// A URL with a password, even redacted, is refused by the loader (it
+	// belongs in a Secret): the rest loads.
+	got, err := cfgv1.Decode([]byte(strings.Replace(out.String(), "s3://key:xxxxx@bucket", "s3://bucket", 1)))
+	if err != nil {
+		t.Fatalf("the output does not load: %v\n%s", err, out.String())
+	}
+	if got.Logging.Level != "debug" || got.Installation.Secrets["history-key"] != "vault-history" ||
+		got.Store.URL != "s3://bucket" {
+		t.Errorf("level %q secrets %v store %q", got.Logging.Level, got.Installation.Secrets, got.Store.URL)
 	}
 }

@@ -1,13 +1,16 @@
 package wiring
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 	"github.com/emaildata/emaildata/internal/engine/evhistory"
@@ -140,8 +143,12 @@ func SecretsFrom(c *cfgv1.Configuration) installsecret.Config {
 
 // PrintConfig writes the configuration the process runs with, for
 // --print-config: c with the flags given on fs written into it
-// (ApplyFlags; api: the API's SMTP timeouts), secrets redacted. It
-// returns the exit status: 2 when the flags make it invalid.
+// (ApplyFlags; api: the API's SMTP timeouts), secrets redacted, after a
+// comment block of the process's own flags (those that are no setting:
+// bind addresses, leader election, the list of a shard...) with their
+// effective values, so that everything the process runs with is shown
+// and the output still loads as a --config file. It returns the exit
+// status: 2 when the flags make it invalid.
 func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool) int {
 	skipped, err := ApplyFlags(c, fs, api)
 	if err != nil {
@@ -153,11 +160,37 @@ func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(w, "# also given as flags, not shown here: --%s\n", strings.Join(skipped, ", --"))
-	}
+	_, _ = io.WriteString(w, processFlags(fs, skipped))
 	_, _ = w.Write(out)
 	return 0
+}
+
+// processFlags is the comment block of PrintConfig: every flag of fs
+// that is no field of the file (or that ApplyFlags could not write, the
+// skipped), with its value, given or default; URLs with a password
+// redacted.
+func processFlags(fs *flag.FlagSet, skipped []string) string {
+	fields := map[string]bool{}
+	for _, f := range cfgv1.Flags {
+		fields[f.Flag] = f.Field != ""
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" || f.Name == "print-config" || fields[f.Name] && !slices.Contains(skipped, f.Name) {
+			return
+		}
+		if b.Len() == 0 {
+			b.WriteString("# This process's flags (no settings of the file; docs/configuration.md, migration table):\n")
+		}
+		how := "default"
+		if given[f.Name] {
+			how = "given"
+		}
+		fmt.Fprintf(&b, "#   --%s=%s (%s)\n", f.Name, cfgv1.RedactURL(f.Value.String()), how)
+	})
+	return b.String()
 }
 
 // WorkerConfig is the configuration list workers read by reference (a
@@ -217,4 +250,97 @@ func ApplyJobEnv(vc *VerifyConfig, c *cfgv1.Configuration) error {
 		}
 	}
 	return nil
+}
+
+// IntoConfig writes vc into c's verification and fleet sections: the
+// inverse of VerifyFrom, for processes given a VerifyConfig rather than a
+// file (the local stack, tests) whose Job workers must still read their
+// settings by reference (WorkerConfigOf). A zero value is unset and keeps
+// c's (its default), but where zero means something: no DNS server is
+// "off" (NewEngine reads both alike), SMTP off stays off, a history TTL of
+// 0 keeps no verdict. What VerifyFrom does not read stays as it is: the
+// fleet seats (a Job's own), the lists blob key (the workers derive it,
+// ApplyJobEnv), the key itself and the hooks.
+func IntoConfig(c *cfgv1.Configuration, vc VerifyConfig) {
+	v := &c.Verification
+	s := &v.SMTP
+	p := vc.Probe
+	v.DNS.Server = cmp.Or(vc.DNSServer, "off")
+	setDur(&v.DNS.Timeout, vc.DNSTimeout)
+	setVal(&v.DNS.Workers, vc.DNSWorkers)
+	s.Enabled = vc.SMTP
+	setVal(&s.Port, p.Port)
+	setVal(&s.HELOName, p.HELOName)
+	setVal(&s.MailFrom, p.MailFrom)
+	setVal(&s.MaxConnsPerHost, p.MaxConnsPerHost)
+	setVal(&s.RatePerHost, p.RatePerHost)
+	setVal(&s.MaxSessions, p.MaxSessions)
+	setVal(&s.MaxRcptPerTransaction, p.MaxRcptPerTransaction)
+	setVal(&s.MaxRcptPerSession, p.MaxRcptPerSession)
+	setVal(&s.MaxRejectsPerSession, p.MaxRejectsPerSession)
+	setVal(&s.PipelineDepth, p.PipelineDepth)
+	setVal(&s.MaxRefusals, p.MaxRefusals)
+	for _, d := range []struct {
+		to   *cfgv1.Duration
+		from time.Duration
+	}{{&s.RefusalBackoff, p.RefusalBackoff}, {&s.ConnectTimeout, p.ConnectTimeout}, {&s.GreetingTimeout, p.GreetingTimeout},
+		{&s.CommandTimeout, p.CommandTimeout}, {&s.HostPenaltyTTL, p.HostPenaltyTTL}, {&s.GreylistRetry, p.GreylistRetry},
+		{&s.HostMemoryTTL, p.HostMemoryTTL}, {&c.Fleet.LeaseTTL, vc.Fleet.LeaseTTL}, {&v.History.KeyCheckInterval, vc.HistoryKeyCheck}} {
+		setDur(d.to, d.from)
+	}
+	s.AllowCIDRs = splitList(vc.SMTPAllowCIDRs)
+	v.Proxies.URLs = append([]string(nil), vc.Proxies...)
+	setVal(&v.Proxies.MaxConnsPerProxy, vc.ProxyMaxConns)
+	setVal(&v.RowsInFlight, vc.RowsInFlight)
+	v.ListsDir, v.ExtraTLDs = vc.ListsDir, splitList(vc.ExtraTLDs)
+	c.Fleet.URL = vc.Fleet.URL
+	setVal(&c.Fleet.Egress, vc.Fleet.Egress)
+	h := &v.History
+	h.URL, h.KeyFile = vc.HistoryURL, vc.HistoryKeyFile
+	setVal(&h.Scope, string(vc.HistoryScope))
+	t := vc.HistoryTTLs
+	h.TTLs.Deliverable, h.TTLs.Undeliverable = cfgv1.Duration{Duration: t.Deliverable}, cfgv1.Duration{Duration: t.Undeliverable}
+	h.TTLs.CatchAll, h.TTLs.Unverified = cfgv1.Duration{Duration: t.CatchAll}, cfgv1.Duration{Duration: t.Unverified}
+}
+
+// setVal sets *to to v unless v is zero (unset).
+func setVal[T comparable](to *T, v T) {
+	var zero T
+	if v != zero {
+		*to = v
+	}
+}
+
+// setDur sets *to to d unless d is zero (unset).
+func setDur(to *cfgv1.Duration, d time.Duration) {
+	if d != 0 {
+		to.Duration = d
+	}
+}
+
+// WorkerConfigOf is the configuration list workers read by reference
+// when the manager was given its settings as values rather than a file:
+// the defaults with vc, the input limits, the store and the people store
+// written in (IntoConfig), then WorkerConfig's cut (no secrets).
+func WorkerConfigOf(vc VerifyConfig, lim listfile.Limits, blobURL, peopleURL string) ([]byte, error) {
+	c := cfgv1.Default()
+	IntoConfig(c, vc)
+	// As in listfile.Limits, a zero limit is the default.
+	l := &c.Pipeline.Limits
+	if lim.MaxExpandedBytes != 0 {
+		l.MaxExpandedBytes = cfgv1.Bytes(lim.MaxExpandedBytes)
+	}
+	if lim.MaxRecordBytes != 0 {
+		l.MaxRecordBytes = cfgv1.Bytes(int64(lim.MaxRecordBytes))
+	}
+	setVal(&l.MaxExpansionRatio, lim.MaxExpansionRatio)
+	c.Store.URL, c.People.URL = blobURL, peopleURL
+	return WorkerConfig(c)
+}
+
+// splitList is a comma separated value as a list (nil when empty).
+func splitList(s string) []string {
+	var l StringList
+	_ = l.Set(s)
+	return l
 }

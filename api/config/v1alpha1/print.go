@@ -49,6 +49,9 @@ func Redacted(c *Configuration) *Configuration {
 	return &r
 }
 
+// RedactURL is raw with its password, if any, redacted.
+func RedactURL(raw string) string { return redactURL(raw) }
+
 func redactURL(raw string) string {
 	if !HasPassword(raw) {
 		return raw

@@ -150,9 +150,9 @@ func checkMountsConfig(t *testing.T, d *appsv1.Deployment) {
 }
 
 // TestChartConfigRefusesTypos: a key the Configuration does not have, a
-// value of the wrong kind, or a misspelt top-level value fails rendering
-// with its path (values.schema.json); a value moved into config names its
-// new home.
+// value of the wrong kind, or a misspelt value of the chart's own, at any
+// depth, fails rendering with its path (values.schema.json); a value
+// moved into config names its new home.
 func TestChartConfigRefusesTypos(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -166,6 +166,13 @@ func TestChartConfigRefusesTypos(t *testing.T) {
 			[]string{"/config/verification/smtp/maxConnsPerHost"}},
 		{"bad duration", map[string]any{"config": map[string]any{"fleet": map[string]any{"leaseTTL": "ten seconds"}}}, []string{"/config/fleet/leaseTTL"}},
 		{"misspelt top-level value", map[string]any{"wokrer": map[string]any{}}, []string{"wokrer"}},
+		// The chart's own values, outside config, are held to their shape too.
+		{"misspelt nested value", map[string]any{"manager": map[string]any{"replica": 2}}, []string{"/manager", "replica"}},
+		{"misspelt deeper value", map[string]any{"store": map[string]any{"pvc": map[string]any{"storageClass": "fast"}}}, []string{"/store/pvc", "storageClass"}},
+		{"wrong type of a value", map[string]any{"api": map[string]any{"replicas": "two"}}, []string{"/api/replicas", "integer"}},
+		{"wrong type of a flag value", map[string]any{"manager": map[string]any{"leaderElect": "yes"}}, []string{"/manager/leaderElect", "boolean"}},
+		{"value outside its enum", map[string]any{"executor": "jobs"}, []string{"/executor"}},
+		{"extraArgs not a list", map[string]any{"api": map[string]any{"extraArgs": "--listen=:8080"}}, []string{"/api/extraArgs", "array"}},
 		{"listLimits moved", map[string]any{"listLimits": map[string]any{"maxRecordBytes": 10}}, []string{"config.pipeline.limits"}},
 		{"history.scope moved", map[string]any{"history": map[string]any{"scope": "shared"}}, []string{"config.verification.history.scope"}},
 	} {

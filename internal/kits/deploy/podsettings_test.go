@@ -118,7 +118,7 @@ func TestChartWorkerPullPolicy(t *testing.T) {
 		}
 	}
 	_, err := renderChartErr(map[string]any{"worker": map[string]any{"image": map[string]any{"pullPolicy": "always"}}})
-	if err == nil || !strings.Contains(err.Error(), `worker pull policy "always"`) {
+	if err == nil || !strings.Contains(err.Error(), "/worker/image/pullPolicy") {
 		t.Errorf("pull policy always: error %v, want it refused", err)
 	}
 }
@@ -127,7 +127,8 @@ func TestChartWorkerPullPolicy(t *testing.T) {
 // configuration's executor.jobs.activeDeadline, a Go duration (controllers' envtest
 // TestJobPathActiveDeadline follows it from the manager's setting to the
 // Job and the list's condition); unset, the configuration's default
-// holds; a value the manager could not parse is refused at render time.
+// holds; a value the manager could not parse is refused at render time,
+// by values.schema.json, with its path.
 func TestChartWorkerActiveDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		val  any
@@ -149,7 +150,7 @@ func TestChartWorkerActiveDeadline(t *testing.T) {
 	}
 	for _, bad := range []any{"1 day", "24", 86400} {
 		_, err := renderChartErr(map[string]any{"worker": map[string]any{"activeDeadline": bad}})
-		if err == nil || !strings.Contains(err.Error(), "want a Go duration") {
+		if err == nil || !strings.Contains(err.Error(), "/worker/activeDeadline") {
 			t.Errorf("activeDeadline %v: error %v, want it refused", bad, err)
 		}
 	}

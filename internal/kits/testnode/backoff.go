@@ -20,6 +20,14 @@ type failedStart struct {
 	message string
 }
 
+// volumeRetry is the first wait before a volume that could not be set up
+// is tried again, doubling up to maxVolumeRetry (the kubelet's
+// exponential backoff of volume operations: 500ms to 2m2s).
+const (
+	volumeRetry    = 500 * time.Millisecond
+	maxVolumeRetry = 122 * time.Second
+)
+
 // pullErrorShown is how long ErrImagePull stays in a pod's status before
 // ImagePullBackOff replaces it, as the kubelet's next sync does.
 const pullErrorShown = 2 * time.Second
@@ -37,6 +45,12 @@ func (n *Node) startFailed(uid types.UID, key, reason, message string) time.Dura
 	wait := n.cfg.StartBackoff << min(f.tries, 16)
 	if wait > n.cfg.MaxStartBackoff || wait <= 0 {
 		wait = n.cfg.MaxStartBackoff
+	}
+	if reason == reasonContainerCreating {
+		// The kubelet's volume manager tries a mount again on its own
+		// backoff, from half a second (a ConfigMap made just after its
+		// pod is found within it).
+		wait = min(volumeRetry<<min(f.tries, 8), maxVolumeRetry)
 	}
 	now := time.Now()
 	f.tries++

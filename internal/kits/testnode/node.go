@@ -17,8 +17,10 @@
 // and the kubelet do (by sampling /proc, see memory.go).
 //
 // What it does not do: containers share the host's filesystem and network
-// (volumes are not mounted, workingDir and terminationMessagePath are
-// ignored), CPU limits and requests are not enforced, and pods have one
+// (volumes are not mounted: ConfigMap and Secret volumes are written into
+// the pod's directory instead, and arguments and environment values naming
+// a path under their mountPath are rewritten to it; workingDir and
+// terminationMessagePath are ignored), CPU limits and requests are not enforced, and pods have one
 // container and no init containers (others are failed with a message
 // saying so). Everything
 // else (scheduling, the Job controller and its policies, garbage collection)

@@ -71,6 +71,17 @@ func (n *Node) processSpec(ctx context.Context, pod *corev1.Pod) (processSpec, s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return processSpec{}, reasonCreateContainerError, err
 	}
+	mounts, err := n.mountVolumes(ctx, pod, &c, dir)
+	if err != nil {
+		return processSpec{}, reasonContainerCreating, err
+	}
+	for i := range argv[1:] {
+		argv[i+1] = remount(argv[i+1], mounts)
+	}
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[i] = k + "=" + remount(v, mounts)
+	}
 	base := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOSTNAME=" + pod.Name, "HOME=" + dir}
 	return processSpec{
 		namespace: pod.Namespace, name: pod.Name, uid: pod.UID,

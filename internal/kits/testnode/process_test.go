@@ -98,3 +98,20 @@ func TestNewResolvesImageDirs(t *testing.T) {
 		t.Error("an image without a directory was accepted")
 	}
 }
+
+func TestRemount(t *testing.T) {
+	mounts := map[string]string{"/etc/emaildata/config": "/pods/p/volumes/config"}
+	for _, tc := range []struct{ in, want string }{
+		{"--config=/etc/emaildata/config/config.yaml", "--config=/pods/p/volumes/config/config.yaml"},
+		{"/etc/emaildata/config/config.yaml", "/pods/p/volumes/config/config.yaml"},
+		{"/etc/emaildata/config", "/pods/p/volumes/config"},
+		{"--config=/etc/emaildata/configs/x", "--config=/etc/emaildata/configs/x"},
+		{"--list-uid=u", "--list-uid=u"},
+		{"/tmp/etc/emaildata/config/x", "/tmp/etc/emaildata/config/x"},
+		{"--a=/x=/etc/emaildata/config/x", "--a=/x=/etc/emaildata/config/x"},
+	} {
+		if got := remount(tc.in, mounts); got != tc.want {
+			t.Errorf("remount(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

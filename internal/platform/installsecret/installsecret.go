@@ -233,15 +233,30 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		c.Names = map[Kind]string{}
 	}
 	for _, s := range Specs() {
-		fs.Func(s.Flag(), fmt.Sprintf("Secret in --namespace holding %s in its field %q (default %s)", s.Usage, Field, s.Name(DefaultPrefix)),
-			func(v string) error {
-				if v == "" {
-					return errors.New("a Secret name is needed")
-				}
-				c.Names[s.Kind] = v
-				return nil
-			})
+		fs.Var(&nameFlag{c: c, kind: s.Kind}, s.Flag(), fmt.Sprintf("Secret in --namespace holding %s in its field %q (default %s)", s.Usage, Field, s.Name(DefaultPrefix)))
 	}
+}
+
+// nameFlag is the flag naming the Secret of one kind: its value is the
+// name given (empty until one is), so that --print-config shows it.
+type nameFlag struct {
+	c    *Config
+	kind Kind
+}
+
+func (f *nameFlag) String() string {
+	if f == nil || f.c == nil {
+		return ""
+	}
+	return f.c.Names[f.kind]
+}
+
+func (f *nameFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("a Secret name is needed")
+	}
+	f.c.Names[f.kind] = v
+	return nil
 }
 
 // BindManagerFlags binds the flags only the manager takes: --external-secrets.
