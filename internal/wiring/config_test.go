@@ -1,7 +1,10 @@
 package wiring
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -124,48 +127,82 @@ func TestProberDefaultsAreSMTPProbes(t *testing.T) {
 	}
 }
 
-// docs/verification.md's table of the verification flags restates their
-// defaults for lists and for the API: each must be what the binaries start with.
+// docs/verification.md's table of the verification settings restates
+// their defaults for lists and for the API, keyed by Configuration field:
+// each must be cfgv1.Default()'s, the one home of defaults (the API's
+// column: verification.interactive's field where it has one, as the API
+// runs with those timeouts).
 func TestREADMEFlagDefaults(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "verification.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defaults := func(c VerifyConfig) map[string]string {
-		fs := flag.NewFlagSet("defaults", flag.ContinueOnError)
-		c.BindFlags(fs)
-		out := map[string]string{}
-		fs.VisitAll(func(f *flag.Flag) { out[f.Name] = f.DefValue })
-		return out
+	b, err := json.Marshal(cfgv1.Default())
+	if err != nil {
+		t.Fatal(err)
 	}
-	lists, api := defaults(DefaultVerifyConfig()), defaults(DefaultAPIVerifyConfig())
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var conf map[string]any
+	if err := dec.Decode(&conf); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{} // every field of the migration table
+	for _, f := range cfgv1.Flags {
+		known[f.Field] = true
+	}
+	lookup := func(path string) (string, bool) {
+		var v any = conf
+		for _, k := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return "", false
+			}
+			if v, ok = m[k]; !ok {
+				return "", known[path] // omitted when empty
+			}
+		}
+		return fmt.Sprint(v), true
+	}
 	checked := 0
 	for _, line := range strings.Split(string(data), "\n") {
 		cells := strings.Split(line, "|")
-		if len(cells) != 6 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--smtp-") && !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--dns-") {
+		first := strings.TrimSpace(cells[min(1, len(cells)-1)])
+		if len(cells) != 6 || !strings.HasPrefix(first, "`verification.") && !strings.HasPrefix(first, "`fleet.") {
 			continue
 		}
-		flags := strings.Split(strings.TrimSpace(cells[1]), ", ")
-		for col, want := range map[int]map[string]string{2: lists, 3: api} {
-			vals := strings.Split(strings.TrimSpace(cells[col]), ", ")
-			if len(vals) != len(flags) {
-				continue // an empty cell: not that binary's flag
+		fields := strings.Split(first, ", ")
+		for _, f := range fields {
+			if _, ok := lookup(strings.Trim(f, "`")); !ok {
+				t.Errorf("docs/verification.md names %s, which is no Configuration field", f)
 			}
-			for i, f := range flags {
-				name := strings.Trim(f, "`-")
-				def, ok := want[name]
+		}
+		for col := 2; col <= 3; col++ {
+			vals := strings.Split(strings.TrimSpace(cells[col]), ", ")
+			if len(vals) != len(fields) || vals[0] == "" || strings.HasPrefix(vals[0], "`$") {
+				continue // an empty cell (not the API's), or from the environment
+			}
+			for i, f := range fields {
+				name := strings.Trim(f, "`")
+				if col == 3 {
+					if rest, ok := strings.CutPrefix(name, "verification.smtp."); ok {
+						if _, ok := lookup("verification.interactive." + rest); ok {
+							name = "verification.interactive." + rest
+						}
+					}
+				}
+				def, ok := lookup(name)
 				if !ok {
-					t.Errorf("docs/verification.md names %s, which is no flag", f)
-					continue
+					continue // said above
 				}
 				checked++
 				if !sameDefault(vals[i], def) {
-					t.Errorf("docs/verification.md: %s defaults to %s (column %d), the flag to %q", f, vals[i], col, def)
+					t.Errorf("docs/verification.md: %s defaults to %s (column %d), the Configuration (%s) to %q", f, vals[i], col, name, def)
 				}
 			}
 		}
 	}
-	if checked < 20 {
+	if checked < 30 {
 		t.Fatalf("checked %d docs/verification.md defaults only: is the table still there?", checked)
 	}
 }
