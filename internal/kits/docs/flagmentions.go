@@ -34,7 +34,7 @@ var commandWords = []struct {
 	{regexp.MustCompile(`\bAPI's\b|\bbin/api\b|\bcmd/api\b`), "api"},
 }
 
-var flagMention = regexp.MustCompile("(?:^|[\\s`(\"'\\[,])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+var flagMention = regexp.MustCompile("(?:^|[\\s`(\"'\\[,=])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 
 // StaleFlags returns a problem for every --flag of text that the
 // migration table lists as one of ours and that the program the line

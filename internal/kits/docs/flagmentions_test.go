@@ -131,6 +131,7 @@ func TestStaleFlags(t *testing.T) {
 		{"`--fleet-seat`", "$JOB_COMPLETION_INDEX"},
 		{"`worker run --in list.csv`", ""},
 		{"make run ARGS=--executor=job", ""},
+		{"`make run ARGS=--namespace=x`", "the localstack does not define it"},
 		{"`make run ARGS=--smtp-max-conns-per-host=4`", ""},
 		{"a--smtp-max-conns-per-host and --unknown-flag", ""},
 		{"`go test -run X --executor`", ""},
