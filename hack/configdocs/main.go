@@ -167,7 +167,8 @@ func defaultValues() (map[string]any, error) {
 
 func writeMigration(b *bytes.Buffer) {
 	b.WriteString("## Migration from flags\n\nEvery flag the binaries took before the configuration file, and its field. " +
-		"During the migration the flags still work and override the file.\n\n| Flag | Field | Note |\n|---|---|---|\n")
+		"A flag with a field is gone: the binaries refuse it, and the field in the file replaces it. " +
+		"A flag that stays one (no field) differs per process or per run; where it has a field too, it overrides the file.\n\n| Flag | Field | Note |\n|---|---|---|\n")
 	for _, f := range cfgv1.Flags {
 		field := ""
 		if f.Field != "" {

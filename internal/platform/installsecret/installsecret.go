@@ -233,7 +233,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		c.Names = map[Kind]string{}
 	}
 	for _, s := range Specs() {
-		fs.Var(&nameFlag{c: c, kind: s.Kind}, s.Flag(), fmt.Sprintf("Secret in --namespace holding %s in its field %q (default %s)", s.Usage, Field, s.Name(DefaultPrefix)))
+		fs.Var(&nameFlag{c: c, kind: s.Kind}, s.Flag(), fmt.Sprintf("Secret in the operator's namespace (namespaces.operator) holding %s in its field %q (default %s)", s.Usage, Field, s.Name(DefaultPrefix)))
 	}
 }
 
