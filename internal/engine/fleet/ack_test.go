@@ -94,20 +94,26 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 	back := time.Now()
 	w.until(t, 20*time.Second, "shared mode again", func() bool { return a.Mode() == ModeShared && b.Mode() == ModeShared })
 	w.pass(w.shared) // shared leases again
+	// And at least one lease from after the agreed resume time and the
+	// starved process's lateness: on a loaded machine the waits before it
+	// may outlast w.shared, so the load runs on until one is recorded
+	// (in a bubble it is there already).
+	after := func() (n int) {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, s := range rec.spans {
+			if s.from.After(back.Add(a.settle() + late)) {
+				n++
+			}
+		}
+		return n
+	}
+	w.until(t, 20*time.Second, "a lease after the switch back", func() bool { return after() > 0 })
 	cancel()
 	wg.Wait()
 
 	if m := maxConcurrent(rec.spans); m > 2 {
 		t.Errorf("%d connections at once around the switch, limit 2", m)
-	}
-	var after int
-	for _, s := range rec.spans {
-		if s.from.After(back.Add(a.settle() + late)) {
-			after++
-		}
-	}
-	if after == 0 {
-		t.Errorf("no lease after the switch back (%d in all)", len(rec.spans))
 	}
 	if st := b.Stats(); st.Fallbacks != 1 || st.LeasesLost == 0 {
 		t.Errorf("starved process stats %+v: want one fallback and its divided leases ended at the switch", st)
@@ -122,6 +128,7 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 // restored, on the wall clock, where whether the starved process holds a
 // lease at the switch is chance.
 func TestSwitchBackWaitsForStarvedProcess(t *testing.T) {
+	t.Parallel()                        // the Redis case waits on the wall clock
 	const late = 300 * time.Millisecond // > HealthInterval (100 ms), < LeaseTTL
 	t.Run("memory", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
