@@ -14,6 +14,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
 	"github.com/emaildata/emaildata/internal/lists/pipeline"
+	"github.com/emaildata/emaildata/internal/platform/clock"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 )
 
@@ -24,6 +25,8 @@ type LocalExecutor struct {
 	Store    *blobstore.Store
 	Registry *listservice.Registry
 	Limits   listfile.Limits
+	// Clock runs the shards' progress throttle (nil: the wall clock).
+	Clock clock.Clock
 	// Slots caps shards running at once across all lists.
 	slots chan struct{}
 
@@ -126,7 +129,7 @@ func (e *LocalExecutor) runShards(ctx context.Context, keys blobstore.ListKeys, 
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-e.slots }()
-			_, errs[i] = pipeline.RunShard(ctx, e.Store, keys, i, e.Registry, e.Limits)
+			_, errs[i] = pipeline.RunShard(ctx, e.Store, keys, i, e.Registry, e.Limits, pipeline.WithClock(e.Clock))
 			if errs[i] != nil {
 				log.V(1).Info("shard failed", "index", i, logging.KeyError, errs[i].Error())
 			}

@@ -267,7 +267,7 @@ func TestRunLocalFleetStats(t *testing.T) {
 	t.Setenv("HISTORY_KEY", "worker-fleet-test-key-0123") // the fleet backend keeps a history
 	out := filepath.Join(t.TempDir(), "out.csv")
 	args := append([]string{"run", "--in", in, "--out", out, "--stats"},
-		worldFlags(t, w, allowLoopback+"fleet:\n  url: "+strconv.Quote("redis://"+redistest.Addr+"/0?prefix="+prefix)+"\n")...)
+		worldFlags(t, w, allowLoopback+"fleet:\n  url: "+strconv.Quote(redistest.URLOf(prefix))+"\n")...)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr bytes.Buffer
 	code := run(ctx, args, &stderr)

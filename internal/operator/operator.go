@@ -170,6 +170,9 @@ func (o *Options) Defaults() {
 	if o.Pipeline.ShardBytes == 0 {
 		o.Pipeline = pipeline.DefaultConfig()
 	}
+	if o.Pipeline.Clock == nil {
+		o.Pipeline.Clock = wiring.ProcessClock()
+	}
 	if o.SecretsRecheck <= 0 {
 		o.SecretsRecheck = 30 * time.Second
 	}
@@ -458,6 +461,7 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		return exec, loader, nil
 	case ExecutorLocal:
 		exec := controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
+		exec.Clock = wiring.ProcessClock()
 		loader := controllers.NewLocalDatasetLoader(ctx, store, ps)
 		return exec, loader, nil
 	default:

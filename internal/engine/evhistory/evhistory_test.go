@@ -63,7 +63,7 @@ func redisBackend(t testing.TB) backend {
 		ks, _ := rdb.Keys(context.Background(), prefix+"*").Result()
 		return ks
 	}
-	return backend{url: "redis://" + redistest.Addr + "/0?prefix=" + prefix, dump: func(t testing.TB) []byte {
+	return backend{url: redistest.URLOf(prefix), dump: func(t testing.TB) []byte {
 		var b bytes.Buffer
 		for _, k := range keys() {
 			v, _ := rdb.Get(context.Background(), k).Bytes()

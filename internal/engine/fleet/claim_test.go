@@ -11,6 +11,7 @@ import (
 // A claim goes to one holder of many asking at once; the holder takes it
 // again (renewing it), others do not until it is given up or expires.
 func TestClaimOneHolder(t *testing.T) {
+	t.Parallel() // the Redis case waits on Redis's TTLs
 	ctx := context.Background()
 	eachLearnt(t, func(t *testing.T, a, b Learnt, pass func(time.Duration)) {
 		pair := [2]Learnt{a, b}

@@ -213,8 +213,10 @@ func TestFallbackMidRunAndBack(t *testing.T) {
 	held.Release()
 	waitFor(t, 2*time.Second, "fallback", func() bool { return f.Mode() == ModeFallback && g.Mode() == ModeFallback })
 
-	// Both keep to their divided share while the backend is away.
-	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	// Both keep to their divided share while the backend is away: from a
+	// lease TTL and a health interval after the cut (1.1 s), so 1.5 s
+	// from the fallback see divided leases.
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	var rec recorder
 	var wg sync.WaitGroup
 	for _, x := range []*Fleet{f, g} {
@@ -319,6 +321,7 @@ func TestBackendRestartWipesLeases(t *testing.T) {
 // the pause outlast every wait here: a lease within the test's deadline
 // means the pause was dropped.
 func TestFreshBackendWaivesPause(t *testing.T) {
+	t.Parallel() // its cases wait on the wall clock
 	for _, tc := range []struct {
 		name      string
 		stale     bool // another process marked itself stale first
@@ -346,7 +349,7 @@ func TestFreshBackendWaivesPause(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			l, err := f.Acquire(ctx, Key{Egress: DefaultEgress, Host: "198.51.100.7:25"}, Limits{Conns: 1, Rate: 100})
 			if got := err == nil; got != tc.wantLease {

@@ -107,7 +107,7 @@ func TestProcessesShareHostLimits(t *testing.T) {
 		wg    sync.WaitGroup
 	)
 	for range procs {
-		cmd := spawn(t, "hammer", "FLEET_URL="+url, "FLEET_MS=2500",
+		cmd := spawn(t, "hammer", "FLEET_URL="+url, "FLEET_MS=1500",
 			"FLEET_CONNS="+strconv.Itoa(conns), "FLEET_RATE="+strconv.Itoa(rate))
 		out, err := cmd.StdoutPipe()
 		if err != nil {

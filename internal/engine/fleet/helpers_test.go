@@ -209,7 +209,7 @@ func (c *cutter) restore() {
 }
 
 func (c *cutter) url(prefix string) string {
-	return fmt.Sprintf("redis://%s/0?prefix=%s", c.addr, prefix)
+	return fmt.Sprintf("redis://%s/%d?prefix=%s", c.addr, redistest.DB, prefix)
 }
 
 // waitFor polls cond until it holds or d passes: for what a real backend

@@ -23,6 +23,7 @@ func eachLearnt(t *testing.T, body func(t *testing.T, a, b Learnt, pass func(d t
 		})
 	})
 	t.Run("redis", func(t *testing.T) {
+		t.Parallel() // its own prefix
 		url := redisURL(t)
 		a, err := NewRedis(url, fastOptions())
 		if err != nil {
@@ -39,6 +40,7 @@ func eachLearnt(t *testing.T, body func(t *testing.T, a, b Learnt, pass func(d t
 
 // What one process learns, another reads, until its TTL passes.
 func TestLearntSharedWithTTL(t *testing.T) {
+	t.Parallel() // the Redis case waits on Redis's TTLs
 	ctx := context.Background()
 	k := Key{Egress: DefaultEgress, Host: "192.0.2.20:25"}
 	eachLearnt(t, func(t *testing.T, w, r Learnt, pass func(time.Duration)) {

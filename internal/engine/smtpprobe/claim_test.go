@@ -3,6 +3,7 @@ package smtpprobe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,37 +73,70 @@ func TestFleetClaimOneProbePerDomain(t *testing.T) {
 // A claim whose holder died (it claimed and never answered) holds the
 // others back until its TTL, then one of them probes: the verdicts are
 // right either way, and a verdict the holder shares ends the wait early.
+// On a fleet.Memory in a synctest bubble the wait is exact (the claim's
+// TTL, then the first poll: a few ms apart here); on the real Redis, whose
+// clock runs the TTL, one claim shows the same counts and verdict.
 func TestFleetClaimHolderDies(t *testing.T) {
-	t.Parallel()
-	url := fleetURL(t)
-	e := loopbackWorld(t, mailworld.Options{},
-		mailworld.Domain{Name: "ca.test", DefaultBehaviour: mailworld.CatchAll},
-		mailworld.Domain{Name: "ok.test", Mailboxes: aliceOnly},
-		mailworld.Domain{Name: "told.test", DefaultBehaviour: mailworld.CatchAll},
-		mailworld.Domain{Name: "warm.test", Mailboxes: aliceOnly})
-	f := openFleet(t, url, fleet.Options{})
-	dead := openFleet(t, url, fleet.Options{}) // the holder's process
-	p := e.prober(withFleet(f, nil))
-	// The probe must still find the claim held when it gets to it (a
-	// session and a few round trips to the backend after the claim):
-	// 1.5s leaves a loaded machine room (1s ran out before it once).
-	const ttl = 1500 * time.Millisecond
+	t.Parallel() // the Redis case waits on Redis's TTLs
+	domains := []mailworld.Domain{
+		{Name: "ca.test", DefaultBehaviour: mailworld.CatchAll},
+		{Name: "ok.test", Mailboxes: aliceOnly},
+		{Name: "told.test", DefaultBehaviour: mailworld.CatchAll},
+		{Name: "warm.test", Mailboxes: aliceOnly}}
+	t.Run("memory", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := startWorld(t, mailworld.Options{}, domains...)
+			m := fleet.NewMemory(nil)
+			open := func() *fleet.Fleet {
+				f := fleet.OpenMemory(context.Background(), m, fleet.Options{LeaseTTL: time.Second, HealthInterval: 100 * time.Millisecond})
+				t.Cleanup(func() { _ = f.Close() })
+				return f
+			}
+			f, dead := open(), open()
+			const poll = 2 * time.Millisecond
+			p := e.prober(withFleet(f, nil))
+			p.claimPoll = func(*job) time.Duration { return poll }
+			// The first poll after the TTL takes the claim: between poll/2
+			// and 3 poll/2 later.
+			claimHolderDies(t, e, p, dead, time.Second, []string{"a@ca.test", "alice@ok.test"}, func(took, ttl time.Duration) bool {
+				return took >= ttl && took <= ttl+3*poll/2
+			})
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		url := fleetURL(t)
+		e := loopbackWorld(t, mailworld.Options{}, domains...)
+		f := openFleet(t, url, fleet.Options{})
+		dead := openFleet(t, url, fleet.Options{}) // the holder's process
+		// The probe must still find the claim held when it gets to it (a
+		// session and a few round trips to the backend after the claim):
+		// 1.5s leaves a loaded machine room (1s ran out before it once).
+		// Not before the claim's TTL (Redis's clock; its reply is prompt).
+		// After it, the poll (250-750ms apart for a call) finds the claim
+		// free: a waiter that never polled would have got Timeout at the
+		// call's 20s, not the verdict, and would have lost no claim.
+		claimHolderDies(t, e, e.prober(withFleet(f, nil)), dead, 1500*time.Millisecond, []string{"a@ca.test"}, func(took, ttl time.Duration) bool {
+			return took >= ttl-100*time.Millisecond
+		})
+	})
+}
+
+// claimHolderDies: for each of addrs, dead claims its domain's catch-all
+// probe for ttl and never answers; p's verification of it must come after
+// the claim's TTL (tookOK), with one claim lost and one probe of its own.
+// Then a live holder's shared verdict ends p's wait without a probe.
+func claimHolderDies(t *testing.T, e *env, p *Prober, dead *fleet.Fleet, ttl time.Duration, addrs []string, tookOK func(took, ttl time.Duration) bool) {
 	ctx := ctxTimeout(t, 20*time.Second)
 	// A new backend holds leases back for a while (fleet.Fleet): past it
 	// first, so that the waits below are the claims'.
 	if r := p.Probe(ctx, e.mx("warm.test"), "alice@warm.test"); r.Outcome != Deliverable {
 		t.Fatalf("warm-up: %v %v", r.Outcome, r.Err)
 	}
-	for _, tc := range []struct {
-		addr string
-		want Outcome
-	}{
-		{"a@ca.test", CatchAll},
-		{"alice@ok.test", Deliverable},
-	} {
-		domain := tc.addr[2:]
-		if tc.want == Deliverable {
-			domain = "ok.test"
+	for _, addr := range addrs {
+		want, domain := CatchAll, addr[strings.IndexByte(addr, '@')+1:]
+		if domain == "ok.test" {
+			want = Deliverable
 		}
 		mx := e.mx(domain) // before the claim: its TTL runs from there
 		// From before the claim, so that the TTL is all inside took
@@ -112,24 +146,19 @@ func TestFleetClaimHolderDies(t *testing.T) {
 			t.Fatalf("claim: %v %v", ok, err)
 		}
 		before := p.Stats()
-		r := p.Probe(ctx, mx, tc.addr)
+		r := p.Probe(ctx, mx, addr)
 		took, st := time.Since(start), p.Stats()
-		if r.Outcome != tc.want {
-			t.Fatalf("%s: %v %q %v, want %v", tc.addr, r.Outcome, r.Reply, r.Err, tc.want)
+		if r.Outcome != want {
+			t.Fatalf("%s: %v %q %v, want %v", addr, r.Outcome, r.Reply, r.Err, want)
 		}
-		// Not before the claim's TTL (Redis's clock; its reply is
-		// prompt). After it, the poll (250-750ms apart for a call) finds
-		// the claim free: a waiter that never polled would have got
-		// Timeout at the call's 20s, not the verdict, and would have lost
-		// no claim.
-		if took < ttl-100*time.Millisecond {
-			t.Fatalf("%s took %v: before the claim's TTL (%v)", tc.addr, took, ttl)
+		if !tookOK(took, ttl) {
+			t.Fatalf("%s took %v: want the claim's TTL (%v), then the first poll", addr, took, ttl)
 		}
 		if st.CatchAllProbes-before.CatchAllProbes != 1 || st.CatchAllClaimsLost-before.CatchAllClaimsLost != 1 {
-			t.Fatalf("%s: %d probes, %d claims lost; want 1 and 1", tc.addr,
+			t.Fatalf("%s: %d probes, %d claims lost; want 1 and 1", addr,
 				st.CatchAllProbes-before.CatchAllProbes, st.CatchAllClaimsLost-before.CatchAllClaimsLost)
 		}
-		t.Logf("%s: %v after %v", tc.addr, r.Outcome, took.Round(time.Millisecond))
+		t.Logf("%s: %v after %v", addr, r.Outcome, took.Round(time.Millisecond))
 	}
 
 	// A live holder shares its verdict: no probe, no wait for the TTL.

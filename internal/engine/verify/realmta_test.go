@@ -25,7 +25,7 @@ import (
 // Timings of the world and the engine, shortened from production's so the
 // test takes seconds: what matters is the order between them.
 const (
-	realGreyDelay = 3 * time.Second // postgrey --delay
+	realGreyDelay = 2 * time.Second // postgrey --delay
 	realAnvilUnit = 6 * time.Second // anvil_rate_time_unit (Postfix: 60s)
 	realGreetWait = 2 * time.Second // postscreen_greet_wait (Postfix: 6s)
 	realRcptMax   = 20              // Exim's recipients_max

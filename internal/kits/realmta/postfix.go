@@ -2,6 +2,7 @@ package realmta
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -263,7 +264,14 @@ func opts(o map[string]string) string {
 
 // startPostfix runs `postfix -c conf start-fg`: postfix-script stays our
 // child and waits for master (which makes its own session).
+//
+// Postfix waits (300 ms at a time) until a table or main.cf it loads is
+// more than a second old, lest it read one being written: the world's
+// files are dated a few seconds back first, which saved 2 s a start.
 func (r *Running) startPostfix(conf string) error {
+	if err := backdate(conf, 5*time.Second); err != nil {
+		return err
+	}
 	p, err := startProc("postfix", filepath.Join(r.dir, "log", "postfix.out"), r.bins.Postfix, "-c", conf, "start-fg")
 	if err != nil {
 		return err
@@ -294,4 +302,15 @@ func (r *Running) stopPostfix() {
 		}
 		p.terminate(2 * time.Second)
 	}
+}
+
+// backdate sets the modification time of every file below dir to d ago.
+func backdate(dir string, d time.Duration) error {
+	old := time.Now().Add(-d)
+	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		return os.Chtimes(p, old, old)
+	})
 }

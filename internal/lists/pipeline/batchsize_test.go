@@ -8,6 +8,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // sizedProc records the batch sizes it is handed.
@@ -44,7 +45,7 @@ func TestBatchSizer(t *testing.T) {
 			shard := listfile.Shard{Start: 0, End: int64(len(input)), Rows: 3300, FirstLine: 1}
 			p := &sizedProc{want: tc.want}
 			var out bytes.Buffer
-			n, err := processRows(context.Background(), plan, shard, p, nil, nil, strings.NewReader(input), &out, listfile.Limits{}, nil)
+			n, err := processRows(context.Background(), plan, shard, p, nil, nil, strings.NewReader(input), &out, listfile.Limits{}, clock.Wall{}, nil)
 			if err != nil || n != 3300 {
 				t.Fatalf("rows %d, err %v", n, err)
 			}

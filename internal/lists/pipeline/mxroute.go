@@ -10,6 +10,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // MX host shards (Config.ShardBy = ShardByMX, issue 34): as domain shards
@@ -28,7 +29,8 @@ import (
 // not reach (a zipped input's domains, the domains past the budget) is
 // looked up one at a time as the scan meets them, within what is left of
 // the budget. The cost is bounded by MXLookupTimeout a lookup and
-// MXLookupBudget in all (wall time), and reported in Plan.MXRouting.
+// MXLookupBudget in all (time on Config.Clock), and reported in
+// Plan.MXRouting.
 
 // Defaults of Config.MXLookupTimeout, MXLookupBudget and MXMaxDomains.
 const (
@@ -58,6 +60,7 @@ type MXRouting struct {
 // mxRouter maps a row's domain to its shard key.
 type mxRouter struct {
 	ctx      context.Context
+	clock    clock.Clock
 	ms       listservice.MXSharder
 	timeout  time.Duration
 	budget   time.Duration
@@ -71,7 +74,7 @@ type mxRouter struct {
 }
 
 func newMXRouter(ctx context.Context, ms listservice.MXSharder, cfg Config) *mxRouter {
-	r := &mxRouter{ctx: ctx, ms: ms, timeout: cfg.MXLookupTimeout, budget: cfg.MXLookupBudget, maxDoms: cfg.MXMaxDomains,
+	r := &mxRouter{ctx: ctx, clock: clock.Or(cfg.Clock), ms: ms, timeout: cfg.MXLookupTimeout, budget: cfg.MXLookupBudget, maxDoms: cfg.MXMaxDomains,
 		keys: map[string]string{}, hosts: map[string]struct{}{}}
 	if r.timeout <= 0 {
 		r.timeout = DefaultMXLookupTimeout
@@ -115,10 +118,10 @@ func (r *mxRouter) lookup(domain string) string {
 		return domain
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, min(r.timeout, r.budget-r.spent))
-	start := time.Now()
+	start := r.clock.Now()
 	host, ok := r.ms.PrimaryMX(ctx, domain)
 	cancel()
-	r.spent += time.Since(start)
+	r.spent += r.clock.Since(start)
 	return r.note(domain, host, ok)
 }
 
@@ -137,8 +140,8 @@ func (r *mxRouter) note(domain, host string, ok bool) string {
 // to maxDoms distinct domains and looks them up conc at a time within the
 // budget; those it has not looked up when the budget ends are left to key.
 func (r *mxRouter) prefetch(store *blobstore.Store, key string, d listfile.Dialect, lim listfile.Limits, col int, hs listservice.HostSharder) error {
-	start := time.Now()
-	defer func() { r.spent += time.Since(start) }()
+	start := r.clock.Now()
+	defer func() { r.spent += r.clock.Since(start) }()
 	domains, err := distinctKeys(r.ctx, store, key, d, lim, col, hs, r.maxDoms)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // Config bounds and sizes the work.
@@ -41,6 +42,10 @@ type Config struct {
 	// MXLookupConcurrency is the MX lookups of ShardByMX made at once
 	// (zero: DefaultMXConcurrency).
 	MXLookupConcurrency int
+	// Clock times the MX lookups against MXLookupBudget (nil: the wall
+	// clock; the wiring passes its one clock, tests run in synctest
+	// bubbles).
+	Clock clock.Clock
 }
 
 // DefaultConfig is used where nothing is configured.

@@ -12,6 +12,7 @@ import (
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // batchSize rows go to a service at a time by default; big enough for a
@@ -22,8 +23,23 @@ const (
 	maxBatchSize = 50_000
 )
 
-// progressEvery is how often a shard rewrites its progress document.
+// progressEvery is how often a shard rewrites its progress document: at
+// the first batch written progressEvery or more after the last write (or
+// the start), on the shard's clock.
 const progressEvery = 2 * time.Second
+
+// ShardOption sets an option of RunShard.
+type ShardOption func(*shardOptions)
+
+type shardOptions struct {
+	clock clock.Clock
+}
+
+// WithClock runs the shard on c (the progress throttle); without it, on
+// the wall clock. The wiring passes its one clock.
+func WithClock(c clock.Clock) ShardOption {
+	return func(o *shardOptions) { o.clock = c }
+}
 
 // LoadPlan reads a list's plan.
 func LoadPlan(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys) (*Plan, error) {
@@ -43,8 +59,12 @@ func LoadPlan(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 // RunShard processes shard index of a prepared list and writes its part of
 // the result plus a summary. It is safe to run again: each run rewrites the
 // same objects.
-func RunShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, index int, reg *listservice.Registry, lim listfile.Limits) (*Summary, error) {
-	sum, err := runShard(ctx, store, keys, index, reg, lim)
+func RunShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, index int, reg *listservice.Registry, lim listfile.Limits, opts ...ShardOption) (*Summary, error) {
+	var o shardOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	sum, err := runShard(ctx, store, keys, index, reg, lim, clock.Or(o.clock))
 	if err != nil {
 		// The summary's error becomes the list's status message: the
 		// condition without the server's paths (the caller logs err).
@@ -57,7 +77,7 @@ func RunShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	return sum, nil
 }
 
-func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, index int, reg *listservice.Registry, lim listfile.Limits) (*Summary, error) {
+func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, index int, reg *listservice.Registry, lim listfile.Limits, clk clock.Clock) (*Summary, error) {
 	plan, err := LoadPlan(ctx, store, keys)
 	if err != nil {
 		return nil, err
@@ -108,7 +128,7 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 	if err != nil {
 		return nil, fmt.Errorf("create shard output: %w", err)
 	}
-	rows, err := processRows(ctx, plan, shard, proc, repeats, side, bufio.NewReaderSize(in, 256<<10), out, lim, func(done int64) {
+	rows, err := processRows(ctx, plan, shard, proc, repeats, side, bufio.NewReaderSize(in, 256<<10), out, lim, clk, func(done int64) {
 		_ = store.WriteJSON(ctx, keys.Progress(index), ProgressDoc{Rows: done})
 	})
 	if err != nil {
@@ -144,15 +164,16 @@ func runShard(ctx context.Context, store *blobstore.Store, keys blobstore.ListKe
 
 // processRows streams records through the processor in batches and writes
 // each row with the service's columns appended, in input order. A
-// listservice.Streamer gets many batches in flight at once.
-func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc listservice.Processor, repeats *repeatCursor, side *domainSide, in io.Reader, out io.Writer, lim listfile.Limits, progress func(int64)) (int64, error) {
+// listservice.Streamer gets many batches in flight at once. progress, if
+// not nil, is given the rows written every progressEvery on clk.
+func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc listservice.Processor, repeats *repeatCursor, side *domainSide, in io.Reader, out io.Writer, lim listfile.Limits, clk clock.Clock, progress func(int64)) (int64, error) {
 	rd := listfile.NewRangeReader(in, plan.Dialect(), lim, shard.Start, shard.FirstLine)
 	wr := listfile.NewWriter(out, plan.Delimiter, plan.CRLF)
 	size := batchSize
 	if bs, ok := proc.(listservice.BatchSizer); ok && bs.BatchSize() > 0 {
 		size = min(bs.BatchSize(), maxBatchSize)
 	}
-	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, repeats: repeats, side: side, wr: wr, size: size, progress: progress, lastProgress: time.Now()}
+	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, repeats: repeats, side: side, wr: wr, size: size, clock: clk, progress: progress, lastProgress: clk.Now()}
 	if s, ok := proc.(listservice.Streamer); ok {
 		st.finish = s
 		if s.RowsInFlight() > size {
@@ -176,6 +197,7 @@ type streamer struct {
 	window   int
 	wr       *listfile.Writer
 	size     int
+	clock    clock.Clock
 	progress func(int64)
 
 	cancel       context.CancelFunc
@@ -325,8 +347,8 @@ func (st *streamer) writeHead() error {
 	st.done += int64(len(f.rows))
 	f.b.reset()
 	st.free = append(st.free, f)
-	if st.progress != nil && time.Since(st.lastProgress) >= progressEvery {
-		st.lastProgress = time.Now()
+	if st.progress != nil && st.clock.Since(st.lastProgress) >= progressEvery {
+		st.lastProgress = st.clock.Now()
 		st.progress(st.done)
 	}
 	return st.ctx.Err()

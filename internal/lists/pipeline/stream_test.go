@@ -12,6 +12,7 @@ import (
 
 	"github.com/emaildata/emaildata/internal/lists/listfile"
 	"github.com/emaildata/emaildata/internal/lists/listservice"
+	"github.com/emaildata/emaildata/internal/platform/clock"
 )
 
 // slowStreamer is a listservice.Streamer whose early batches take longest,
@@ -98,7 +99,7 @@ func TestStreamerOrder(t *testing.T) {
 	shard := listfile.Shard{Start: 0, End: int64(in.Len()), Rows: rows, FirstLine: 1}
 	p := &slowStreamer{batch: 100, window: 1000, failAt: -1}
 	var out bytes.Buffer
-	n, err := processRows(context.Background(), plan, shard, p, nil, nil, strings.NewReader(in.String()), &out, listfile.Limits{}, nil)
+	n, err := processRows(context.Background(), plan, shard, p, nil, nil, strings.NewReader(in.String()), &out, listfile.Limits{}, clock.Wall{}, nil)
 	if err != nil || n != rows {
 		t.Fatalf("rows %d, err %v", n, err)
 	}
@@ -127,7 +128,7 @@ func TestStreamerFailure(t *testing.T) {
 	shard := listfile.Shard{Start: 0, End: int64(len(input)), Rows: rows, FirstLine: 1}
 	p := &slowStreamer{batch: 100, window: 1000, failAt: 300, waitFail: true}
 	var out bytes.Buffer
-	n, err := processRows(context.Background(), plan, shard, p, nil, nil, strings.NewReader(input), &out, listfile.Limits{}, nil)
+	n, err := processRows(context.Background(), plan, shard, p, nil, nil, strings.NewReader(input), &out, listfile.Limits{}, clock.Wall{}, nil)
 	if err == nil || err.Error() != "boom" {
 		t.Fatalf("err %v", err)
 	}

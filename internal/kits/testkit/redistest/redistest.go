@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,12 +20,17 @@ import (
 // Addr is the Redis the tests use.
 const Addr = "127.0.0.1:6379"
 
+// DB is the database the tests use on it: not 0, where benchmarks and
+// local stacks leave their keys (hundreds of thousands at times), which
+// every cleanup's SCAN would walk, holding the one-threaded Redis.
+const DB = 15
+
 // Need returns a client of the test Redis, closed when the test ends; it
 // fails the test under CI=true, and skips it otherwise, when Redis does
 // not answer within 2 s.
 func Need(t testing.TB) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: Addr, DB: DB})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -48,12 +54,17 @@ func Prefix(t testing.TB, rdb *redis.Client, name string) string {
 	return prefix
 }
 
-// URL returns redis://Addr/0?prefix=<a fresh Prefix>: what --fleet-url and
-// --history-url take, on a key space of the test's own.
+// URL returns redis://Addr/DB?prefix=<a fresh Prefix>: what --fleet-url
+// and --history-url take, on a key space of the test's own.
 func URL(t testing.TB, name string) string {
 	t.Helper()
 	rdb := Need(t)
-	return "redis://" + Addr + "/0?prefix=" + Prefix(t, rdb, name)
+	return URLOf(Prefix(t, rdb, name))
+}
+
+// URLOf is the URL of prefix's key space on the tests' database.
+func URLOf(prefix string) string {
+	return "redis://" + Addr + "/" + strconv.Itoa(DB) + "?prefix=" + prefix
 }
 
 // DeletePrefix deletes every key of prefix, and the rate keys redis_rate
@@ -61,7 +72,11 @@ func URL(t testing.TB, name string) string {
 func DeletePrefix(rdb *redis.Client, prefix string) {
 	ctx := context.Background()
 	for _, pat := range []string{prefix + "*", "rate:" + prefix + "*"} {
-		iter := rdb.Scan(ctx, 0, pat, 1000).Iterator()
+		// A large COUNT: the test Redis is shared, and may hold hundreds
+		// of thousands of other keys (benchmarks'); SCAN walks them all
+		// whatever the pattern, in 1/COUNT as many round trips. Each call
+		// holds Redis for about 7 ms a 10,000 keys walked.
+		iter := rdb.Scan(ctx, 0, pat, 10_000).Iterator()
 		var keys []string
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
