@@ -32,7 +32,7 @@ import (
 //     (at most max); karma's IP history (redis) carries a poor reputation
 //     into the client's next connections;
 //   - limit (any of Host.ConnCountLimit, ConnRateLimit per
-//     Options.AnvilRateTimeUnit, RecipientLimit, ErrorLimit), whose refusals
+//     Host.ConnRateWindow, RecipientLimit, ErrorLimit), whose refusals
 //     are temporary ("Too many concurrent connections", "connection rate
 //     limit exceeded" with a disconnect; "Too many recipient attempts"),
 //     each after the shipped tarpit_delay (3s); with Karma, the shipped
@@ -103,10 +103,7 @@ func (r *Running) startHaraka(i int, h Host) error {
 			fmt.Fprintf(&b, "[errors]\nenabled=true\nmax=%d\n", h.ErrorLimit)
 		}
 		if h.ConnRateLimit > 0 {
-			window := 60 * time.Second
-			if r.opt.AnvilRateTimeUnit > 0 {
-				window = r.opt.AnvilRateTimeUnit
-			}
+			window := r.rateWindow(h)
 			// The shipped limit.ini exempts 127 (127=0): the world's
 			// clients are all there.
 			fmt.Fprintf(&b, "[rate_conn]\nenabled=true\n127=%[1]d/%[2]ds\ndefault=%[1]d/%[2]ds\n", h.ConnRateLimit, int(window/time.Second))
@@ -129,7 +126,7 @@ func (r *Running) startHaraka(i int, h Host) error {
 	if err != nil {
 		return err
 	}
-	r.procs = append(r.procs, p)
+	r.addProc(p)
 	if err := waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, 30*time.Second); err != nil {
 		return err
 	}
@@ -160,6 +157,18 @@ func (r *Running) startHaraka(i int, h Host) error {
 	}
 }
 
+// rateWindow is the window of h's ConnRateLimit at sendmail and Haraka:
+// Host.ConnRateWindow, else Options.AnvilRateTimeUnit, else 60s.
+func (r *Running) rateWindow(h Host) time.Duration {
+	switch {
+	case h.ConnRateWindow > 0:
+		return h.ConnRateWindow
+	case r.opt.AnvilRateTimeUnit > 0:
+		return r.opt.AnvilRateTimeUnit
+	}
+	return 60 * time.Second
+}
+
 // harakaLog is the log (stdout) of the i-th host (a Haraka host).
 func (r *Running) harakaLog(i int) string {
 	return filepath.Join(r.dir, "log", "haraka-"+strconv.Itoa(i)+".log")
@@ -178,7 +187,7 @@ func (r *Running) startRedis() error {
 	if err != nil {
 		return err
 	}
-	r.procs = append(r.procs, p)
+	r.addProc(p)
 	return waitListening(p, []netip.Addr{r.redisAddr.Addr()}, int(r.redisAddr.Port()), 20*time.Second)
 }
 
@@ -324,10 +333,7 @@ func (r *Running) harakaCounts(i int, hc *HostCounts) error {
 		s.cmd = ""
 	})
 	hc.MaxConcurrent = maxOverlap(opens, closes)
-	window := 60 * time.Second
-	if r.opt.AnvilRateTimeUnit > 0 {
-		window = r.opt.AnvilRateTimeUnit
-	}
+	window := r.rateWindow(r.World.Hosts[i])
 	hc.MaxConnsPerWindow = maxInWindow(opens, window)
 	return err
 }

@@ -28,7 +28,8 @@ func TestSendmailHaraka(t *testing.T) {
 			{Name: "hkall.test", Host: "mx.haraka.test", CatchAll: true},
 		},
 	}
-	r := StartT(t, w, Options{AnvilRateTimeUnit: 10 * time.Second})
+	// 12s: sendmail's rate window is a multiple of 6s (Host.ConnRateWindow).
+	r := StartT(t, w, Options{AnvilRateTimeUnit: 12 * time.Second})
 	src := r.opt.addr(0, 40).String()
 
 	t.Run("sendmail", func(t *testing.T) {
@@ -55,7 +56,7 @@ func TestSendmailHaraka(t *testing.T) {
 		c.expect("DATA", "554")
 		c.expect("QUIT", "221")
 		c.close()
-		// ConnRateLimit 3 per 10s: the fourth connection is refused.
+		// ConnRateLimit 3 per 12s: the fourth connection is refused.
 		for i := range 3 {
 			c, g := dial(t, r.HostAddr("mx.sendmail.test"), src)
 			want := 220

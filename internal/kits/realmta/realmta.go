@@ -100,6 +100,14 @@ type Host struct {
 	// open connections."). Haraka: the limit plugin's [rate_conn] (per
 	// Options.AnvilRateTimeUnit) and [concurrency] max.
 	ConnRateLimit, ConnCountLimit int
+	// ConnRateWindow (sendmail and Haraka) is this host's window for
+	// ConnRateLimit instead of Options.AnvilRateTimeUnit, which is anvil's
+	// (Postfix's) as well. sendmail's must be a multiple of 6s: its
+	// ratecontrol counts connections in 6 slots of window/6 whole seconds,
+	// so a 7s window is 6s and one under 6s never forgets a connection
+	// (measured with sendmail 8.17.1.9: at 3s a client refused once was
+	// still refused 12s later).
+	ConnRateWindow time.Duration
 	// RecipientLimit is smtpd_recipient_limit (RCPTs a transaction; past
 	// it "452 4.5.3 Error: too many recipients"; Postfix's default 1000);
 	// sendmail's confMAX_RCPTS_PER_MESSAGE ("452 4.5.3 Too many
@@ -115,7 +123,9 @@ type Host struct {
 	// its tarpit: once a client's score is negative (refused recipients
 	// are penalised), every reply is delayed by -score seconds, at most
 	// KarmaTarpitMax (default 1s here; karma's own default 5s; fractions
-	// of a second are allowed).
+	// of a second are allowed). An accepted RCPT waits twice (karma's rcpt
+	// and rcpt_ok hooks both tarpit), a refused one and MAIL once, RSET
+	// not at all.
 	Karma          bool
 	KarmaTarpitMax time.Duration
 	// ErrorLimit (Haraka only) is the limit plugin's [errors] max: a

@@ -30,7 +30,7 @@ import (
 //     each further RCPT reply of the transaction;
 //   - FEATURE(`ratecontrol') and FEATURE(`conncontrol') with the access
 //     map's ClientRate: and ClientConn: entries (Host.ConnRateLimit per
-//     confCONNECTION_RATE_WINDOW_SIZE, Options.AnvilRateTimeUnit, and
+//     confCONNECTION_RATE_WINDOW_SIZE, Host.ConnRateWindow, and
 //     Host.ConnCountLimit at once): past either, the greeting is "421 4.3.2
 //     Connection rate limit exceeded." or "421 4.3.2 Too many open
 //     connections." and the connection is closed ("terminate").
@@ -75,9 +75,9 @@ func (r *Running) startSendmail(i int, h Host) error {
 	if h.ConnCountLimit > 0 {
 		fmt.Fprintf(&access, "ClientConn:127\t%d\n", h.ConnCountLimit)
 	}
-	window := 60 * time.Second
-	if r.opt.AnvilRateTimeUnit > 0 {
-		window = r.opt.AnvilRateTimeUnit
+	window := r.rateWindow(h)
+	if h.ConnRateLimit > 0 && (window < 6*time.Second || window%(6*time.Second) != 0) {
+		return fmt.Errorf("realmta: sendmail host %s: connection-rate window %v is not a multiple of 6s (see Host.ConnRateWindow)", h.Name, window)
 	}
 	var defs strings.Builder
 	def := func(k, v string) { fmt.Fprintf(&defs, "define(`%s', `%s')dnl\n", k, v) }
@@ -153,7 +153,7 @@ func (r *Running) startSendmail(i int, h Host) error {
 	if err != nil {
 		return err
 	}
-	r.procs = append(r.procs, p)
+	r.addProc(p)
 	return waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, 20*time.Second)
 }
 

@@ -30,7 +30,8 @@ type Running struct {
 	owner       *os.File // owner.lock, held while this process lives
 	postfix     *proc
 	postfixConf string
-	procs       []*proc // NSD, postgrey, Exim
+	procsMu     sync.Mutex // procs, while the hosts start side by side
+	procs       []*proc    // NSD, postgrey, Exim, redis, sendmail, Haraka
 
 	closeOnce sync.Once
 	closeErr  error
@@ -161,27 +162,41 @@ func start(w World, opt Options, bins Binaries) (_ *Running, err error) {
 			return nil, err
 		}
 	}
+	// The sendmail and Haraka daemons (one a host) and Postfix start side
+	// by side: a Haraka takes about a second of Node.js start-up, Postfix
+	// half a second, and none waits for another.
+	var wg sync.WaitGroup
+	errs := make([]error, len(w.Hosts)+1)
 	for i, h := range w.Hosts {
 		switch h.Software {
 		case Sendmail:
-			err = r.startSendmail(i, h)
+			wg.Go(func() { errs[i] = r.startSendmail(i, h) })
 		case Haraka:
-			err = r.startHaraka(i, h)
-		}
-		if err != nil {
-			return nil, err
+			wg.Go(func() { errs[i] = r.startHaraka(i, h) })
 		}
 	}
 	if postfix {
-		conf, err := r.writePostfix()
-		if err != nil {
-			return nil, err
-		}
-		if err := r.startPostfix(conf); err != nil {
-			return nil, err
-		}
+		wg.Go(func() {
+			conf, err := r.writePostfix()
+			if err == nil {
+				err = r.startPostfix(conf)
+			}
+			errs[len(w.Hosts)] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// addProc records a started daemon (Close stops it); the hosts' daemons
+// start side by side.
+func (r *Running) addProc(p *proc) {
+	r.procsMu.Lock()
+	defer r.procsMu.Unlock()
+	r.procs = append(r.procs, p)
 }
 
 // StartT starts the world for a test (Require first: fails under CI=true
