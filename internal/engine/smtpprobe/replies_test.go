@@ -46,7 +46,7 @@ func TestReplyTableRows(t *testing.T) {
 		ReplyUnknown:       {{kind: cmdRCPT, line: "501 5.5.4 Syntax"}, {kind: cmdRCPT, line: "550 5.1.8 bad sender domain"}},
 		ReplyTooMany:       {{kind: cmdRCPT, line: "452 4.5.3 Too many recipients"}, {kind: cmdRCPT, line: "452 too many recipients"}},
 		ReplyTemporary:     {{kind: cmdRCPT, line: "450 4.2.1 try later"}, {kind: cmdRCPT, line: "451 4.7.1 Greylisted"}, {kind: cmdRCPT, line: "452 4.2.2 over quota, try later"}},
-		ReplyClosing:       {{kind: cmdRCPT, line: "421 4.3.2 shutting down"}, {kind: cmdMAIL, line: "421 busy"}, {kind: cmdHello, greet: true, line: "421 4.7.0 too many connections"}},
+		ReplyClosing:       {{kind: cmdRCPT, line: "421 4.3.2 shutting down"}, {kind: cmdMAIL, line: "421 busy"}, {kind: cmdHello, greet: true, line: "421 4.7.0 too many connections"}, {kind: cmdHello, greet: true, line: "421 connection rate limit exceeded"}},
 		ReplyTooManyErrors: {{kind: cmdRCPT, line: "421 4.7.0 mx Error: too many errors"}, {kind: cmdRSET, line: "421 4.7.0 mx Error: too many errors"}},
 		ReplyDeferred:      {{kind: cmdMAIL, line: "451 4.3.0 try later"}, {kind: cmdRSET, line: "450 busy"}, {kind: cmdHello, greet: true, line: "450 busy"}, {kind: cmdHello, line: "451 later"}},
 		ReplyRefused:       {{kind: cmdMAIL, line: "550 5.7.1 sender refused"}, {kind: cmdHello, greet: true, line: "554 no service"}, {kind: cmdHello, line: "550 no HELO"}},
