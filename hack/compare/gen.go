@@ -28,6 +28,7 @@ type gen struct {
 	pushback    bool          // realistic: flow control, anvil, Exim's non-mail limit, tarpits that hang up (mailworld.RealisticPushback)
 	loopback    int           // synthetic: the hosts' 127.B.x.y byte B (0: one per world)
 	sharedMX    int           // realistic: shared provider MX hosts (0: none)
+	otherMTAs   bool          // real: sendmail and Haraka hosts too
 }
 
 func (g *gen) bind(fs *flag.FlagSet) {
@@ -45,6 +46,7 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.IntVar(&g.rcptLimit, "rcpt-limit", 20, "realistic: RCPTs a connection at hosts with a limit")
 	fs.BoolVar(&g.decorations, "decorations", true, "realistic: padded rows, typos, disposable domains, garbage rows")
 	fs.BoolVar(&g.postfix, "postfix", true, "realistic: Postfix's default error limits on a third of the ordinary domains and two hosting providers")
+	fs.BoolVar(&g.otherMTAs, "other-mtas", false, "real: also a sendmail and a Haraka host with their anti-harvest settings (realmta.OtherHosts)")
 	fs.IntVar(&g.sharedMX, "shared-mx", 0, "realistic: host every domain with MX hosts on this many shared provider MX hosts (mailworld.Profile.SharedMX; 0: none)")
 	fs.BoolVar(&g.pushback, "pushback", false, "realistic: servers that push back: Postfix's flow control (1s) at Postfix hosts, anvil (12 connections a minute) at a quarter of the ordinary ones, Exim's non-mail limit at a fifth of the others, tarpits hanging up at 10s, 30s or never")
 }
@@ -54,7 +56,7 @@ func (g gen) args() []string {
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
 		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
-		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback), "-shared-mx", strconv.Itoa(g.sharedMX),
+		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback), "-shared-mx", strconv.Itoa(g.sharedMX), "-other-mtas=" + strconv.FormatBool(g.otherMTAs),
 		"-loopback-base", strconv.Itoa(g.loopback)}
 }
 
@@ -64,7 +66,7 @@ func (g gen) real() bool { return g.world == "real" }
 // generateReal is realmta's world and list (decorations, latency and the
 // profile do not apply: the servers are what they are).
 func (g gen) generateReal() (realmta.World, []string) {
-	return realmta.Generate(g.seed, g.domains, g.rows, realmta.GenOptions{AnvilRate: g.anvilRate, NoGreylist: g.greylist <= 0, Tarpits: g.tarpits})
+	return realmta.Generate(g.seed, g.domains, g.rows, realmta.GenOptions{AnvilRate: g.anvilRate, NoGreylist: g.greylist <= 0, Tarpits: g.tarpits, OtherMTAs: g.otherMTAs})
 }
 
 func (g gen) generate() ([]mailworld.Domain, []string) {

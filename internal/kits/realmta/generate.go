@@ -53,6 +53,38 @@ func TarpitHosts() []Host {
 	}
 }
 
+// OtherHosts are the sendmail and Haraka hosts Generate adds with
+// GenOptions.OtherMTAs, each with the anti-harvest settings its
+// documentation recommends (issue 34, item 5):
+//
+//   - mx.sendmail: sendmail with MaxRecipientsPerMessage 25,
+//     BadRcptThrottle 3 (a second before each RCPT reply once a
+//     transaction had 3 refused, 452s included), ClientRate 12 a minute
+//     and ClientConn 3 at once;
+//   - mx.haraka: Haraka with karma (its tarpit, at most 1s a reply once a
+//     client sent an unknown recipient) and limit: 2 connections at once,
+//     100 recipients and 10 errors a connection.
+func OtherHosts() []Host {
+	return []Host{
+		{Name: "mx.sendmail.hosts.test", Software: Sendmail, RecipientLimit: 25, BadRcptThrottle: 3,
+			ConnRateLimit: 12, ConnRateWindow: time.Minute, ConnCountLimit: 3},
+		{Name: "mx.haraka.hosts.test", Software: Haraka, Karma: true, ConnCountLimit: 2, RecipientLimit: 100, ErrorLimit: 10},
+	}
+}
+
+// otherKinds are the domains on OtherHosts (GenOptions.OtherMTAs).
+var otherKinds = []struct {
+	weight int
+	host   string
+	shape  DNSShape
+	flavor string
+}{
+	{5, "mx.sendmail", ShapeMX, ""},
+	{1, "mx.sendmail", ShapeMX, "catchall"},
+	{5, "mx.haraka", ShapeMX, ""},
+	{1, "mx.haraka", ShapeMX, "catchall"},
+}
+
 // GenOptions shape Generate's world.
 type GenOptions struct {
 	// AnvilRate is mx.anvil's smtpd_client_connection_rate_limit (default
@@ -64,6 +96,9 @@ type GenOptions struct {
 	// Tarpits adds TarpitHosts and about 3% of domains on them (the world
 	// and list are then drawn differently from one without).
 	Tarpits bool
+	// OtherMTAs adds OtherHosts (sendmail and Haraka) and about 11% of
+	// domains on them (the world and list are then drawn differently).
+	OtherMTAs bool
 }
 
 // domainKinds is how Generate spreads domains, in weights out of 100.
@@ -132,6 +167,10 @@ func Generate(seed int64, n, rows int, o GenOptions) (World, []string) {
 		w.Hosts = append(w.Hosts, TarpitHosts()...)
 		kinds = append(slices.Clone(domainKinds), tarpitKinds...)
 	}
+	if o.OtherMTAs {
+		w.Hosts = append(w.Hosts, OtherHosts()...)
+		kinds = append(slices.Clone(kinds), otherKinds...)
+	}
 	host := func(tag string) string {
 		if tag == "plain" {
 			return fmt.Sprintf("mx%d.plain.hosts.test", 1+rng.IntN(2))
@@ -166,7 +205,7 @@ func Generate(seed int64, n, rows int, o GenOptions) (World, []string) {
 			}
 			sort.Strings(d.Mailboxes)
 			rng.Shuffle(len(d.Mailboxes), func(i, j int) { d.Mailboxes[i], d.Mailboxes[j] = d.Mailboxes[j], d.Mailboxes[i] })
-			if k.host != "mx.exim" && !d.Policy && rng.IntN(3) == 0 {
+			if full := k.host != "mx.exim" && k.host != "mx.sendmail" && k.host != "mx.haraka"; full && !d.Policy && rng.IntN(3) == 0 {
 				d.Full, d.Mailboxes = d.Mailboxes[:1], d.Mailboxes[1:]
 			}
 		}
