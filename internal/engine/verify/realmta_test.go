@@ -26,7 +26,7 @@ import (
 // test takes seconds: what matters is the order between them.
 const (
 	realGreyDelay = 2 * time.Second // postgrey --delay
-	realAnvilUnit = 6 * time.Second // anvil_rate_time_unit (Postfix: 60s)
+	realAnvilUnit = 3 * time.Second // anvil_rate_time_unit (Postfix: 60s); sendmail has its own (realSendmailWindow)
 	realGreetWait = 2 * time.Second // postscreen_greet_wait (Postfix: 6s)
 	realRcptMax   = 20              // Exim's recipients_max
 	realTarpit    = 10 * time.Second
