@@ -53,6 +53,9 @@ type hostQ struct {
 	// (an idle session's wait for more work is not the host's).
 	nDeferred int
 	busy      time.Duration
+	// nRejected counts the rejections among the RCPTs it answered (the
+	// cost model's share of refused recipients).
+	nRejected int
 	// greyWaiting counts this host's items waiting out its greylisting in
 	// the timer heap; greyDue is when the last of them comes due.
 	greyWaiting int
@@ -416,7 +419,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	p.mu.Lock()
 	p.noteAcceptedLocked(q, t0)
 	p.learnLocked(q, HostState{Answered: true})
-	p.fitSessionLocked(q, s)
+	p.fitSessionLocked(q, s, len(items))
 	p.mu.Unlock()
 	for {
 		if !p.exchange(q, s, items) {
@@ -467,7 +470,7 @@ func (p *Prober) lease(k fleet.Key, budget time.Time, lim fleet.Limits) (*fleet.
 
 // fitSessionLocked applies what q taught to its new session s: the
 // budgets it showed.
-func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
+func (p *Prober) fitSessionLocked(q *hostQ, s *session, taken int) {
 	if c := q.hs.RejectsPerSession; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
 		s.rejectCap = c
 	}
@@ -476,6 +479,7 @@ func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
 	}
 	s.txRejCap = q.hs.RejectsPerTransaction
 	s.group = p.groupLocked(q)
+	p.planSessionLocked(q, s, taken)
 }
 
 // slowZoneLocked lets a session to a Postfix host that counts connections
@@ -497,6 +501,7 @@ func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
 		return false // a new session can start now: cheaper than the slow zone
 	}
 	s.rejectCap = postfixSlowZoneRejects
+	s.slowZone = true
 	s.rules.watchSlow = false // its pauses are the ones we chose
 	return true
 }

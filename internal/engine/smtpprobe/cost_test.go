@@ -1,0 +1,150 @@
+package smtpprobe
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+// TestCostModelPlan: the budget the cost model picks for the next session,
+// for hosts that make connections or errors the scarcer.
+func TestCostModelPlan(t *testing.T) {
+	postfix := costModel{conns: 3, quiet: 9, most: 19, sleep: time.Second, base: 50 * time.Millisecond}
+	anvil := postfix
+	anvil.perWindow, anvil.window = 12, time.Minute
+	rated := postfix
+	rated.interval, rated.burst = 200*time.Millisecond, 3
+	for _, tc := range []struct {
+		name          string
+		m             costModel
+		rcpts         int
+		share         float64
+		st            costState
+		cap, sessions int
+	}{
+		// Connections cost nothing but their setup: no error sleeps.
+		{"no connection limit", postfix, 480, 0.66, costState{}, 9, 36},
+		{"a connection rate only", rated, 480, 0.66, costState{}, 9, 36},
+		// Anvil's 12 a minute: the first window's sessions take errors
+		// near the hard limit (12 of 18: 216 of 317), the second's few
+		// enough that none sleeps (12 of 9).
+		{"anvil, first window", anvil, 480, 0.66, costState{left: 11, winEnd: time.Minute}, 18, 24},
+		// The work left fits the window's connections: no sleeps.
+		{"anvil, work fits the window", anvil, 100, 0.66, costState{left: 11, winEnd: time.Minute}, 9, 8},
+		// No connection left this window: this session goes on past the
+		// quiet budget (27 rejections: 18 now, 9 in the next window).
+		{"anvil, last connection", anvil, 40, 0.66, costState{left: 0, winEnd: 30 * time.Second, elapsed: 30 * time.Second}, 18, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.m.plan(tc.rcpts, tc.share, tc.st)
+			if p.cap != tc.cap || p.sessions != tc.sessions {
+				t.Fatalf("plan %+v, want a budget of %d rejections and %d sessions", p, tc.cap, tc.sessions)
+			}
+		})
+	}
+}
+
+// anvilHost is issue 34's Postfix host: anvil's 12 connections a minute
+// and 3 at once, smtpd_soft_error_limit 10 (a 1 s sleep before every reply
+// from then on), smtpd_hard_error_limit 20; n recipients of which unknown
+// are refused, spread evenly.
+func anvilHost(name string, n, unknown int, window time.Duration) (mailworld.Domain, []string, map[string]bool) {
+	boxes := map[string]mailworld.Behaviour{}
+	var addrs []string
+	ok := map[string]bool{}
+	for i := range n {
+		local := fmt.Sprintf("u%03d", i)
+		if i*unknown/n == (i+1)*unknown/n {
+			boxes[local] = mailworld.Exists
+			ok[local+"@"+name] = true
+		}
+		addrs = append(addrs, local+"@"+name)
+	}
+	return mailworld.Domain{Name: name, Mailboxes: boxes, MaxConns: 3, ConnRateLimit: 12, ConnRateWindow: window,
+		SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second}, addrs, ok
+}
+
+// TestCheapestWayThroughLimits: issue 34's Postfix host (480 recipients,
+// 318 unknown) whose connection limits this process knows from before
+// (its HostMemory: 12 connections a window). Keeping every session under
+// the soft error limit takes 36 sessions, three windows; the cost model
+// lets the first window's sessions take up to 19 errors (the sleeps of
+// Postfix's slow zone) and the second window's as few as its connections
+// allow. The list finishes within 5% of the floor the host's limits allow
+// (the model's own soonest finish, computed from the host's limits with
+// the true share of unknown recipients, and no less than one window),
+// every verdict right, the host never closing a session, never more
+// sessions at once or connections a window than it takes. Without the
+// limits known (first contact), the host's first window is spent on quiet
+// sessions before its refusal teaches the limit.
+func TestCheapestWayThroughLimits(t *testing.T) {
+	const (
+		n, unknown = 480, 318
+		window     = time.Minute
+	)
+	for _, tc := range []struct {
+		name     string
+		known    bool
+		sessions int     // connections the host accepted
+		vsFloor  float64 // the most took may be of the floor
+	}{
+		{"limits known", true, 24, 1.05},
+		{"first contact", false, 33, 2.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dom, addrs, ok := anvilHost("anvil.test", n, unknown, window)
+				e := startWorld(t, mailworld.Options{Latency: 10 * time.Millisecond}, dom)
+				p := e.prober(func(c *Config) {
+					c.MaxConnsPerHost, c.RatePerHost, c.CommandTimeout, c.RefusalWindow = 3, 5, 5*time.Minute, window
+				})
+				if tc.known {
+					p.cfg.HostMemory.Learn(e.w.MXAddrs("anvil.test")[0], HostState{ConnsPerWindow: 12, Answered: true})
+				}
+				t0 := time.Now()
+				res := make([]Result, len(addrs))
+				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "anvil.test", e.mx("anvil.test"), addrs, res); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(t0)
+				for i, r := range res {
+					want := Missing
+					if ok[addrs[i]] {
+						want = Deliverable
+					}
+					if r.Outcome != want {
+						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+					}
+				}
+				hs := hostStats(e, "mx1.anvil.test")
+				// The floor: the model's soonest plan from the start, knowing
+				// the host's limits and its share of unknown recipients (and
+				// the catch-all probe, refused too).
+				m := costModel{conns: 3, perWindow: 12, window: window + windowMargin, quiet: postfixSoftErrors - 1,
+					most: postfixHardErrors - 1, sleep: time.Second, base: 5 * 10 * time.Millisecond}
+				share := float64(unknown+1) / float64(n+1)
+				floor := time.Duration(math.MaxInt64)
+				for now := m.quiet; now <= m.most; now++ {
+					for later := m.quiet; later <= m.most; later++ {
+						f, _ := m.finish(unknown+1, now, later, share, costState{left: 11, winEnd: m.window})
+						floor = min(floor, f)
+					}
+				}
+				floor = max(floor, window)
+				least := (unknown + 1 + m.most - 1) / m.most // the fewest sessions the hard limit allows
+				t.Logf("took %v (floor %v, %.2fx), %d connections (least %d, %.2fx)", took, floor, took.Seconds()/floor.Seconds(),
+					hs.Total, least, float64(hs.Total)/float64(least))
+				if hs.TooManyErrors != 0 || hs.MaxConcurrent > 3 || (tc.known && hs.Rejected != 0) {
+					t.Fatalf("host %+v: a limit was met", hs)
+				}
+				if hs.Total != tc.sessions || took < floor || took.Seconds() > tc.vsFloor*floor.Seconds() {
+					t.Fatalf("%d sessions in %v (floor %v), want %d, within %.2fx of the floor", hs.Total, took, floor, tc.sessions, tc.vsFloor)
+				}
+			})
+		})
+	}
+}
