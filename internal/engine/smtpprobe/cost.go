@@ -223,6 +223,7 @@ func (p *Prober) planSessionLocked(q *hostQ, s *session, taken int) {
 	if pl.cap > s.rejectCap {
 		s.rejectCap = pl.cap
 		s.slowZone, s.errorSleep = true, m.sleep
+		q.slowing++
 		s.rules.watchSlow = false // its pauses are the ones we chose
 	}
 }

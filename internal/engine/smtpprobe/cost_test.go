@@ -93,7 +93,7 @@ func TestCheapestWayThroughLimits(t *testing.T) {
 		vsFloor  float64 // the most took may be of the floor
 	}{
 		{"limits known", true, 24, 1.05},
-		{"first contact", false, 33, 2.2},
+		{"first contact", false, 27, 1.85},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -143,6 +143,36 @@ func TestCheapestWayThroughLimits(t *testing.T) {
 				}
 				if hs.Total != tc.sessions || took < floor || took.Seconds() > tc.vsFloor*floor.Seconds() {
 					t.Fatalf("%d sessions in %v (floor %v), want %d, within %.2fx of the floor", hs.Total, took, floor, tc.sessions, tc.vsFloor)
+				}
+			})
+		})
+	}
+}
+
+// TestLearnsErrorCosts: what the cost model needs of a host that does not
+// name its software is learnt from its answers: the sleep before each
+// reply once its soft error limit is met (the gap before the held reply),
+// and the errors after which it closes a session ("421 too many errors").
+func TestLearnsErrorCosts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		dom   mailworld.Domain
+		sleep time.Duration // the least ErrorSleep learnt
+		hard  int
+	}{
+		{"error sleep", mailworld.Domain{SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second, Banner: "ESMTP"}, time.Second, 0},
+		{"hard limit", mailworld.Domain{HardErrors: 12}, 0, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				boxes, addrs := halfMissing("learn.test", 80)
+				tc.dom.Name, tc.dom.Mailboxes = "learn.test", boxes
+				e := startWorld(t, mailworld.Options{}, tc.dom)
+				p := e.prober(func(c *Config) { c.CommandTimeout = 30 * time.Second; c.MaxConnsPerHost = 1 })
+				probeHalfMissing(t, e, p, "learn.test", addrs)
+				hs := p.cfg.HostMemory.Load(e.w.MXAddrs("learn.test")[0])
+				if hs.ErrorSleep < tc.sleep || (tc.sleep == 0) != (hs.ErrorSleep == 0) || hs.HardErrors != tc.hard {
+					t.Fatalf("learnt %+v, want an error sleep of at least %v and a hard limit of %d", hs, tc.sleep, tc.hard)
 				}
 			})
 		})

@@ -44,7 +44,11 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
+	rtt := s.rtt
+	if s.slowZone {
+		rtt = s.helloRTT // its round trips hold the error sleeps we chose, not the host's pace
+	}
+	q.estimate = max(q.estimate, 2*(s.setup+rtt))
 	q.nRcpts += len(sent)
 	q.nRejected += s.rejects - rejected
 	q.last = p.clk.Now()
@@ -140,7 +144,7 @@ func (w *windowReplies) sessionReply(c *cmd, cl ReplyClass, answered, rest []cmd
 			// Postfix's "421 4.7.0 <host> Error: too many errors"
 			// (smtpd_hard_error_limit, met on a server whose greeting
 			// hides its name) teaches a rejection budget short of it.
-			w.p.learnLocked(w.q, HostState{RejectsPerSession: max(1, w.s.rejects-2), HardErrors: w.s.rejects})
+			w.p.learnLocked(w.q, HostState{RejectsPerSession: max(1, w.s.rejects-2), HardErrors: w.s.rejects - 1}) // (the 421 counted as one)
 			if !w.limited {
 				w.p.st.limits.Add(1)
 			}

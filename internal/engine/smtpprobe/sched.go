@@ -41,6 +41,12 @@ type hostQ struct {
 	// our current window's start and connections.
 	winStart time.Time
 	winCount int
+	// open counts our sessions to q that the host accepted and that are
+	// still open; peakOpen the most at once.
+	open, peakOpen int
+	// slowing counts the open sessions the cost model sent past the
+	// host's quiet budget (cost.go): their round trips are error sleeps.
+	slowing int
 
 	waiting bool // in Prober.waitq
 
@@ -249,8 +255,11 @@ func (p *Prober) kick(q *hostQ) {
 // how busy the process is or how the list was split.
 func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
 	rtt := q.estimate / 2 // estimate is about two (setup + round trip)
-	if rtt <= 0 {
-		return true // nothing known yet: the backlog rule decides
+	if rtt <= 0 || q.slowing > 0 {
+		// (Sessions sleeping through a host's errors, as the cost model
+		// planned with the sessions the host takes at once: another one
+		// shortens the work by its share.)
+		return true // nothing known yet, or sleeping: the backlog rule decides
 	}
 	rounds := backlog/max(p.groupLocked(q), 1) + 1
 	drain := time.Duration(rounds) * rtt / time.Duration(q.sessions)
@@ -418,8 +427,14 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	}
 	p.mu.Lock()
 	p.noteAcceptedLocked(q, t0)
+	q.open++
+	q.peakOpen = max(q.peakOpen, q.open)
 	p.learnLocked(q, HostState{Answered: true})
 	p.fitSessionLocked(q, s, len(items))
+	// A session started by a timer (the host's backoff or window ending)
+	// is the only one kicked then: another beside it, if the host's work
+	// and limits warrant one.
+	p.kick(q)
 	p.mu.Unlock()
 	for {
 		if !p.exchange(q, s, items) {
@@ -501,6 +516,9 @@ func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
 		return false // a new session can start now: cheaper than the slow zone
 	}
 	s.rejectCap = postfixSlowZoneRejects
+	if !s.slowZone {
+		q.slowing++
+	}
 	s.slowZone = true
 	s.rules.watchSlow = false // its pauses are the ones we chose
 	return true
@@ -530,6 +548,12 @@ func (p *Prober) endSession(q *hostQ, s *session, sl *slot) bool {
 		p.letGo(sl)
 	}
 	s.end()
+	p.mu.Lock()
+	q.open--
+	if s.slowZone {
+		q.slowing--
+	}
+	p.mu.Unlock()
 	return more || p.hasWork(q)
 }
 
