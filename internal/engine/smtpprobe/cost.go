@@ -28,7 +28,10 @@ import (
 // this process's HostMemory (the fleet's HostLimits do not carry them).
 
 // planSlack: a budget whose plan finishes within this factor of the
-// soonest is as good, and the one with the fewest sessions wins.
+// soonest (of the host's whole span) is as good, and the one with the
+// fewest sessions wins. (Not a greylisting host's wait: its first pass
+// sets when its retries come due, so fewer, slower sessions then cost
+// the whole list time.)
 const planSlack = 1.05
 
 // costModel is one host's limits as a planner sees them.
@@ -209,6 +212,7 @@ func (p *Prober) planSessionLocked(q *hostQ, s *session, taken int) {
 	if !q.first.IsZero() {
 		st.elapsed = now.Sub(q.first)
 	}
+
 	if m.perWindow > 0 {
 		st.left, st.winEnd = m.perWindow, m.window
 		if !q.winStart.IsZero() && now.Before(q.winStart.Add(m.window)) {
@@ -223,6 +227,7 @@ func (p *Prober) planSessionLocked(q *hostQ, s *session, taken int) {
 	if pl.cap > s.rejectCap {
 		s.rejectCap = pl.cap
 		s.slowZone, s.errorSleep = true, m.sleep
+		s.slowUntil = now.Add(m.sessionTime(pl.cap, share) + m.sleep)
 		q.slowing++
 		s.rules.watchSlow = false // its pauses are the ones we chose
 	}
@@ -231,3 +236,66 @@ func (p *Prober) planSessionLocked(q *hostQ, s *session, taken int) {
 // minShareSample: the recipients a host must have answered before its
 // share of refusals replaces priorRejectShare.
 const minShareSample = 10
+
+// noHardLimitSpan bounds the errors past the soft limit LimitsFloor
+// tries for a session at a host with no hard limit.
+const noHardLimitSpan = 64
+
+// ServerLimits is a host's own configuration as a benchmark that built
+// the host knows it, for LimitsFloor. A zero field is no limit.
+type ServerLimits struct {
+	Conns                  int           // sessions at once
+	PerWindow              int           // connections a window (anvil)
+	Window                 time.Duration // its length
+	RcptsPerSession        int           // RCPTs a session
+	SoftErrors, HardErrors int           // errors before the error sleep; errors after which a session is closed
+	ErrorSleep             time.Duration // the sleep before every reply past SoftErrors
+	Session                time.Duration // a session's time without error sleeps (greeting, EHLO, its round trips)
+}
+
+// LimitsFloor is the soonest the host's limits let work of rcpts
+// recipients, rejects of them refused, end (from its first session's
+// start), with the sessions that plan takes, and the fewest sessions the
+// limits allow at all: the floor and the least connections a benchmark
+// prints beside what an engine took. It uses the cost model the prober
+// plans sessions with, knowing what the prober only learns.
+func LimitsFloor(l ServerLimits, rcpts, rejects int) (floor time.Duration, sessions, least int) {
+	rcpts, rejects = max(rcpts, 1), min(max(rejects, 0), max(rcpts, 1))
+	least = 1
+	if l.RcptsPerSession > 0 {
+		least = max(least, (rcpts+l.RcptsPerSession-1)/l.RcptsPerSession)
+	}
+	if l.SoftErrors > 0 && l.HardErrors > 1 {
+		least = max(least, (rejects+l.HardErrors-2)/(l.HardErrors-1))
+	}
+	m := costModel{conns: l.Conns, perWindow: l.PerWindow, window: l.Window, sleep: l.ErrorSleep, base: l.Session}
+	if m.conns <= 0 {
+		m.conns = least + 1 // no limit: as many at once as there are sessions
+	}
+	st := costState{left: l.PerWindow - 1, winEnd: l.Window}
+	if rejects == 0 || l.SoftErrors <= 0 || l.ErrorSleep <= 0 {
+		// Errors cost nothing: the fewest sessions, as the connection
+		// limits let them start.
+		m.quiet, m.most = 1, 1
+		floor, sessions = m.finish(least, 1, 1, 1, st)
+		return floor, sessions, least
+	}
+	share := float64(rejects) / float64(rcpts)
+	m.quiet, m.most = l.SoftErrors-1, min(rejects, l.SoftErrors-1+noHardLimitSpan)
+	if l.HardErrors > 1 {
+		m.most = max(m.quiet, l.HardErrors-1)
+	}
+	if l.RcptsPerSession > 0 {
+		m.most = max(1, min(m.most, int(float64(l.RcptsPerSession)*share)))
+		m.quiet = min(m.quiet, m.most)
+	}
+	floor = time.Duration(math.MaxInt64)
+	for now := m.quiet; now <= m.most; now++ {
+		for later := m.quiet; later <= m.most; later++ {
+			if f, k := m.finish(rejects, now, later, share, st); f < floor || (f == floor && k < sessions) {
+				floor, sessions = f, k
+			}
+		}
+	}
+	return floor, sessions, least
+}

@@ -456,6 +456,9 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		if s.leaseEnding() {
 			return p.endSession(q, s, sl) // the next session takes a new lease
 		}
+		if s.slowZone && !s.slowUntil.IsZero() && p.clk.Now().After(s.slowUntil) {
+			return p.endSession(q, s, sl) // past the time its plan gave it: every reply sleeps
+		}
 		if items = p.next(q, room); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}
