@@ -224,6 +224,7 @@ func main() {
 		log.Printf("warning: %d HTTP attempts were blocked", n)
 	}
 
+	var lim limitsFloor
 	if g.real() {
 		fmt.Printf("\nworld: real (Postfix, postgrey, Exim, NSD; internal/kits/realmta), seed %d, %d domains, %d rows, postgrey delay %v, anvil rate limit %d/min; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 			g.seed, g.domains, len(rows), g.greylist, g.anvilRate, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
@@ -231,11 +232,17 @@ func main() {
 		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 			g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.pushback, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 		computeSessionFloor(doms, rows, *concurrency).print(os.Stdout, *concurrency)
+		lim = computeLimitsFloor(doms, rows)
+		lim.print(os.Stdout)
 	}
 	if len(runs) == 0 {
 		return
 	}
 	printReport(os.Stdout, runs, rows, truth, under, retry)
+	if !g.real() {
+		printAgainstLimits(os.Stdout, runs, lim)
+		printExcess(os.Stdout, runs, lim)
+	}
 	shapeOf := syntheticShapes(doms)
 	if g.real() {
 		shapeOf = func(i int, _ string) string { return shapes[i] }
