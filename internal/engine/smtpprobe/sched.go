@@ -431,10 +431,14 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	q.peakOpen = max(q.peakOpen, q.open)
 	p.learnLocked(q, HostState{Answered: true})
 	p.fitSessionLocked(q, s, len(items))
-	// A session started by a timer (the host's backoff or window ending)
-	// is the only one kicked then: another beside it, if the host's work
-	// and limits warrant one.
-	p.kick(q)
+	// At a host that counts connections in windows, a session started by
+	// a timer (its window ending) is the only one kicked then: another
+	// beside it, if the host's work and limits warrant one. (Elsewhere
+	// new work kicks hosts; kicking here too opens parallel sessions a
+	// process sharing the list with others does not need.)
+	if q.hs.ConnsPerWindow > 0 {
+		p.kick(q)
+	}
 	p.mu.Unlock()
 	for {
 		if !p.exchange(q, s, items) {
