@@ -29,9 +29,10 @@ import (
 
 // planSlack: a budget whose plan finishes within this factor of the
 // soonest (of the host's whole span) is as good, and the one with the
-// fewest sessions wins. (Not a greylisting host's wait: its first pass
-// sets when its retries come due, so fewer, slower sessions then cost
-// the whole list time.)
+// fewest sessions wins. (Stretching a host's work towards the list's
+// greylisting retries was tried: it saved no connections on the
+// benchmark worlds, where session slots are busy then, and a greylisting
+// host's own first pass sets when its retries come due.)
 const planSlack = 1.05
 
 // costModel is one host's limits as a planner sees them.

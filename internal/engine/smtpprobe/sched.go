@@ -79,6 +79,10 @@ const (
 	// QUIT: deferred items come due together, and streamed batches follow
 	// each other closely.
 	holdIdle = 100 * time.Millisecond
+	// greyHold is the longest an open session waits for a host's
+	// greylisted addresses to come due (they do one after another, as
+	// the first pass sent them).
+	greyHold = 2 * time.Second
 )
 
 func (p *Prober) host(key string) *hostQ {
@@ -441,6 +445,9 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	}
 	p.mu.Unlock()
 	for {
+		for _, it := range items {
+			s.retrying = s.retrying || it.tries > 0 // (before this exchange's 4xx count)
+		}
 		if !p.exchange(q, s, items) {
 			return p.endSession(q, s, sl)
 		}
@@ -463,7 +470,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		if s.slowZone && !s.slowUntil.IsZero() && p.clk.Now().After(s.slowUntil) {
 			return p.endSession(q, s, sl) // past the time its plan gave it: every reply sleeps
 		}
-		if items = p.next(q, room); len(items) == 0 {
+		if items = p.next(q, room, s.retrying); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}
 	}
@@ -571,7 +578,7 @@ func (p *Prober) hasWork(q *hostQ) bool {
 }
 
 // next takes up to max items from q, waiting up to holdIdle for some.
-func (p *Prober) next(q *hostQ, max int) []*item {
+func (p *Prober) next(q *hostQ, max int, retrying bool) []*item {
 	p.mu.Lock()
 	if items := p.take(q, max); len(items) > 0 || len(p.waitq) > 0 {
 		// (Other hosts wait for a session slot: do not hold this one idle.)
@@ -580,8 +587,16 @@ func (p *Prober) next(q *hostQ, max int) []*item {
 	}
 	q.idle++
 	wake := q.wake
+	hold := holdIdle
+	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 && until <= greyHold {
+		// A session sending a host's greylisting retries, the rest of
+		// which come due within greyHold: they go in this session, not in
+		// a new one each time the queue runs dry between them. (Not the
+		// first pass's session: a deferral holds no session.)
+		hold = until + holdIdle
+	}
 	p.mu.Unlock()
-	t := p.clk.NewTimer(holdIdle)
+	t := p.clk.NewTimer(hold)
 	select {
 	case <-wake:
 	case <-t.C():

@@ -46,6 +46,7 @@ type session struct {
 	slowZone             bool          // rejectCap takes the session past the host's quiet budget (see cost.go)
 	errorSleep           time.Duration // the host's sleep before each reply past it
 	slowUntil            time.Time     // the cost model's plan ends the session by then (zero: no plan)
+	retrying             bool          // it sent an address again after a 4xx (greylisting)
 	txRejects, txRejCap  int           // refused RCPTs in the open transaction; their budget (0: none, see HostState.RejectsPerTransaction)
 	group                int           // RCPTs a round trip (the host's group, see Config.PipelineStart)
 	helloRTT             time.Duration // EHLO's round trip: a reply that costs the server nothing
