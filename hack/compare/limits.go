@@ -53,6 +53,7 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 	type group struct {
 		d                    *mailworld.Domain
 		rcpts, rejects, grey int
+		retryRejects         int // of rejects, those of the greylisted addresses' retries
 		probed               map[string]bool
 		dead                 bool
 	}
@@ -102,6 +103,7 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 			g.rejects++ // the first answer, 451, is an error for Postfix
 			if b != mailworld.Exists && b != mailworld.CatchAll {
 				g.rejects++
+				g.retryRejects++
 			}
 		case d.PolicyReject || (b != mailworld.Exists && b != mailworld.CatchAll):
 			g.rejects++
@@ -169,8 +171,15 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 			}
 			least += extra
 			planned += extra
-			if t := d.Greylist + one; t > floor {
-				floor, why = t, "greylisting"
+			// The retries come due the delay after the first pass's 451s:
+			// the first pass (every address once, its 451s errors too) at
+			// the host's pace, the delay, then a session.
+			first, _, _ := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects-g.retryRejects))
+			if t := first + d.Greylist + one; t > floor {
+				floor, why = t, "greylisting after the first pass"
+				if first <= one {
+					why = "greylisting"
+				}
 			}
 		}
 		f.least += least

@@ -81,6 +81,7 @@ func main() {
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
 		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are), domain (by a hash of the domain: each domain's rows in one process) or mx (by a hash of the domain's primary MX host, as --shard-by mx)")
+		noHistory   = flag.Bool("no-history", false, "ours-list: no verification history even with -fleet-url (a second run on the same -fleet-url and -loopback-base then reuses only what was learnt about the hosts)")
 		fleetURL    = flag.String("fleet-url", "", "ours-list and ours-mix: the workers' (and API processes') --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
 		mix         mixSettings
 		jobs        jobsSettings
@@ -137,7 +138,7 @@ func main() {
 			retry = g.greylist
 		}
 	}
-	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs), procs: *procs, fleetURL: *fleetURL, split: *split}
+	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs), procs: *procs, fleetURL: *fleetURL, split: *split, noHistory: *noHistory}
 	var truth, under, shapes []string
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {
