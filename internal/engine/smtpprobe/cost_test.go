@@ -197,41 +197,58 @@ func TestLimitsFloor(t *testing.T) {
 }
 
 // TestGreylistRetriesOneSession: a greylisting host's addresses, sent in
-// two batches a second apart (as a list streams in), come due a second
-// apart too; the session sending the first batch's retries waits for the
-// second's (within greyHold) rather than quit and leave them a session of
-// their own: three sessions, not four, and no answer later.
+// two batches some time apart (as a list streams in), come due as far
+// apart; the session sending the first batch's retries waits for the
+// second's, within greyHold (a window at a host that counts connections
+// in windows), rather than quit and leave them a session of their own:
+// three sessions, not four, and no answer later.
 func TestGreylistRetriesOneSession(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const grey, gap = 10 * time.Second, time.Second
-		boxes, addrs := halfMissing("grey.test", 20)
-		e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "grey.test", Greylist: grey, Mailboxes: boxes})
-		p := e.prober(func(c *Config) { c.GreylistRetry = grey })
-		t0 := time.Now()
-		res := make([]Result, len(addrs))
-		first, err := p.Start(ctxTimeout(t, time.Minute), "grey.test", e.mx("grey.test"), addrs[:10], res[:10])
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(gap)
-		if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "grey.test", e.mx("grey.test"), addrs[10:], res[10:]); err != nil {
-			t.Fatal(err)
-		}
-		if err := first.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		took := time.Since(t0)
-		for i, r := range res {
-			want := Missing
-			if i%2 == 0 {
-				want = Deliverable
-			}
-			if r.Outcome != want {
-				t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
-			}
-		}
-		if hs := hostStats(e, "mx1.grey.test"); hs.Total != 3 || took != gap+grey {
-			t.Fatalf("%d sessions, the last answer after %v; want 3 and %v", hs.Total, took, gap+grey)
-		}
-	})
+	for _, tc := range []struct {
+		name     string
+		gap      time.Duration
+		windowed bool
+		sessions int
+	}{
+		{"within greyHold", time.Second, false, 3},
+		{"beyond greyHold", 5 * time.Second, false, 4},
+		{"beyond greyHold, connections a window", 5 * time.Second, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const grey = 10 * time.Second
+				boxes, addrs := halfMissing("grey.test", 20)
+				e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "grey.test", Greylist: grey, Mailboxes: boxes})
+				p := e.prober(func(c *Config) { c.GreylistRetry = grey })
+				if tc.windowed {
+					p.cfg.HostMemory.Learn(e.w.MXAddrs("grey.test")[0], HostState{ConnsPerWindow: 12, Answered: true})
+				}
+				t0 := time.Now()
+				res := make([]Result, len(addrs))
+				first, err := p.Start(ctxTimeout(t, time.Minute), "grey.test", e.mx("grey.test"), addrs[:10], res[:10])
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(tc.gap)
+				if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "grey.test", e.mx("grey.test"), addrs[10:], res[10:]); err != nil {
+					t.Fatal(err)
+				}
+				if err := first.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(t0)
+				for i, r := range res {
+					want := Missing
+					if i%2 == 0 {
+						want = Deliverable
+					}
+					if r.Outcome != want {
+						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+					}
+				}
+				if hs := hostStats(e, "mx1.grey.test"); hs.Total != tc.sessions || took != tc.gap+grey {
+					t.Fatalf("%d sessions, the last answer after %v; want %d and %v", hs.Total, took, tc.sessions, tc.gap+grey)
+				}
+			})
+		})
+	}
 }

@@ -81,7 +81,8 @@ const (
 	holdIdle = 100 * time.Millisecond
 	// greyHold is the longest an open session waits for a host's
 	// greylisted addresses to come due (they do one after another, as
-	// the first pass sent them).
+	// the first pass sent them); at a host that counts connections in
+	// windows, up to a window.
 	greyHold = 2 * time.Second
 )
 
@@ -588,7 +589,11 @@ func (p *Prober) next(q *hostQ, max int, retrying bool) []*item {
 	q.idle++
 	wake := q.wake
 	hold := holdIdle
-	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 && until <= greyHold {
+	longest := greyHold
+	if q.hs.ConnsPerWindow > 0 {
+		longest = p.cfg.RefusalWindow // its connections are scarcer than an idle session's time
+	}
+	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 && until <= longest {
 		// A session sending a host's greylisting retries, the rest of
 		// which come due within greyHold: they go in this session, not in
 		// a new one each time the queue runs dry between them. (Not the
