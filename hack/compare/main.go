@@ -81,6 +81,7 @@ func main() {
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
 		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are), domain (by a hash of the domain: each domain's rows in one process) or mx (by a hash of the domain's primary MX host, as --shard-by mx)")
+		noHistory   = flag.Bool("no-history", false, "ours-list: no verification history even with -fleet-url (a second run on the same -fleet-url and -loopback-base then reuses only what was learnt about the hosts)")
 		fleetURL    = flag.String("fleet-url", "", "ours-list and ours-mix: the workers' (and API processes') --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
 		mix         mixSettings
 		jobs        jobsSettings
@@ -137,7 +138,7 @@ func main() {
 			retry = g.greylist
 		}
 	}
-	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs), procs: *procs, fleetURL: *fleetURL, split: *split}
+	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs), procs: *procs, fleetURL: *fleetURL, split: *split, noHistory: *noHistory}
 	var truth, under, shapes []string
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {
@@ -224,6 +225,7 @@ func main() {
 		log.Printf("warning: %d HTTP attempts were blocked", n)
 	}
 
+	var lim limitsFloor
 	if g.real() {
 		fmt.Printf("\nworld: real (Postfix, postgrey, Exim, NSD; internal/kits/realmta), seed %d, %d domains, %d rows, postgrey delay %v, anvil rate limit %d/min; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 			g.seed, g.domains, len(rows), g.greylist, g.anvilRate, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
@@ -231,11 +233,17 @@ func main() {
 		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 			g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.pushback, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 		computeSessionFloor(doms, rows, *concurrency).print(os.Stdout, *concurrency)
+		lim = computeLimitsFloor(doms, rows)
+		lim.print(os.Stdout)
 	}
 	if len(runs) == 0 {
 		return
 	}
 	printReport(os.Stdout, runs, rows, truth, under, retry)
+	if !g.real() {
+		printAgainstLimits(os.Stdout, runs, lim)
+		printExcess(os.Stdout, runs, lim)
+	}
 	shapeOf := syntheticShapes(doms)
 	if g.real() {
 		shapeOf = func(i int, _ string) string { return shapes[i] }

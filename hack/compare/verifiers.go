@@ -44,6 +44,7 @@ type settings struct {
 	procs         int      // ours-list: worker run processes sharing the list
 	fleetURL      string   // ours-list: their --fleet-url ("": none)
 	split         string   // ours-list with procs: "rows" (contiguous parts) or "domain"
+	noHistory     bool     // ours-list: no verification history even with a fleet
 }
 
 // runAfterShip verifies every address with AfterShip's Verify, from a
@@ -262,7 +263,7 @@ func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) (*exec
 // workerConfig is verifyArgs as a configuration file of worker run.
 func workerConfig(dnsAddr string, s settings) string {
 	hist := ""
-	if s.fleetURL == "" {
+	if s.fleetURL == "" || s.noHistory {
 		hist = "  history:\n    url: \"off\"\n"
 	}
 	return fmt.Sprintf(`apiVersion: config.emaildata.io/v1alpha1

@@ -38,13 +38,19 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	// open one, whose MAIL was accepted.
 	txOK := s.inTx
 	carried := s.txRejects
+	rejected := s.rejects
 	cmds := s.commands(segs)
 	n, err := s.send(cmds)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	q.estimate = max(q.estimate, 2*(s.setup+s.rtt))
+	rtt := s.rtt
+	if s.slowZone {
+		rtt = s.helloRTT // its round trips hold the error sleeps we chose, not the host's pace
+	}
+	q.estimate = max(q.estimate, 2*(s.setup+rtt))
 	q.nRcpts += len(sent)
+	q.nRejected += s.rejects - rejected
 	q.last = p.clk.Now()
 	if s.marked.IsZero() {
 		s.marked = s.t0
@@ -138,7 +144,7 @@ func (w *windowReplies) sessionReply(c *cmd, cl ReplyClass, answered, rest []cmd
 			// Postfix's "421 4.7.0 <host> Error: too many errors"
 			// (smtpd_hard_error_limit, met on a server whose greeting
 			// hides its name) teaches a rejection budget short of it.
-			w.p.learnLocked(w.q, HostState{RejectsPerSession: max(1, w.s.rejects-2)})
+			w.p.learnLocked(w.q, HostState{RejectsPerSession: max(1, w.s.rejects-2), HardErrors: w.s.rejects - 1}) // (the 421 counted as one)
 			if !w.limited {
 				w.p.st.limits.Add(1)
 			}
@@ -292,7 +298,7 @@ func (p *Prober) lostLocked(q *hostQ, s *session, lost []*item, err error, limit
 	case errors.As(err, &slow):
 		// The host holds replies back after this many errors a session:
 		// later sessions stop short of it; nothing here is the address's.
-		p.learnLocked(q, HostState{RejectsPerSession: max(1, slow.rejects-1)})
+		p.learnLocked(q, HostState{RejectsPerSession: max(1, slow.rejects-1), ErrorSleep: slow.gap})
 		p.requeueLocked(lost, false, err)
 	case len(lost) == 0:
 	case isBudget(err), cl.Rule().Next == NextOtherEgress:

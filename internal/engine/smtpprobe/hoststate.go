@@ -47,6 +47,14 @@ type HostState struct {
 	// Answered: the host has sent an SMTP reply before. A host that has
 	// answered and then refuses or drops connections is busy, not dead.
 	Answered bool
+	// ErrorSleep: the host held its replies back this long each once a
+	// session had made RejectsPerSession+1 errors (Postfix's
+	// smtpd_error_sleep_time); HardErrors: it closed a session with "too
+	// many errors" after this many (smtpd_hard_error_limit). With both,
+	// the cost model (cost.go) may plan sessions past the quiet budget.
+	// They stay in this process's memory: the fleet does not share them.
+	ErrorSleep time.Duration
+	HardErrors int
 }
 
 // Merge returns s with o's lessons added: for each limit the lower of the
@@ -69,6 +77,8 @@ func (s HostState) Merge(o HostState) HostState {
 		s.ConnRate = o.ConnRate
 	}
 	s.Answered = s.Answered || o.Answered
+	s.HardErrors = low(s.HardErrors, o.HardErrors)
+	s.ErrorSleep = max(s.ErrorSleep, o.ErrorSleep) // a cost: the larger is the safer guess
 	return s
 }
 

@@ -76,7 +76,7 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 // anvil says the same "too many connections" for its concurrency limit)
 // its concurrent sessions go down to those still open besides the refused
 // one (at least one), and its rate is halved; should it refuse again with
-// none open, that is a window.
+// none open, or fewer than it took at once before, that is a window.
 func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 	q.loweredAt = now
 	others := q.sessions - 1
@@ -91,7 +91,9 @@ func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 			}
 		}
 	}
-	if atConnect && others == 0 && n >= 2 {
+	// A host that took more sessions at once than are open now does not
+	// refuse this one for its concurrency: it counts connections.
+	if atConnect && (others == 0 || q.peakOpen > q.open) && n >= 2 {
 		p.learnLocked(q, HostState{ConnsPerWindow: n})
 		if end := oldest.Add(win + windowMargin); end.After(q.backoffUntil) {
 			q.backoffUntil = end

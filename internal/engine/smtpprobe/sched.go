@@ -41,6 +41,12 @@ type hostQ struct {
 	// our current window's start and connections.
 	winStart time.Time
 	winCount int
+	// open counts our sessions to q that the host accepted and that are
+	// still open; peakOpen the most at once.
+	open, peakOpen int
+	// slowing counts the open sessions the cost model sent past the
+	// host's quiet budget (cost.go): their round trips are error sleeps.
+	slowing int
 
 	waiting bool // in Prober.waitq
 
@@ -53,6 +59,9 @@ type hostQ struct {
 	// (an idle session's wait for more work is not the host's).
 	nDeferred int
 	busy      time.Duration
+	// nRejected counts the rejections among the RCPTs it answered (the
+	// cost model's share of refused recipients).
+	nRejected int
 	// greyWaiting counts this host's items waiting out its greylisting in
 	// the timer heap; greyDue is when the last of them comes due.
 	greyWaiting int
@@ -70,6 +79,11 @@ const (
 	// QUIT: deferred items come due together, and streamed batches follow
 	// each other closely.
 	holdIdle = 100 * time.Millisecond
+	// greyHold is the longest an open session waits for a host's
+	// greylisted addresses to come due (they do one after another, as
+	// the first pass sent them); at a host that counts connections in
+	// windows, up to a window.
+	greyHold = 2 * time.Second
 )
 
 func (p *Prober) host(key string) *hostQ {
@@ -246,8 +260,11 @@ func (p *Prober) kick(q *hostQ) {
 // how busy the process is or how the list was split.
 func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
 	rtt := q.estimate / 2 // estimate is about two (setup + round trip)
-	if rtt <= 0 {
-		return true // nothing known yet: the backlog rule decides
+	if rtt <= 0 || q.slowing > 0 {
+		// (Sessions sleeping through a host's errors, as the cost model
+		// planned with the sessions the host takes at once: another one
+		// shortens the work by its share.)
+		return true // nothing known yet, or sleeping: the backlog rule decides
 	}
 	rounds := backlog/max(p.groupLocked(q), 1) + 1
 	drain := time.Duration(rounds) * rtt / time.Duration(q.sessions)
@@ -415,10 +432,23 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	}
 	p.mu.Lock()
 	p.noteAcceptedLocked(q, t0)
+	q.open++
+	q.peakOpen = max(q.peakOpen, q.open)
 	p.learnLocked(q, HostState{Answered: true})
-	p.fitSessionLocked(q, s)
+	p.fitSessionLocked(q, s, len(items))
+	// At a host that counts connections in windows, a session started by
+	// a timer (its window ending) is the only one kicked then: another
+	// beside it, if the host's work and limits warrant one. (Elsewhere
+	// new work kicks hosts; kicking here too opens parallel sessions a
+	// process sharing the list with others does not need.)
+	if q.hs.ConnsPerWindow > 0 {
+		p.kick(q)
+	}
 	p.mu.Unlock()
 	for {
+		for _, it := range items {
+			s.retrying = s.retrying || it.tries > 0 // (before this exchange's 4xx count)
+		}
 		if !p.exchange(q, s, items) {
 			return p.endSession(q, s, sl)
 		}
@@ -438,7 +468,10 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		if s.leaseEnding() {
 			return p.endSession(q, s, sl) // the next session takes a new lease
 		}
-		if items = p.next(q, room); len(items) == 0 {
+		if s.slowZone && !s.slowUntil.IsZero() && p.clk.Now().After(s.slowUntil) {
+			return p.endSession(q, s, sl) // past the time its plan gave it: every reply sleeps
+		}
+		if items = p.next(q, room, s.retrying); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}
 	}
@@ -467,7 +500,7 @@ func (p *Prober) lease(k fleet.Key, budget time.Time, lim fleet.Limits) (*fleet.
 
 // fitSessionLocked applies what q taught to its new session s: the
 // budgets it showed.
-func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
+func (p *Prober) fitSessionLocked(q *hostQ, s *session, taken int) {
 	if c := q.hs.RejectsPerSession; c > 0 && (s.rejectCap <= 0 || c < s.rejectCap) {
 		s.rejectCap = c
 	}
@@ -476,6 +509,7 @@ func (p *Prober) fitSessionLocked(q *hostQ, s *session) {
 	}
 	s.txRejCap = q.hs.RejectsPerTransaction
 	s.group = p.groupLocked(q)
+	p.planSessionLocked(q, s, taken)
 }
 
 // slowZoneLocked lets a session to a Postfix host that counts connections
@@ -497,6 +531,10 @@ func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
 		return false // a new session can start now: cheaper than the slow zone
 	}
 	s.rejectCap = postfixSlowZoneRejects
+	if !s.slowZone {
+		q.slowing++
+	}
+	s.slowZone = true
 	s.rules.watchSlow = false // its pauses are the ones we chose
 	return true
 }
@@ -525,6 +563,12 @@ func (p *Prober) endSession(q *hostQ, s *session, sl *slot) bool {
 		p.letGo(sl)
 	}
 	s.end()
+	p.mu.Lock()
+	q.open--
+	if s.slowZone {
+		q.slowing--
+	}
+	p.mu.Unlock()
 	return more || p.hasWork(q)
 }
 
@@ -535,7 +579,7 @@ func (p *Prober) hasWork(q *hostQ) bool {
 }
 
 // next takes up to max items from q, waiting up to holdIdle for some.
-func (p *Prober) next(q *hostQ, max int) []*item {
+func (p *Prober) next(q *hostQ, max int, retrying bool) []*item {
 	p.mu.Lock()
 	if items := p.take(q, max); len(items) > 0 || len(p.waitq) > 0 {
 		// (Other hosts wait for a session slot: do not hold this one idle.)
@@ -544,8 +588,20 @@ func (p *Prober) next(q *hostQ, max int) []*item {
 	}
 	q.idle++
 	wake := q.wake
+	hold := holdIdle
+	longest := greyHold
+	if q.hs.ConnsPerWindow > 0 {
+		longest = p.cfg.RefusalWindow // its connections are scarcer than an idle session's time
+	}
+	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 && until <= longest {
+		// A session sending a host's greylisting retries, the rest of
+		// which come due within greyHold: they go in this session, not in
+		// a new one each time the queue runs dry between them. (Not the
+		// first pass's session: a deferral holds no session.)
+		hold = until + holdIdle
+	}
 	p.mu.Unlock()
-	t := p.clk.NewTimer(holdIdle)
+	t := p.clk.NewTimer(hold)
 	select {
 	case <-wake:
 	case <-t.C():

@@ -73,6 +73,9 @@ const (
 // command gets "421 4.7.0 Error: too many errors".
 const postfixSlowZoneRejects = 18
 
+// postfixHardErrors is Postfix's default smtpd_hard_error_limit.
+const postfixHardErrors = 20
+
 // serverRules is what a session to a kind of server keeps to.
 type serverRules struct {
 	// rejects: a rejection budget applies (Config.MaxRejectsPerSession).

@@ -43,6 +43,10 @@ type session struct {
 	rcpts                int           // RCPTs sent in this session
 	answered             int           // RCPT replies other than "too many recipients"
 	rejects, rejectCap   int           // rejections so far; their budget (0: none)
+	slowZone             bool          // rejectCap takes the session past the host's quiet budget (see cost.go)
+	errorSleep           time.Duration // the host's sleep before each reply past it
+	slowUntil            time.Time     // the cost model's plan ends the session by then (zero: no plan)
+	retrying             bool          // it sent an address again after a 4xx (greylisting)
 	txRejects, txRejCap  int           // refused RCPTs in the open transaction; their budget (0: none, see HostState.RejectsPerTransaction)
 	group                int           // RCPTs a round trip (the host's group, see Config.PipelineStart)
 	helloRTT             time.Duration // EHLO's round trip: a reply that costs the server nothing
@@ -442,12 +446,12 @@ func (s *session) end() {
 	switch {
 	case s.broken:
 		s.close()
-	case s.rules.rejects && s.rejects >= postfixSoftErrors:
+	case s.slowZone || (s.rules.rejects && s.rejects >= postfixSoftErrors):
 		// A Postfix session in its slow zone (see fitSessionLocked)
 		// sleeps a second before answering QUIT (or noticing a closed
 		// connection): wait for it, so that its process is gone when the
 		// host's slot goes to the next session.
-		s.quit(postfixErrorSleep + quitTimeout)
+		s.quit(max(s.errorSleep, postfixErrorSleep) + quitTimeout)
 	default:
 		s.quit(quitTimeout)
 	}

@@ -280,7 +280,10 @@ func (s *session) send(cmds []cmd) (int, error) {
 // slowedError: a server began holding back its replies after the session
 // had made some errors (rejects: those before the first held-back reply) (Postfix's smtpd_soft_error_limit with a banner
 // that does not say Postfix). The session is dropped at once.
-type slowedError struct{ rejects int }
+type slowedError struct {
+	rejects int
+	gap     time.Duration // the pause before the held reply
+}
 
 func (e *slowedError) Error() string {
 	return fmt.Sprintf("smtpprobe: server slowed its replies down after %d rejections in the session", e.rejects)
@@ -325,5 +328,5 @@ func (w *slowWatch) check(s *session, c *cmd) error {
 		return nil
 	}
 	s.broken = true
-	return &slowedError{rejects: before}
+	return &slowedError{rejects: before, gap: gap}
 }

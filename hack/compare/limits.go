@@ -1,0 +1,266 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/engine/smtpprobe"
+	"github.com/emaildata/emaildata/internal/engine/verify"
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+// limitsFloor is what the world's hosts' own limits allow (issue 34's
+// targets): the soonest any verifier could finish the list, and the
+// fewest connections it could open, if it knew every host's limits from
+// the start. Per MX host group (a provider's hosts, or a domain's own) it
+// takes the greylisting delay (its greylisted addresses are asked again
+// in a later session, once the delay has passed), the connection limits
+// (anvil's connections a window, sessions at once), the RCPT limit a
+// session, the error sleeps and hard limit (Postfix's), and the reply
+// delays of a session (greeting delay, round trips, flow control), and
+// plans the group's sessions with the prober's own cost model
+// (smtpprobe.LimitsFloor). The world's floor is the slowest group's; the
+// fewest connections are summed. Hosts that never answer (tarpits) or
+// hang up at once count one connection each and no time: how long to
+// wait on them is the verifier's choice, not their limit. The verifier's
+// own concurrency is left out (sessionFloor has it).
+type limitsFloor struct {
+	floor      time.Duration
+	host, why  string // the group that sets the floor, and its limit
+	least      int    // fewest connections the hosts' limits allow
+	planned    int    // connections of the plans that reach the floor
+	groups     int
+	greylisted int // groups with greylisted addresses
+	// per group (named as the world names its hosts, mxN.<group>): its
+	// fewest connections, and what it is
+	perGroup map[string]groupLeast
+}
+
+type groupLeast struct {
+	least          int
+	what           string
+	rcpts, rejects int
+}
+
+func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
+	byName := make(map[string]*mailworld.Domain, len(doms))
+	for i := range doms {
+		byName[doms[i].Name] = &doms[i]
+	}
+	type group struct {
+		d                    *mailworld.Domain
+		rcpts, rejects, grey int
+		retryRejects         int // of rejects, those of the greylisted addresses' retries
+		probed               map[string]bool
+		dead                 bool
+	}
+	boxes := map[string]map[string]mailworld.Behaviour{}
+	behaviour := func(d *mailworld.Domain, local string) mailworld.Behaviour {
+		m := boxes[d.Name]
+		if m == nil {
+			m = make(map[string]mailworld.Behaviour, len(d.Mailboxes))
+			for k, b := range d.Mailboxes {
+				m[strings.ToLower(k)] = b
+			}
+			boxes[d.Name] = m
+		}
+		if b, ok := m[local]; ok {
+			return b
+		}
+		return d.DefaultBehaviour
+	}
+	groups := map[string]*group{}
+	for _, row := range rows {
+		addr := strings.ToLower(verify.TrimPadding(row))
+		at := strings.LastIndexByte(addr, '@')
+		if at < 0 {
+			continue
+		}
+		d := byName[addr[at+1:]]
+		if d == nil || d.NXDomain || d.NullMX || d.NoAddress || d.AllDown {
+			continue
+		}
+		key := d.Provider
+		if key == "" {
+			key = d.Name
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{d: d, probed: map[string]bool{}, dead: d.Tarpit || d.DropConnection}
+			groups[key] = g
+		}
+		if g.dead {
+			continue
+		}
+		g.rcpts++
+		b := behaviour(d, addr[:at])
+		switch {
+		case d.Greylist > 0:
+			g.grey++
+			g.rejects++ // the first answer, 451, is an error for Postfix
+			if b != mailworld.Exists && b != mailworld.CatchAll {
+				g.rejects++
+				g.retryRejects++
+			}
+		case d.PolicyReject || (b != mailworld.Exists && b != mailworld.CatchAll):
+			g.rejects++
+		}
+		if !g.probed[d.Name] {
+			// One address that cannot exist, for the catch-all question:
+			// every verifier that answers "catch-all" asks it.
+			g.probed[d.Name] = true
+			g.rcpts++
+			if d.DefaultBehaviour != mailworld.CatchAll {
+				g.rejects++
+			}
+		}
+	}
+	f := limitsFloor{perGroup: map[string]groupLeast{}}
+	for key, g := range groups {
+		d := g.d
+		f.groups++
+		hosts := max(1, d.MXHosts)
+		if d.NoMX {
+			hosts = 1 // its A record
+		}
+		if g.dead {
+			f.least += hosts
+			f.planned += hosts
+			f.perGroup[key] = groupLeast{least: hosts, what: "silent or hangs up"}
+			continue
+		}
+		if d.PrimaryDown {
+			hosts-- // refuses connections: none counted
+		}
+		spread := 1
+		if d.EqualPrefs {
+			spread = max(1, hosts)
+		}
+		one := d.GreetingDelay + 3*d.Latency + d.InFlowDelay
+		window := d.ConnRateWindow
+		if window <= 0 && d.ConnRateLimit > 0 {
+			window = time.Minute
+		}
+		l := smtpprobe.ServerLimits{Conns: d.MaxConns, PerWindow: d.ConnRateLimit, Window: window, RcptsPerSession: d.RcptLimit,
+			SoftErrors: d.SoftErrors, HardErrors: d.HardErrors, ErrorSleep: d.ErrorSleep, Session: one}
+		per := func(n int) int { return (n + spread - 1) / spread }
+		floor, planned, least := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects))
+		why := "sessions"
+		switch {
+		case l.SoftErrors > 0 && l.PerWindow > 0:
+			why = "error sleeps and connections a window"
+		case l.PerWindow > 0:
+			why = "connections a window"
+		case l.SoftErrors > 0:
+			why = "error sleeps"
+		case l.RcptsPerSession > 0 || l.Conns > 0:
+			why = "RCPTs a session, sessions at once"
+		}
+		least, planned = least*spread, planned*spread
+		what := why
+		if g.grey > 0 {
+			// The greylisted addresses again, after the delay: at least one
+			// more session, which ends no sooner than the delay and a session.
+			f.greylisted++
+			extra := 1
+			if d.RcptLimit > 0 {
+				extra = (g.grey + d.RcptLimit - 1) / d.RcptLimit
+			}
+			least += extra
+			planned += extra
+			// The retries come due the delay after the first pass's 451s:
+			// the first pass (every address once, its 451s errors too) at
+			// the host's pace, the delay, then a session.
+			first, _, _ := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects-g.retryRejects))
+			if t := first + d.Greylist + one; t > floor {
+				floor, why = t, "greylisting after the first pass"
+				if first <= one {
+					why = "greylisting"
+				}
+			}
+		}
+		f.least += least
+		f.planned += planned
+		if g.grey > 0 {
+			what += ", greylisting"
+		}
+		f.perGroup[key] = groupLeast{least: least, what: what, rcpts: g.rcpts, rejects: g.rejects}
+		if floor > f.floor {
+			f.floor, f.host, f.why = floor, key, why
+		}
+	}
+	return f
+}
+
+func (f limitsFloor) print(w io.Writer) {
+	fmt.Fprintf(w, "floor of the hosts' own limits (greylisting delay, connection limits, RCPT limits, error sleeps, reply delays; any engine knowing them): %.2f s, set by %s at %s; "+
+		"fewest connections those limits allow: %d (%d at the floor) over %d MX host groups, %d with greylisting\n",
+		f.floor.Seconds(), f.why, f.host, f.least, f.planned, f.groups, f.greylisted)
+}
+
+// printAgainstLimits puts each run's wall and connections beside the
+// hosts' floor and fewest connections.
+func printAgainstLimits(w io.Writer, runs []*runResult, f limitsFloor) {
+	fmt.Fprintf(w, "\n### Against the hosts' own limits\n\n| verifier | wall | limits floor | wall / floor | connections | fewest | connections / fewest |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range runs {
+		c := r.world.Stats.Connections
+		fmt.Fprintf(w, "| %s | %.1f s | %.1f s | %.2f× | %d | %d | %.2f× |\n", r.name, r.wall, f.floor.Seconds(), r.wall/max(f.floor.Seconds(), 1e-3),
+			c, f.least, float64(c)/float64(max(f.least, 1)))
+	}
+}
+
+// printExcess lists, per run, the host groups that took the most
+// connections beyond their fewest, and the excess summed by what limits
+// the groups.
+func printExcess(w io.Writer, runs []*runResult, f limitsFloor) {
+	for _, r := range runs {
+		got := map[string]int{}
+		for name, h := range r.world.Stats.Hosts {
+			if _, ok := f.perGroup[name]; ok {
+				got[name] += h.Total // an implicit MX: the domain's own A record
+			} else if _, grp, ok := strings.Cut(name, "."); ok {
+				got[grp] += h.Total
+			}
+		}
+		type ex struct {
+			key  string
+			n    int
+			g    groupLeast
+			took int
+		}
+		var all []ex
+		byWhat := map[string]int{}
+		for key, g := range f.perGroup {
+			if n := got[key] - g.least; n != 0 {
+				all = append(all, ex{key, n, g, got[key]})
+				byWhat[g.what] += n
+			}
+		}
+		other := 0
+		for key, n := range got {
+			if _, ok := f.perGroup[key]; !ok {
+				other += n
+			}
+		}
+		if other > 0 {
+			byWhat["hosts of no row's domain (typos, unused MX)"] = other
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n || all[i].n == all[j].n && all[i].key < all[j].key })
+		fmt.Fprintf(w, "\n%s: connections beyond the fewest, by what limits the host group:", r.name)
+		var whats []string
+		for k := range byWhat {
+			whats = append(whats, k)
+		}
+		sort.Strings(whats)
+		for _, k := range whats {
+			fmt.Fprintf(w, " %s %+d;", k, byWhat[k])
+		}
+		fmt.Fprintf(w, "\n")
+		for _, e := range all[:min(len(all), 8)] {
+			fmt.Fprintf(w, "- %s: %d connections, fewest %d (%s; %d RCPTs, %d refused)\n", e.key, e.took, e.g.least, e.g.what, e.g.rcpts, e.g.rejects)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package smtpprobe
+
+import (
+	"math"
+	"time"
+)
+
+// The cheapest way through a host's limits (issue 34, item 3). Neither a
+// new connection nor an error sleep is free for a host: a host that
+// limits connections (anvil's connections a window, its sessions at once,
+// a learnt connection rate) makes every session past its budget wait; a
+// host with an error sleep (Postfix's smtpd_soft_error_limit and
+// smtpd_error_sleep_time) makes every reply of a session past its quiet
+// budget wait, up to its hard limit (smtpd_hard_error_limit), where it
+// closes the session. costModel holds one host's limits, learnt or
+// assumed from its software, and plan picks, for the session about to
+// start, the rejection budget that finishes the host's work soonest when
+// every later session keeps to it; among the budgets finishing within
+// planSlack of the soonest, the one needing the fewest sessions. The plan
+// is made again at every session's start, with the work then left and the
+// share of refused recipients seen so far, so a host's sessions may take
+// more errors while its connections are scarce and none once the work
+// left fits the connections it still allows.
+//
+// Partial: reputation-style delays (every reply slowed after unknown
+// recipients, whatever the session) are not modelled yet, nor spread over
+// several egress identities; the learnt ErrorSleep and HardErrors stay in
+// this process's HostMemory (the fleet's HostLimits do not carry them).
+
+// planSlack: a budget whose plan finishes within this factor of the
+// soonest (of the host's whole span) is as good, and the one with the
+// fewest sessions wins. (Stretching a host's work towards the list's
+// greylisting retries was tried: it saved no connections on the
+// benchmark worlds, where session slots are busy then, and a greylisting
+// host's own first pass sets when its retries come due.)
+const planSlack = 1.05
+
+// costModel is one host's limits as a planner sees them.
+type costModel struct {
+	conns     int           // sessions at once
+	perWindow int           // connections a window (0: none known)
+	window    time.Duration // the window's length
+	interval  time.Duration // between new connections past burst (0: no rate)
+	burst     int
+	quiet     int           // rejections a session takes before the host sleeps before its replies
+	most      int           // rejections a session may take: one short of the host's hard limit
+	sleep     time.Duration // the host's sleep before each reply past quiet
+	base      time.Duration // a session's time without error sleeps
+}
+
+// costState is where the host's limits stand as a session starts: the
+// session itself holds a slot and its window's connection.
+type costState struct {
+	left    int           // connections left in the current window (after this session's)
+	winEnd  time.Duration // the current window ends this long from now
+	busy    int           // slots other sessions hold
+	busyFor time.Duration // about how long they still hold them
+	elapsed time.Duration // since the host's first session started: planSlack is of the whole span
+}
+
+// sessionPlan is a rejection budget a session and what it costs the host:
+// the sessions it takes and when the last ends, from now.
+type sessionPlan struct {
+	cap, sessions int
+	finish        time.Duration
+}
+
+// sessionTime is a session's time with cap rejections at a host that
+// refuses share of the recipients: once past quiet, every reply waits
+// the host's sleep, accepted recipients' replies and QUIT's too.
+func (m costModel) sessionTime(cap int, share float64) time.Duration {
+	if cap <= m.quiet || m.sleep <= 0 {
+		return m.base
+	}
+	held := math.Ceil(float64(cap-m.quiet)/share) + 1
+	return m.base + time.Duration(held)*m.sleep
+}
+
+// finish is when the host's work ends, from now, and the sessions it
+// takes, when the sessions in the current window (this one, starting now,
+// among them) take up to now rejections each and those of later windows
+// up to later, rejects in all.
+func (m costModel) finish(rejects, now, later int, share float64, st costState) (time.Duration, int) {
+	slots := make([]time.Duration, max(1, m.conns))
+	for i := range min(st.busy, len(slots)-1) {
+		slots[i+1] = st.busyFor
+	}
+	t := m.sessionTime(now, share)
+	slots[0] = t // this session
+	end, k := t, 1
+	left, wStart, wEnd, current := st.left, time.Duration(0), st.winEnd, true
+	for rejects -= now; rejects > 0; k++ {
+		earliest := time.Duration(0)
+		if m.perWindow > 0 {
+			if left <= 0 {
+				wStart, wEnd, left, current = wEnd, wEnd+m.window, m.perWindow, false
+			}
+			left--
+			earliest = wStart
+		}
+		if m.interval > 0 && k >= m.burst {
+			earliest = max(earliest, time.Duration(k-m.burst+1)*m.interval)
+		}
+		c := now
+		if !current {
+			c = later
+		}
+		c = min(c, rejects)
+		j := 0
+		for s := range slots {
+			if slots[s] < slots[j] {
+				j = s
+			}
+		}
+		start := max(earliest, slots[j])
+		slots[j] = start + m.sessionTime(c, share)
+		end = max(end, slots[j])
+		rejects -= c
+	}
+	return end, k
+}
+
+// plan picks the rejection budget of the next session for rcpts
+// recipients of which share are expected to be refused: one for the
+// sessions of the host's current connection window, another for those of
+// later windows (the same when the host counts no windows).
+func (m costModel) plan(rcpts int, share float64, st costState) sessionPlan {
+	share = min(max(share, 0.02), 1)
+	rejects := max(1, int(math.Ceil(float64(rcpts)*share)))
+	lo, hi := max(1, m.quiet), max(m.quiet, m.most)
+	var all []sessionPlan
+	best := -1
+	for now := lo; now <= hi; now++ {
+		for later := lo; later <= hi; later++ {
+			if m.perWindow <= 0 && later != now {
+				continue
+			}
+			f, k := m.finish(rejects, now, later, share, st)
+			all = append(all, sessionPlan{cap: now, sessions: k, finish: f})
+			if best < 0 || f < all[best].finish {
+				best = len(all) - 1
+			}
+		}
+	}
+	pick := all[best]
+	for _, p := range all {
+		if float64(st.elapsed+p.finish) <= planSlack*float64(st.elapsed+all[best].finish) &&
+			(p.sessions < pick.sessions || (p.sessions == pick.sessions && p.finish < pick.finish)) {
+			pick = p
+		}
+	}
+	return pick
+}
+
+// hardErrors is the number of errors after which q closes a session
+// (learnt, or Postfix's default for a server that names itself so); 0:
+// unknown.
+func hardErrors(q *hostQ, s *session) int {
+	if h := q.hs.HardErrors; h > 0 {
+		return h
+	}
+	if s.rules.rejects {
+		return postfixHardErrors
+	}
+	return 0
+}
+
+// errorSleep is q's sleep before each reply past its quiet budget.
+func errorSleep(q *hostQ, s *session) time.Duration {
+	if d := q.hs.ErrorSleep; d > 0 {
+		return d
+	}
+	if s.rules.rejects {
+		return postfixErrorSleep
+	}
+	return 0
+}
+
+// quietRounds: the round trips of a session past its setup without
+// error sleeps (a window or two and QUIT), for the cost model.
+const quietRounds = 3
+
+// priorRejectShare is the share of refused recipients assumed at a host
+// before its replies say.
+const priorRejectShare = 0.5
+
+// costModelLocked is q's model as session s starts, with s's rejection
+// budget as the quiet one.
+func (p *Prober) costModelLocked(q *hostQ, s *session) (costModel, bool) {
+	hard, sleep := hardErrors(q, s), errorSleep(q, s)
+	if s.rejectCap <= 0 || hard <= 0 || sleep <= 0 || hard-1 <= s.rejectCap {
+		return costModel{}, false
+	}
+	m := costModel{conns: p.maxConns(q) * p.routes(), quiet: s.rejectCap, most: hard - 1, sleep: sleep,
+		base: s.setup + quietRounds*s.helloRTT, burst: p.burst(q)}
+	if w := q.hs.ConnsPerWindow; w > 0 {
+		m.perWindow, m.window = w, p.cfg.RefusalWindow+windowMargin
+	} else if r := p.connRate(q); r > 0 {
+		m.interval = time.Duration(float64(time.Second) / r)
+	}
+	return m, true
+}
+
+// planSessionLocked sets the rejection budget of s, a session to q about
+// to start, to the one its host's cost model finds cheapest.
+func (p *Prober) planSessionLocked(q *hostQ, s *session, taken int) {
+	m, ok := p.costModelLocked(q, s)
+	if !ok {
+		return
+	}
+	now := p.clk.Now()
+	st := costState{busy: q.sessions - 1, busyFor: m.base}
+	if !q.first.IsZero() {
+		st.elapsed = now.Sub(q.first)
+	}
+
+	if m.perWindow > 0 {
+		st.left, st.winEnd = m.perWindow, m.window
+		if !q.winStart.IsZero() && now.Before(q.winStart.Add(m.window)) {
+			st.left, st.winEnd = m.perWindow-q.winCount, q.winStart.Add(m.window).Sub(now)
+		}
+	}
+	share := priorRejectShare
+	if q.nRcpts >= minShareSample {
+		share = float64(q.nRejected) / float64(q.nRcpts)
+	}
+	pl := m.plan(q.n+taken, share, st)
+	if pl.cap > s.rejectCap {
+		s.rejectCap = pl.cap
+		s.slowZone, s.errorSleep = true, m.sleep
+		s.slowUntil = now.Add(m.sessionTime(pl.cap, share) + m.sleep)
+		q.slowing++
+		s.rules.watchSlow = false // its pauses are the ones we chose
+	}
+}
+
+// minShareSample: the recipients a host must have answered before its
+// share of refusals replaces priorRejectShare.
+const minShareSample = 10
+
+// noHardLimitSpan bounds the errors past the soft limit LimitsFloor
+// tries for a session at a host with no hard limit.
+const noHardLimitSpan = 64
+
+// ServerLimits is a host's own configuration as a benchmark that built
+// the host knows it, for LimitsFloor. A zero field is no limit.
+type ServerLimits struct {
+	Conns                  int           // sessions at once
+	PerWindow              int           // connections a window (anvil)
+	Window                 time.Duration // its length
+	RcptsPerSession        int           // RCPTs a session
+	SoftErrors, HardErrors int           // errors before the error sleep; errors after which a session is closed
+	ErrorSleep             time.Duration // the sleep before every reply past SoftErrors
+	Session                time.Duration // a session's time without error sleeps (greeting, EHLO, its round trips)
+}
+
+// LimitsFloor is the soonest the host's limits let work of rcpts
+// recipients, rejects of them refused, end (from its first session's
+// start), with the sessions that plan takes, and the fewest sessions the
+// limits allow at all: the floor and the least connections a benchmark
+// prints beside what an engine took. It uses the cost model the prober
+// plans sessions with, knowing what the prober only learns.
+func LimitsFloor(l ServerLimits, rcpts, rejects int) (floor time.Duration, sessions, least int) {
+	rcpts, rejects = max(rcpts, 1), min(max(rejects, 0), max(rcpts, 1))
+	least = 1
+	if l.RcptsPerSession > 0 {
+		least = max(least, (rcpts+l.RcptsPerSession-1)/l.RcptsPerSession)
+	}
+	if l.SoftErrors > 0 && l.HardErrors > 1 {
+		least = max(least, (rejects+l.HardErrors-2)/(l.HardErrors-1))
+	}
+	m := costModel{conns: l.Conns, perWindow: l.PerWindow, window: l.Window, sleep: l.ErrorSleep, base: l.Session}
+	if m.conns <= 0 {
+		m.conns = least + 1 // no limit: as many at once as there are sessions
+	}
+	st := costState{left: l.PerWindow - 1, winEnd: l.Window}
+	if rejects == 0 || l.SoftErrors <= 0 || l.ErrorSleep <= 0 {
+		// Errors cost nothing: the fewest sessions, as the connection
+		// limits let them start.
+		m.quiet, m.most = 1, 1
+		floor, sessions = m.finish(least, 1, 1, 1, st)
+		return floor, sessions, least
+	}
+	share := float64(rejects) / float64(rcpts)
+	m.quiet, m.most = l.SoftErrors-1, min(rejects, l.SoftErrors-1+noHardLimitSpan)
+	if l.HardErrors > 1 {
+		m.most = max(m.quiet, l.HardErrors-1)
+	}
+	if l.RcptsPerSession > 0 {
+		m.most = max(1, min(m.most, int(float64(l.RcptsPerSession)*share)))
+		m.quiet = min(m.quiet, m.most)
+	}
+	floor = time.Duration(math.MaxInt64)
+	for now := m.quiet; now <= m.most; now++ {
+		for later := m.quiet; later <= m.most; later++ {
+			if f, k := m.finish(rejects, now, later, share, st); f < floor || (f == floor && k < sessions) {
+				floor, sessions = f, k
+			}
+		}
+	}
+	return floor, sessions, least
+}

@@ -1,0 +1,254 @@
+package smtpprobe
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/mailworld"
+)
+
+// TestCostModelPlan: the budget the cost model picks for the next session,
+// for hosts that make connections or errors the scarcer.
+func TestCostModelPlan(t *testing.T) {
+	postfix := costModel{conns: 3, quiet: 9, most: 19, sleep: time.Second, base: 50 * time.Millisecond}
+	anvil := postfix
+	anvil.perWindow, anvil.window = 12, time.Minute
+	rated := postfix
+	rated.interval, rated.burst = 200*time.Millisecond, 3
+	for _, tc := range []struct {
+		name          string
+		m             costModel
+		rcpts         int
+		share         float64
+		st            costState
+		cap, sessions int
+	}{
+		// Connections cost nothing but their setup: no error sleeps.
+		{"no connection limit", postfix, 480, 0.66, costState{}, 9, 36},
+		{"a connection rate only", rated, 480, 0.66, costState{}, 9, 36},
+		// Anvil's 12 a minute: the first window's sessions take errors
+		// near the hard limit (12 of 18: 216 of 317), the second's few
+		// enough that none sleeps (12 of 9).
+		{"anvil, first window", anvil, 480, 0.66, costState{left: 11, winEnd: time.Minute}, 18, 24},
+		// The work left fits the window's connections: no sleeps.
+		{"anvil, work fits the window", anvil, 100, 0.66, costState{left: 11, winEnd: time.Minute}, 9, 8},
+		// No connection left this window: this session goes on past the
+		// quiet budget (27 rejections: 18 now, 9 in the next window).
+		{"anvil, last connection", anvil, 40, 0.66, costState{left: 0, winEnd: 30 * time.Second, elapsed: 30 * time.Second}, 18, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.m.plan(tc.rcpts, tc.share, tc.st)
+			if p.cap != tc.cap || p.sessions != tc.sessions {
+				t.Fatalf("plan %+v, want a budget of %d rejections and %d sessions", p, tc.cap, tc.sessions)
+			}
+		})
+	}
+}
+
+// anvilHost is issue 34's Postfix host: anvil's 12 connections a minute
+// and 3 at once, smtpd_soft_error_limit 10 (a 1 s sleep before every reply
+// from then on), smtpd_hard_error_limit 20; n recipients of which unknown
+// are refused, spread evenly.
+func anvilHost(name string, n, unknown int, window time.Duration) (mailworld.Domain, []string, map[string]bool) {
+	boxes := map[string]mailworld.Behaviour{}
+	var addrs []string
+	ok := map[string]bool{}
+	for i := range n {
+		local := fmt.Sprintf("u%03d", i)
+		if i*unknown/n == (i+1)*unknown/n {
+			boxes[local] = mailworld.Exists
+			ok[local+"@"+name] = true
+		}
+		addrs = append(addrs, local+"@"+name)
+	}
+	return mailworld.Domain{Name: name, Mailboxes: boxes, MaxConns: 3, ConnRateLimit: 12, ConnRateWindow: window,
+		SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second}, addrs, ok
+}
+
+// TestCheapestWayThroughLimits: issue 34's Postfix host (480 recipients,
+// 318 unknown) whose connection limits this process knows from before
+// (its HostMemory: 12 connections a window). Keeping every session under
+// the soft error limit takes 36 sessions, three windows; the cost model
+// lets the first window's sessions take up to 19 errors (the sleeps of
+// Postfix's slow zone) and the second window's as few as its connections
+// allow. The list finishes within 10% of the floor the host's limits allow
+// (LimitsFloor: the model's soonest plan, knowing the host's limits and
+// its share of unknown recipients),
+// every verdict right, the host never closing a session, never more
+// sessions at once or connections a window than it takes. Without the
+// limits known (first contact), the host's first window is spent on quiet
+// sessions before its refusal teaches the limit.
+func TestCheapestWayThroughLimits(t *testing.T) {
+	const (
+		n, unknown = 480, 318
+		window     = time.Minute
+	)
+	for _, tc := range []struct {
+		name     string
+		known    bool
+		sessions int     // connections the host accepted
+		vsFloor  float64 // the most took may be of the floor
+	}{
+		{"limits known", true, 24, 1.1},
+		{"first contact", false, 27, 1.9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dom, addrs, ok := anvilHost("anvil.test", n, unknown, window)
+				e := startWorld(t, mailworld.Options{Latency: 10 * time.Millisecond}, dom)
+				p := e.prober(func(c *Config) {
+					c.MaxConnsPerHost, c.RatePerHost, c.CommandTimeout, c.RefusalWindow = 3, 5, 5*time.Minute, window
+				})
+				if tc.known {
+					p.cfg.HostMemory.Learn(e.w.MXAddrs("anvil.test")[0], HostState{ConnsPerWindow: 12, Answered: true})
+				}
+				t0 := time.Now()
+				res := make([]Result, len(addrs))
+				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "anvil.test", e.mx("anvil.test"), addrs, res); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(t0)
+				for i, r := range res {
+					want := Missing
+					if ok[addrs[i]] {
+						want = Deliverable
+					}
+					if r.Outcome != want {
+						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+					}
+				}
+				hs := hostStats(e, "mx1.anvil.test")
+				// The floor and the fewest sessions the host's own limits allow.
+				floor, _, least := LimitsFloor(ServerLimits{Conns: 3, PerWindow: 12, Window: window, SoftErrors: 10, HardErrors: 20,
+					ErrorSleep: time.Second, Session: 5 * 10 * time.Millisecond}, n+1, unknown+1)
+				t.Logf("took %v (floor %v, %.2fx), %d connections (least %d, %.2fx)", took, floor, took.Seconds()/floor.Seconds(),
+					hs.Total, least, float64(hs.Total)/float64(least))
+				if hs.TooManyErrors != 0 || hs.MaxConcurrent > 3 || (tc.known && hs.Rejected != 0) {
+					t.Fatalf("host %+v: a limit was met", hs)
+				}
+				if hs.Total != tc.sessions || took < floor || took.Seconds() > tc.vsFloor*floor.Seconds() {
+					t.Fatalf("%d sessions in %v (floor %v), want %d, within %.2fx of the floor", hs.Total, took, floor, tc.sessions, tc.vsFloor)
+				}
+			})
+		})
+	}
+}
+
+// TestLearnsErrorCosts: what the cost model needs of a host that does not
+// name its software is learnt from its answers: the sleep before each
+// reply once its soft error limit is met (the gap before the held reply),
+// and the errors after which it closes a session ("421 too many errors").
+func TestLearnsErrorCosts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		dom   mailworld.Domain
+		sleep time.Duration // the least ErrorSleep learnt
+		hard  int
+	}{
+		{"error sleep", mailworld.Domain{SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second, Banner: "ESMTP"}, time.Second, 0},
+		{"hard limit", mailworld.Domain{HardErrors: 12}, 0, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				boxes, addrs := halfMissing("learn.test", 80)
+				tc.dom.Name, tc.dom.Mailboxes = "learn.test", boxes
+				e := startWorld(t, mailworld.Options{}, tc.dom)
+				p := e.prober(func(c *Config) { c.CommandTimeout = 30 * time.Second; c.MaxConnsPerHost = 1 })
+				probeHalfMissing(t, e, p, "learn.test", addrs)
+				hs := p.cfg.HostMemory.Load(e.w.MXAddrs("learn.test")[0])
+				if hs.ErrorSleep < tc.sleep || (tc.sleep == 0) != (hs.ErrorSleep == 0) || hs.HardErrors != tc.hard {
+					t.Fatalf("learnt %+v, want an error sleep of at least %v and a hard limit of %d", hs, tc.sleep, tc.hard)
+				}
+			})
+		})
+	}
+}
+
+// TestLimitsFloor: the floor and the fewest sessions a benchmark prints
+// beside an engine's wall and connections.
+func TestLimitsFloor(t *testing.T) {
+	const s = 50 * time.Millisecond
+	for _, tc := range []struct {
+		name            string
+		l               ServerLimits
+		rcpts, rejects  int
+		floor           time.Duration
+		sessions, least int
+	}{
+		{"no limits", ServerLimits{Session: s}, 480, 318, s, 1, 1},
+		{"a RCPT limit, 3 at once", ServerLimits{Session: s, Conns: 3, RcptsPerSession: 100}, 480, 318, 2 * s, 5, 5},
+		// Anvil's 12 a minute: the 13th session starts a minute on.
+		{"a RCPT limit, anvil", ServerLimits{Session: s, PerWindow: 12, Window: time.Minute, RcptsPerSession: 30}, 480, 0, time.Minute + s, 16, 16},
+		// Issue 34's host: 17 sessions at least (19 errors each); the
+		// soonest plan takes the first minute's 12 (each ending within it)
+		// and finishes with quiet sessions in the second.
+		{"Postfix, anvil", ServerLimits{Session: s, Conns: 3, PerWindow: 12, Window: time.Minute, SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second},
+			481, 319, time.Minute + 8*s, 24, 17},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			floor, sessions, least := LimitsFloor(tc.l, tc.rcpts, tc.rejects)
+			if floor != tc.floor || sessions != tc.sessions || least != tc.least {
+				t.Fatalf("floor %v, %d sessions, least %d; want %v, %d, %d", floor, sessions, least, tc.floor, tc.sessions, tc.least)
+			}
+		})
+	}
+}
+
+// TestGreylistRetriesOneSession: a greylisting host's addresses, sent in
+// two batches some time apart (as a list streams in), come due as far
+// apart; the session sending the first batch's retries waits for the
+// second's, within greyHold (a window at a host that counts connections
+// in windows), rather than quit and leave them a session of their own:
+// three sessions, not four, and no answer later.
+func TestGreylistRetriesOneSession(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gap      time.Duration
+		windowed bool
+		sessions int
+	}{
+		{"within greyHold", time.Second, false, 3},
+		{"beyond greyHold", 5 * time.Second, false, 4},
+		{"beyond greyHold, connections a window", 5 * time.Second, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const grey = 10 * time.Second
+				boxes, addrs := halfMissing("grey.test", 20)
+				e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "grey.test", Greylist: grey, Mailboxes: boxes})
+				p := e.prober(func(c *Config) { c.GreylistRetry = grey })
+				if tc.windowed {
+					p.cfg.HostMemory.Learn(e.w.MXAddrs("grey.test")[0], HostState{ConnsPerWindow: 12, Answered: true})
+				}
+				t0 := time.Now()
+				res := make([]Result, len(addrs))
+				first, err := p.Start(ctxTimeout(t, time.Minute), "grey.test", e.mx("grey.test"), addrs[:10], res[:10])
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(tc.gap)
+				if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "grey.test", e.mx("grey.test"), addrs[10:], res[10:]); err != nil {
+					t.Fatal(err)
+				}
+				if err := first.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(t0)
+				for i, r := range res {
+					want := Missing
+					if i%2 == 0 {
+						want = Deliverable
+					}
+					if r.Outcome != want {
+						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+					}
+				}
+				if hs := hostStats(e, "mx1.grey.test"); hs.Total != tc.sessions || took != tc.gap+grey {
+					t.Fatalf("%d sessions, the last answer after %v; want %d and %v", hs.Total, took, tc.sessions, tc.gap+grey)
+				}
+			})
+		})
+	}
+}
