@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 // TestCostModelPlan: the budget the cost model picks for the next session,
@@ -228,7 +229,7 @@ func TestGreylistRetriesOneSession(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(tc.gap)
+				simtime.Advance(tc.gap)
 				if err := p.ProbeBatch(ctxTimeout(t, time.Minute), "grey.test", e.mx("grey.test"), addrs[10:], res[10:]); err != nil {
 					t.Fatal(err)
 				}
