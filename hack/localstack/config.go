@@ -23,6 +23,15 @@ var localDefaults []byte
 // and the tests start the stack in.
 const crdDir = "config/crd/bases"
 
+// The stack applies the sections its flags used to set: verification and
+// fleet (the manager's, the API's and, by reference, the Job pods'
+// engines), pipeline.shardBytes, maxShards, shardBy and limits,
+// manager.callbackAllowCIDRs, executor.mode and logging. Partial: the
+// other keys (api.*, fraud.*, people, store, namespaces, executor.jobs.*)
+// load and print but the stack keeps its own values for them (its own
+// store and people, in-memory fraud history), as it did before it read a
+// file; localstack.Options would have to take the Configuration whole.
+
 // loadConfig is the local stack's configuration: localDefaults, the file
 // at path (if any) read over them (a key it writes replaces the local
 // default, an empty list included; a key it leaves out keeps it), then the
