@@ -181,6 +181,7 @@ func runShard(ctx context.Context, args []string, stderr io.Writer) error {
 		return parseError(err)
 	}
 	if r.printConfig {
+		fmt.Print(wiring.JobEnvComment())
 		if wiring.PrintConfig(os.Stdout, conf, fs, false) != 0 {
 			return usageError{errors.New("the configuration could not be printed")}
 		}

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/AfterShip/email-verifier v1.4.1
 	github.com/emaildata/emaildata v0.0.0
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (

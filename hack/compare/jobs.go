@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,19 +24,19 @@ import (
 // real Job controller and scheduler, a test node running the worker pods
 // as processes, the manager and the REST API) started as a child process
 // with the world's DNS server and SMTP port and the verification settings
-// ours-list gives `worker run` (verifyArgs; a file there), which the manager passes on
-// to the pods. The list is uploaded through the REST API (service
-// email_validation), split into -job-shards shards (--max-shards, with a small
-// --shard-bytes so that a 20k-row list gets them all), and its result
+// ours-list gives `worker run` (engineConfig), in a configuration the
+// manager hands to the pods. The list is uploaded through the REST API (service
+// email_validation), split into -job-shards shards (pipeline.maxShards, with a small
+// pipeline.shardBytes so that a 20k-row list gets them all), and its result
 // downloaded when the list reaches Results. Its wall is from the list's
 // creation (the upload's answer) to Results, not the stack's start.
 
 // jobsSettings: the ours-jobs stack.
 type jobsSettings struct {
-	shards   int    // --max-shards
-	fleetURL string // the stack's --fleet-url (-jobs-fleet-url, else -fleet-url; "": none)
+	shards   int    // pipeline.maxShards
+	fleetURL string // the stack's fleet.url (-jobs-fleet-url, else -fleet-url; "": none)
 	bin      string // directory holding localstack and worker ("": build them)
-	shardBy  string // --shard-by for the manager ("": its default)
+	shardBy  string // pipeline.shardBy ("": the default)
 	keep     bool   // keep the stack's state directory
 	timeout  time.Duration
 }
@@ -96,8 +95,12 @@ func runOursJobs(dnsAddr string, rows []string, s settings, js jobsSettings) (pr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), js.timeout)
 	defer cancel()
+	conf, err := stackConfig(dnsAddr, s, js)
+	if err != nil {
+		return nil, nil, 0, 0, "", err
+	}
 	st, err := stackrun.Start(ctx, stackrun.Options{
-		Bin: filepath.Join(bin, "localstack"), Root: "../..", Args: stackArgs(dir, bin, dnsAddr, s, js),
+		Bin: filepath.Join(bin, "localstack"), Root: "../..", Args: stackArgs(dir, bin), Config: conf,
 		Env:     childEnv(),
 		LogPath: filepath.Join(dir, "localstack.log"),
 	})
@@ -115,7 +118,7 @@ func runOursJobs(dnsAddr string, rows []string, s settings, js jobsSettings) (pr
 	if pred, raw, err = answersInOrder(res.result, rows); err != nil {
 		return nil, nil, 0, 0, "", err
 	}
-	note = fmt.Sprintf("local stack, --executor=job, --max-shards %d, --shard-by %q: upload %.1f s, %d pods ran\n%s",
+	note = fmt.Sprintf("local stack, --executor=job, pipeline.maxShards %d, pipeline.shardBy %q: upload %.1f s, %d pods ran\n%s",
 		js.shards, js.shardBy, res.upload.Seconds(), len(res.pods), res.podNotes())
 	return pred, raw, res.cpu.Seconds(), res.wall.Seconds(), note, nil
 }
@@ -131,19 +134,24 @@ func buildStack(dir string) (string, error) {
 	return bin, nil
 }
 
-// stackArgs are the local stack's flags: the job executor on a file store,
-// js.shards shards, no fixed ports, and the verification flags of ours-list
-// (with -worker-args, which must then be flags the stack takes too).
-func stackArgs(dir, bin, dnsAddr string, s settings, js jobsSettings) []string {
-	args := []string{"--dir", filepath.Join(dir, "state"), "--executor=job", "--store=file", "--worker-dir", bin,
-		"--max-shards", strconv.Itoa(max(1, js.shards)), "--shard-bytes", "1024", "--log-format", "json",
+// stackArgs are the local stack's flags: the job executor on a file
+// store, no fixed ports. Its settings are stackConfig's.
+func stackArgs(dir, bin string) []string {
+	return []string{"--dir", filepath.Join(dir, "state"), "--executor=job", "--store=file", "--worker-dir", bin,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0", "--smtp=true"}
+		"--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0"}
+}
+
+// stackConfig is the stack's Configuration, which its manager hands to
+// the Job pods: ours-list's (engineConfig, -config and -set included)
+// with js.shards shards (a small pipeline.shardBytes, so that a 20k-row
+// list gets them all), js.shardBy, JSON logs.
+func stackConfig(dnsAddr string, s settings, js jobsSettings) ([]byte, error) {
+	pipeline := map[string]any{"maxShards": max(1, js.shards), "shardBytes": 1024}
 	if js.shardBy != "" {
-		args = append(args, "--shard-by", js.shardBy)
+		pipeline["shardBy"] = js.shardBy
 	}
-	args = append(args, verifyArgs(dnsAddr, s)...)
-	return append(args, s.workerArgs...)
+	return engineConfig(dnsAddr, s, map[string]any{"pipeline": pipeline, "logging": map[string]any{"format": "json"}})
 }
 
 // stackRun is what runListOnStack saw.

@@ -27,6 +27,12 @@
 //	go run . -tools ours-list,ours-jobs -job-shards 8 -fleet-url 'redis://127.0.0.1:6379/0?prefix=l1:' \
 //	    -jobs-fleet-url 'redis://127.0.0.1:6379/0?prefix=j1:'
 //
+// Our engine's settings are a Configuration (config.go): -config FILE and
+// -set key.path=value change them for every run of ours (worker run
+// processes, the local stack and its Job pods), e.g. a longer DNS timeout:
+//
+//	go run . -tools ours-list -set verification.dns.timeout=10s
+//
 // AfterShip dials port 25 (hard-coded), so the world's MX hosts listen on
 // port 25 of their 127.x.y.z addresses: run as root (or with
 // CAP_NET_BIND_SERVICE). Its DNS lookups go through net.DefaultResolver,
@@ -71,18 +77,20 @@ func main() {
 	var (
 		g           gen
 		child       = flag.Bool("world-child", false, "internal: serve the mail world (child process)")
-		concurrency = flag.Int("concurrency", 100, "AfterShip workers; our --smtp-max-sessions and --dns-workers; our single-address workers")
+		concurrency = flag.Int("concurrency", 100, "AfterShip workers; our verification.smtp.maxSessions and verification.dns.workers; our single-address workers")
 		port        = flag.Int("port", 25, "SMTP port of the world's MX hosts (AfterShip only dials 25)")
 		tools       = flag.String("tools", "aftership,ours-list", "runs, in order: aftership, ours-list (worker run), ours-jobs (the list on the local stack's Job path, -job-shards shards, see jobs.go; ours-jobs:rows, ours-jobs:domain and ours-jobs:mx set its -shard-by, each with its own fleet key prefix), ours-single (GET /v5/ev's path), ours-mix (-lists lists at once plus -api-procs API processes, see mix.go); empty: only the world and its floors")
 		greyRetry   = flag.Duration("greylist-retry", 0, "our retry delay after a 451 (0: the world's -greylist, or production's 60s)")
 		singleTO    = flag.Duration("single-timeout", 10*time.Second, "deadline per address for ours-single (GET /v5/ev default 10s)")
 		workerBin   = flag.String("worker", "", "the worker binary for ours-list (default: built from ../../cmd/worker)")
-		workerArgs  = flag.String("worker-args", "", "more flags for worker run, space separated (e.g. --parallel 8; a CPU profile: EMAILDATA_CPUPROFILE=/tmp/w.prof in the environment)")
+		workerArgs  = flag.String("worker-args", "", "more flags for worker run, space separated (its own: e.g. --parallel 8; engine settings go in -config or -set; a CPU profile: EMAILDATA_CPUPROFILE=/tmp/w.prof in the environment)")
+		confFile    = flag.String("config", "", "a Configuration (docs/configuration.md) whose engine settings our runs use (worker run processes, the local stack and its Job pods), over the tool's; the world's DNS server, SMTP port and loopback range stay the tool's")
+		sets        []string
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
 		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
 		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are), domain (by a hash of the domain: each domain's rows in one process) or mx (by a hash of the domain's primary MX host, as --shard-by mx)")
 		noHistory   = flag.Bool("no-history", false, "ours-list: no verification history even with -fleet-url (a second run on the same -fleet-url and -loopback-base then reuses only what was learnt about the hosts)")
-		fleetURL    = flag.String("fleet-url", "", "ours-list and ours-mix: the workers' (and API processes') --fleet-url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
+		fleetURL    = flag.String("fleet-url", "", "ours-list and ours-mix: the workers' (and API processes') fleet.url (use a fresh ?prefix= per run unless the run is meant to reuse the last one's learnt state and history)")
 		mix         mixSettings
 		jobs        jobsSettings
 		api         apiChild
@@ -97,14 +105,22 @@ func main() {
 	flag.StringVar(&api.dns, "api-dns", "", "internal: the API child's DNS server")
 	flag.IntVar(&api.seat, "api-seat", 0, "internal: the API child's fleet seat")
 	flag.IntVar(&api.seats, "api-seats", 1, "internal: the fleet seats of the mix")
-	flag.IntVar(&jobs.shards, "job-shards", 8, "ours-jobs: the list's shards, so Job pods (--max-shards; the stack's default parallelism runs 8 at once)")
-	flag.StringVar(&jobs.fleetURL, "jobs-fleet-url", "", "ours-jobs: the stack's --fleet-url, passed on to its pods (default: -fleet-url; give another ?prefix= when ours-list runs in the same invocation, or the Job run would reuse its history)")
+	flag.IntVar(&jobs.shards, "job-shards", 8, "ours-jobs: the list's shards, so Job pods (pipeline.maxShards; the stack's default parallelism runs 8 at once)")
+	flag.StringVar(&jobs.fleetURL, "jobs-fleet-url", "", "ours-jobs: the stack's fleet.url, passed on to its pods (default: -fleet-url; give another ?prefix= when ours-list runs in the same invocation, or the Job run would reuse its history)")
 	flag.StringVar(&jobs.bin, "stack-bin", "", "ours-jobs: directory holding the localstack and worker binaries (default: built from ../../hack/localstack and ../../cmd/worker)")
-	flag.StringVar(&jobs.shardBy, "shard-by", "", "ours-jobs: the manager's --shard-by (rows, domain or mx; empty: the stack's default, and no flag passed)")
+	flag.StringVar(&jobs.shardBy, "shard-by", "", "ours-jobs: pipeline.shardBy (rows, domain or mx; empty: the default, mx)")
 	flag.BoolVar(&jobs.keep, "keep-stack", false, "ours-jobs: keep the local stack's state directory (its log, the pods' logs)")
 	flag.DurationVar(&jobs.timeout, "stack-timeout", 15*time.Minute, "ours-jobs: longest wait for the stack to start and the list to reach Results")
+	flag.Func("set", "a Configuration key for our runs, key.path=value, over -config (repeat it): e.g. -set verification.dns.timeout=10s", func(v string) error {
+		sets = append(sets, v)
+		return nil
+	})
 	g.bind(flag.CommandLine)
 	flag.Parse()
+	conf, err := userConfig(*confFile, sets)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if jobs.fleetURL == "" {
 		jobs.fleetURL = *fleetURL
 	}
@@ -114,7 +130,7 @@ func main() {
 	}
 	log.SetFlags(log.Ltime)
 	if *apiChildRun {
-		s := settings{concurrency: *concurrency, port: *port, greylistRetry: *greyRetry, singleTimeout: *singleTO, fleetURL: *fleetURL}
+		s := settings{concurrency: *concurrency, port: *port, greylistRetry: *greyRetry, singleTimeout: *singleTO, fleetURL: *fleetURL, conf: conf}
 		if err := runAPIChild(api, s); err != nil {
 			log.Fatal(err)
 		}
@@ -138,7 +154,7 @@ func main() {
 			retry = g.greylist
 		}
 	}
-	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs), procs: *procs, fleetURL: *fleetURL, split: *split, noHistory: *noHistory}
+	s := settings{concurrency: *concurrency, port: *port, greylistRetry: retry, singleTimeout: *singleTO, worker: *workerBin, workerArgs: strings.Fields(*workerArgs), procs: *procs, fleetURL: *fleetURL, split: *split, conf: conf, noHistory: *noHistory}
 	var truth, under, shapes []string
 	var runs []*runResult
 	for _, tool := range strings.Split(*tools, ",") {

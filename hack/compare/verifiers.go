@@ -45,6 +45,9 @@ type settings struct {
 	fleetURL      string   // ours-list: their --fleet-url ("": none)
 	split         string   // ours-list with procs: "rows" (contiguous parts) or "domain"
 	noHistory     bool     // ours-list: no verification history even with a fleet
+	// conf is -config's file with -set's keys: engine settings written
+	// over the tool's in every Configuration of ours (engineConfig).
+	conf map[string]any
 }
 
 // runAfterShip verifies every address with AfterShip's Verify, from a
@@ -245,12 +248,16 @@ func workerBinary(dir string, s settings) (string, error) {
 }
 
 // workerCmd is `worker run` over the list in, its result to out, as seat
-// of seats processes sharing s.fleetURL. Its settings are verifyArgs' in
-// a configuration file beside in (worker run takes no engine flags); the
-// seat and seats are the environment's, as a Job pod's are.
+// of seats processes sharing s.fleetURL. Its settings are engineConfig's,
+// in a configuration file beside in (worker run takes no engine flags);
+// the seat and seats are the environment's, as a Job pod's are.
 func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) (*exec.Cmd, error) {
 	conf := strings.TrimSuffix(in, filepath.Ext(in)) + ".config.yaml"
-	if err := os.WriteFile(conf, []byte(workerConfig(dnsAddr, s)), 0o600); err != nil {
+	data, err := engineConfig(dnsAddr, s, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(conf, data, 0o600); err != nil {
 		return nil, err
 	}
 	args := []string{"run", "--config", conf, "--in", in, "--out", out, "--delimiter", "comma", "--header", "--email-column", "1",
@@ -260,58 +267,16 @@ func workerCmd(bin, in, out, dnsAddr string, s settings, seat, seats int) (*exec
 	return cmd, nil
 }
 
-// workerConfig is verifyArgs as a configuration file of worker run.
-func workerConfig(dnsAddr string, s settings) string {
-	hist := ""
-	if s.fleetURL == "" || s.noHistory {
-		hist = "  history:\n    url: \"off\"\n"
-	}
-	return fmt.Sprintf(`apiVersion: config.emaildata.io/v1alpha1
-kind: Configuration
-verification:
-  extraTLDs: [test]
-  dns:
-    server: %q
-    workers: %d
-  smtp:
-    port: %d
-    allowCIDRs: [127.0.0.0/8]
-    heloName: verify.test
-    mailFrom: probe@verify.test
-    greylistRetry: %s
-    maxSessions: %d
-%sfleet:
-  url: %q
-`, dnsAddr, s.concurrency, s.port, s.greylistRetry, s.concurrency, hist, s.fleetURL)
-}
-
 // benchHistoryKey keys the verification history of the runs that have one
 // (-fleet-url) when $HISTORY_KEY is not set: a history needs a key, and
 // runs meant to reuse a prefix's history need the same one.
 const benchHistoryKey = "hack-compare-history-key-0001"
 
 // childEnv is the environment of the processes a run starts: this one's,
-// without the fleet and history URLs (the flags say them), with a key.
+// without the fleet and history URLs (their configuration says them),
+// with a key.
 func childEnv() []string {
 	return append(os.Environ(), "FLEET_URL=", "HISTORY_URL=", "HISTORY_KEY="+cmp.Or(os.Getenv("HISTORY_KEY"), benchHistoryKey))
-}
-
-// verifyArgs are the verification flags (wiring.VerifyConfig's, which
-// the local stack takes and passes on to Job pods; worker run takes them
-// in a file, workerConfig) for the world at dnsAddr: production defaults but for the
-// world's DNS server and port, the loopback range opened to SMTP, the
-// concurrency setting as the session cap, and s.fleetURL (without one, no
-// verification history either, as a process without a backend keeps none).
-func verifyArgs(dnsAddr string, s settings) []string {
-	args := []string{"--dns-server", dnsAddr, "--smtp-port", strconv.Itoa(s.port), "--extra-tlds", "test",
-		"--smtp-allow-cidrs", "127.0.0.0/8", "--smtp-helo", "verify.test", "--smtp-mail-from", "probe@verify.test",
-		"--smtp-greylist-retry", s.greylistRetry.String(),
-		"--smtp-max-sessions", strconv.Itoa(s.concurrency), "--dns-workers", strconv.Itoa(s.concurrency),
-		"--fleet-url", s.fleetURL}
-	if s.fleetURL == "" {
-		args = append(args, "--history-url", "off")
-	}
-	return args
 }
 
 // splitRows gives each of n processes its rows (indices into rows):

@@ -13,7 +13,7 @@
 //	/tmp/jb/jobbench -bin /tmp/jb -in l10m.csv -shards 16,2,1 -result res.csv
 //	/tmp/jb/genlist -check -in l10m.csv -result res.csv
 //
-// For every shard count it starts a fresh stack (--max-shards N), uploads
+// For every shard count it starts a fresh stack (pipeline.maxShards: N), uploads
 // the list, and reports: the upload's wall time and the stack's peak RSS
 // during it; wall time from the list's creation (the upload's answer) to
 // Results, with the times it was first seen Processing; the CPU of every
@@ -58,13 +58,13 @@ type config struct {
 
 func main() {
 	var c config
-	shards := flag.String("shards", "16", "shard counts to run, comma separated: one fresh stack each (--max-shards)")
+	shards := flag.String("shards", "16", "shard counts to run, comma separated: one fresh stack each (pipeline.maxShards)")
 	flag.StringVar(&c.in, "in", "", "list file (id,name,email with a header, as genlist writes)")
 	flag.StringVar(&c.bin, "bin", "", "directory holding the localstack and worker binaries (default: built into a temporary directory)")
 	flag.StringVar(&c.dir, "dir", "", "parent of the stacks' state directories (default: next to -in); each is removed after its run unless -keep")
 	flag.StringVar(&c.root, "root", ".", "repository root (CRDs in config/crd/bases)")
 	flag.StringVar(&c.result, "result", "", "write the first run's result file here (for genlist -check)")
-	flag.Int64Var(&c.shardBytes, "shard-bytes", 0, "target input bytes per shard (--shard-bytes; 0: the manager's default, 8 MiB)")
+	flag.Int64Var(&c.shardBytes, "shard-bytes", 0, "target input bytes per shard (pipeline.shardBytes; 0: the manager's default, 8 MiB)")
 	flag.StringVar(&c.store, "store", "s3", "the stack's store: s3 (SeaweedFS) or file (a directory, for comparison)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the stacks' state directories")
 	flag.DurationVar(&c.timeout, "timeout", time.Hour, "longest wait for one list")

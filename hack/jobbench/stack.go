@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -45,9 +44,9 @@ func startStack(ctx context.Context, c config, weed, dir string, shards int) (*s
 		LogPath: filepath.Join(dir, "localstack.log"),
 		Args: []string{"--dir", filepath.Join(dir, "state"),
 			"--executor=job", "--store=" + c.store, "--s3-port=0", "--worker-dir", c.bin,
-			"--max-shards", strconv.Itoa(shards), "--shard-bytes", strconv.FormatInt(c.shardBytes, 10), "--log-format", "json",
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 			"--api-listen", "127.0.0.1:0", "--api-metrics-bind-address", "0"},
+		Config: stackConfig(shards, c.shardBytes),
 	})
 	if err != nil {
 		return nil, err
@@ -157,4 +156,20 @@ func (st *stack) download(ctx context.Context, id int64, out string) (sum [32]by
 	}
 	copy(sum[:], h.Sum(nil))
 	return sum, n, err
+}
+
+// stackConfig is the stack's Configuration: the list split into at most
+// shards shards of about shardBytes each (0: the default), JSON logs.
+func stackConfig(shards int, shardBytes int64) []byte {
+	size := ""
+	if shardBytes > 0 {
+		size = fmt.Sprintf("  shardBytes: %d\n", shardBytes)
+	}
+	return fmt.Appendf(nil, `apiVersion: config.emaildata.io/v1alpha1
+kind: Configuration
+logging:
+  format: json
+pipeline:
+  maxShards: %d
+%s`, shards, size)
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,57 +20,35 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/emaildata/emaildata/internal/kits/localstack"
-	"github.com/emaildata/emaildata/internal/lists/pipeline"
-	"github.com/emaildata/emaildata/internal/operator"
 	"github.com/emaildata/emaildata/internal/platform/logging"
 	"github.com/emaildata/emaildata/internal/wiring"
 )
 
 func main() {
-	dir := flag.String("dir", ".local", "state directory (kubeconfig, etcd data, blob store)")
-	crds := flag.String("crd-dir", "config/crd/bases", "CRD manifests")
-	metrics := flag.String("metrics-bind-address", "127.0.0.1:18080", "manager metrics address (0 disables)")
-	probe := flag.String("health-probe-bind-address", "127.0.0.1:18081", "manager health address (0 disables)")
-	apiListen := flag.String("api-listen", "127.0.0.1:8090", "REST API address")
-	apiMetrics := flag.String("api-metrics-bind-address", "127.0.0.1:8091", "REST API metrics address (0 disables)")
-	executor := flag.String("executor", operator.ExecutorLocal, "local (shards run in the manager) or job (Indexed Jobs, pods run as local processes)")
-	workerDir := flag.String("worker-dir", "bin", "directory of the worker binary, for --executor=job")
-	store := flag.String("store", localstack.StoreFile, "file (a directory under --dir) or s3 (a local S3-compatible server, SeaweedFS, its data under --dir; built by hack/s3-server.sh)")
-	s3Port := flag.Int("s3-port", 8333, "port of the local S3 API, for --store=s3 (0: any free port)")
-	shardBytes := flag.Int64("shard-bytes", 0, "target input bytes per shard (0: the manager's default)")
-	maxShards := flag.Int("max-shards", 0, "most shards per list (0: the manager's default)")
-	var shardBy string
-	pipeline.BindShardBy(flag.CommandLine, &shardBy, pipeline.ShardByMX)
-	callbacks := flag.String("callback-allow-cidrs", localstack.DefaultCallbackAllowCIDRs,
-		"private ranges callbacks may reach, comma separated (none: only public addresses, as a cluster's default)")
-	flag.String("config", "", "configuration file (kind Configuration, see docs/configuration.md; make run CONFIG=path); without one the stack runs offline (no DNS, no SMTP)")
+	// The settings are a Configuration: this directory's
+	// configuration.yaml (offline, loopback callbacks, text logs, lists
+	// in-process), with the --config file read over it; the flags are what
+	// differs per run (where the state is, what listens where, how lists
+	// run). docs/configuration.md has every key.
 	path := wiring.ConfigPath(os.Args[1:])
-	conf, err := wiring.LoadConfig(path)
+	conf, err := loadConfig(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "configuration:", err)
 		os.Exit(2)
 	}
-	limits := wiring.LimitsFrom(conf)
-	limits.BindFlags(flag.CommandLine) // the API's and the manager's alike
-	vc := wiring.VerifyFrom(conf)
-	lo := logging.Options{Level: slog.LevelInfo, Format: logging.FormatText}
-	if path == "" {
-		vc.DNSServer, vc.SMTP = "off", false // offline by default: this machine may have no network
-	} else {
-		*shardBytes, *maxShards, shardBy = conf.Pipeline.ShardBytes.Value(), conf.Pipeline.MaxShards, conf.Pipeline.ShardBy
-		if len(conf.Manager.CallbackAllowCIDRs) > 0 {
-			*callbacks = strings.Join(conf.Manager.CallbackAllowCIDRs, ",")
-		}
-		lo = wiring.LoggingFrom(conf)
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	f := bindFlags(fs, conf)
+	_ = fs.Parse(os.Args[1:]) // ExitOnError
+	if f.printConfig {
+		os.Exit(wiring.PrintConfig(os.Stdout, conf, fs, false))
 	}
-	vc.BindFlags(flag.CommandLine)
-	lo.BindFlags(flag.CommandLine, lo)
-	flag.Parse()
-	if err := pipeline.CheckShardBy(shardBy); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	// --executor, --log-level and --log-format override the file's keys.
+	if _, err := wiring.ApplyFlags(conf, fs, false); err != nil {
+		fmt.Fprintln(os.Stderr, "configuration:", err)
 		os.Exit(2)
 	}
-	log, err := logging.New(os.Stderr, lo)
+	vc := wiring.VerifyFrom(conf)
+	log, err := logging.New(os.Stderr, f.lo)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -85,11 +62,14 @@ func main() {
 		os.Exit(2)
 	}
 	s, err := localstack.Start(ctx, localstack.Options{
-		Dir: *dir, CRDDir: *crds, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
-		MetricsAddr: *metrics, ProbeAddr: *probe, APIListen: *apiListen, APIMetricsListen: *apiMetrics, Verify: vc,
-		Executor: *executor, WorkerDir: *workerDir, Store: *store, S3Port: *s3Port,
-		ShardBytes: *shardBytes, MaxShards: *maxShards, ShardBy: shardBy, Limits: limits,
-		CallbackAllowCIDRs: cmp.Or(*callbacks, "none"),
+		Dir: f.dir, CRDDir: crdDir, AssetsDir: os.Getenv("KUBEBUILDER_ASSETS"),
+		MetricsAddr: f.metrics, ProbeAddr: f.probe, APIListen: f.apiListen, APIMetricsListen: f.apiMetrics, Verify: vc,
+		Executor: conf.Executor.Mode, WorkerDir: f.workerDir, Store: f.store, S3Port: f.s3Port,
+		ShardBytes: conf.Pipeline.ShardBytes.Value(), MaxShards: conf.Pipeline.MaxShards, ShardBy: conf.Pipeline.ShardBy,
+		Limits: wiring.LimitsFrom(conf),
+		// The file's list; none written (an empty list): public
+		// addresses only, as a cluster's default.
+		CallbackAllowCIDRs: cmp.Or(strings.Join(conf.Manager.CallbackAllowCIDRs, ","), "none"),
 		Log:                log,
 	})
 	if err != nil {
@@ -110,7 +90,7 @@ emaildata local stack is running (Ctrl-C stops it).
   web console: %[4]s/console/   (sign in with the API key below; docs/console.md)
   API key:     %[5]s   (enabled for every service)
   Validation key: %[8]s   (email_validation alone: lists submitted without service=)
-  callbacks:   may reach %[9]s   (--callback-allow-cidrs; a cluster refuses loopback and private addresses unless allowed)
+  callbacks:   may reach %[9]s   (manager.callbackAllowCIDRs; a cluster refuses loopback and private addresses unless allowed)
   verification: %[6]s
   history:     %[10]s
   executor:    %[7]s
@@ -128,7 +108,7 @@ With the REST API:
   curl -s -OJ "$API/v5/list/LIST_ID/results" -H "api_key: $KEY"
 
 `, s.Kubeconfig, storeMode(s), samples, s.APIURL, s.APIKey, verifyMode(vc), executorMode(s), s.ValidationKey,
-		cmp.Or(s.CallbackAllowCIDRs, "public addresses only"), cmp.Or(s.History, "none (--history-url=off)"))
+		cmp.Or(s.CallbackAllowCIDRs, "public addresses only"), cmp.Or(s.History, `none (verification.history.url: "off")`))
 	printMetrics(s)
 	if s.Jobs != nil {
 		fmt.Printf(`Watch the Job path (in other terminals, with the KUBECONFIG above):
@@ -203,7 +183,7 @@ func executorMode(s *localstack.Stack) string {
 
 func verifyMode(vc wiring.VerifyConfig) string {
 	if vc.DNSServer == "off" || vc.DNSServer == "" {
-		return "offline (syntax, corrections, lists); add --dns-server=system --smtp (make run ARGS=...) for DNS and SMTP checks"
+		return "offline (syntax, corrections, lists); make run CONFIG=hack/localstack/online.yaml adds DNS and SMTP checks"
 	}
 	if !vc.SMTP {
 		return "syntax, corrections, lists and DNS via " + vc.DNSServer

@@ -3,7 +3,6 @@ package wiring
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,9 +25,8 @@ import (
 
 // VerifyConfig configures the verification engine: the Configuration's
 // verification and fleet sections as the engine takes them (VerifyFrom;
-// IntoConfig is the inverse). BindFlags binds them as flags for the local
-// stack (hack/localstack); no binary of the product takes them as flags,
-// and Job workers read them from their mounted configuration.
+// IntoConfig is the inverse). No program takes them as flags: Job workers
+// read them from their mounted configuration.
 type VerifyConfig struct {
 	// DNSServer is the resolver ("host:port"), "system" for the one in
 	// /etc/resolv.conf, or "off" to stop at syntax and list checks.
@@ -117,45 +115,6 @@ func DefaultVerifyConfig() VerifyConfig { return VerifyFrom(defaultConfig()) }
 // GET /fr answer within seconds, so the SMTP timeouts are the
 // configuration's interactive ones.
 func DefaultAPIVerifyConfig() VerifyConfig { return APIVerifyFrom(defaultConfig()) }
-
-// BindFlags registers the flags on fs.
-func (c *VerifyConfig) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.DNSServer, "dns-server", c.DNSServer, `DNS resolver host:port, "system" (/etc/resolv.conf) or "off" (no DNS: no SMTP either)`)
-	fs.DurationVar(&c.DNSTimeout, "dns-timeout", c.DNSTimeout, "timeout of one DNS query")
-	fs.IntVar(&c.DNSWorkers, "dns-workers", c.DNSWorkers, "domains of a batch looked up at once")
-	fs.BoolVar(&c.SMTP, "smtp", c.SMTP, "check mailboxes over SMTP")
-	fs.IntVar(&c.Probe.Port, "smtp-port", c.Probe.Port, "SMTP port of mail hosts")
-	fs.StringVar(&c.Probe.HELOName, "smtp-helo", c.Probe.HELOName, "EHLO name")
-	fs.StringVar(&c.Probe.MailFrom, "smtp-mail-from", c.Probe.MailFrom, "envelope sender of probes")
-	fs.IntVar(&c.Probe.MaxConnsPerHost, "smtp-max-conns-per-host", c.Probe.MaxConnsPerHost, "concurrent connections per mail host address")
-	fs.Float64Var(&c.Probe.RatePerHost, "smtp-rate-per-host", c.Probe.RatePerHost, "new connections per second per mail host address")
-	fs.IntVar(&c.Probe.MaxSessions, "smtp-max-sessions", c.Probe.MaxSessions, "SMTP connections open at once, all hosts together")
-	fs.IntVar(&c.Probe.MaxRcptPerTransaction, "smtp-max-rcpt-per-transaction", c.Probe.MaxRcptPerTransaction, "RCPTs after one MAIL FROM (RFC 5321: servers take at least 100; hosts with a lower limit are learnt)")
-	fs.IntVar(&c.Probe.MaxRcptPerSession, "smtp-max-rcpt-per-session", c.Probe.MaxRcptPerSession, "RCPTs in one SMTP session before reconnecting")
-	fs.IntVar(&c.Probe.MaxRejectsPerSession, "smtp-max-rejects-per-session", c.Probe.MaxRejectsPerSession, "rejected RCPTs in one session to a Postfix server before reconnecting (Postfix slows every reply from the 10th error on; -1: no limit)")
-	fs.IntVar(&c.Probe.PipelineDepth, "smtp-pipeline-depth", c.Probe.PipelineDepth, "RCPTs per round trip to servers offering PIPELINING (1: none)")
-	fs.DurationVar(&c.Probe.RefusalBackoff, "smtp-refusal-backoff", c.Probe.RefusalBackoff, "first wait before trying again a mail host that asked to slow down (421); doubles with each refusal in a row")
-	fs.DurationVar(&c.Probe.ConnectTimeout, "smtp-connect-timeout", c.Probe.ConnectTimeout, "TCP connect timeout")
-	fs.DurationVar(&c.Probe.GreetingTimeout, "smtp-greeting-timeout", c.Probe.GreetingTimeout, "wait for a server's greeting (silent longer: a tarpit)")
-	fs.DurationVar(&c.Probe.CommandTimeout, "smtp-command-timeout", c.Probe.CommandTimeout, "wait for each reply of a host that has spoken, restarted by every reply (RFC 5321: 5m for MAIL and RCPT)")
-	fs.DurationVar(&c.Probe.HostPenaltyTTL, "smtp-host-penalty-ttl", c.Probe.HostPenaltyTTL, "how long a stalled or unreachable mail host is skipped")
-	fs.StringVar(&c.SMTPAllowCIDRs, "smtp-allow-cidrs", c.SMTPAllowCIDRs, "private ranges SMTP probes may reach, comma separated")
-	fs.DurationVar(&c.Probe.GreylistRetry, "smtp-greylist-retry", c.Probe.GreylistRetry, "delay before retrying a greylisted address")
-	fs.IntVar(&c.Probe.MaxRefusals, "smtp-max-refusals", c.Probe.MaxRefusals, "refusals in a row after which a mail host counts as failed")
-	fs.DurationVar(&c.Probe.HostMemoryTTL, "smtp-host-memory-ttl", c.Probe.HostMemoryTTL, "how long limits learnt about a mail host outlive the last lesson")
-	fs.Var(&c.Proxies, "smtp-proxy", "SOCKS5 proxy for SMTP, socks5://[user:pass@]host:port (repeat or comma-separate for a pool)")
-	fs.IntVar(&c.ProxyMaxConns, "smtp-proxy-max-conns", c.ProxyMaxConns, "connections open through one SOCKS5 proxy")
-	fs.IntVar(&c.RowsInFlight, "rows-in-flight", c.RowsInFlight, "rows in verification at once in this process, shared by its shards (about 0.7 KB of memory each; offline verification keeps at most 8000)")
-	fs.StringVar(&c.ListsDir, "lists-dir", c.ListsDir, "directory of list extensions (disposable.txt, free.txt, role.txt, ...)")
-	fs.StringVar(&c.ListsBlobKey, "lists-blob-key", c.ListsBlobKey, "blob key of list extensions published by the manager (workers)")
-	fs.StringVar(&c.ExtraTLDs, "extra-tlds", c.ExtraTLDs, "top-level domains accepted besides ICANN's, comma separated")
-	c.Fleet.BindFlags(fs)
-	fs.StringVar(&c.HistoryURL, "history-url", c.HistoryURL, `verification history: redis://host:port/db, postgres://..., bolt:///path.db, or "off" (default: $HISTORY_URL, else the --fleet-url backend, else none); needs a key: the installation secret --history-key-secret names (manager, API), else $HISTORY_KEY or --history-key-file`)
-	c.HistoryTTLs.BindFlags(fs)
-	fs.Var(&c.HistoryScope, "history-scope", `whose earlier checks answer a call: "tenant" (a tenant's own only) or "shared" (every tenant's, dated to the hour: tells a tenant that someone checked an address)`)
-	fs.StringVar(&c.HistoryKeyFile, "history-key-file", c.HistoryKeyFile, "file holding the history's key (default: $HISTORY_KEY; with neither, the manager and the API read the installation secret --history-key-secret names); a history refuses to start without a key")
-	fs.DurationVar(&c.HistoryKeyCheck, "history-key-check-interval", c.HistoryKeyCheck, "how often a process checks that the history's store is kept under its key (a mismatch is logged, counted and stops its use of the history)")
-}
 
 // StringList is a flag that may be repeated or comma separated.
 type StringList []string

@@ -3,7 +3,6 @@ package wiring
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,16 +93,11 @@ func TestAPIDefaultsShorter(t *testing.T) {
 	}
 }
 
-// The binaries' flags start from the prober's own defaults: with no flag
-// given, the prober they build is configured exactly as smtpprobe.New
+// The Configuration's defaults are the prober's own: the prober the
+// binaries build from them is configured exactly as smtpprobe.New
 // configures a zero Config, but for the EHLO name and the sender.
 func TestProberDefaultsAreSMTPProbes(t *testing.T) {
 	c := DefaultVerifyConfig()
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	c.BindFlags(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
 	p, err := NewProber(c)
 	if err != nil {
 		t.Fatal(err)

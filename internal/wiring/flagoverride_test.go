@@ -42,9 +42,15 @@ func TestApplyFlags(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfgv1.Default()
-			vc := VerifyFrom(c)
 			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			vc.BindFlags(fs)
+			// The former flags' kinds (no binary binds them now).
+			for _, name := range []string{"smtp-helo", "smtp-mail-from", "smtp-allow-cidrs"} {
+				fs.String(name, "", "")
+			}
+			fs.Duration("smtp-connect-timeout", 0, "")
+			for _, name := range []string{"smtp-max-sessions", "dns-workers", "fleet-seat"} {
+				fs.Int(name, 0, "")
+			}
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
@@ -114,5 +120,39 @@ func TestPrintConfig(t *testing.T) {
 	if got.Logging.Level != "debug" || got.Installation.Secrets["history-key"] != "vault-history" ||
 		got.Store.URL != "s3://bucket" {
 		t.Errorf("level %q secrets %v store %q", got.Logging.Level, got.Installation.Secrets, got.Store.URL)
+	}
+}
+
+// TestJobEnvComment: `worker shard --print-config` shows the per-list
+// environment of its Job, set or unset, as comments (the output still
+// loads as a file).
+func TestJobEnvComment(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{name: "a Job's pod", env: map[string]string{"JOB_COMPLETION_INDEX": "3", EnvFleetSeats: "8", EnvSMTPConns: "1", EnvSMTPRate: "0.25"},
+			want: []string{"#   $JOB_COMPLETION_INDEX=3 ", "#   $EMAILDATA_FLEET_SEATS=8 ", "#   $EMAILDATA_FLEET_REQUIRED=(unset) ",
+				"#   $EMAILDATA_SMTP_MAX_CONNS_PER_HOST=1 ", "#   $EMAILDATA_SMTP_RATE_PER_HOST=0.25 "}},
+		{name: "none set", want: []string{"#   $JOB_COMPLETION_INDEX=(unset) ", "#   $EMAILDATA_FLEET_SEATS=(unset) "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, e := range jobEnv {
+				t.Setenv(e.name, tc.env[e.name])
+			}
+			got := JobEnvComment()
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("lacks %q:\n%s", w, got)
+				}
+			}
+			if n := strings.Count(got, "\n"); n != len(jobEnv)+1 {
+				t.Errorf("%d lines, want %d:\n%s", n, len(jobEnv)+1, got)
+			}
+			if _, err := cfgv1.Decode([]byte(got + "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n")); err != nil {
+				t.Errorf("the block does not load as part of a file: %v", err)
+			}
+		})
 	}
 }

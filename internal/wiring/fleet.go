@@ -3,7 +3,6 @@ package wiring
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -39,16 +38,6 @@ type FleetConfig struct {
 	// pods when it gives them the whole budget, so that a pod missing the
 	// URL, say from --worker-env-secret, cannot spend it alone).
 	Required bool
-}
-
-// BindFlags registers the fleet flags on fs.
-func (c *FleetConfig) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.URL, "fleet-url", c.URL, "shared backend of per-host SMTP limits, learnt host state and the verification history: redis://[:password@]host:port/db[?prefix=emaildata:] (default $FLEET_URL; empty: this process's own)")
-	fs.StringVar(&c.Egress, "fleet-egress", c.Egress, "name of this cluster's own address as an egress identity (per-host limits are counted per egress; each --smtp-proxy counts on its own)")
-	fs.DurationVar(&c.LeaseTTL, "fleet-lease-ttl", c.LeaseTTL, "how long a connection slot outlives a process that stopped refreshing it (a killed pod's slots are free within it)")
-	fs.IntVar(&c.Seat, "fleet-seat", c.Seat, "this process's seat among --fleet-seats sharing each host's budget while the fleet backend is unreachable (-1: $JOB_COMPLETION_INDEX, else 0)")
-	fs.IntVar(&c.Seats, "fleet-seats", c.Seats, "processes sharing each host's budget while the fleet backend is unreachable (a list's Job: its shards)")
-	fs.BoolVar(&c.Required, "fleet-required", c.Required, "refuse to start without --fleet-url (set by the manager on Job pods that get each host's whole budget because a fleet backend shares it)")
 }
 
 // share is the divided share of a process.

@@ -252,6 +252,34 @@ func ApplyJobEnv(vc *VerifyConfig, c *cfgv1.Configuration) error {
 	return nil
 }
 
+// jobEnv are the per-list environment variables of a by-reference Job
+// (ApplyJobEnv's, and the shard index), with what each overrides.
+var jobEnv = []struct{ name, what string }{
+	{"JOB_COMPLETION_INDEX", "the shard, and the fleet seat"},
+	{EnvFleetSeats, "shards sharing each host's budget without the fleet backend"},
+	{EnvFleetRequired, "refuse to start without fleet.url"},
+	{EnvSMTPConns, "this pod's verification.smtp.maxConnsPerHost"},
+	{EnvSMTPRate, "this pod's verification.smtp.ratePerHost"},
+}
+
+// JobEnvComment is the comment block of `worker shard --print-config`
+// that shows the per-list environment a list's Job gives its pods (the
+// seats, the fleet requirement, the pod's share of each host's budget),
+// which overrides the file's values: set or unset, so that everything
+// the shard runs with is shown.
+func JobEnvComment() string {
+	var b strings.Builder
+	b.WriteString("# This Job's environment (per list; it overrides the file's values):\n")
+	for _, e := range jobEnv {
+		v, ok := os.LookupEnv(e.name)
+		if !ok || v == "" {
+			v = "(unset)"
+		}
+		fmt.Fprintf(&b, "#   $%s=%s (%s)\n", e.name, v, e.what)
+	}
+	return b.String()
+}
+
 // IntoConfig writes vc into c's verification and fleet sections: the
 // inverse of VerifyFrom, for processes given a VerifyConfig rather than a
 // file (the local stack, tests) whose Job workers must still read their

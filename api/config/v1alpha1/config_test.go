@@ -121,7 +121,7 @@ func TestMarshalRedactsAndRoundTrips(t *testing.T) {
 // TestShippedFilesDecode: the configuration files the repository ships
 // load with the binaries' strict loader.
 func TestShippedFilesDecode(t *testing.T) {
-	for _, path := range []string{"../../../hack/localstack/configuration.yaml"} {
+	for _, path := range []string{"../../../hack/localstack/configuration.yaml", "../../../hack/localstack/online.yaml"} {
 		if _, err := Load(path); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}

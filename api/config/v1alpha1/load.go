@@ -36,22 +36,29 @@ func Load(path string) (*Configuration, error) {
 
 // Decode is Load on the file's content.
 func Decode(data []byte) (*Configuration, error) {
-	if err := checkKeys(data); err != nil {
-		return nil, err
-	}
 	c := Default()
-	// Decoded over the defaults: a key written replaces its default, a
-	// zero included; a key left out keeps it.
-	if err := decodeOver(data, c); err != nil {
-		return nil, err
-	}
-	if c.APIVersion != APIVersion || c.Kind != Kind {
-		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", c.APIVersion, c.Kind, APIVersion, Kind)
-	}
-	if err := Validate(c).ToAggregate(); err != nil {
+	if err := DecodeInto(c, data); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// DecodeInto decodes the file's content over c, as Decode does over the
+// defaults: a key written replaces c's value, a zero or an empty list
+// included; a key left out keeps it. Then c is checked (Validate). For a
+// program whose own defaults are a file over the Configuration's (the
+// local stack, hack/localstack).
+func DecodeInto(c *Configuration, data []byte) error {
+	if err := checkKeys(data); err != nil {
+		return err
+	}
+	if err := decodeOver(data, c); err != nil {
+		return err
+	}
+	if c.APIVersion != APIVersion || c.Kind != Kind {
+		return fmt.Errorf("apiVersion %q kind %q: want %s %s", c.APIVersion, c.Kind, APIVersion, Kind)
+	}
+	return Validate(c).ToAggregate()
 }
 
 // checkKeys walks the YAML document beside the Configuration type and

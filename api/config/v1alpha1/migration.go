@@ -11,10 +11,13 @@ type Flag struct {
 // run, or it is conventional for controllers.
 const stays = "stays a flag"
 
-// Flags maps every flag the manager, the API and the worker took before
-// the Configuration to its field (a test keeps it complete).
+// Flags maps every flag the manager, the API, the worker and the local
+// stack (hack/localstack, make run) took before the Configuration to its
+// field (a test keeps it complete).
 var Flags = []Flag{
 	{"api-key-namespace", "namespaces.apiKeys", ""},
+	{"api-listen", "", stays + " (the local stack): the REST API's bind address"},
+	{"api-metrics-bind-address", "", stays + " (the local stack): a bind address"},
 	{"api-namespace", "namespaces.lists", "the manager's name of the API's --lists-namespace: one setting"},
 	{"auth-failure-addresses", "api.throttle.trackedAddresses", ""},
 	{"auth-failure-burst", "api.throttle.authFailureBurst", ""},
@@ -28,9 +31,11 @@ var Flags = []Flag{
 	{"config", "", stays + ": the file itself"},
 	{"console", "api.console.enabled", ""},
 	{"cpuprofile", "", "worker run: $EMAILDATA_CPUPROFILE names the profile's file (a developer's tool, not a setting)"},
+	{"crd-dir", "", "removed (the local stack): config/crd/bases under the directory it starts in"},
 	{"debug", "logging.level", "removed: logging.level debug (or --log-level=debug) logs every request"},
 	{"dedup-memory", "pipeline.dedupMemory", ""},
 	{"delimiter", "", stays + " (worker run: per file)"},
+	{"dir", "", stays + " (the local stack): its state directory"},
 	{"distribute-memory", "pipeline.distributeMemory", ""},
 	{"dns-server", "verification.dns.server", ""},
 	{"dns-timeout", "verification.dns.timeout", ""},
@@ -38,7 +43,7 @@ var Flags = []Flag{
 	{"drain-delay", "api.drainDelay", ""},
 	{"email-column", "", stays + " (worker run: per file)"},
 	{"escape-formulas", "", stays + " (worker run: per file)"},
-	{"executor", "executor.mode", ""},
+	{"executor", "executor.mode", "the local stack keeps --executor (overrides the file; its default: local)"},
 	{"external-secrets", "installation.externalSecrets", ""},
 	{"extra-tlds", "verification.extraTLDs", ""},
 	{"feedback-files", "api.feedbackFiles", ""},
@@ -113,6 +118,7 @@ var Flags = []Flag{
 	{"rate-burst", "api.rateLimit.burst", ""},
 	{"rate-limit", "api.rateLimit.perSecond", ""},
 	{"rows-in-flight", "verification.rowsInFlight", ""},
+	{"s3-port", "", stays + " (the local stack, --store=s3)"},
 	{"service", "", stays + " (worker run)"},
 	{"shard-by", "pipeline.shardBy", "worker run keeps its own flag (rows): how one file is cut"},
 	{"shard-bytes", "pipeline.shardBytes", ""},
@@ -124,14 +130,14 @@ var Flags = []Flag{
 	{"smtp-greeting-timeout", "verification.smtp.greetingTimeout", "the API's: verification.interactive.greetingTimeout"},
 	{"smtp-greylist-retry", "verification.smtp.greylistRetry", ""},
 	{"smtp-helo", "verification.smtp.heloName", ""},
-	{"smtp-host-memory-ttl", "verification.smtp.hostMemoryTTL", "new; a flag only to reach worker Jobs until they read the file"},
+	{"smtp-host-memory-ttl", "verification.smtp.hostMemoryTTL", "new: a flag only while worker Jobs took arguments (and the local stack its own flags); now the file's alone"},
 	{"smtp-host-penalty-ttl", "verification.smtp.hostPenaltyTTL", "the API's: verification.interactive.hostPenaltyTTL"},
 	{"smtp-mail-from", "verification.smtp.mailFrom", ""},
 	{"smtp-max-conns-per-host", "verification.smtp.maxConnsPerHost", ""},
 	{"smtp-max-rcpt-per-session", "verification.smtp.maxRcptPerSession", ""},
 	{"smtp-max-rcpt-per-transaction", "verification.smtp.maxRcptPerTransaction", ""},
 	{"smtp-max-rejects-per-session", "verification.smtp.maxRejectsPerSession", ""},
-	{"smtp-max-refusals", "verification.smtp.maxRefusals", "new; a flag only to reach worker Jobs until they read the file"},
+	{"smtp-max-refusals", "verification.smtp.maxRefusals", "new: a flag only while worker Jobs took arguments (and the local stack its own flags); now the file's alone"},
 	{"smtp-max-sessions", "verification.smtp.maxSessions", ""},
 	{"smtp-pipeline-depth", "verification.smtp.pipelineDepth", ""},
 	{"smtp-port", "verification.smtp.port", ""},
@@ -142,6 +148,7 @@ var Flags = []Flag{
 	{"source-allow-cidrs", "manager.sourceAllowCIDRs", ""},
 	{"source-grace", "manager.sourceGrace", ""},
 	{"stats", "", stays + " (worker run)"},
+	{"store", "", stays + " (the local stack): file, or s3 on a local S3-compatible server"},
 	{"store-mount-path", "store.mountPath", ""},
 	{"store-pvc", "store.pvc", ""},
 	{"tmp-dir", "", "worker run: $TMPDIR"},
@@ -152,6 +159,7 @@ var Flags = []Flag{
 	{"worker-args", "executor.jobs.extraArgs", ""},
 	{"worker-cpu", "executor.jobs.resources.cpu", ""},
 	{"worker-cpu-limit", "executor.jobs.resources.cpuLimit", ""},
+	{"worker-dir", "", stays + " (the local stack, --executor=job)"},
 	{"worker-env-secret", "executor.jobs.envFromSecret", ""},
 	{"worker-image", "executor.jobs.image", "or $WORKER_IMAGE"},
 	{"worker-image-pull-policy", "executor.jobs.imagePullPolicy", ""},

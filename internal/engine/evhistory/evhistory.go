@@ -47,7 +47,8 @@
 // policy) for weeks; catch-all (45), mailbox full (410) and unverified
 // (20: a host answered, nothing confirmed) for days; timeouts (5) and
 // deferrals (greylisting that outlasted the retries) never. Every TTL is a
-// flag (TTLs, BindFlags); zero keeps nothing of that kind.
+// setting (TTLs; the Configuration's verification.history.ttls); zero keeps
+// nothing of that kind.
 //
 // # Backends
 //
@@ -58,7 +59,6 @@ package evhistory
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -113,14 +113,6 @@ type TTLs struct {
 // a day for the rest.
 func DefaultTTLs() TTLs {
 	return TTLs{Deliverable: 28 * 24 * time.Hour, Undeliverable: 28 * 24 * time.Hour, CatchAll: 72 * time.Hour, Unverified: 24 * time.Hour}
-}
-
-// BindFlags registers the TTL flags on fs.
-func (t *TTLs) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&t.Deliverable, "history-ttl-deliverable", t.Deliverable, "how long a deliverable verdict (50) is reused from the history (0: never kept)")
-	fs.DurationVar(&t.Undeliverable, "history-ttl-undeliverable", t.Undeliverable, "how long an undeliverable verdict (400 no such mailbox, 420 refused) is reused")
-	fs.DurationVar(&t.CatchAll, "history-ttl-catchall", t.CatchAll, "how long a catch-all verdict (45) is reused")
-	fs.DurationVar(&t.Unverified, "history-ttl-unverified", t.Unverified, "how long an unverified (20) or mailbox-full (410) verdict is reused; timeouts and deferrals are never kept")
 }
 
 // For returns how long a verdict is kept (0: not at all).

@@ -91,7 +91,7 @@ func TestNoRemovedFlags(t *testing.T) {
 // the one that produced dated figures is kept as it was run.
 var recordedCommands = map[string]struct{ line, why string }{
 	"docs/benchmarks.md --dns-timeout": {"-worker-args --dns-timeout=10s",
-		"the command that produced the 2026-11-29 shard-by figures; hack/compare's -worker-args still passes flags (not yet a Configuration)"},
+		"the command that produced the 2026-11-28/29 fleet figures, kept as it was run; the note below it says how to run it now (hack/compare -set verification.dns.timeout=10s)"},
 }
 
 // TestStaleFlags: the checker tells our removed flags from live ones and

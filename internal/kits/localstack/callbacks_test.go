@@ -17,7 +17,8 @@ import (
 
 // TestLocalCallbacksReachLoopback: under make run's options a callback is
 // delivered to a receiver on this machine (and the API accepts its URL);
-// under a cluster manager's defaults, or with --callback-allow-cidrs=none,
+// under a cluster manager's defaults, or with no callback range (a
+// Configuration's manager.callbackAllowCIDRs: []),
 // the same delivery and URL are refused. (TestMakeRunE2E delivers one
 // through the running stack.)
 func TestLocalCallbacksReachLoopback(t *testing.T) {

@@ -78,12 +78,12 @@ type Options struct {
 	Store string
 	// S3Port is the S3 API's port for StoreS3 (0: a free one).
 	S3Port int
-	// ShardBytes and MaxShards split lists into shards, as the manager's
-	// --shard-bytes and --max-shards do (0: the manager's defaults).
+	// ShardBytes and MaxShards split lists into shards, as
+	// pipeline.shardBytes and pipeline.maxShards do (0: the defaults).
 	ShardBytes int64
 	MaxShards  int
-	// ShardBy is the manager's --shard-by (pipeline.ShardByRows or
-	// ShardByDomain or ShardByMX; "": the manager's default, by MX host).
+	// ShardBy is pipeline.shardBy (pipeline.ShardByRows or ShardByDomain
+	// or ShardByMX; "": the default, by MX host).
 	ShardBy string
 	// Limits bound hostile list files, for the API's check of an upload
 	// and the manager's preparation alike (zero: listfile.DefaultLimits).
@@ -97,7 +97,7 @@ type Options struct {
 
 // DefaultCallbackAllowCIDRs lets the local stack's callbacks reach
 // loopback receivers. A cluster's manager and API refuse loopback, link-
-// local and private addresses unless their --callback-allow-cidrs opens them.
+// local and private addresses unless manager.callbackAllowCIDRs opens them.
 const DefaultCallbackAllowCIDRs = "127.0.0.0/8,::1/128"
 
 // callbackCIDRs is o's callback allow list in the form of the manager's flag.
@@ -544,9 +544,9 @@ func (s *Stack) Stop() error {
 }
 
 // openHistory opens the verification history once for the manager's and
-// the API's engines (a bolt file has one opener): the one --history-url
-// names, else a bolt file in the state directory unless a --fleet-url
-// backend keeps it (then the engines open it, with the same key). Worker
+// the API's engines (a bolt file has one opener): the one
+// verification.history.url names, else a bolt file in the state directory
+// unless a fleet.url backend keeps it (then the engines open it, with the same key). Worker
 // processes of --executor=job keep none unless a URL names one.
 func (s *Stack) openHistory(ctx context.Context, vc *wiring.VerifyConfig) error {
 	url := vc.HistoryURL
@@ -557,7 +557,7 @@ func (s *Stack) openHistory(ctx context.Context, vc *wiring.VerifyConfig) error 
 	case vc.History != nil:
 		return nil
 	case url == "" && vc.Fleet.URL != "":
-		s.History = fmt.Sprintf("the --fleet-url backend, %s scope, keyed with %s", vc.HistoryScope, s.History)
+		s.History = fmt.Sprintf("the fleet.url backend, %s scope, keyed with %s", vc.HistoryScope, s.History)
 		return nil
 	case url == "":
 		url = "bolt://" + filepath.Join(s.dir, "history.db")
@@ -582,7 +582,7 @@ func (s *Stack) openHistory(ctx context.Context, vc *wiring.VerifyConfig) error 
 var LocalHistorySecret = installsecret.Config{}.Name(installsecret.HistoryKey)
 
 // historyKey gives make run a key for the verification history when none
-// is configured ($HISTORY_KEY, --history-key-file): a random one made once
+// is configured ($HISTORY_KEY, verification.history.keyFile): a random one made once
 // and kept in the state directory (so the history survives restarts), the
 // installation secret of it for worker pods, and s.History saying which it
 // is. In a cluster the manager makes that Secret and the manager and the

@@ -33,6 +33,10 @@ type Options struct {
 	Root string
 	// Args are its flags (--dir, --executor, ...).
 	Args []string
+	// Config, when set, is a Configuration (YAML, docs/configuration.md)
+	// the stack reads over its own defaults: Start writes it beside
+	// LogPath and passes --config.
+	Config []byte
 	// Env is its environment (nil: this process's).
 	Env []string
 	// LogPath receives its standard error.
@@ -64,7 +68,16 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(o.Bin, o.Args...)
+	args := o.Args
+	if o.Config != nil {
+		conf := strings.TrimSuffix(o.LogPath, filepath.Ext(o.LogPath)) + ".config.yaml"
+		if err := os.WriteFile(conf, o.Config, 0o600); err != nil {
+			logFile.Close()
+			return nil, err
+		}
+		args = append([]string{"--config", conf}, args...)
+	}
+	cmd := exec.Command(o.Bin, args...)
 	cmd.Dir, cmd.Stderr, cmd.Env = o.Root, logFile, o.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()

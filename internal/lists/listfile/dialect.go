@@ -1,7 +1,6 @@
 package listfile
 
 import (
-	"flag"
 	"fmt"
 	"math"
 	"path"
@@ -225,7 +224,7 @@ const (
 )
 
 // DefaultLimits are the limits the API, the manager and the workers start
-// with (each binds them as flags with BindFlags).
+// with (the Configuration's pipeline.limits defaults).
 func DefaultLimits() Limits {
 	return Limits{MaxExpandedBytes: DefaultMaxExpandedBytes, MaxRecordBytes: DefaultMaxRecordBytes, MaxExpansionRatio: DefaultMaxExpansionRatio}
 }
@@ -246,26 +245,6 @@ type Limits struct {
 	// read. 0 means DefaultMaxExpansionRatio; a negative value turns the
 	// cap off, for archives the service wrote itself (results).
 	MaxExpansionRatio int64
-}
-
-// BindFlags binds the limits as the flags every binary that reads list
-// files shares (--max-expanded-bytes, --max-record-bytes,
-// --max-expansion-ratio), with l's values as defaults.
-func (l *Limits) BindFlags(fs *flag.FlagSet) {
-	fs.Int64Var(&l.MaxExpandedBytes, "max-expanded-bytes", l.MaxExpandedBytes, "largest uncompressed size of a zipped list, in bytes")
-	fs.IntVar(&l.MaxRecordBytes, "max-record-bytes", l.MaxRecordBytes, "largest single row, in bytes")
-	fs.Int64Var(&l.MaxExpansionRatio, "max-expansion-ratio", l.MaxExpansionRatio,
-		"largest ratio of a zipped list's uncompressed size to the zip's size (files up to 1 MiB are exempt; negative: no cap)")
-}
-
-// Args renders l as the flags BindFlags reads, for a process that must
-// apply the same limits (the manager's worker Jobs).
-func (l Limits) Args() []string {
-	return []string{
-		"--max-expanded-bytes=" + strconv.FormatInt(l.MaxExpandedBytes, 10),
-		"--max-record-bytes=" + strconv.Itoa(l.MaxRecordBytes),
-		"--max-expansion-ratio=" + strconv.FormatInt(l.MaxExpansionRatio, 10),
-	}
 }
 
 // maxRecordCap keeps MaxRecordBytes arithmetic far from overflow.

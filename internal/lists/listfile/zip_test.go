@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -396,12 +395,5 @@ func TestZeroLimitsAreTheDefaults(t *testing.T) {
 		if zl != dl || zr != dr {
 			t.Errorf("archive of %d bytes: zero Limits allow %d (ratio %v), DefaultLimits %d (ratio %v)", size, zl, zr, dl, dr)
 		}
-	}
-	// The flags bind the same defaults, and Args renders what they read.
-	fs := flag.NewFlagSet("limits", flag.ContinueOnError)
-	var got Limits
-	got.BindFlags(fs)
-	if err := fs.Parse(def.Args()); err != nil || got != def {
-		t.Errorf("flags from Args: %+v, %v; want %+v", got, err, def)
 	}
 }
