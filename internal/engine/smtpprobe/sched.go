@@ -25,6 +25,7 @@ type hostQ struct {
 	wake     chan struct{}
 	hs       HostState     // what was learnt about the host (Config.HostMemory)
 	group    int           // RCPTs a round trip (0: Config.PipelineStart; see group.go)
+	txProven int           // most RCPTs one transaction took before any "too many recipients" (see txPlanLocked)
 	estimate time.Duration // one more session for a retry takes about this long
 
 	// Refusals (the host asking to slow down): how many in a row, the
@@ -120,6 +121,25 @@ func (p *Prober) perSession(q *hostQ) int {
 // txCap is the number of RCPTs a transaction at q may carry.
 func (p *Prober) txCap(q *hostQ) int {
 	return capBy(p.cfg.MaxRcptPerTransaction, q.hs.RcptsPerTransaction)
+}
+
+// txPlanLocked returns the number of RCPTs a transaction at q may carry
+// and tells s how far a window may take a transaction past what the host
+// has shown it takes. A host whose limit per transaction is not known
+// (no "452 too many recipients" yet) may have one below RFC 5321's 100
+// (sendmail's confMAX_RCPTS_PER_MESSAGE, Exim's recipients_max), and a
+// server that counts a 452 as a bad recipient (sendmail's BadRcptThrottle)
+// sleeps for each one past its limit: so a window takes a transaction at
+// most PipelineStart RCPTs past the most one has taken there (q.txProven)
+// and the recipients beyond go to a new transaction. A 452 then comes
+// for at most PipelineStart RCPTs, once, and settles the limit.
+func (p *Prober) txPlanLocked(q *hostQ, s *session) int {
+	txCap := p.txCap(q)
+	s.txSafe, s.txStep = txCap, 0
+	if q.hs.RcptsPerTransaction <= 0 && q.txProven < txCap {
+		s.txSafe, s.txStep = q.txProven, max(1, p.cfg.PipelineStart)
+	}
+	return txCap
 }
 
 // maxConns is the number of sessions q may have at once.
@@ -454,9 +474,9 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		}
 		p.mu.Lock()
 		perSession := p.perSession(q)
-		room := s.capacity(p.txCap(q), perSession)
+		room := s.capacity(p.txPlanLocked(q, s), perSession)
 		if room <= 0 && p.slowZoneLocked(q, s) {
-			room = s.capacity(p.txCap(q), perSession)
+			room = s.capacity(p.txPlanLocked(q, s), perSession)
 		}
 		p.mu.Unlock()
 		if room <= 0 {
