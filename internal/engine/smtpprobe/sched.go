@@ -37,7 +37,11 @@ type hostQ struct {
 	backoffUntil time.Time
 	timer        clock.Timer
 	loweredAt    time.Time
-	accepted     []time.Time // recent connections that got a greeting (within RefusalWindow)
+	accepted     []time.Time // recent connections that got a greeting (within RefusalWindow and windowMargin)
+	refusedAt    []time.Time // recent connections refused at the greeting (the same span; see slidingSlotLocked)
+	sliding      bool        // the host counts every attempt in a sliding window (see refusedLocked)
+	windowEnd    time.Time   // the end of the window its refusal taught (lowerLocked)
+	slideSlots   []time.Time // at a sliding host: its attempts within the window (see slidingSlotLocked)
 	// A host that counts connections in windows (HostState.ConnsPerWindow):
 	// our current window's start and connections.
 	winStart time.Time
@@ -562,16 +566,23 @@ func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
 // noteAcceptedLocked records a connection q accepted (for the rate it took
 // when the host asks to slow down).
 func (p *Prober) noteAcceptedLocked(q *hostQ, t time.Time) {
-	keep := q.accepted[:0]
-	for _, a := range q.accepted {
-		if t.Sub(a) < p.cfg.RefusalWindow {
+	q.accepted = p.noteDialLocked(q.accepted, t)
+}
+
+// noteDialLocked appends t to the connection times ts, keeping those
+// within RefusalWindow and windowMargin of it (at most maxDials).
+func (p *Prober) noteDialLocked(ts []time.Time, t time.Time) []time.Time {
+	keep := ts[:0]
+	for _, a := range ts {
+		if t.Sub(a) < p.cfg.RefusalWindow+windowMargin {
 			keep = append(keep, a)
 		}
 	}
-	q.accepted = append(keep, t)
-	if len(q.accepted) > maxDials {
-		q.accepted = q.accepted[len(q.accepted)-maxDials:]
+	ts = append(keep, t)
+	if len(ts) > maxDials {
+		ts = ts[len(ts)-maxDials:]
 	}
+	return ts
 }
 
 // endSession ends s and reports whether q has more work for the next

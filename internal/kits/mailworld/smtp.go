@@ -82,7 +82,7 @@ func (w *World) serve(h *host, c net.Conn) {
 	defer s.flush()
 	ip, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	// Postfix's anvil counts every connection in the rate, refused or not.
-	overRate := t.ConnRateLimit > 0 && !h.countConn(ip, t.ConnRateLimit, t.ConnRateWindow, time.Now())
+	overRate := t.ConnRateLimit > 0 && !h.countConn(ip, t.ConnRateLimit, t.ConnRateWindow, t.ConnRateSliding, time.Now())
 	if (t.MaxConns > 0 && n > int64(t.MaxConns)) || overRate {
 		h.rejected.Add(1)
 		s.reply("421 4.7.0 " + h.name + " Error: too many connections from " + ip)
