@@ -72,15 +72,13 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 		// it counts every attempt, refused ones too, over a sliding
 		// window (sendmail's ratecontrol, Haraka's limit plugin), so a
 		// retry within the window keeps it full. Its limit stays (the
-		// refused attempts made this count, not fewer slots); the next
-		// attempt comes a full window after this one, and later ones
-		// are counted over the last window (slidingSlotLocked).
+		// refused attempts made this count, not fewer slots), and from
+		// now on attempts are counted as it counts them, over the last
+		// window, refused ones too: the next comes once enough of them
+		// have left the window (slidingSlotLocked).
 		if !q.sliding {
 			q.sliding = true
 			q.slideSlots = append(append([]time.Time(nil), q.accepted...), q.refusedAt...)
-		}
-		if end := dialled.Add(p.cfg.RefusalWindow + windowMargin); end.After(q.backoffUntil) {
-			q.backoffUntil = end
 		}
 	case !dialled.Before(q.loweredAt):
 		p.lowerLocked(q, now, atConnect)
