@@ -39,6 +39,26 @@ type host struct {
 	// (ConnRateLimit).
 	anvilMu sync.Mutex
 	anvil   map[string]*anvilCount
+	// bad: client addresses that sent an unknown recipient
+	// (ReputationDelay), under anvilMu.
+	bad map[string]bool
+}
+
+// markBad records that ip sent an unknown recipient.
+func (h *host) markBad(ip string) {
+	h.anvilMu.Lock()
+	defer h.anvilMu.Unlock()
+	if h.bad == nil {
+		h.bad = make(map[string]bool)
+	}
+	h.bad[ip] = true
+}
+
+// isBad reports whether ip has sent an unknown recipient.
+func (h *host) isBad(ip string) bool {
+	h.anvilMu.Lock()
+	defer h.anvilMu.Unlock()
+	return h.bad[ip]
 }
 
 type anvilCount struct {

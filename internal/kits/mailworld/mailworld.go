@@ -144,6 +144,11 @@ type Domain struct {
 	// fixed windows: a client that retries within the window keeps it
 	// full.
 	ConnRateSliding bool
+	// ReputationDelay, if positive, slows every reply to a client address
+	// by it once that address has sent an unknown recipient ("550 5.1.1"),
+	// in any session from then on (Haraka's karma, reputation services):
+	// the client's other egress addresses are not slowed.
+	ReputationDelay time.Duration
 	// RcptLimit, if positive, is the number of RCPTs an MX host takes in
 	// one connection; later ones get "452 4.5.3 too many recipients".
 	RcptLimit int
@@ -558,13 +563,14 @@ func sameConnSettings(a, b *domainState) error {
 		BadRcptThrottle                                          int
 		BadRcptSleep                                             time.Duration
 		WholeGroups, ConnRateSliding                             bool
+		ReputationDelay                                          time.Duration
 	}
 	key := func(d *domainState) conn {
 		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown, d.AllDown,
 			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit,
 			d.Latency, d.GreetingDelay, d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup,
 			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner,
-			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups, d.ConnRateSliding}
+			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups, d.ConnRateSliding, d.ReputationDelay}
 	}
 	ca, cb := key(a), key(b)
 	if ca != cb {
