@@ -3,6 +3,7 @@ package smtpprobe
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -101,20 +102,24 @@ func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 	others := q.sessions - 1
 	conns := max(1, min(p.maxConns(q), others))
 	win := p.cfg.RefusalWindow
-	n, oldest := 0, now
+	var in []time.Time // accepted within the window, oldest first
 	for _, t := range q.accepted {
 		if now.Sub(t) < win {
-			n++
-			if t.Before(oldest) {
-				oldest = t
-			}
+			in = append(in, t)
 		}
 	}
+	slices.SortFunc(in, time.Time.Compare)
+	n := len(in)
 	// A host that took more sessions at once than are open now does not
 	// refuse this one for its concurrency: it counts connections.
 	if atConnect && (others == 0 || q.peakOpen > q.open) && n >= 2 {
 		p.learnLocked(q, HostState{ConnsPerWindow: n})
-		if end := oldest.Add(win + windowMargin); end.After(q.backoffUntil) {
+		// The retry comes when the second of them has left the window,
+		// not the first: at a host that counts over a sliding window,
+		// refused attempts too (sendmail's ratecontrol, Haraka's limit),
+		// the refused one holds the first one's place. Anvil's fixed
+		// window has ended by then too.
+		if end := in[1].Add(win + windowMargin); end.After(q.backoffUntil) {
 			q.backoffUntil = end
 		}
 		q.windowEnd = q.backoffUntil // a refusal of a connection from then on: see refusedLocked
