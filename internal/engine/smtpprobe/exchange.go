@@ -15,7 +15,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		return true
 	}
 	p.mu.Lock()
-	txCap := p.txCap(q)
+	txCap := p.txPlanLocked(q, s)
 	p.mu.Unlock()
 	segs, rest := s.plan(items, txCap)
 	if len(rest) > 0 {
@@ -73,10 +73,30 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		return false
 	}
 	p.requeueLocked(append(w.back, unanswered...), false, nil)
+	p.txProvenLocked(q, cmds[:n])
 	if n == len(cmds) {
 		p.sizeGroupLocked(q, s, cmds, carried)
 	}
 	return keep && n == len(cmds) && !s.broken
+}
+
+// txProvenLocked records the most RCPTs a transaction of the window took
+// (answered, and not "too many recipients"), while the host's limit per
+// transaction is not known (see txPlanLocked).
+func (p *Prober) txProvenLocked(q *hostQ, answered []cmd) {
+	if q.hs.RcptsPerTransaction > 0 {
+		return
+	}
+	for i := range answered {
+		c := &answered[i]
+		if c.kind != cmdRCPT || c.reply.code == 503 || c.reply.code == 421 {
+			continue
+		}
+		if classifyRcpt(c.reply) == kindTooMany {
+			return // the limit is learnt (or a session's): nothing past it is proven
+		}
+		q.txProven = max(q.txProven, c.txPos)
+	}
 }
 
 // windowReplies hands a window's replies to their items, in order.

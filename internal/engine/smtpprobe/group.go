@@ -50,9 +50,16 @@ func (p *Prober) sizeGroupLocked(q *hostQ, s *session, cmds []cmd, carried int) 
 	}
 	answered := 0
 	for i := range cmds {
-		if cmds[i].kind == cmdRCPT && classifyRcpt(cmds[i].reply) != kindTooMany {
-			answered++
+		if cmds[i].kind != cmdRCPT {
+			continue
 		}
+		if classifyRcpt(cmds[i].reply) == kindTooMany {
+			// The group met the host's limit: it grows again only
+			// after a group the host took whole.
+			answered = 0
+			break
+		}
+		answered++
 	}
 	q.group = min(p.cfg.PipelineDepth, max(p.groupLocked(q), s.group)+answered)
 	s.group = q.group

@@ -3,6 +3,7 @@ package smtpprobe
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -61,7 +62,26 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 	if until := now.Add(p.backoff(q.refusals)); until.After(q.backoffUntil) {
 		q.backoffUntil = until
 	}
-	if !dialled.Before(q.loweredAt) {
+	if atConnect {
+		q.refusedAt = p.noteDialLocked(q.refusedAt, dialled)
+	}
+	switch {
+	case atConnect && q.hs.ConnsPerWindow > 0 && !q.windowEnd.IsZero() && !dialled.Before(q.windowEnd):
+		// Refused again at a host that counts connections in windows,
+		// by a connection made after waiting for the end of the window
+		// its accepted connections began (hostQ.windowEnd):
+		// it counts every attempt, refused ones too, over a sliding
+		// window (sendmail's ratecontrol, Haraka's limit plugin), so a
+		// retry within the window keeps it full. Its limit stays (the
+		// refused attempts made this count, not fewer slots), and from
+		// now on attempts are counted as it counts them, over the last
+		// window, refused ones too: the next comes once enough of them
+		// have left the window (slidingSlotLocked).
+		if !q.sliding {
+			q.sliding = true
+			q.slideSlots = append(append([]time.Time(nil), q.accepted...), q.refusedAt...)
+		}
+	case !dialled.Before(q.loweredAt):
 		p.lowerLocked(q, now, atConnect)
 	}
 	p.settleUnfitLocked(q)
@@ -82,22 +102,27 @@ func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 	others := q.sessions - 1
 	conns := max(1, min(p.maxConns(q), others))
 	win := p.cfg.RefusalWindow
-	n, oldest := 0, now
+	var in []time.Time // accepted within the window, oldest first
 	for _, t := range q.accepted {
 		if now.Sub(t) < win {
-			n++
-			if t.Before(oldest) {
-				oldest = t
-			}
+			in = append(in, t)
 		}
 	}
+	slices.SortFunc(in, time.Time.Compare)
+	n := len(in)
 	// A host that took more sessions at once than are open now does not
 	// refuse this one for its concurrency: it counts connections.
 	if atConnect && (others == 0 || q.peakOpen > q.open) && n >= 2 {
 		p.learnLocked(q, HostState{ConnsPerWindow: n})
-		if end := oldest.Add(win + windowMargin); end.After(q.backoffUntil) {
+		// The retry comes when the second of them has left the window,
+		// not the first: at a host that counts over a sliding window,
+		// refused attempts too (sendmail's ratecontrol, Haraka's limit),
+		// the refused one holds the first one's place. Anvil's fixed
+		// window has ended by then too.
+		if end := in[1].Add(win + windowMargin); end.After(q.backoffUntil) {
 			q.backoffUntil = end
 		}
+		q.windowEnd = q.backoffUntil // a refusal of a connection from then on: see refusedLocked
 		return
 	}
 	p.learnLocked(q, HostState{Conns: conns, ConnRate: max(p.connRate(q)/2, minConnRate)})
@@ -113,6 +138,9 @@ func (p *Prober) windowSlotLocked(q *hostQ, now time.Time) bool {
 	if limit <= 0 {
 		return true
 	}
+	if q.sliding {
+		return p.slidingSlotLocked(q, now, limit)
+	}
 	if q.winStart.IsZero() || !now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
 		q.winStart, q.winCount = now, 0
 	}
@@ -121,6 +149,34 @@ func (p *Prober) windowSlotLocked(q *hostQ, now time.Time) bool {
 		return true
 	}
 	q.backoffUntil = q.winStart.Add(p.cfg.RefusalWindow + windowMargin)
+	if q.lastRefusal != nil {
+		p.settleUnfitLocked(q)
+	}
+	p.armBackoffLocked(q)
+	return false
+}
+
+// slidingSlotLocked is windowSlotLocked at a host that counts every
+// attempt over the last window (hostQ.sliding): a connection may start
+// when fewer than limit attempts, accepted or refused, were made within
+// RefusalWindow (and windowMargin) before now (hostQ.slideSlots: the
+// connections of the window before the host slid, then every slot
+// taken); otherwise q waits until the oldest of them has left it.
+func (p *Prober) slidingSlotLocked(q *hostQ, now time.Time, limit int) bool {
+	span := p.cfg.RefusalWindow + windowMargin
+	keep, oldest := q.slideSlots[:0], now
+	for _, t := range q.slideSlots {
+		if now.Sub(t) < span {
+			keep = append(keep, t)
+			oldest = minTime(oldest, t)
+		}
+	}
+	q.slideSlots = keep
+	if len(keep) < limit {
+		q.slideSlots = append(q.slideSlots, now)
+		return true
+	}
+	q.backoffUntil = oldest.Add(span)
 	if q.lastRefusal != nil {
 		p.settleUnfitLocked(q)
 	}
@@ -185,4 +241,11 @@ func (j *job) refusedLocked(it *item, rf *refusalError) {
 		r.Reply, r.Greylisted = it.last.last, looksGreylisted(it.last)
 	}
 	j.finalLocked(it, r)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

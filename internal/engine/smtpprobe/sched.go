@@ -25,6 +25,7 @@ type hostQ struct {
 	wake     chan struct{}
 	hs       HostState     // what was learnt about the host (Config.HostMemory)
 	group    int           // RCPTs a round trip (0: Config.PipelineStart; see group.go)
+	txProven int           // most RCPTs one transaction took before any "too many recipients" (see txPlanLocked)
 	estimate time.Duration // one more session for a retry takes about this long
 
 	// Refusals (the host asking to slow down): how many in a row, the
@@ -36,7 +37,11 @@ type hostQ struct {
 	backoffUntil time.Time
 	timer        clock.Timer
 	loweredAt    time.Time
-	accepted     []time.Time // recent connections that got a greeting (within RefusalWindow)
+	accepted     []time.Time // recent connections that got a greeting (within RefusalWindow and windowMargin)
+	refusedAt    []time.Time // recent connections refused at the greeting (the same span; see slidingSlotLocked)
+	sliding      bool        // the host counts every attempt in a sliding window (see refusedLocked)
+	windowEnd    time.Time   // the end of the window its refusal taught (lowerLocked)
+	slideSlots   []time.Time // at a sliding host: its attempts within the window (see slidingSlotLocked)
 	// A host that counts connections in windows (HostState.ConnsPerWindow):
 	// our current window's start and connections.
 	winStart time.Time
@@ -120,6 +125,25 @@ func (p *Prober) perSession(q *hostQ) int {
 // txCap is the number of RCPTs a transaction at q may carry.
 func (p *Prober) txCap(q *hostQ) int {
 	return capBy(p.cfg.MaxRcptPerTransaction, q.hs.RcptsPerTransaction)
+}
+
+// txPlanLocked returns the number of RCPTs a transaction at q may carry
+// and tells s how far a window may take a transaction past what the host
+// has shown it takes. A host whose limit per transaction is not known
+// (no "452 too many recipients" yet) may have one below RFC 5321's 100
+// (sendmail's confMAX_RCPTS_PER_MESSAGE, Exim's recipients_max), and a
+// server that counts a 452 as a bad recipient (sendmail's BadRcptThrottle)
+// sleeps for each one past its limit: so a window takes a transaction at
+// most PipelineStart RCPTs past the most one has taken there (q.txProven)
+// and the recipients beyond go to a new transaction. A 452 then comes
+// for at most PipelineStart RCPTs, once, and settles the limit.
+func (p *Prober) txPlanLocked(q *hostQ, s *session) int {
+	txCap := p.txCap(q)
+	s.txSafe, s.txStep = txCap, 0
+	if q.hs.RcptsPerTransaction <= 0 && q.txProven < txCap {
+		s.txSafe, s.txStep = q.txProven, max(1, p.cfg.PipelineStart)
+	}
+	return txCap
 }
 
 // maxConns is the number of sessions q may have at once.
@@ -454,9 +478,9 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		}
 		p.mu.Lock()
 		perSession := p.perSession(q)
-		room := s.capacity(p.txCap(q), perSession)
+		room := s.capacity(p.txPlanLocked(q, s), perSession)
 		if room <= 0 && p.slowZoneLocked(q, s) {
-			room = s.capacity(p.txCap(q), perSession)
+			room = s.capacity(p.txPlanLocked(q, s), perSession)
 		}
 		p.mu.Unlock()
 		if room <= 0 {
@@ -542,16 +566,23 @@ func (p *Prober) slowZoneLocked(q *hostQ, s *session) bool {
 // noteAcceptedLocked records a connection q accepted (for the rate it took
 // when the host asks to slow down).
 func (p *Prober) noteAcceptedLocked(q *hostQ, t time.Time) {
-	keep := q.accepted[:0]
-	for _, a := range q.accepted {
-		if t.Sub(a) < p.cfg.RefusalWindow {
+	q.accepted = p.noteDialLocked(q.accepted, t)
+}
+
+// noteDialLocked appends t to the connection times ts, keeping those
+// within RefusalWindow and windowMargin of it (at most maxDials).
+func (p *Prober) noteDialLocked(ts []time.Time, t time.Time) []time.Time {
+	keep := ts[:0]
+	for _, a := range ts {
+		if t.Sub(a) < p.cfg.RefusalWindow+windowMargin {
 			keep = append(keep, a)
 		}
 	}
-	q.accepted = append(keep, t)
-	if len(q.accepted) > maxDials {
-		q.accepted = q.accepted[len(q.accepted)-maxDials:]
+	ts = append(keep, t)
+	if len(ts) > maxDials {
+		ts = ts[len(ts)-maxDials:]
 	}
+	return ts
 }
 
 // endSession ends s and reports whether q has more work for the next

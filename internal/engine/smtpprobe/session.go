@@ -39,6 +39,7 @@ type session struct {
 	txUTF8               bool          // the open transaction's MAIL carried SMTPUTF8
 	txQueued             bool          // an RCPT of the open transaction was accepted (the server opened its queue file)
 	txRcpts              int           // RCPTs sent in the open transaction
+	txSafe, txStep       int           // a window takes a transaction at most txStep RCPTs past txSafe (0: no bound; see txPlanLocked)
 	probeTx              bool          // a 452 ended the first transaction: try one RCPT in the next before trusting it
 	rcpts                int           // RCPTs sent in this session
 	answered             int           // RCPT replies other than "too many recipients"

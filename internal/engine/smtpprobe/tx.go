@@ -63,6 +63,15 @@ func (s *session) txRejectRoom() int {
 	return s.txRejCap - s.txRejects
 }
 
+// probeRoom is the number of RCPTs a window may add to the open
+// transaction while the host's limit per transaction is not known.
+func (s *session) probeRoom() int {
+	if s.txStep <= 0 {
+		return math.MaxInt
+	}
+	return max(s.txSafe, s.txRcpts) + s.txStep - s.txRcpts
+}
+
 // depth is the number of RCPTs per round trip.
 func (s *session) depth() int {
 	if s.pipelining {
@@ -127,10 +136,22 @@ func (s *session) layout(n, txCap int, utf8 bool) []shape {
 		// before the throttle, all of a new one's possibly refused.
 		newCap = min(txCap, s.txRejCap)
 	}
-	if room := min(txCap-s.txRcpts, s.txRejectRoom()); s.inTx && room > 0 && (!utf8 || s.txUTF8) {
+	if s.txStep > 0 {
+		// The host's limit per transaction is not known: a window takes
+		// a transaction at most txStep past what one took there.
+		newCap = min(newCap, s.txSafe+s.txStep)
+	}
+	if room := min(txCap-s.txRcpts, s.txRejectRoom(), s.probeRoom()); s.inTx && room > 0 && (!utf8 || s.txUTF8) {
 		if k := min(room, n, rej); k > 0 {
 			out = append(out, shape{segment{utf8: s.txUTF8}, k})
 			placed, rej = k, rej-k
+		}
+		if s.txStep > 0 {
+			// Probing the host's limit: one transaction a window, so
+			// that its replies come in the order the host counts them
+			// (a throttle's pause shows before an RCPT's reply, not
+			// hidden behind a MAIL's).
+			return out
 		}
 	}
 	for placed < n && rej >= 1 && mails >= 1 && (!open || nonmail > 0) {
@@ -146,7 +167,7 @@ func (s *session) layout(n, txCap int, utf8 bool) []shape {
 		placed += k
 		rej -= k
 		mails--
-		if s.probeTx {
+		if s.probeTx || s.txStep > 0 {
 			break
 		}
 	}

@@ -39,23 +39,60 @@ type host struct {
 	// (ConnRateLimit).
 	anvilMu sync.Mutex
 	anvil   map[string]*anvilCount
+	// bad: client addresses that sent an unknown recipient
+	// (ReputationDelay), under anvilMu.
+	bad map[string]bool
+}
+
+// markBad records that ip sent an unknown recipient.
+func (h *host) markBad(ip string) {
+	h.anvilMu.Lock()
+	defer h.anvilMu.Unlock()
+	if h.bad == nil {
+		h.bad = make(map[string]bool)
+	}
+	h.bad[ip] = true
+}
+
+// isBad reports whether ip has sent an unknown recipient.
+func (h *host) isBad(ip string) bool {
+	h.anvilMu.Lock()
+	defer h.anvilMu.Unlock()
+	return h.bad[ip]
 }
 
 type anvilCount struct {
 	start time.Time
 	n     int
+	times []time.Time // sliding: the attempts within the window
 }
 
 // countConn counts a connection from ip and reports whether it is within
 // the host's rate limit: fixed windows of ConnRateWindow, the next one
 // starting at the first connection after the last ended (Postfix's anvil).
-func (h *host) countConn(ip string, limit int, window time.Duration, now time.Time) bool {
+// Sliding (Domain.ConnRateSliding): every attempt within the last window
+// counts, refused ones too.
+func (h *host) countConn(ip string, limit int, window time.Duration, sliding bool, now time.Time) bool {
 	h.anvilMu.Lock()
 	defer h.anvilMu.Unlock()
 	if h.anvil == nil {
 		h.anvil = make(map[string]*anvilCount)
 	}
 	a := h.anvil[ip]
+	if sliding {
+		if a == nil {
+			a = &anvilCount{}
+			h.anvil[ip] = a
+		}
+		keep := a.times[:0]
+		for _, t := range a.times {
+			if now.Sub(t) < window {
+				keep = append(keep, t)
+			}
+		}
+		a.times = append(keep, now)
+		return len(a.times) <= limit
+	}
 	if a == nil || now.Sub(a.start) >= window {
 		a = &anvilCount{start: now}
 		h.anvil[ip] = a

@@ -138,6 +138,17 @@ type Domain struct {
 	// ended, refused connections counted too.
 	ConnRateLimit  int
 	ConnRateWindow time.Duration
+	// ConnRateSliding makes ConnRateLimit count over the last
+	// ConnRateWindow, every attempt (refused ones too) as sendmail's
+	// ratecontrol and Haraka's limit plugin count, instead of anvil's
+	// fixed windows: a client that retries within the window keeps it
+	// full.
+	ConnRateSliding bool
+	// ReputationDelay, if positive, slows every reply to a client address
+	// by it once that address has sent an unknown recipient ("550 5.1.1"),
+	// in any session from then on (Haraka's karma, reputation services):
+	// the client's other egress addresses are not slowed.
+	ReputationDelay time.Duration
 	// RcptLimit, if positive, is the number of RCPTs an MX host takes in
 	// one connection; later ones get "452 4.5.3 too many recipients".
 	RcptLimit int
@@ -551,14 +562,15 @@ func sameConnSettings(a, b *domainState) error {
 		Banner                                                   string
 		BadRcptThrottle                                          int
 		BadRcptSleep                                             time.Duration
-		WholeGroups                                              bool
+		WholeGroups, ConnRateSliding                             bool
+		ReputationDelay                                          time.Duration
 	}
 	key := func(d *domainState) conn {
 		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown, d.AllDown,
 			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit,
 			d.Latency, d.GreetingDelay, d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup,
 			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner,
-			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups}
+			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups, d.ConnRateSliding, d.ReputationDelay}
 	}
 	ca, cb := key(a), key(b)
 	if ca != cb {

@@ -955,3 +955,50 @@ func TestGenerateSharedMX(t *testing.T) {
 		start(t, doms, Options{})
 	}
 }
+
+// A reputation host (Domain.ReputationDelay): once a client address has
+// sent an unknown recipient, every later reply to that address waits the
+// delay, in that session and the next; another client address is not
+// slowed.
+func TestReputationDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	w := start(t, []Domain{{Name: "rep.test", ReputationDelay: delay, Mailboxes: map[string]Behaviour{"ann": Exists}}}, Options{})
+	timed := func(c *client, code int, format string, args ...any) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		c.do(code, "", format, args...)
+		return time.Since(t0)
+	}
+	a := openSession(t, w, "rep.test", "s@v.test")
+	if d := timed(a, 250, "RCPT TO:<ann@rep.test>"); d >= delay {
+		t.Fatalf("a good client's reply after %v", d)
+	}
+	if d := timed(a, 550, "RCPT TO:<nobody@rep.test>"); d >= delay {
+		t.Fatalf("the unknown recipient's own reply after %v: not slowed for itself", d)
+	}
+	if d := timed(a, 250, "RCPT TO:<ann@rep.test>"); d < delay {
+		t.Fatalf("after an unknown recipient, a reply after %v, want at least %v", d, delay)
+	}
+	again := dial(t, w.MXAddrs("rep.test")[0])
+	again.expect(220, "")
+	if d := timed(again, 250, "EHLO verifier.test"); d < delay {
+		t.Fatalf("the same client's next session: EHLO after %v, want at least %v", d, delay)
+	}
+	// Another client address (a second egress) is not slowed.
+	nc, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 2 * time.Second}).Dial("tcp", w.MXAddrs("rep.test")[0])
+	if err != nil {
+		t.Fatalf("dial from 127.0.0.2: %v", err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	b := &client{t: t, nc: nc, tp: textproto.NewConn(nc)}
+	b.expect(220, "")
+	if d := timed(b, 250, "EHLO verifier.test"); d >= delay {
+		t.Fatalf("another client address slowed: EHLO after %v", d)
+	}
+	// Slowed: the first client's RCPT after the unknown one, and its
+	// next session's greeting and EHLO.
+	if hs := w.Stats().Hosts["mx1.rep.test"]; hs.Slowed != 3 {
+		t.Fatalf("stats %+v: want 3 slowed replies", hs)
+	}
+}

@@ -132,3 +132,37 @@ func TestTarpitOnMemnet(t *testing.T) {
 		}
 	})
 }
+
+// A sliding-window rate limit (Domain.ConnRateSliding, as sendmail's
+// ratecontrol and Haraka's limit count): every attempt within the last
+// window counts, refused ones too, so a retry inside the window is
+// refused again and keeps the window full; a full window after the last
+// attempt, the client is taken again.
+func TestConnRateSlidingInSimulatedTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 6 * time.Second
+		w, n := startMem(t, []Domain{{Name: "slide.test", ConnRateLimit: 2, ConnRateWindow: window, ConnRateSliding: true}}, Options{})
+		addr := w.MXAddrs("slide.test")[0]
+		t0 := time.Now()
+		try := func(at time.Duration, code int) {
+			t.Helper()
+			time.Sleep(time.Until(t0.Add(at)))
+			c := dialMem(t, n, addr)
+			c.expect(code, "")
+			if code == 220 {
+				c.do(221, "", "QUIT")
+			}
+		}
+		half := 500 * time.Millisecond
+		try(0, 220)
+		try(time.Second, 220)
+		try(2*time.Second, 421)             // 3 in the window
+		try(window+half, 421)               // anvil's fixed window (a new one from 6 s) would take this one
+		try(window+time.Second+half, 421)   // the first has left; the refused ones count
+		try(2*window+time.Second+half, 220) // a full window after the last attempt
+		hs := w.Stats().Hosts["mx1.slide.test"]
+		if hs.Rejected != 3 || hs.Total != 6 {
+			t.Fatalf("stats %+v: want 3 of 6 refused", hs)
+		}
+	})
+}

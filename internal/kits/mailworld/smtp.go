@@ -27,6 +27,7 @@ type session struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	helo string
+	ip   string // the client's address (ReputationDelay)
 
 	arrived time.Time // when the command being answered reached the server
 
@@ -81,8 +82,9 @@ func (w *World) serve(h *host, c net.Conn) {
 		arrived: time.Now(), freeRSET: true, freeHELO: true}
 	defer s.flush()
 	ip, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	s.ip = ip
 	// Postfix's anvil counts every connection in the rate, refused or not.
-	overRate := t.ConnRateLimit > 0 && !h.countConn(ip, t.ConnRateLimit, t.ConnRateWindow, time.Now())
+	overRate := t.ConnRateLimit > 0 && !h.countConn(ip, t.ConnRateLimit, t.ConnRateWindow, t.ConnRateSliding, time.Now())
 	if (t.MaxConns > 0 && n > int64(t.MaxConns)) || overRate {
 		h.rejected.Add(1)
 		s.reply("421 4.7.0 " + h.name + " Error: too many connections from " + ip)
@@ -254,6 +256,9 @@ func (s *session) cmdRCPT(arg string) bool {
 		s.accepted++
 	} else {
 		defer func() { s.refused++ }() // this reply is not held for itself
+		if s.t.ReputationDelay > 0 && strings.HasPrefix(r, "550 5.1.1") {
+			defer s.h.markBad(s.ip) // from the next reply on
+		}
 	}
 	return s.reply(r)
 }
@@ -445,6 +450,14 @@ func (s *session) reply(lines ...string) bool {
 	}
 	if len(lines) > 0 && (lines[0][0] == '4' || lines[0][0] == '5') && lines[0] != tooManyRcpts {
 		s.errors++
+	}
+	if s.t.ReputationDelay > 0 && s.ip != "" && s.h.isBad(s.ip) {
+		// A client with a bad reputation: every reply waits.
+		s.h.slowed.Add(1)
+		if now := time.Now(); at.Before(now) {
+			at = now
+		}
+		at = at.Add(s.t.ReputationDelay)
 	}
 	throttled := s.t.BadRcptThrottle > 0 && s.refused >= s.t.BadRcptThrottle
 	if throttled {

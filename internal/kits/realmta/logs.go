@@ -326,9 +326,12 @@ func sendmailCounts(path string, hc *HostCounts, throttle int) error {
 				hc.RCPTAccepted++
 			} else {
 				hc.Rejects[code]++
+				// sendmail counts every RCPT error toward its
+				// throttle, "452 4.5.3 Too many recipients" too
+				// (srvrsmtp.c: rcpt_done, ++n_badrcpts).
+				s.txnRefused++
 				if code[0] == '5' {
 					s.refused++
-					s.txnRefused++
 					hc.MaxRejected = max(hc.MaxRejected, s.refused)
 				}
 			}
