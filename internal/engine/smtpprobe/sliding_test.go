@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 // A host that counts connection attempts in a sliding window, refused ones
@@ -72,7 +73,7 @@ func TestSlidingDetected(t *testing.T) {
 		const win = 30 * time.Second
 		p := New(Config{RefusalWindow: win})
 		// Sleep without p.mu (a backoff timer's kick takes it).
-		sleep := func(d time.Duration) { p.mu.Unlock(); time.Sleep(d); p.mu.Lock() }
+		sleep := func(d time.Duration) { p.mu.Unlock(); simtime.Advance(d); p.mu.Lock() }
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		q := p.host("127.0.0.1:25")
