@@ -28,6 +28,9 @@ import (
 // free (ARGS gains --api-listen=127.0.0.1:0 and disables the metrics and
 // probe listeners), so that the test runs beside a developer's make run.
 func TestMakeRunJobs(t *testing.T) {
+	// Its own state directory, free ports and process group: it runs
+	// beside the other e2e tests (go test -parallel, GOMAXPROCS by default).
+	t.Parallel()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
