@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,30 @@ type stack struct {
 	stdout *syncWriter
 }
 
-func buildLocalstack(t *testing.T) (bin, root string) {
+// built is the package's one build of the local stack and the worker:
+// every e2e test shares it rather than linking its own copy (each link is
+// several seconds of the 2 cores the tests share).
+var built struct {
+	once sync.Once
+	dir  string
+	out  []byte
+	err  error
+}
+
+// binDir is the directory of the shared build; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinaries builds ./hack/localstack and ./cmd/worker once for the
+// package and returns the directory holding them and the repository root.
+func buildBinaries(t *testing.T) (dir, root string) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
@@ -31,13 +55,26 @@ func buildLocalstack(t *testing.T) (bin, root string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin = filepath.Join(t.TempDir(), "localstack")
-	build := exec.Command("go", "build", "-o", bin, "./hack/localstack")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build localstack: %v\n%s", err, out)
+	built.once.Do(func() {
+		binDir, built.err = os.MkdirTemp("", "localstack-e2e-bin-")
+		if built.err != nil {
+			return
+		}
+		build := exec.Command("go", "build", "-o", binDir+"/", "./hack/localstack", "./cmd/worker")
+		build.Dir = root
+		built.out, built.err = build.CombinedOutput()
+		built.dir = binDir
+	})
+	if built.err != nil {
+		t.Fatalf("build localstack and worker: %v\n%s", built.err, built.out)
 	}
-	return bin, root
+	return built.dir, root
+}
+
+func buildLocalstack(t *testing.T) (bin, root string) {
+	t.Helper()
+	dir, root := buildBinaries(t)
+	return filepath.Join(dir, "localstack"), root
 }
 
 func startStack(t *testing.T, bin, root, dir string) *stack {
@@ -125,6 +162,9 @@ func usersOf(dir string) []int {
 // the same directory: it stops the leftovers it recorded and comes up;
 // Ctrl-C then exits 0 and leaves nothing running.
 func TestCrashRecoveryE2E(t *testing.T) {
+	// Its own state directory, free ports and process group: it runs
+	// beside the other e2e tests (go test -parallel, GOMAXPROCS by default).
+	t.Parallel()
 	bin, root := buildLocalstack(t)
 	dir := t.TempDir()
 	first := startStack(t, bin, root, dir)
@@ -176,6 +216,9 @@ func TestCrashRecoveryE2E(t *testing.T) {
 // stops at once (no waiting for it to come up), exits 0, and leaves nothing
 // running.
 func TestCtrlCWhileStarting(t *testing.T) {
+	// Its own state directory, free ports and process group: it runs
+	// beside the other e2e tests (go test -parallel, GOMAXPROCS by default).
+	t.Parallel()
 	bin, root := buildLocalstack(t)
 	dir := t.TempDir()
 	s := startStack(t, bin, root, dir)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,9 @@ import (
 // report; what users saw as a failure was make's "*** [run] Error 1",
 // because go run exits 1 after a Ctrl-C whatever the program's status.)
 func TestMakeRunCtrlC(t *testing.T) {
+	// Its own state directory, free ports and process group: it runs
+	// beside the other e2e tests (go test -parallel, GOMAXPROCS by default).
+	t.Parallel()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
@@ -27,7 +31,11 @@ func TestMakeRunCtrlC(t *testing.T) {
 	if err != nil {
 		t.Fatal("make is not installed: the README's first command is make run")
 	}
-	_, root := buildLocalstack(t)
+	// make run builds its own binaries; the test only needs the root.
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(makeBin, "--no-print-directory", "run", "LOCAL_DIR="+t.TempDir(), "RUN_BIN="+t.TempDir(),
 		"ARGS=--metrics-bind-address 0 --health-probe-bind-address 0 --api-listen 127.0.0.1:0 --api-metrics-bind-address 0")
 	cmd.Dir = root
@@ -104,6 +112,9 @@ func TestMakeRunCtrlC(t *testing.T) {
 // TestSecondCtrlC: Ctrl-C twice quits at once, still with status 0, and
 // the next run stops the control plane the first left behind.
 func TestSecondCtrlC(t *testing.T) {
+	// Its own state directory, free ports and process group: it runs
+	// beside the other e2e tests (go test -parallel, GOMAXPROCS by default).
+	t.Parallel()
 	bin, root := buildLocalstack(t)
 	dir := t.TempDir()
 	s := startStack(t, bin, root, dir)

@@ -31,6 +31,9 @@ import (
 // program behind `make run`), `kubectl apply -f config/samples/`, watch the
 // list reach Results, find its result file in the store, then Ctrl-C.
 func TestMakeRunE2E(t *testing.T) {
+	// Its own state directory, free ports and process group: it runs
+	// beside the other e2e tests (go test -parallel, GOMAXPROCS by default).
+	t.Parallel()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
@@ -39,16 +42,7 @@ func TestMakeRunE2E(t *testing.T) {
 	if err != nil {
 		kubectl = filepath.Join(assets, "kubectl")
 	}
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "localstack")
-	build := exec.Command("go", "build", "-o", bin, "./hack/localstack")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build localstack: %v\n%s", err, out)
-	}
+	bin, root := buildLocalstack(t)
 
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--dir", dir, "--metrics-bind-address", freeAddr(t), "--health-probe-bind-address", "0", "--api-listen", "127.0.0.1:0",

@@ -44,16 +44,7 @@ func TestMakeRunS3Jobs(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
 	}
 	weed := s3server.BinaryForTest(t)
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./hack/localstack", "./cmd/worker")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin, root := buildBinaries(t)
 	st := startS3Stack(t, bin, root, weed)
 	k8s := kubeClient(t, st.kubeconfig)
 	ctx := context.Background()
