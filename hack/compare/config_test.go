@@ -114,9 +114,6 @@ func TestUserConfigErrors(t *testing.T) {
 // loader of worker run and of the local stack (their --print-config), and
 // a misspelt -set key is refused with its path.
 func TestEngineConfigLoads(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the worker and the local stack")
-	}
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/worker", "./hack/localstack")
 	build.Dir = "../.."

@@ -43,21 +43,7 @@ func computeSessionFloor(doms []mailworld.Domain, rows []string, conc int) sessi
 		rejects int // replies other than 2xx: what a Postfix host counts
 		probed  map[string]bool
 	}
-	boxes := map[string]map[string]mailworld.Behaviour{} // lower-cased local parts
-	behaviour := func(d *mailworld.Domain, local string) mailworld.Behaviour {
-		m := boxes[d.Name]
-		if m == nil {
-			m = make(map[string]mailworld.Behaviour, len(d.Mailboxes))
-			for k, b := range d.Mailboxes {
-				m[strings.ToLower(k)] = b
-			}
-			boxes[d.Name] = m
-		}
-		if b, ok := m[local]; ok {
-			return b
-		}
-		return d.DefaultBehaviour
-	}
+	behaviour := mailboxBehaviours()
 	groups := map[string]*group{}
 	var perRowBusy time.Duration
 	for _, row := range rows {
@@ -153,4 +139,25 @@ func (f sessionFloor) print(w io.Writer, conc int) {
 		conc, f.floor.Seconds(), f.sessions, f.groups, f.busy.Seconds(), f.perRow.Seconds())
 	fmt.Fprintf(w, "politeness floor of our engine at its default per-host limits (%d connections, %.0f new a second, %d RCPTs a session unless the host says fewer, %d rejections a session at Postfix hosts): %.2f s, at %s\n",
 		f.limits.MaxConnsPerHost, f.limits.RatePerHost, f.limits.MaxRcptPerSession, f.limits.MaxRejectsPerSession, f.polite.Seconds(), f.politeHost)
+}
+
+// mailboxBehaviours answers what a world's domain does with a local part,
+// indexing each domain's mailboxes by lower-cased name on first use: the
+// floor and the fewest-connections count read the world the same way.
+func mailboxBehaviours() func(d *mailworld.Domain, local string) mailworld.Behaviour {
+	boxes := map[string]map[string]mailworld.Behaviour{}
+	return func(d *mailworld.Domain, local string) mailworld.Behaviour {
+		m := boxes[d.Name]
+		if m == nil {
+			m = make(map[string]mailworld.Behaviour, len(d.Mailboxes))
+			for k, b := range d.Mailboxes {
+				m[strings.ToLower(k)] = b
+			}
+			boxes[d.Name] = m
+		}
+		if b, ok := m[local]; ok {
+			return b
+		}
+		return d.DefaultBehaviour
+	}
 }

@@ -57,21 +57,7 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		probed               map[string]bool
 		dead                 bool
 	}
-	boxes := map[string]map[string]mailworld.Behaviour{}
-	behaviour := func(d *mailworld.Domain, local string) mailworld.Behaviour {
-		m := boxes[d.Name]
-		if m == nil {
-			m = make(map[string]mailworld.Behaviour, len(d.Mailboxes))
-			for k, b := range d.Mailboxes {
-				m[strings.ToLower(k)] = b
-			}
-			boxes[d.Name] = m
-		}
-		if b, ok := m[local]; ok {
-			return b
-		}
-		return d.DefaultBehaviour
-	}
+	behaviour := mailboxBehaviours()
 	groups := map[string]*group{}
 	for _, row := range rows {
 		addr := strings.ToLower(verify.TrimPadding(row))
