@@ -39,7 +39,7 @@ func main() {
 	cidrs, peopleURL := f.cidrs, f.peopleURL
 	f.parsed()
 	if *printConfig {
-		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, true))
+		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine))
 	}
 
 	log, err := logging.New(os.Stderr, *lo)

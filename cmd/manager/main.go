@@ -34,11 +34,11 @@ func main() {
 	o, w, grants, metricsSecure, lo := &f.o, f.w, f.grants, f.metricsSecure, &f.lo
 	flag.Parse()
 	if *printConfig {
-		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine, false))
+		os.Exit(wiring.PrintConfig(os.Stdout, conf, flag.CommandLine))
 	}
 	// Worker Jobs read the effective configuration (the flags given
 	// included) by reference; an invalid one stops the manager here.
-	if _, err := wiring.ApplyFlags(conf, flag.CommandLine, false); err != nil {
+	if _, err := wiring.ApplyFlags(conf, flag.CommandLine); err != nil {
 		fmt.Fprintln(os.Stderr, "configuration:", err)
 		os.Exit(2)
 	}

@@ -84,7 +84,7 @@ func (r *localRun) flags(args []string) error {
 		return parseError(err)
 	}
 	if *printConfig {
-		if wiring.PrintConfig(os.Stdout, conf, fs, false) != 0 {
+		if wiring.PrintConfig(os.Stdout, conf, fs) != 0 {
 			return usageError{errors.New("the configuration could not be printed")}
 		}
 		return flag.ErrHelp // done, successfully

@@ -182,7 +182,7 @@ func runShard(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if r.printConfig {
 		fmt.Print(wiring.JobEnvComment())
-		if wiring.PrintConfig(os.Stdout, conf, fs, false) != 0 {
+		if wiring.PrintConfig(os.Stdout, conf, fs) != 0 {
 			return usageError{errors.New("the configuration could not be printed")}
 		}
 		return flag.ErrHelp // done, successfully

@@ -40,10 +40,10 @@ func main() {
 	f := bindFlags(fs, conf)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError
 	if f.printConfig {
-		os.Exit(wiring.PrintConfig(os.Stdout, conf, fs, false))
+		os.Exit(wiring.PrintConfig(os.Stdout, conf, fs))
 	}
 	// --executor, --log-level and --log-format override the file's keys.
-	if _, err := wiring.ApplyFlags(conf, fs, false); err != nil {
+	if _, err := wiring.ApplyFlags(conf, fs); err != nil {
 		fmt.Fprintln(os.Stderr, "configuration:", err)
 		os.Exit(2)
 	}

@@ -91,7 +91,7 @@ func TestLoadConfig(t *testing.T) {
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := wiring.ApplyFlags(c, fs, false); err != nil {
+			if _, err := wiring.ApplyFlags(c, fs); err != nil {
 				t.Fatal(err)
 			}
 			if msg := tc.check(c); msg != "" {

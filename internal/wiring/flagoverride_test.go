@@ -4,7 +4,6 @@ import (
 	"flag"
 	"strings"
 	"testing"
-	"time"
 
 	cfgv1 "github.com/emaildata/emaildata/api/config/v1alpha1"
 )
@@ -15,46 +14,35 @@ func TestApplyFlags(t *testing.T) {
 	cases := []struct {
 		name    string
 		args    []string
-		api     bool
 		check   func(*cfgv1.Configuration) bool
 		wantErr bool
 		skipped int
 	}{
-		{name: "string", args: []string{"--smtp-helo", "mx.example.org"},
-			check: func(c *cfgv1.Configuration) bool { return c.Verification.SMTP.HELOName == "mx.example.org" }},
-		{name: "duration and int", args: []string{"--smtp-connect-timeout=7s", "--smtp-max-sessions=12"},
-			check: func(c *cfgv1.Configuration) bool {
-				return c.Verification.SMTP.ConnectTimeout.Duration == 7*time.Second && c.Verification.SMTP.MaxSessions == 12
-			}},
-		{name: "the API's timeouts are the interactive ones", args: []string{"--smtp-connect-timeout=3s"}, api: true,
-			check: func(c *cfgv1.Configuration) bool {
-				return c.Verification.Interactive.ConnectTimeout.Duration == 3*time.Second &&
-					c.Verification.SMTP.ConnectTimeout == cfgv1.Default().Verification.SMTP.ConnectTimeout
-			}},
-		{name: "list", args: []string{"--smtp-allow-cidrs=10.0.0.0/8, 192.168.0.0/16"},
-			check: func(c *cfgv1.Configuration) bool { return len(c.Verification.SMTP.AllowCIDRs) == 2 }},
-		{name: "a string that reads as a number stays a string", args: []string{"--smtp-mail-from=123"},
-			check: func(c *cfgv1.Configuration) bool { return c.Verification.SMTP.MailFrom == "123" }},
-		{name: "a flag the configuration refuses", args: []string{"--dns-workers=0"}, wantErr: true},
-		{name: "flags without a field are reported", args: []string{"--fleet-seat=2"}, skipped: 1,
+		{name: "a string", args: []string{"--blob-url", "s3://bucket"},
+			check: func(c *cfgv1.Configuration) bool { return c.Store.URL == "s3://bucket" }},
+		{name: "a Secret's name", args: []string{"--history-key-secret=vault-history"},
+			check: func(c *cfgv1.Configuration) bool { return c.Installation.Secrets["history-key"] == "vault-history" }},
+		{name: "the log level as the file spells it", args: []string{"--log-level=DEBUG", "--log-format=text"},
+			check: func(c *cfgv1.Configuration) bool { return c.Logging.Level == "debug" && c.Logging.Format == "text" }},
+		{name: "a value the configuration refuses", args: []string{"--log-format=xml"}, wantErr: true},
+		{name: "flags without a field are reported", args: []string{"--listen=:9999", "--config=x.yaml"}, skipped: 1,
 			check: func(c *cfgv1.Configuration) bool { return true }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfgv1.Default()
 			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			// The former flags' kinds (no binary binds them now).
-			for _, name := range []string{"smtp-helo", "smtp-mail-from", "smtp-allow-cidrs"} {
-				fs.String(name, "", "")
-			}
-			fs.Duration("smtp-connect-timeout", 0, "")
-			for _, name := range []string{"smtp-max-sessions", "dns-workers", "fleet-seat"} {
-				fs.Int(name, 0, "")
-			}
+			fs.String("config", "", "")
+			fs.String("listen", "", "")
+			fs.String("blob-url", "", "")
+			lo := LoggingFrom(c)
+			lo.BindFlags(fs, lo)
+			secrets := SecretsFrom(c)
+			secrets.BindFlags(fs)
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			skipped, err := ApplyFlags(c, fs, tc.api)
+			skipped, err := ApplyFlags(c, fs)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatal("no error")
@@ -97,7 +85,7 @@ func TestPrintConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if code := PrintConfig(&out, c, fs, true); code != 0 {
+	if code := PrintConfig(&out, c, fs); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"#   --listen=:9999 (given)\n", "#   --metrics-bind-address=:8091 (default)\n"} {

@@ -143,14 +143,14 @@ func SecretsFrom(c *cfgv1.Configuration) installsecret.Config {
 
 // PrintConfig writes the configuration the process runs with, for
 // --print-config: c with the flags given on fs written into it
-// (ApplyFlags; api: the API's SMTP timeouts), secrets redacted, after a
-// comment block of the process's own flags (those that are no setting:
-// bind addresses, leader election, the list of a shard...) with their
-// effective values, so that everything the process runs with is shown
-// and the output still loads as a --config file. It returns the exit
+// (ApplyFlags), secrets redacted, after a comment block of the process's
+// own flags (those that are no setting: bind addresses, leader election,
+// the list of a shard...) with their effective values, so that everything
+// the process runs with is shown and the output still loads as a --config
+// file. It returns the exit
 // status: 2 when the flags make it invalid.
-func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet, api bool) int {
-	skipped, err := ApplyFlags(c, fs, api)
+func PrintConfig(w io.Writer, c *cfgv1.Configuration, fs *flag.FlagSet) int {
+	skipped, err := ApplyFlags(c, fs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "configuration:", err)
 		return 2
