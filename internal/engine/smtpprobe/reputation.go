@@ -36,11 +36,12 @@ import (
 // the queue it takes off them is longer than its own greeting, EHLO,
 // MAIL and QUIT at the delay each.
 //
-// Partial: an identity's count of unknown recipients and whether it is
-// slowed stay in this process (the host's threshold and delay are learnt
-// limits, HostMemory; the fleet's HostLimits do not carry them yet); a
-// host known for its reputation is not also taken to count rejections
-// per session or transaction.
+// The host's threshold and delay are learnt limits (HostMemory, and the
+// fleet's HostLimits with Config.Learnt). Partial: an identity's count of
+// unknown recipients and whether it is slowed stay in this process (other
+// processes sending through the same proxies do not see them); a host
+// known for its reputation is not also taken to count rejections per
+// session or transaction.
 
 // egressRep is what one egress identity did at one host.
 type egressRep struct {

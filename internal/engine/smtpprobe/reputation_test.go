@@ -176,3 +176,36 @@ func TestReputationKnown(t *testing.T) {
 		})
 	}
 }
+
+// A host's reputation goes to the fleet and back with its other learnt
+// limits, so that every process sharing Config.Learnt knows it.
+func TestReputationSharedWithFleet(t *testing.T) {
+	s := HostState{Answered: true, RejectsPerTransaction: 3, ReputationAfter: 2, ReputationDelay: time.Second}
+	if got := fromFleet(toFleet(s)); got != s {
+		t.Fatalf("through the fleet: %+v, want %+v", got, s)
+	}
+	if m := s.Merge(HostState{ReputationAfter: 3, ReputationDelay: 2 * time.Second}); m.ReputationAfter != 2 || m.ReputationDelay != 2*time.Second {
+		t.Fatalf("merged %+v: want the fewer unknown recipients and the longer delay", m)
+	}
+}
+
+// repStart reads the threshold from how late a window came: 2s late
+// with replies after 0, 1 and 2 unknown recipients is a 1s delay from
+// the second on; lateness too small for the replies after any is none
+// of a reputation's.
+func TestRepStart(t *testing.T) {
+	for _, tc := range []struct {
+		before []int
+		late   time.Duration
+		want   int
+	}{
+		{[]int{0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2}, 2 * time.Second, 2},
+		{[]int{0, 1, 1, 1, 1}, 4 * time.Second, 1},
+		{[]int{2, 2, 2, 2}, 4 * time.Second, 2}, // all after the window's start
+		{[]int{0, 0, 0}, 3 * time.Second, 0},
+	} {
+		if got := repStart(tc.before, tc.late); got != tc.want {
+			t.Errorf("repStart(%v, %v) = %d, want %d", tc.before, tc.late, got, tc.want)
+		}
+	}
+}
