@@ -186,6 +186,12 @@ func (p *Prober) repPreferLocked(q *hostQ) func(egress string) bool {
 // dropped suspicion (or a forgiven identity) when on time.
 func (p *Prober) helloReputationLocked(q *hostQ, s *session) {
 	e := q.rep.of(s.egress)
+	if e.unknowns == 0 && !e.slowed && q.hs.ReputationDelay > 0 && s.helloRTT >= q.hs.ReputationDelay {
+		// Slowed before it sent anything from this process: the host
+		// remembers it from before (another process, an earlier run).
+		e.slowed = true
+		return
+	}
 	if e.unknowns == 0 && !e.slowed {
 		if q.rep.base <= 0 || s.helloRTT < q.rep.base {
 			q.rep.base = s.helloRTT
@@ -304,10 +310,15 @@ func (p *Prober) noteRepliesLocked(q *hostQ, s *session, cmds []cmd) (end bool) 
 	expected := q.hs.ReputationDelay > 0 && s.repReserved == 0 && (e.slowed || e.unknowns >= p.repAfterLocked(q))
 	expected = expected || s.slowZone || (!s.rules.watchSlow && q.hs.ReputationDelay <= 0)
 	late, exempt := windowLate(cmds, s.helloRTT)
-	before := make([]int, len(cmds)) // the identity's unknown recipients before each reply
+	var before []int // the identity's unknown recipients before each reply
+	if late-time.Duration(exempt)*inFlowDelay >= slowReplyGap {
+		before = make([]int, len(cmds))
+	}
 	for i := range cmds {
 		c := &cmds[i]
-		before[i] = e.unknowns
+		if before != nil {
+			before[i] = e.unknowns
+		}
 		if c.kind == cmdRCPT && commandClass(c.kind, c.reply) == ReplyMissing {
 			e.unknowns++
 			if s.repReserved > 0 {
@@ -324,7 +335,7 @@ func (p *Prober) noteRepliesLocked(q *hostQ, s *session, cmds []cmd) (end bool) 
 			}
 		}
 	}
-	if expected || len(cmds) == 0 || late-time.Duration(exempt)*inFlowDelay < slowReplyGap {
+	if expected || before == nil {
 		return false
 	}
 	t := repStart(before, late)

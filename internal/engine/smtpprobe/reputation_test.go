@@ -209,3 +209,24 @@ func TestRepStart(t *testing.T) {
 		}
 	}
 }
+
+// A process that knows the host's reputation (its HostMemory) but not
+// that its identity is already spent there (an earlier run spent it)
+// reads the slow EHLO of its first session as that, not as the host's
+// usual round trip: it goes straight to sessions side by side (15.05s;
+// 20.1s when it took that EHLO for the host's usual round trip and kept
+// to a room the identity no longer had).
+func TestReputationRemembered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, addrs := repWorld(t, 20)
+		_, first := repRun(t, e, addrs, func(*Config) {})
+		mem := first.cfg.HostMemory
+		time.Sleep(time.Minute) // the first run's sessions are over
+		took, _ := repRun(t, e, addrs, func(c *Config) { c.HostMemory = mem })
+		hs := hostStats(e, "mx1.rep.test")
+		t.Logf("took %v, host %+v", took, hs)
+		if took != 15050*time.Millisecond {
+			t.Errorf("the second run took %v, want 15.05s", took)
+		}
+	})
+}
