@@ -255,12 +255,16 @@ func (p *Prober) kick(q *hostQ) {
 	if q.sessions >= p.maxConns(q)*p.routes() {
 		return
 	}
-	if want, ok := p.repParallelLocked(q); ok && q.sessions > 0 {
+	if q.sessions > 0 {
+		// (At a host that slows a spent identity's every reply, its
+		// own rule: reputation.go.)
+		want, ok := p.repParallelLocked(q)
+		if !ok {
+			want = backlog >= secondSessionBacklog && p.parallelShortensLocked(q, backlog)
+		}
 		if !want {
 			return
 		}
-	} else if q.sessions > 0 && (backlog < secondSessionBacklog || !p.parallelShortensLocked(q, backlog)) {
-		return
 	}
 	if p.clk.Now().Before(q.backoffUntil) {
 		p.armBackoffLocked(q)
