@@ -205,8 +205,8 @@ func newProber(c VerifyConfig, f *fleet.Fleet) (*smtpprobe.Prober, error) {
 		cfg.Dialer = pool.Dial
 		// Each session picks its proxy before it leases a slot: per-host
 		// limits count per proxy, each proxy being an egress identity.
-		cfg.PickRoute = func() (string, smtpprobe.DialFunc, error) {
-			r, err := pool.Pick()
+		cfg.PickRoute = func(prefer func(egress string) bool) (string, smtpprobe.DialFunc, error) {
+			r, err := pool.PickFor(prefer)
 			if err != nil {
 				return "", nil, err
 			}

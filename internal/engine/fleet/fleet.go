@@ -245,6 +245,11 @@ type HostLimits struct {
 	// Answered: the host has sent an SMTP reply before (a host that has
 	// answered and then refuses is busy, not dead).
 	Answered bool
+	// ReputationAfter and ReputationDelay: the host slowed every reply to
+	// an egress identity by ReputationDelay once it had sent this many
+	// unknown recipients (a reputation or karma plugin).
+	ReputationAfter int
+	ReputationDelay time.Duration
 }
 
 // merge lowers caps and lengthens spacings with o.
@@ -267,6 +272,8 @@ func (h HostLimits) merge(o HostLimits) HostLimits {
 	h.ConnInterval = max(h.ConnInterval, o.ConnInterval)
 	h.ConnsPerWindow = low(h.ConnsPerWindow, o.ConnsPerWindow)
 	h.Answered = h.Answered || o.Answered
+	h.ReputationAfter = low(h.ReputationAfter, o.ReputationAfter)
+	h.ReputationDelay = max(h.ReputationDelay, o.ReputationDelay)
 	return h
 }
 

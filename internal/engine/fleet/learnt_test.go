@@ -64,9 +64,11 @@ func TestLearntSharedWithTTL(t *testing.T) {
 
 		must(t, w.LowerHostLimits(ctx, k, HostLimits{RcptPerSession: 50, ConnInterval: time.Second}, 300*time.Millisecond))
 		must(t, w.LowerHostLimits(ctx, k, HostLimits{RcptPerSession: 80, RejectsPerSession: 4, RejectsPerTransaction: 5, ConnInterval: 200 * time.Millisecond}, 300*time.Millisecond))
-		must(t, w.LowerHostLimits(ctx, k, HostLimits{RejectsPerTransaction: 3}, 300*time.Millisecond))
+		must(t, w.LowerHostLimits(ctx, k, HostLimits{RejectsPerTransaction: 3, ReputationAfter: 3, ReputationDelay: time.Second}, 300*time.Millisecond))
+		must(t, w.LowerHostLimits(ctx, k, HostLimits{ReputationAfter: 2, ReputationDelay: 500 * time.Millisecond}, 300*time.Millisecond))
 		must(t, w.LowerHostLimits(ctx, k, HostLimits{Conns: 1, ConnInterval: 3 * time.Second, RcptPerTransaction: 20, NonmailPerSession: 9, ConnsPerWindow: 6, Answered: true}, 300*time.Millisecond))
-		want := HostLimits{RcptPerSession: 50, RejectsPerSession: 4, RejectsPerTransaction: 3, Conns: 1, ConnInterval: 3 * time.Second, RcptPerTransaction: 20, NonmailPerSession: 9, ConnsPerWindow: 6, Answered: true}
+		want := HostLimits{RcptPerSession: 50, RejectsPerSession: 4, RejectsPerTransaction: 3, Conns: 1, ConnInterval: 3 * time.Second, RcptPerTransaction: 20, NonmailPerSession: 9, ConnsPerWindow: 6, Answered: true,
+			ReputationAfter: 2, ReputationDelay: time.Second}
 		if h, err := r.HostLimits(ctx, k); h != want || err != nil {
 			t.Errorf("learnt limits = %+v %v, want %+v (caps keep the lowest, spacings the longest)", h, err, want)
 		}

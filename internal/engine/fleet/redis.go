@@ -343,6 +343,7 @@ func (r *Redis) HostLimits(ctx context.Context, k Key) (HostLimits, error) {
 		RejectsPerTransaction: n("rejects_tx"), NonmailPerSession: n("nonmail"), Conns: n("conns"),
 		ConnInterval:   time.Duration(n("interval_ms")) * time.Millisecond,
 		ConnsPerWindow: n("window"), Answered: n("answered") > 0,
+		ReputationAfter: n("rep_after"), ReputationDelay: time.Duration(n("rep_delay_ms")) * time.Millisecond,
 	}, nil
 }
 
@@ -366,6 +367,8 @@ merge('nonmail', ARGV[7], 'min')
 merge('window', ARGV[8], 'min')
 merge('answered', ARGV[9], 'max')
 merge('rejects_tx', ARGV[10], 'min')
+merge('rep_after', ARGV[11], 'min')
+merge('rep_delay_ms', ARGV[12], 'max')
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return 1
 `)
@@ -377,7 +380,8 @@ func (r *Redis) LowerHostLimits(ctx context.Context, k Key, h HostLimits, ttl ti
 	}
 	err := lowerLimits.Run(ctx, r.rdb, []string{r.prefix + "lim:" + k.String()},
 		h.RcptPerSession, h.RejectsPerSession, h.Conns, h.ConnInterval.Milliseconds(), ttl.Milliseconds(),
-		h.RcptPerTransaction, h.NonmailPerSession, h.ConnsPerWindow, b2i(h.Answered), h.RejectsPerTransaction).Err()
+		h.RcptPerTransaction, h.NonmailPerSession, h.ConnsPerWindow, b2i(h.Answered), h.RejectsPerTransaction,
+		h.ReputationAfter, h.ReputationDelay.Milliseconds()).Err()
 	return ctxErr(ctx, err)
 }
 

@@ -245,11 +245,20 @@ func (r Route) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Pick chooses the next healthy proxy in turn, preferring one with a free
 // slot; ErrNoProxy when every proxy is set aside.
-func (p *Pool) Pick() (Route, error) {
+func (p *Pool) Pick() (Route, error) { return p.PickFor(nil) }
+
+// PickFor is Pick preferring the proxies whose Route.Name prefer accepts
+// (nil: all), before those with a free slot: a mail host that slows a
+// client address once it sent unknown recipients gets its work through
+// the proxies whose reputation there is clean. With none preferred and
+// healthy, it picks as Pick does.
+func (p *Pool) PickFor(prefer func(name string) bool) (Route, error) {
 	n := len(p.proxies)
 	start := int(p.next.Add(1) % uint64(n))
 	now := p.cfg.Clock.Now()
-	var healthy *socksProxy
+	// best ranks a healthy proxy: preferred first, then a free slot.
+	var best *socksProxy
+	bestRank := -1
 	var lastErr error
 	for i := range n {
 		px := p.proxies[(start+i)%n]
@@ -257,15 +266,19 @@ func (p *Pool) Pick() (Route, error) {
 			lastErr = px.err()
 			continue
 		}
-		if len(px.slots) < cap(px.slots) {
-			return Route{px}, nil
+		rank := 0
+		if prefer == nil || prefer(Route{px}.Name()) {
+			rank += 2
 		}
-		if healthy == nil {
-			healthy = px
+		if len(px.slots) < cap(px.slots) {
+			rank++
+		}
+		if rank > bestRank {
+			best, bestRank = px, rank
 		}
 	}
-	if healthy != nil {
-		return Route{healthy}, nil
+	if best != nil {
+		return Route{best}, nil
 	}
 	return Route{}, fmt.Errorf("%w: last: %w", ErrNoProxy, lastErr)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -288,4 +289,84 @@ func TestBadURLs(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("no URL accepted")
 	}
+}
+
+// PickFor prefers the proxies it is told to, each leaving from its own
+// address (the destination sees which); a preferred proxy that is down is
+// passed over, and with none preferred it picks in turn.
+func TestPickFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := memnet.New()
+		ln, err := n.Listen("tcp4", "127.0.0.1:2525")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		t.Cleanup(func() { ln.Close(); wg.Wait() })
+		wg.Go(func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+				c.Write([]byte(host + "\n"))
+				c.Close()
+			}
+		})
+		var urls []string
+		var servers []*socks5test.Server
+		for _, ip := range []string{"127.0.200.1", "127.0.200.2", "127.0.200.3"} {
+			l, err := n.Listen("tcp4", ip+":1080")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := socks5test.Serve(l, n.DialerFrom(netip.MustParseAddr(ip)), "", "")
+			t.Cleanup(s.Close)
+			servers = append(servers, s)
+			urls = append(urls, "socks5://"+s.Addr())
+		}
+		p, err := New(Config{Forward: n.DialContext, URLs: urls, Backoff: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := func(prefer func(string) bool) string {
+			t.Helper()
+			r, err := p.PickFor(prefer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := r.Dial(ctx(t), "tcp", "127.0.0.1:2525")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			b, _ := io.ReadAll(c)
+			return strings.TrimSpace(string(b)) + " " + r.Name()
+		}
+		only := func(name string) func(string) bool { return func(n string) bool { return n == name } }
+		for range 3 {
+			if got := from(only("socks5://127.0.200.3:1080")); got != "127.0.200.3 socks5://127.0.200.3:1080" {
+				t.Fatalf("preferring the third proxy: from %s", got)
+			}
+		}
+		seen := map[string]bool{}
+		for range 3 {
+			seen[from(func(string) bool { return false })] = true
+		}
+		if len(seen) != 3 {
+			t.Fatalf("with none preferred, three picks went out from %v", seen)
+		}
+		servers[2].Kill()
+		for p.Stats().Down == 0 { // dials in turn until one meets the dead proxy and sets it aside
+			c, err := p.Dial(ctx(t), "tcp", "127.0.0.1:2525")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+		}
+		if got := from(only("socks5://127.0.200.3:1080")); strings.HasPrefix(got, "127.0.200.3") {
+			t.Fatalf("the preferred proxy is down, yet picked: %s", got)
+		}
+	})
 }

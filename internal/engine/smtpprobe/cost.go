@@ -22,10 +22,11 @@ import (
 // more errors while its connections are scarce and none once the work
 // left fits the connections it still allows.
 //
-// Partial: reputation-style delays (every reply slowed after unknown
-// recipients, whatever the session) are not modelled yet, nor spread over
-// several egress identities; the learnt ErrorSleep and HardErrors stay in
-// this process's HostMemory (the fleet's HostLimits do not carry them).
+// Reputation-style delays (every reply slowed after unknown recipients,
+// whatever the session) are reputation.go's: learnt per host, spread over
+// the egress identities, and the cost of another session at a host that
+// delays every reply. Partial: the learnt ErrorSleep and HardErrors stay
+// in this process's HostMemory (the fleet's HostLimits do not carry them).
 
 // planSlack: a budget whose plan finishes within this factor of the
 // soonest (of the host's whole span) is as good, and the one with the

@@ -59,6 +59,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	s.marked = q.last
 	w := windowReplies{p: p, q: q, s: s, txOK: txOK}
 	keep := w.read(cmds, n)
+	keep = !p.noteRepliesLocked(q, s, cmds[:n]) && keep
 	unanswered := rcptItems(cmds[n:])
 	switch {
 	case w.hostFailed:

@@ -55,6 +55,12 @@ type HostState struct {
 	// They stay in this process's memory: the fleet does not share them.
 	ErrorSleep time.Duration
 	HardErrors int
+	// ReputationAfter and ReputationDelay: the host slowed every reply
+	// to an egress identity by ReputationDelay, in every session from
+	// then on, once that identity had sent it ReputationAfter unknown
+	// recipients (a reputation or karma plugin; see reputation.go).
+	ReputationAfter int
+	ReputationDelay time.Duration
 }
 
 // Merge returns s with o's lessons added: for each limit the lower of the
@@ -79,6 +85,8 @@ func (s HostState) Merge(o HostState) HostState {
 	s.Answered = s.Answered || o.Answered
 	s.HardErrors = low(s.HardErrors, o.HardErrors)
 	s.ErrorSleep = max(s.ErrorSleep, o.ErrorSleep) // a cost: the larger is the safer guess
+	s.ReputationAfter = low(s.ReputationAfter, o.ReputationAfter)
+	s.ReputationDelay = max(s.ReputationDelay, o.ReputationDelay)
 	return s
 }
 

@@ -157,8 +157,8 @@ func TestProxyRoutesCountPerProxy(t *testing.T) {
 		probeAll(t, e, "one.test", 200, Missing, shared)
 		perProxy := e.prober(func(c *Config) {
 			c.Dialer, c.MaxConnsPerHost, c.MaxRcptPerSession, c.Routes = pool.Dial, 1, 4, 2
-			c.PickRoute = func() (string, DialFunc, error) {
-				r, err := pool.Pick()
+			c.PickRoute = func(prefer func(string) bool) (string, DialFunc, error) {
+				r, err := pool.PickFor(prefer)
 				if err != nil {
 					return "", nil, err
 				}
@@ -183,8 +183,8 @@ func TestProxyRouteFailsOver(t *testing.T) {
 		down.Close()
 		p := e.prober(func(c *Config) {
 			c.Dialer, c.Routes = pool.Dial, 2
-			c.PickRoute = func() (string, DialFunc, error) {
-				r, err := pool.Pick()
+			c.PickRoute = func(prefer func(string) bool) (string, DialFunc, error) {
+				r, err := pool.PickFor(prefer)
 				if err != nil {
 					return "", nil, err
 				}

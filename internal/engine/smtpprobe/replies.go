@@ -40,6 +40,7 @@ const (
 	ReplySlowed                          // pipelined replies held back one by one
 	ReplyGroupLate                       // a group answered late after refusals
 	ReplyProxyLost                       // the egress proxy failed
+	ReplyReputation                      // every reply late once this egress sent unknown recipients
 	numReplyClasses
 )
 
@@ -118,6 +119,9 @@ var ReplyTable = [numReplyClasses]ReplyRule{
 		"a bad-recipient throttle: the host's group is halved and its transactions take no more RCPTs than may be refused before the throttle starts (learnt from how late the group came); groups of a host known to be fast grow by what it answers"},
 	{ReplyProxyLost, "proxy lost", "connect, any command", "the SOCKS5 proxy failed", "none", 0, NextOtherEgress,
 		"the work goes back as it was, through the pool's next proxy; the host is not blamed"},
+	{ReplyReputation, "reputation delay", "any reply, the greeting and EHLO of a new session too",
+		"replies 700ms later than their round trip once this egress identity sent the host unknown recipients, in every session from then on (a reputation or karma plugin)", "none", 0, NextOtherEgress,
+		"learnt per host, from reply latencies: the unknown recipients an identity may send before it is slowed, and the delay; the host's sessions go out through the identities whose reputation there is clean (Config.PickRoute), each keeping to that many unknown recipients; once every identity is slowed (or with one), sessions take whole transactions in small groups, as many side by side as the delay makes worth it"},
 }
 
 // Rule returns the row of class c.

@@ -57,8 +57,9 @@ func TestReplyTableRows(t *testing.T) {
 		ReplyProxyLost:     {{err: &proxyLostError{errors.New("socks5: gone")}}},
 	}
 	// Classes that are no reply to a command: a host that never sent a
-	// byte (dial, helloFailed) and a late group (sizeGroupLocked).
-	notReplies := map[ReplyClass]bool{ReplySilent: true, ReplyGroupLate: true}
+	// byte (dial, helloFailed), a late group (sizeGroupLocked) and late
+	// replies after unknown recipients (noteRepliesLocked).
+	notReplies := map[ReplyClass]bool{ReplySilent: true, ReplyGroupLate: true, ReplyReputation: true}
 	for i, rule := range ReplyTable {
 		cl := ReplyClass(i)
 		t.Run(rule.Name, func(t *testing.T) {

@@ -71,6 +71,8 @@ type hostQ struct {
 	// the timer heap; greyDue is when the last of them comes due.
 	greyWaiting int
 	greyDue     time.Time
+	// rep is the host's reputation per egress identity (reputation.go).
+	rep hostRep
 }
 
 const (
@@ -250,11 +252,19 @@ func (p *Prober) kick(q *hostQ) {
 	// is still growing (see group.go) takes less a round trip at first:
 	// what the running ones have yet to grow to does not count as backlog.
 	backlog := q.n - q.sessions*(p.cfg.PipelineDepth-p.groupLocked(q))
-	if q.sessions >= p.maxConns(q)*p.routes() || (q.sessions > 0 && backlog < secondSessionBacklog) {
+	if q.sessions >= p.maxConns(q)*p.routes() {
 		return
 	}
-	if q.sessions > 0 && !p.parallelShortensLocked(q, backlog) {
-		return
+	if q.sessions > 0 {
+		// (At a host that slows a spent identity's every reply, its
+		// own rule: reputation.go.)
+		want, ok := p.repParallelLocked(q)
+		if !ok {
+			want = backlog >= secondSessionBacklog && p.parallelShortensLocked(q, backlog)
+		}
+		if !want {
+			return
+		}
 	}
 	if p.clk.Now().Before(q.backoffUntil) {
 		p.armBackoffLocked(q)
@@ -388,13 +398,14 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		return false // the host asked to slow down: kick starts a session later
 	}
 	q.hs = q.hs.Merge(p.cfg.HostMemory.Load(q.key)) // what other processes learnt meanwhile
-	items := p.take(q, min(p.groupLocked(q), p.perSession(q)))
+	items := p.take(q, min(p.groupLocked(q), p.perSession(q), p.repTakeLocked(q)))
 	if len(items) > 0 && !p.windowSlotLocked(q, p.clk.Now()) {
 		p.requeueLocked(items, false, nil) // to wait for the host's next window
 		items = nil
 	}
 	answered := q.hs.Answered
 	lim := p.limitsLocked(q)
+	prefer := p.repPreferLocked(q)
 	p.mu.Unlock()
 	if len(items) == 0 {
 		return false
@@ -404,7 +415,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	egress, dialer := p.cfg.Egress, p.cfg.Dialer
 	if p.cfg.PickRoute != nil {
 		var err error
-		if egress, dialer, err = p.cfg.PickRoute(); err != nil {
+		if egress, dialer, err = p.cfg.PickRoute(prefer); err != nil {
 			p.noRoute(items, err)
 			return false
 		}
@@ -454,12 +465,18 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.hostFailed(q, items, err)
 		return false
 	}
+	s.egress = egress
 	p.mu.Lock()
 	p.noteAcceptedLocked(q, t0)
 	q.open++
 	q.peakOpen = max(q.peakOpen, q.open)
 	p.learnLocked(q, HostState{Answered: true})
+	p.helloReputationLocked(q, s)
 	p.fitSessionLocked(q, s, len(items))
+	if d := s.depth(); s.groupCap > 0 && len(items) > d {
+		p.requeueLocked(items[d:], false, nil) // (what its first window cannot carry)
+		items = items[:d]
+	}
 	// At a host that counts connections in windows, a session started by
 	// a timer (its window ending) is the only one kicked then: another
 	// beside it, if the host's work and limits warrant one. (Elsewhere
@@ -534,6 +551,7 @@ func (p *Prober) fitSessionLocked(q *hostQ, s *session, taken int) {
 	s.txRejCap = q.hs.RejectsPerTransaction
 	s.group = p.groupLocked(q)
 	p.planSessionLocked(q, s, taken)
+	p.fitReputationLocked(q, s)
 }
 
 // slowZoneLocked lets a session to a Postfix host that counts connections
@@ -599,6 +617,7 @@ func (p *Prober) endSession(q *hostQ, s *session, sl *slot) bool {
 	if s.slowZone {
 		q.slowing--
 	}
+	p.endReputationLocked(q, s)
 	p.mu.Unlock()
 	return more || p.hasWork(q)
 }

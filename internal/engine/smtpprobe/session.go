@@ -58,6 +58,12 @@ type session struct {
 	rtt                  time.Duration // last exchange's round trip
 	broken               bool          // I/O failed or the server is closing: close without QUIT
 	lastReply            reply         // last reply read (for failures)
+	egress               string        // the egress identity it leaves from
+	repReserved          int           // unknown recipients it may still send before its identity is slowed (reputation.go)
+	repClean             bool          // it left from an identity with room at the host (reputation.go)
+	repQuitting          bool          // its identity's room is spent: it waits for its QUIT's reply
+	groupCap             int           // at most this many RCPTs a round trip (0: the group's; reputation.go)
+	slowQuit             time.Duration // the host delays QUIT's reply this long on purpose (reputation.go)
 
 	lease     *fleet.Lease  // the connection slot (see hold)
 	leaseStop chan struct{} // closed when the connection is
@@ -447,6 +453,11 @@ func (s *session) end() {
 	switch {
 	case s.broken:
 		s.close()
+	case s.slowQuit > 0:
+		// Its identity's reputation at the host is spent (reputation.go):
+		// the 221 waits the host's delay; wait for it, so that the host's
+		// process is gone when its slot goes to the next session.
+		s.quit(s.slowQuit + quitTimeout)
 	case s.slowZone || (s.rules.rejects && s.rejects >= postfixSoftErrors):
 		// A Postfix session in its slow zone (see fitSessionLocked)
 		// sleeps a second before answering QUIT (or noticing a closed

@@ -186,6 +186,7 @@ func toFleet(s HostState) fleet.HostLimits {
 		RcptPerTransaction: s.RcptsPerTransaction, RcptPerSession: s.RcptsPerSession,
 		RejectsPerSession: s.RejectsPerSession, NonmailPerSession: s.NonmailPerSession,
 		Conns: s.Conns, ConnsPerWindow: s.ConnsPerWindow, Answered: s.Answered, RejectsPerTransaction: s.RejectsPerTransaction,
+		ReputationAfter: s.ReputationAfter, ReputationDelay: s.ReputationDelay,
 	}
 	if s.ConnRate > 0 {
 		l.ConnInterval = time.Duration(float64(time.Second) / s.ConnRate)
@@ -198,6 +199,7 @@ func fromFleet(l fleet.HostLimits) HostState {
 		RcptsPerTransaction: l.RcptPerTransaction, RcptsPerSession: l.RcptPerSession,
 		RejectsPerSession: l.RejectsPerSession, NonmailPerSession: l.NonmailPerSession,
 		Conns: l.Conns, ConnsPerWindow: l.ConnsPerWindow, Answered: l.Answered, RejectsPerTransaction: l.RejectsPerTransaction,
+		ReputationAfter: l.ReputationAfter, ReputationDelay: l.ReputationDelay,
 	}
 	if l.ConnInterval > 0 {
 		s.ConnRate = float64(time.Second) / float64(l.ConnInterval)

@@ -91,6 +91,16 @@
 // whose deadline leaves no room for the next try is settled Unconfirmed at
 // once with the refusal as its reply.
 //
+// A host that slows every reply to a client address once it sent a few
+// unknown recipients, in every session from then on (a reputation or
+// karma plugin), is told from an error budget or a throttle by its reply
+// latencies and learnt (HostState.ReputationAfter and ReputationDelay):
+// with several egress identities (Config.PickRoute) its sessions go out
+// through those whose reputation there is clean, each sending it no more
+// unknown recipients than it takes; once all are slowed, or with one, as
+// many sessions run side by side as the delay makes worth it
+// (reputation.go).
+//
 // Servers that name themselves in their greeting get their known limits up
 // front (see server.go): Postfix a budget of rejections a session, Exim and
 // unnamed servers at most 10 non-mail commands (RSETs) a session, Exchange
@@ -258,10 +268,13 @@ type Config struct {
 	// PickRoute, when set, chooses where each session's connection leaves
 	// from before its slot is leased (a SOCKS5 proxy of a pool): the
 	// egress identity its per-host limits count against, and the dial
-	// through it. An error wrapping proxypool.ErrNoProxy parks the work
-	// for a while; a dial failing with proxypool.ErrProxyFailed puts it
-	// back for the next route.
-	PickRoute func() (egress string, dial DialFunc, err error)
+	// through it. It should prefer the egresses prefer accepts (nil: any;
+	// at a host that slows a client once it sent unknown recipients,
+	// those whose reputation there is clean: reputation.go). An error
+	// wrapping proxypool.ErrNoProxy parks the work for a while; a dial
+	// failing with proxypool.ErrProxyFailed puts it back for the next
+	// route.
+	PickRoute func(prefer func(egress string) bool) (egress string, dial DialFunc, err error)
 	// Routes is the number of egresses PickRoute chooses among (default
 	// 1): a host may have MaxConnsPerHost sessions through each.
 	Routes int

@@ -36,6 +36,9 @@ type cmd struct {
 	txPos   int   // RCPT: its number in its transaction; RSET: its number among the session's non-mail commands (1-based)
 	reply   reply
 	counted bool // the reply counted as a rejection
+	// sent and at: when the command left (flushed) and its reply came,
+	// for the reply latencies a reputation delay shows in (reputation.go).
+	sent, at time.Time
 }
 
 // rejectRoom is the number of rejections the session may still get.
@@ -74,10 +77,13 @@ func (s *session) probeRoom() int {
 
 // depth is the number of RCPTs per round trip.
 func (s *session) depth() int {
-	if s.pipelining {
-		return max(1, s.group)
+	if !s.pipelining {
+		return 1
 	}
-	return 1
+	if s.groupCap > 0 {
+		return max(1, min(s.group, s.groupCap))
+	}
+	return max(1, s.group)
 }
 
 // plan lays items out in transactions (see layout) and returns the items
@@ -255,6 +261,10 @@ func (s *session) send(cmds []cmd) (int, error) {
 		if err := s.bw.Flush(); err != nil {
 			return i, s.fail(err)
 		}
+		sent := s.p.clk.Now()
+		for j := i; j < end; j++ {
+			cmds[j].sent = sent
+		}
 		for ; i < end; i++ {
 			c := &cmds[i]
 			if i > 0 && s.pipelining {
@@ -269,7 +279,7 @@ func (s *session) send(cmds []cmd) (int, error) {
 			if err != nil {
 				return i, err
 			}
-			c.reply = r
+			c.reply, c.at = r, s.p.clk.Now()
 			if c.counted = c.kind != cmdRSET && r.class() != 2 && !(c.kind == cmdRCPT && classifyRcpt(r) == kindTooMany); c.counted {
 				// An error of the session for Postfix. "452 4.5.3 too many
 				// recipients" is not, until smtpd_recipient_overshoot_limit

@@ -39,26 +39,26 @@ type host struct {
 	// (ConnRateLimit).
 	anvilMu sync.Mutex
 	anvil   map[string]*anvilCount
-	// bad: client addresses that sent an unknown recipient
+	// unknowns: the unknown recipients each client address sent
 	// (ReputationDelay), under anvilMu.
-	bad map[string]bool
+	unknowns map[string]int
 }
 
-// markBad records that ip sent an unknown recipient.
-func (h *host) markBad(ip string) {
+// markUnknown records that ip sent an unknown recipient.
+func (h *host) markUnknown(ip string) {
 	h.anvilMu.Lock()
 	defer h.anvilMu.Unlock()
-	if h.bad == nil {
-		h.bad = make(map[string]bool)
+	if h.unknowns == nil {
+		h.unknowns = make(map[string]int)
 	}
-	h.bad[ip] = true
+	h.unknowns[ip]++
 }
 
-// isBad reports whether ip has sent an unknown recipient.
-func (h *host) isBad(ip string) bool {
+// isBad reports whether ip has sent at least after unknown recipients.
+func (h *host) isBad(ip string, after int) bool {
 	h.anvilMu.Lock()
 	defer h.anvilMu.Unlock()
-	return h.bad[ip]
+	return h.unknowns[ip] >= max(1, after)
 }
 
 type anvilCount struct {
@@ -175,7 +175,21 @@ func (h *host) snapshot(port int) HostStats {
 		Sent421:       int(h.sent421.Load()),
 		FlowDelays:    int(h.flowDelays.Load()),
 		NonmailDrops:  int(h.nonmailDrops.Load()),
+		Unknowns:      h.unknownCounts(),
 	}
+}
+
+func (h *host) unknownCounts() map[string]int {
+	h.anvilMu.Lock()
+	defer h.anvilMu.Unlock()
+	if len(h.unknowns) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(h.unknowns))
+	for ip, n := range h.unknowns {
+		out[ip] = n
+	}
+	return out
 }
 
 func (h *host) reset() {

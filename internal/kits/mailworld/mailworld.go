@@ -148,7 +148,12 @@ type Domain struct {
 	// by it once that address has sent an unknown recipient ("550 5.1.1"),
 	// in any session from then on (Haraka's karma, reputation services):
 	// the client's other egress addresses are not slowed.
+	// ReputationAfter, when above 1, is the number of unknown recipients
+	// a client address may send before it is bad (karma's score falls
+	// below its threshold after a few): the reply to that one is not
+	// slowed, every later one is.
 	ReputationDelay time.Duration
+	ReputationAfter int
 	// RcptLimit, if positive, is the number of RCPTs an MX host takes in
 	// one connection; later ones get "452 4.5.3 too many recipients".
 	RcptLimit int
@@ -564,13 +569,14 @@ func sameConnSettings(a, b *domainState) error {
 		BadRcptSleep                                             time.Duration
 		WholeGroups, ConnRateSliding                             bool
 		ReputationDelay                                          time.Duration
+		ReputationAfter                                          int
 	}
 	key := func(d *domainState) conn {
 		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown, d.AllDown,
 			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit,
 			d.Latency, d.GreetingDelay, d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup,
 			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner,
-			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups, d.ConnRateSliding, d.ReputationDelay}
+			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups, d.ConnRateSliding, d.ReputationDelay, d.ReputationAfter}
 	}
 	ca, cb := key(a), key(b)
 	if ca != cb {
@@ -761,6 +767,10 @@ type HostStats struct {
 	// FlowDelays the replies held back by InFlowDelay; NonmailDrops the
 	// sessions dropped for too many non-mail commands.
 	Sent421, FlowDelays, NonmailDrops int
+	// Unknowns counts, at a ReputationDelay host, the unknown recipients
+	// each client address sent since the world started (the reputation
+	// it keeps; ResetStats keeps it too).
+	Unknowns map[string]int
 }
 
 // WorldStats is a snapshot of everything the servers saw.

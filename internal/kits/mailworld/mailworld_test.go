@@ -998,7 +998,33 @@ func TestReputationDelay(t *testing.T) {
 	}
 	// Slowed: the first client's RCPT after the unknown one, and its
 	// next session's greeting and EHLO.
-	if hs := w.Stats().Hosts["mx1.rep.test"]; hs.Slowed != 3 {
-		t.Fatalf("stats %+v: want 3 slowed replies", hs)
+	if hs := w.Stats().Hosts["mx1.rep.test"]; hs.Slowed != 3 || hs.Unknowns["127.0.0.1"] != 1 || len(hs.Unknowns) != 1 {
+		t.Fatalf("stats %+v: want 3 slowed replies, one unknown recipient from 127.0.0.1", hs)
+	}
+}
+
+// With ReputationAfter, a client address is bad only from its nth unknown
+// recipient on, whatever the sessions they came in.
+func TestReputationAfter(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	w := start(t, []Domain{{Name: "rep.test", ReputationDelay: delay, ReputationAfter: 2}}, Options{})
+	timed := func(c *client, code int, format string, args ...any) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		c.do(code, "", format, args...)
+		return time.Since(t0)
+	}
+	a := openSession(t, w, "rep.test", "s@v.test")
+	if d := timed(a, 550, "RCPT TO:<no1@rep.test>"); d >= delay {
+		t.Fatalf("the first unknown recipient's reply after %v", d)
+	}
+	b := openSession(t, w, "rep.test", "s@v.test")
+	for i, slow := range []bool{false, true} {
+		if d := timed(b, 550, "RCPT TO:<no%d@rep.test>", i+2); (d >= delay) != slow {
+			t.Fatalf("unknown recipient %d (the session's %d) answered after %v: slowed %v, want %v", i+2, i+1, d, !slow, slow)
+		}
+	}
+	if hs := w.Stats().Hosts["mx1.rep.test"]; hs.Unknowns["127.0.0.1"] != 3 || hs.Slowed != 1 {
+		t.Fatalf("stats %+v: want 3 unknown recipients and 1 slowed reply", hs)
 	}
 }

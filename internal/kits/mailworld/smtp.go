@@ -257,7 +257,7 @@ func (s *session) cmdRCPT(arg string) bool {
 	} else {
 		defer func() { s.refused++ }() // this reply is not held for itself
 		if s.t.ReputationDelay > 0 && strings.HasPrefix(r, "550 5.1.1") {
-			defer s.h.markBad(s.ip) // from the next reply on
+			defer s.h.markUnknown(s.ip) // from the next reply on
 		}
 	}
 	return s.reply(r)
@@ -451,7 +451,7 @@ func (s *session) reply(lines ...string) bool {
 	if len(lines) > 0 && (lines[0][0] == '4' || lines[0][0] == '5') && lines[0] != tooManyRcpts {
 		s.errors++
 	}
-	if s.t.ReputationDelay > 0 && s.ip != "" && s.h.isBad(s.ip) {
+	if s.t.ReputationDelay > 0 && s.ip != "" && s.h.isBad(s.ip, s.t.ReputationAfter) {
 		// A client with a bad reputation: every reply waits.
 		s.h.slowed.Add(1)
 		if now := time.Now(); at.Before(now) {

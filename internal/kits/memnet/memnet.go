@@ -18,6 +18,10 @@
 // server on its own 127.x.y.z. Listen and ListenPacket mirror net.Listen
 // and net.ListenPacket; DialContext fits where a net.Dialer's does
 // (smtpprobe.Config.Dialer, mxdns.Config.Dial, proxypool.Config.Forward).
+// DialerFrom dials from a client address of the caller's: each egress
+// identity of a test (a SOCKS5 proxy on its own 127.x address) is then a
+// client address of its own to the servers, which can keep per-client
+// state (connection rates, reputation) apart.
 //
 // Create a Network inside the bubble that uses it: its channels belong to
 // the bubble they were made in.
@@ -186,6 +190,23 @@ func (n *Network) ListenPacket(network, address string) (net.PacketConn, error) 
 // sends). A stream to an address nobody listens on is refused
 // (syscall.ECONNREFUSED), as a host whose port is closed does.
 func (n *Network) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	return n.dial(ctx, network, address, netip.Addr{})
+}
+
+// DialerFrom returns a DialContext whose connections come from client
+// address from (an ephemeral port on it), as a socket bound before
+// connect does: a proxy's outgoing connections leave from its own
+// address. Dials to a destination of the other address family fail.
+func (n *Network) DialerFrom(from netip.Addr) func(ctx context.Context, network, address string) (net.Conn, error) {
+	from = from.Unmap()
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		return n.dial(ctx, network, address, from)
+	}
+}
+
+// dial dials address from client address from (invalid: the loopback
+// address of the destination's family).
+func (n *Network) dial(ctx context.Context, network, address string, from netip.Addr) (net.Conn, error) {
 	k, err := kind(network)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
@@ -197,10 +218,19 @@ func (n *Network) DialContext(ctx context.Context, network, address string) (net
 	if err := ctx.Err(); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Addr: addrOf(k, to), Err: err}
 	}
-	from := n.client4
-	if to.Addr().Is6() {
+	switch {
+	case !from.IsValid() && to.Addr().Is6():
 		from = n.client6
+	case !from.IsValid():
+		from = n.client4
+	case from.Is4() != to.Addr().Is4():
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: addrOf(k, to), Err: syscall.EAFNOSUPPORT}
 	}
+	return n.dialFrom(network, k, from, to)
+}
+
+// dialFrom dials to from client address from.
+func (n *Network) dialFrom(network, k string, from netip.Addr, to netip.AddrPort) (net.Conn, error) {
 	if k == "udp" {
 		n.mu.Lock()
 		defer n.mu.Unlock()

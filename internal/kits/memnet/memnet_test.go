@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 	"testing"
@@ -87,6 +88,45 @@ func TestStreams(t *testing.T) {
 	}
 	if _, err := n.Listen("tcp", "127.1.2.3:25"); err != nil {
 		t.Fatalf("listen again on a closed listener's address: %v", err)
+	}
+}
+
+// DialerFrom's connections come from the client address given, one per
+// egress identity, so a server tells them apart; DialContext's from
+// 127.0.0.1. A destination of the other family is refused.
+func TestDialerFrom(t *testing.T) {
+	n := New()
+	ln, err := n.Listen("tcp", "127.1.2.3:25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		dial func(context.Context, string, string) (net.Conn, error)
+		from string
+	}{
+		{n.DialerFrom(netip.MustParseAddr("127.0.9.1")), "127.0.9.1"},
+		{n.DialerFrom(netip.MustParseAddr("::ffff:127.0.9.2")), "127.0.9.2"},
+		{n.DialContext, "127.0.0.1"},
+	} {
+		c, err := tc.dial(ctx, "tcp", "127.1.2.3:25")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _, _ := net.SplitHostPort(s.RemoteAddr().String())
+		if host != tc.from || c.LocalAddr().String() != s.RemoteAddr().String() {
+			t.Fatalf("server sees %v, client is %v: want from %s", s.RemoteAddr(), c.LocalAddr(), tc.from)
+		}
+		c.Close()
+		s.Close()
+	}
+	if _, err := n.DialerFrom(netip.MustParseAddr("::2"))(ctx, "tcp", "127.1.2.3:25"); !errors.Is(err, syscall.EAFNOSUPPORT) {
+		t.Fatalf("IPv6 client to an IPv4 server: %v", err)
 	}
 }
 
