@@ -393,7 +393,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.requeueLocked(items, false, nil) // to wait for the host's next window
 		items = nil
 	}
-	answered := q.hs.Answered
+	answered, perWindow := q.hs.Answered, q.hs.ConnsPerWindow
 	lim := p.limitsLocked(q)
 	p.mu.Unlock()
 	if len(items) == 0 {
@@ -415,6 +415,13 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	if err != nil {
 		p.abortJobs(items, err)
 		return true
+	}
+	if !p.windowTicket(fleet.Key{Egress: egress, Host: tg.addr}, perWindow) {
+		lease.Release()
+		p.mu.Lock()
+		p.noTicketLocked(q, items)
+		p.mu.Unlock()
+		return false
 	}
 	// What other processes found while this one waited for its slot.
 	if items = p.settleSharedCatchAll(items); len(items) == 0 {
