@@ -2,6 +2,7 @@ package smtpprobe
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -82,6 +83,52 @@ func TestWindowTickets(t *testing.T) {
 				hs := hostStats(e, "mx1.win.test")
 				if hs.Rejected != 0 || hs.Total != tc.sessions || took != tc.took {
 					t.Fatalf("%d sessions (%d refused) in %v; want %d, none refused, in %v", hs.Total, hs.Rejected, took, tc.sessions, tc.took)
+				}
+			})
+		})
+	}
+}
+
+// TestWindowCountsEarlierConnections: a window limit learnt after
+// connections of ours in the host's window (from the fleet, while this
+// process's first sessions ran) counts them: the window started with the
+// first of them, and has that many fewer connections left. Connections
+// older than the host's window do not count, nor those before a refusal
+// that taught the limit (its backoff waited their window out).
+func TestWindowCountsEarlierConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ago      []time.Duration // our accepted connections, this long ago
+		ok       bool
+		count    int
+		startAgo time.Duration
+	}{
+		{"none before", nil, true, 1, 0},
+		{"two before", []time.Duration{5 * time.Second, 3 * time.Second}, true, 3, 5 * time.Second},
+		{"one older than the window", []time.Duration{61 * time.Second, 3 * time.Second}, true, 2, 3 * time.Second},
+		{"the window full", []time.Duration{4 * time.Second, 3 * time.Second, 2 * time.Second, time.Second}, false, 4, 4 * time.Second},
+		{"before a refusal that taught it", []time.Duration{59 * time.Second, 58 * time.Second}, true, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := New(Config{})
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				q := p.host("127.0.0.1:25")
+				now := time.Now()
+				for _, d := range tc.ago {
+					q.accepted = append(q.accepted, now.Add(-d))
+				}
+				q.hs.ConnsPerWindow = 4
+				if strings.Contains(tc.name, "refusal") {
+					q.loweredAt = now.Add(-57 * time.Second)
+				}
+				ok := p.windowSlotLocked(q, now)
+				if ok != tc.ok || q.winCount != tc.count || !q.winStart.Equal(now.Add(-tc.startAgo)) {
+					t.Fatalf("slot %v, %d in the window from %v ago; want %v, %d from %v ago", ok, q.winCount, now.Sub(q.winStart), tc.ok, tc.count, tc.startAgo)
+				}
+				if q.timer != nil {
+					q.timer.Stop()
 				}
 			})
 		})
