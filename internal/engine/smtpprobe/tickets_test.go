@@ -134,3 +134,35 @@ func TestWindowCountsEarlierConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestNewAddressesFirstAtWindowedHost: a greylisting host that takes 4
+// connections a window (known from before) and 5 RCPTs a session, 25
+// addresses and the catch-all probe: the first window's 4 sessions send
+// 20 of them, the retries come due at 5 s, and the next window (at 12 s)
+// has the 6 new addresses and the 20 retries for its 4 sessions (20
+// RCPTs). New addresses go first: their retries come due within that
+// window, and the next one (at 24 s) sends them with the 6 retries left.
+// (Retries first left the 6 new addresses to a later session, whose
+// retries came due only at 29 s.)
+func TestNewAddressesFirstAtWindowedHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			window = 10 * time.Second
+			grey   = 5 * time.Second
+		)
+		boxes, addrs := halfMissing("win.test", 25)
+		e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "win.test", Mailboxes: boxes, Greylist: grey,
+			ConnRateLimit: 4, ConnRateWindow: window, RcptLimit: 5})
+		p := e.prober(func(c *Config) {
+			c.GreylistRetry, c.RefusalWindow, c.MaxRcptPerSession, c.CommandTimeout = grey, window, 5, time.Minute
+		})
+		p.cfg.HostMemory.Learn(e.w.MXAddrs("win.test")[0], HostState{ConnsPerWindow: 4, Answered: true})
+		t0 := time.Now()
+		probeHalfMissing(t, e, p, "win.test", addrs)
+		took := time.Since(t0)
+		hs := hostStats(e, "mx1.win.test")
+		if hs.Rejected != 0 || hs.Total != 11 || took != 24*time.Second+time.Millisecond {
+			t.Fatalf("%d sessions (%d refused) in %v; want 11, none refused, in 24.001s", hs.Total, hs.Rejected, took)
+		}
+	})
+}
