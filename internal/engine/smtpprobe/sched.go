@@ -219,8 +219,10 @@ func (p *Prober) take(q *hostQ, max int) []*item {
 	for len(out) < max && q.n > 0 {
 		var it *item
 		if i := p.newInFrontLocked(q, newFirst); i >= 0 {
+			last := len(q.front) - 1
 			it = q.front[i]
-			q.front = append(q.front[:i], q.front[i+1:]...)
+			copy(q.front[i:], q.front[i+1:])
+			q.front[last], q.front = nil, q.front[:last]
 		} else if n := len(q.front); n > 0 && (!newFirst || q.head == len(q.back) || q.front[n-1].tries == 0) {
 			it, q.front[n-1], q.front = q.front[n-1], nil, q.front[:n-1]
 		} else {
