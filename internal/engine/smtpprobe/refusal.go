@@ -141,6 +141,20 @@ func (p *Prober) windowSlotLocked(q *hostQ, now time.Time) bool {
 	if q.sliding {
 		return p.slidingSlotLocked(q, now, limit)
 	}
+	if q.winStart.IsZero() {
+		// The limit was learnt after connections of ours in the host's
+		// current window (from the fleet, while this process's first
+		// sessions ran): they count in it. (Not those before a refusal
+		// taught it: the backoff waited that window out.)
+		for _, t := range q.accepted {
+			if now.Sub(t) < p.cfg.RefusalWindow && t.After(q.loweredAt) {
+				if q.winCount == 0 || t.Before(q.winStart) {
+					q.winStart = t
+				}
+				q.winCount++
+			}
+		}
+	}
 	if q.winStart.IsZero() || !now.Before(q.winStart.Add(p.cfg.RefusalWindow+windowMargin)) {
 		q.winStart, q.winCount = now, 0
 	}

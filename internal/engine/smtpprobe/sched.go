@@ -208,12 +208,24 @@ func (p *Prober) enqueue(q *hostQ, it *item, front bool) {
 }
 
 // take removes up to max live items from q.
+//
+// At a host that counts connections in windows and greylists, addresses
+// never sent go before retries: an address's greylisting starts when it
+// is first sent, and the host's connections are scarce. Retries already
+// due can wait for the window's later sessions; a new address left for
+// them has its retry fall due a window later.
 func (p *Prober) take(q *hostQ, max int) []*item {
 	var out []*item
 	now := p.clk.Now()
+	newFirst := q.hs.ConnsPerWindow > 0 && q.nDeferred > 0
 	for len(out) < max && q.n > 0 {
 		var it *item
-		if n := len(q.front); n > 0 {
+		if i := p.newInFrontLocked(q, newFirst); i >= 0 {
+			last := len(q.front) - 1
+			it = q.front[i]
+			copy(q.front[i:], q.front[i+1:])
+			q.front[last], q.front = nil, q.front[:last]
+		} else if n := len(q.front); n > 0 && (!newFirst || q.head == len(q.back) || q.front[n-1].tries == 0) {
 			it, q.front[n-1], q.front = q.front[n-1], nil, q.front[:n-1]
 		} else {
 			it, q.back[q.head] = q.back[q.head], nil
@@ -233,6 +245,21 @@ func (p *Prober) take(q *hostQ, max int) []*item {
 		q.head = 0
 	}
 	return out
+}
+
+// newInFrontLocked is the index of the latest address never sent (a new
+// one put back unsent) in q's front, when new addresses go first and none
+// is left at the back; -1 otherwise.
+func (p *Prober) newInFrontLocked(q *hostQ, newFirst bool) int {
+	if !newFirst || q.head < len(q.back) {
+		return -1
+	}
+	for i := len(q.front) - 1; i >= 0; i-- {
+		if it := q.front[i]; it.tries == 0 && !it.done {
+			return i
+		}
+	}
+	return -1
 }
 
 // kick starts a session for q when it has work that the running sessions
@@ -403,7 +430,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.requeueLocked(items, false, nil) // to wait for the host's next window
 		items = nil
 	}
-	answered := q.hs.Answered
+	answered, perWindow := q.hs.Answered, q.hs.ConnsPerWindow
 	lim := p.limitsLocked(q)
 	prefer := p.repPreferLocked(q)
 	p.mu.Unlock()
@@ -426,6 +453,13 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 	if err != nil {
 		p.abortJobs(items, err)
 		return true
+	}
+	if !p.windowTicket(fleet.Key{Egress: egress, Host: tg.addr}, perWindow) {
+		lease.Release()
+		p.mu.Lock()
+		p.noTicketLocked(q, items)
+		p.mu.Unlock()
+		return false
 	}
 	// What other processes found while this one waited for its slot.
 	if items = p.settleSharedCatchAll(items); len(items) == 0 {

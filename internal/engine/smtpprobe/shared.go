@@ -24,16 +24,11 @@ import (
 const sharedTimeout = time.Second
 
 // limitsLocked is what q may take of the fleet's limits: the configured
-// ones lowered by what was learnt. With a shared Limiter, a host that
-// counts connections in windows (anvil) also gets its window's share as a
-// rate, since each process only counts its own window.
+// ones lowered by what was learnt. (A host that counts connections in
+// windows takes its window's connections from the fleet as tickets:
+// tickets.go.)
 func (p *Prober) limitsLocked(q *hostQ) fleet.Limits {
-	l := fleet.Limits{Conns: p.maxConns(q), Rate: p.connRate(q), Burst: p.burst(q)}
-	if n := q.hs.ConnsPerWindow; n > 0 && p.cfg.Learnt != nil {
-		l.Rate = min(l.Rate, float64(n)/(p.cfg.RefusalWindow+windowMargin).Seconds())
-		l.Burst = 1
-	}
-	return l
+	return fleet.Limits{Conns: p.maxConns(q), Rate: p.connRate(q), Burst: p.burst(q)}
 }
 
 // background runs a write to the shared state without holding anyone up;

@@ -593,6 +593,8 @@ type Prober struct {
 	caOwner               map[string]*job // domain → the job whose catch-all probe is in flight
 	// holder names this Prober in fleet-wide claims (claim.go).
 	holder string
+	// tickets numbers the window tickets this Prober took (tickets.go).
+	tickets atomic.Uint64
 	// claimPoll is the safety-net poll of a probe waiting for another
 	// process's claim (claimPollList or claimPollCall); tests lengthen it.
 	claimPoll func(j *job) time.Duration
