@@ -51,9 +51,14 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		byName[doms[i].Name] = &doms[i]
 	}
 	type group struct {
-		d                    *mailworld.Domain
+		d *mailworld.Domain
+		// The first pass asks every address once (and each domain's
+		// catch-all probe): rcpts RCPTs, rejects errors of the host's
+		// (a greylisted address's 451 too). The greylisted addresses and
+		// probes (grey) are asked again once the delay has passed:
+		// retryRejects errors among those answers.
 		rcpts, rejects, grey int
-		retryRejects         int // of rejects, those of the greylisted addresses' retries
+		retryRejects         int
 		probed               map[string]bool
 		dead                 bool
 	}
@@ -81,27 +86,31 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		if g.dead {
 			continue
 		}
-		g.rcpts++
-		b := behaviour(d, addr[:at])
-		switch {
-		case d.Greylist > 0:
-			g.grey++
-			g.rejects++ // the first answer, 451, is an error for Postfix
-			if b != mailworld.Exists && b != mailworld.CatchAll {
+		// ask counts one RCPT of the first pass (and, at a greylisting
+		// domain, of the retry) for a mailbox that exists or not.
+		ask := func(exists bool) {
+			g.rcpts++
+			switch {
+			case d.PolicyReject: // refused before greylisting
 				g.rejects++
-				g.retryRejects++
+			case d.Greylist > 0:
+				g.grey++
+				g.rejects++ // the first answer, 451, is an error for Postfix
+				if !exists {
+					g.retryRejects++
+				}
+			case !exists:
+				g.rejects++
 			}
-		case d.PolicyReject || (b != mailworld.Exists && b != mailworld.CatchAll):
-			g.rejects++
 		}
+		b := behaviour(d, addr[:at])
+		ask(b == mailworld.Exists || b == mailworld.CatchAll)
 		if !g.probed[d.Name] {
 			// One address that cannot exist, for the catch-all question:
-			// every verifier that answers "catch-all" asks it.
+			// every verifier that answers "catch-all" asks it (at a
+			// greylisting domain, after the delay too).
 			g.probed[d.Name] = true
-			g.rcpts++
-			if d.DefaultBehaviour != mailworld.CatchAll {
-				g.rejects++
-			}
+			ask(d.DefaultBehaviour == mailworld.CatchAll)
 		}
 	}
 	f := limitsFloor{perGroup: map[string]groupLeast{}}
@@ -132,8 +141,12 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		}
 		l := smtpprobe.ServerLimits{Conns: d.MaxConns, PerWindow: d.ConnRateLimit, Window: window, RcptsPerSession: d.RcptLimit,
 			SoftErrors: d.SoftErrors, HardErrors: d.HardErrors, ErrorSleep: d.ErrorSleep, Session: one}
+		// The floor spreads the work over the hosts of equal preference
+		// (each has its own limits); the fewest connections need not: one
+		// host can take it all.
 		per := func(n int) int { return (n + spread - 1) / spread }
-		floor, planned, least := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects))
+		floor, planned, _ := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects))
+		least := fewestSessions(l, g.rcpts, g.rejects, g.grey, g.retryRejects)
 		why := "sessions"
 		switch {
 		case l.SoftErrors > 0 && l.PerWindow > 0:
@@ -145,22 +158,22 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		case l.RcptsPerSession > 0 || l.Conns > 0:
 			why = "RCPTs a session, sessions at once"
 		}
-		least, planned = least*spread, planned*spread
+		planned *= spread
 		what := why
 		if g.grey > 0 {
-			// The greylisted addresses again, after the delay: at least one
-			// more session, which ends no sooner than the delay and a session.
 			f.greylisted++
+			// At the floor, the greylisted addresses again after the delay:
+			// at least one more session, which ends no sooner than the
+			// delay and a session.
 			extra := 1
 			if d.RcptLimit > 0 {
 				extra = (g.grey + d.RcptLimit - 1) / d.RcptLimit
 			}
-			least += extra
 			planned += extra
 			// The retries come due the delay after the first pass's 451s:
 			// the first pass (every address once, its 451s errors too) at
 			// the host's pace, the delay, then a session.
-			first, _, _ := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects-g.retryRejects))
+			first, _, _ := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects))
 			if t := first + d.Greylist + one; t > floor {
 				floor, why = t, "greylisting after the first pass"
 				if first <= one {
@@ -173,12 +186,43 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		if g.grey > 0 {
 			what += ", greylisting"
 		}
-		f.perGroup[key] = groupLeast{least: least, what: what, rcpts: g.rcpts, rejects: g.rejects}
+		f.perGroup[key] = groupLeast{least: least, what: what, rcpts: g.rcpts + g.grey, rejects: g.rejects + g.retryRejects}
 		if floor > f.floor {
 			f.floor, f.host, f.why = floor, key, why
 		}
 	}
 	return f
+}
+
+// fewestSessions is the fewest sessions a host group's limits allow for
+// a first pass of rcpts RCPTs (rejects of them errors of the host's: a
+// greylisted address's 451 counts) and a second pass, after the
+// greylisting delay, of the grey greylisted ones (retryRejects errors).
+// A session carries at most the host's RCPTs a session and one error
+// short of its hard limit (Postfix: smtpd_hard_error_limit). The
+// greylisted addresses' first asks and their retries cannot share a
+// session (a session is not held idle through the delay); the others
+// can go in either pass's sessions. Every bound is one no verifier can
+// go below, and together they can be met: the greylisted addresses'
+// sessions of each pass, the rest where room is left.
+func fewestSessions(l smtpprobe.ServerLimits, rcpts, rejects, grey, retryRejects int) int {
+	need := func(n, per int) int {
+		if per <= 0 || n <= 0 {
+			return 0
+		}
+		return (n + per - 1) / per
+	}
+	perErrors := 0
+	if l.SoftErrors > 0 && l.HardErrors > 1 {
+		perErrors = l.HardErrors - 1
+	}
+	least := max(1, need(rcpts+grey, l.RcptsPerSession), need(rejects+retryRejects, perErrors))
+	if grey > 0 {
+		first := max(1, need(grey, l.RcptsPerSession), need(grey, perErrors)) // every first answer a 451
+		retry := max(1, need(grey, l.RcptsPerSession), need(retryRejects, perErrors))
+		least = max(least, first+retry)
+	}
+	return least
 }
 
 func (f limitsFloor) print(w io.Writer) {
