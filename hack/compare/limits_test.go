@@ -42,7 +42,8 @@ func TestFewestSessions(t *testing.T) {
 
 // TestLimitsFloorCounts: what the fewest count reads from a world: a
 // greylisted catch-all probe asked twice, a policy refusal never
-// greylisted, one host of several equal ones enough.
+// greylisted, one host of several equal ones enough; and the fewest of
+// plans that end by the floor.
 func TestLimitsFloorCounts(t *testing.T) {
 	doms := []mailworld.Domain{
 		{Name: "grey.test", Greylist: time.Minute, Mailboxes: map[string]mailworld.Behaviour{"a": mailworld.Exists},
@@ -57,16 +58,17 @@ func TestLimitsFloorCounts(t *testing.T) {
 	f := computeLimitsFloor(doms, rows)
 	for key, want := range map[string]groupLeast{
 		// 20 first asks and the probe: 21 errors (2 sessions); their
-		// retries, 10 unknown and the probe refused: 1.
-		"grey.test":   {least: 3, what: "error sleeps, greylisting", rcpts: 42, rejects: 32},
-		"policy.test": {least: 1, what: "sessions", rcpts: 11, rejects: 11},
-		"big.test":    {least: 1, what: "sessions", rcpts: 11, rejects: 1},
+		// retries, 10 unknown and the probe refused: 1. By the floor,
+		// which this host sets, no session may sleep: 3 and 2.
+		"grey.test":   {least: 3, atFloor: 5, what: "error sleeps, greylisting", rcpts: 42, rejects: 32},
+		"policy.test": {least: 1, atFloor: 1, what: "sessions", rcpts: 11, rejects: 11},
+		"big.test":    {least: 1, atFloor: 1, what: "sessions", rcpts: 11, rejects: 1},
 	} {
 		if got := f.perGroup[key]; got != want {
 			t.Errorf("%s: %+v, want %+v", key, got, want)
 		}
 	}
-	if f.least != 5 {
-		t.Errorf("fewest %d, want 5", f.least)
+	if f.least != 5 || f.atFloor != 7 {
+		t.Errorf("fewest %d, by the floor %d; want 5 and 7", f.least, f.atFloor)
 	}
 }
