@@ -339,7 +339,6 @@ func printExcess(w io.Writer, runs []*runResult, f limitsFloor) {
 		fmt.Fprintf(w, "\n")
 		shown := 8
 		if os.Getenv("COMPARE_EXCESS_ALL") != "" { // every group, to compare two runs
-
 			shown = len(all)
 		}
 		for _, e := range all[:min(len(all), shown)] {
