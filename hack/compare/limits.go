@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -31,7 +32,7 @@ type limitsFloor struct {
 	floor      time.Duration
 	host, why  string // the group that sets the floor, and its limit
 	least      int    // fewest connections the hosts' limits allow
-	planned    int    // connections of the plans that reach the floor
+	atFloor    int    // fewest connections of plans that end by the floor
 	groups     int
 	greylisted int // groups with greylisted addresses
 	// per group (named as the world names its hosts, mxN.<group>): its
@@ -40,7 +41,7 @@ type limitsFloor struct {
 }
 
 type groupLeast struct {
-	least          int
+	least, atFloor int
 	what           string
 	rcpts, rejects int
 }
@@ -51,9 +52,14 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		byName[doms[i].Name] = &doms[i]
 	}
 	type group struct {
-		d                    *mailworld.Domain
+		d *mailworld.Domain
+		// The first pass asks every address once (and each domain's
+		// catch-all probe): rcpts RCPTs, rejects errors of the host's
+		// (a greylisted address's 451 too). The greylisted addresses and
+		// probes (grey) are asked again once the delay has passed:
+		// retryRejects errors among those answers.
 		rcpts, rejects, grey int
-		retryRejects         int // of rejects, those of the greylisted addresses' retries
+		retryRejects         int
 		probed               map[string]bool
 		dead                 bool
 	}
@@ -81,30 +87,37 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		if g.dead {
 			continue
 		}
-		g.rcpts++
-		b := behaviour(d, addr[:at])
-		switch {
-		case d.Greylist > 0:
-			g.grey++
-			g.rejects++ // the first answer, 451, is an error for Postfix
-			if b != mailworld.Exists && b != mailworld.CatchAll {
+		// ask counts one RCPT of the first pass (and, at a greylisting
+		// domain, of the retry) for a mailbox that exists or not.
+		ask := func(exists bool) {
+			g.rcpts++
+			switch {
+			case d.PolicyReject: // refused before greylisting
 				g.rejects++
-				g.retryRejects++
+			case d.Greylist > 0:
+				g.grey++
+				g.rejects++ // the first answer, 451, is an error for Postfix
+				if !exists {
+					g.retryRejects++
+				}
+			case !exists:
+				g.rejects++
 			}
-		case d.PolicyReject || (b != mailworld.Exists && b != mailworld.CatchAll):
-			g.rejects++
 		}
+		b := behaviour(d, addr[:at])
+		ask(b == mailworld.Exists || b == mailworld.CatchAll)
 		if !g.probed[d.Name] {
 			// One address that cannot exist, for the catch-all question:
-			// every verifier that answers "catch-all" asks it.
+			// every verifier that answers "catch-all" asks it (at a
+			// greylisting domain, after the delay too).
 			g.probed[d.Name] = true
-			g.rcpts++
-			if d.DefaultBehaviour != mailworld.CatchAll {
-				g.rejects++
-			}
+			ask(d.DefaultBehaviour == mailworld.CatchAll)
 		}
 	}
 	f := limitsFloor{perGroup: map[string]groupLeast{}}
+	// Once the floor is known: each group's fewest connections of plans
+	// that end by it.
+	var atFloor []func()
 	for key, g := range groups {
 		d := g.d
 		f.groups++
@@ -114,8 +127,8 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		}
 		if g.dead {
 			f.least += hosts
-			f.planned += hosts
-			f.perGroup[key] = groupLeast{least: hosts, what: "silent or hangs up"}
+			f.atFloor += hosts
+			f.perGroup[key] = groupLeast{least: hosts, atFloor: hosts, what: "silent or hangs up"}
 			continue
 		}
 		if d.PrimaryDown {
@@ -132,8 +145,12 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		}
 		l := smtpprobe.ServerLimits{Conns: d.MaxConns, PerWindow: d.ConnRateLimit, Window: window, RcptsPerSession: d.RcptLimit,
 			SoftErrors: d.SoftErrors, HardErrors: d.HardErrors, ErrorSleep: d.ErrorSleep, Session: one}
+		// The floor spreads the work over the hosts of equal preference
+		// (each has its own limits); the fewest connections need not: one
+		// host can take it all.
 		per := func(n int) int { return (n + spread - 1) / spread }
-		floor, planned, least := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects))
+		floor, _, _ := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects))
+		least := fewestSessions(l, g.rcpts, g.rejects, g.grey, g.retryRejects)
 		why := "sessions"
 		switch {
 		case l.SoftErrors > 0 && l.PerWindow > 0:
@@ -145,22 +162,13 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		case l.RcptsPerSession > 0 || l.Conns > 0:
 			why = "RCPTs a session, sessions at once"
 		}
-		least, planned = least*spread, planned*spread
 		what := why
+		first := floor
 		if g.grey > 0 {
-			// The greylisted addresses again, after the delay: at least one
-			// more session, which ends no sooner than the delay and a session.
 			f.greylisted++
-			extra := 1
-			if d.RcptLimit > 0 {
-				extra = (g.grey + d.RcptLimit - 1) / d.RcptLimit
-			}
-			least += extra
-			planned += extra
 			// The retries come due the delay after the first pass's 451s:
 			// the first pass (every address once, its 451s errors too) at
 			// the host's pace, the delay, then a session.
-			first, _, _ := smtpprobe.LimitsFloor(l, per(g.rcpts), per(g.rejects-g.retryRejects))
 			if t := first + d.Greylist + one; t > floor {
 				floor, why = t, "greylisting after the first pass"
 				if first <= one {
@@ -169,32 +177,116 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 			}
 		}
 		f.least += least
-		f.planned += planned
 		if g.grey > 0 {
 			what += ", greylisting"
 		}
-		f.perGroup[key] = groupLeast{least: least, what: what, rcpts: g.rcpts, rejects: g.rejects}
+		f.perGroup[key] = groupLeast{least: least, what: what, rcpts: g.rcpts + g.grey, rejects: g.rejects + g.retryRejects}
 		if floor > f.floor {
 			f.floor, f.host, f.why = floor, key, why
 		}
+		atFloor = append(atFloor, func() {
+			n := fewestByFloor(l, spread, g.rcpts, g.rejects, g.grey, g.retryRejects, first, d.Greylist, one, f.floor)
+			n = max(n, least)
+			gl := f.perGroup[key]
+			gl.atFloor = n
+			f.perGroup[key] = gl
+			f.atFloor += n
+		})
+	}
+	for _, fn := range atFloor {
+		fn()
 	}
 	return f
 }
 
+// fewestByFloor is the fewest sessions of the plans a host group's
+// limits allow that end by floor (the list's): its first pass (every
+// address once) and, at a greylisting group, the retries of the grey
+// greylisted ones, which come due delay after the first pass's 451s.
+// How the time left over (floor less the soonest first pass, the delay
+// and a session) is shared between the two passes is the plan's choice:
+// every split is tried, in steps of a twentieth. The work goes to one
+// host of equal preference when that plan ends by the floor, else it is
+// spread over all of them (spread). (The retries' sessions are not
+// filled with the group's other addresses here, as fewestSessions lets
+// them be: at the floor the first pass takes those.)
+func fewestByFloor(l smtpprobe.ServerLimits, spread, rcpts, rejects, grey, retryRejects int, first, delay, one, floor time.Duration) int {
+	pass := func(rcpts, rejects int, by time.Duration) (int, bool) {
+		k, ok := smtpprobe.LimitsFewestBy(l, rcpts, rejects, by)
+		if ok || spread <= 1 {
+			return k, ok
+		}
+		per := func(n int) int { return (n + spread - 1) / spread }
+		k, ok = smtpprobe.LimitsFewestBy(l, per(rcpts), per(rejects), by)
+		return k * spread, ok
+	}
+	if grey == 0 {
+		k, _ := pass(rcpts, rejects, floor)
+		return k
+	}
+	slack := max(0, floor-first-delay-one)
+	best := 0
+	for i := 0; i <= 20; i++ {
+		x := slack * time.Duration(i) / 20
+		a, okA := pass(rcpts, rejects, first+x)
+		b, okB := pass(grey, retryRejects, one+slack-x)
+		if okA && okB && (best == 0 || a+b < best) {
+			best = a + b
+		}
+	}
+	if best == 0 { // none ends by the floor: the soonest plans'
+		a, _ := pass(rcpts, rejects, first)
+		b, _ := pass(grey, retryRejects, one)
+		best = a + b
+	}
+	return best
+}
+
+// fewestSessions is the fewest sessions a host group's limits allow for
+// a first pass of rcpts RCPTs (rejects of them errors of the host's: a
+// greylisted address's 451 counts) and a second pass, after the
+// greylisting delay, of the grey greylisted ones (retryRejects errors).
+// A session carries at most the host's RCPTs a session and one error
+// short of its hard limit (Postfix: smtpd_hard_error_limit). The
+// greylisted addresses' first asks and their retries cannot share a
+// session (a session is not held idle through the delay); the others
+// can go in either pass's sessions. Every bound is one no verifier can
+// go below, and together they can be met: the greylisted addresses'
+// sessions of each pass, the rest where room is left.
+func fewestSessions(l smtpprobe.ServerLimits, rcpts, rejects, grey, retryRejects int) int {
+	need := func(n, per int) int {
+		if per <= 0 || n <= 0 {
+			return 0
+		}
+		return (n + per - 1) / per
+	}
+	perErrors := 0
+	if l.SoftErrors > 0 && l.HardErrors > 1 {
+		perErrors = l.HardErrors - 1
+	}
+	least := max(1, need(rcpts+grey, l.RcptsPerSession), need(rejects+retryRejects, perErrors))
+	if grey > 0 {
+		first := max(1, need(grey, l.RcptsPerSession), need(grey, perErrors)) // every first answer a 451
+		retry := max(1, need(grey, l.RcptsPerSession), need(retryRejects, perErrors))
+		least = max(least, first+retry)
+	}
+	return least
+}
+
 func (f limitsFloor) print(w io.Writer) {
 	fmt.Fprintf(w, "floor of the hosts' own limits (greylisting delay, connection limits, RCPT limits, error sleeps, reply delays; any engine knowing them): %.2f s, set by %s at %s; "+
-		"fewest connections those limits allow: %d (%d at the floor) over %d MX host groups, %d with greylisting\n",
-		f.floor.Seconds(), f.why, f.host, f.least, f.planned, f.groups, f.greylisted)
+		"fewest connections those limits allow: %d, and of plans that end by that floor: %d, over %d MX host groups, %d with greylisting\n",
+		f.floor.Seconds(), f.why, f.host, f.least, f.atFloor, f.groups, f.greylisted)
 }
 
 // printAgainstLimits puts each run's wall and connections beside the
 // hosts' floor and fewest connections.
 func printAgainstLimits(w io.Writer, runs []*runResult, f limitsFloor) {
-	fmt.Fprintf(w, "\n### Against the hosts' own limits\n\n| verifier | wall | limits floor | wall / floor | connections | fewest | connections / fewest |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "\n### Against the hosts' own limits\n\n| verifier | wall | limits floor | wall / floor | connections | fewest | connections / fewest | fewest by the floor | connections / those |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range runs {
 		c := r.world.Stats.Connections
-		fmt.Fprintf(w, "| %s | %.1f s | %.1f s | %.2f× | %d | %d | %.2f× |\n", r.name, r.wall, f.floor.Seconds(), r.wall/max(f.floor.Seconds(), 1e-3),
-			c, f.least, float64(c)/float64(max(f.least, 1)))
+		fmt.Fprintf(w, "| %s | %.1f s | %.1f s | %.2f× | %d | %d | %.2f× | %d | %.2f× |\n", r.name, r.wall, f.floor.Seconds(), r.wall/max(f.floor.Seconds(), 1e-3),
+			c, f.least, float64(c)/float64(max(f.least, 1)), f.atFloor, float64(c)/float64(max(f.atFloor, 1)))
 	}
 }
 
@@ -245,8 +337,12 @@ func printExcess(w io.Writer, runs []*runResult, f limitsFloor) {
 			fmt.Fprintf(w, " %s %+d;", k, byWhat[k])
 		}
 		fmt.Fprintf(w, "\n")
-		for _, e := range all[:min(len(all), 8)] {
-			fmt.Fprintf(w, "- %s: %d connections, fewest %d (%s; %d RCPTs, %d refused)\n", e.key, e.took, e.g.least, e.g.what, e.g.rcpts, e.g.rejects)
+		shown := 8
+		if os.Getenv("COMPARE_EXCESS_ALL") != "" { // every group, to compare two runs
+			shown = len(all)
+		}
+		for _, e := range all[:min(len(all), shown)] {
+			fmt.Fprintf(w, "- %s: %d connections, fewest %d, by the floor %d (%s; %d RCPTs, %d refused)\n", e.key, e.took, e.g.least, e.g.atFloor, e.g.what, e.g.rcpts, e.g.rejects)
 		}
 	}
 }

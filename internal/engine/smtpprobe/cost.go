@@ -262,6 +262,26 @@ type ServerLimits struct {
 // prints beside what an engine took. It uses the cost model the prober
 // plans sessions with, knowing what the prober only learns.
 func LimitsFloor(l ServerLimits, rcpts, rejects int) (floor time.Duration, sessions, least int) {
+	floor, sessions, _, least = limitsPlans(l, rcpts, rejects, 0)
+	return floor, sessions, least
+}
+
+// LimitsFewestBy is the fewest sessions of the plans the host's limits
+// allow for the same work that end within by of the first session's
+// start, and whether any does (if none, the soonest plan's sessions):
+// what a verifier that is to finish by then needs at least.
+func LimitsFewestBy(l ServerLimits, rcpts, rejects int, by time.Duration) (sessions int, ok bool) {
+	_, soonest, fewest, _ := limitsPlans(l, rcpts, rejects, by)
+	if fewest > 0 {
+		return fewest, true
+	}
+	return soonest, false
+}
+
+// limitsPlans tries every plan of the cost model for l's host: the
+// soonest end and its sessions, the fewest sessions of a plan ending
+// within by (0: none does), and the fewest the limits allow at all.
+func limitsPlans(l ServerLimits, rcpts, rejects int, by time.Duration) (floor time.Duration, sessions, fewestBy, least int) {
 	rcpts, rejects = max(rcpts, 1), min(max(rejects, 0), max(rcpts, 1))
 	least = 1
 	if l.RcptsPerSession > 0 {
@@ -272,15 +292,24 @@ func LimitsFloor(l ServerLimits, rcpts, rejects int) (floor time.Duration, sessi
 	}
 	m := costModel{conns: l.Conns, perWindow: l.PerWindow, window: l.Window, sleep: l.ErrorSleep, base: l.Session}
 	if m.conns <= 0 {
-		m.conns = least + 1 // no limit: as many at once as there are sessions
+		m.conns = least + rejects + 1 // no limit: as many at once as there are sessions
 	}
 	st := costState{left: l.PerWindow - 1, winEnd: l.Window}
+	try := func(f time.Duration, k int) {
+		if f < floor || (f == floor && k < sessions) {
+			floor, sessions = f, k
+		}
+		if f <= by && (fewestBy == 0 || k < fewestBy) {
+			fewestBy = k
+		}
+	}
+	floor = time.Duration(math.MaxInt64)
 	if rejects == 0 || l.SoftErrors <= 0 || l.ErrorSleep <= 0 {
 		// Errors cost nothing: the fewest sessions, as the connection
 		// limits let them start.
 		m.quiet, m.most = 1, 1
-		floor, sessions = m.finish(least, 1, 1, 1, st)
-		return floor, sessions, least
+		try(m.finish(least, 1, 1, 1, st))
+		return floor, sessions, fewestBy, least
 	}
 	share := float64(rejects) / float64(rcpts)
 	m.quiet, m.most = l.SoftErrors-1, min(rejects, l.SoftErrors-1+noHardLimitSpan)
@@ -291,13 +320,10 @@ func LimitsFloor(l ServerLimits, rcpts, rejects int) (floor time.Duration, sessi
 		m.most = max(1, min(m.most, int(float64(l.RcptsPerSession)*share)))
 		m.quiet = min(m.quiet, m.most)
 	}
-	floor = time.Duration(math.MaxInt64)
 	for now := m.quiet; now <= m.most; now++ {
 		for later := m.quiet; later <= m.most; later++ {
-			if f, k := m.finish(rejects, now, later, share, st); f < floor || (f == floor && k < sessions) {
-				floor, sessions = f, k
-			}
+			try(m.finish(rejects, now, later, share, st))
 		}
 	}
-	return floor, sessions, least
+	return floor, sessions, fewestBy, least
 }

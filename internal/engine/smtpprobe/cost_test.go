@@ -197,6 +197,27 @@ func TestLimitsFloor(t *testing.T) {
 	}
 }
 
+// TestLimitsFewestBy: the fewest sessions of a Postfix host without
+// connection limits (100 recipients, 50 refused, all sessions at once)
+// that end within a time: 19 rejections a session need 21 s of sleeps.
+func TestLimitsFewestBy(t *testing.T) {
+	l := ServerLimits{Session: 50 * time.Millisecond, SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second}
+	for _, tc := range []struct {
+		by       time.Duration
+		sessions int
+		ok       bool
+	}{
+		{0, 6, false}, // the soonest plan's
+		{time.Second, 6, true},
+		{10 * time.Second, 4, true},
+		{30 * time.Second, 3, true},
+	} {
+		if k, ok := LimitsFewestBy(l, 100, 50, tc.by); k != tc.sessions || ok != tc.ok {
+			t.Errorf("within %v: %d sessions (%v), want %d (%v)", tc.by, k, ok, tc.sessions, tc.ok)
+		}
+	}
+}
+
 // TestGreylistRetriesOneSession: a greylisting host's addresses, sent in
 // two batches some time apart (as a list streams in), come due as far
 // apart; the session sending the first batch's retries waits for the

@@ -289,6 +289,7 @@ func (p *Prober) verdictLocked(q *hostQ, it *item, rc reply, cl ReplyClass) {
 			}
 			it.greyQ = q
 			q.greyWaiting++
+			p.noteGreyLocked(it)
 		}
 	case cl == ReplyAccepted:
 		j.acceptLocked(it, rc)

@@ -63,3 +63,70 @@ func TestNoParallelSessionWhileGreylisted(t *testing.T) {
 		})
 	}
 }
+
+// A host's backlog gets no parallel session either while another host's
+// addresses wait out their greylisting and the running session sends it
+// well before their retry: the process's work ends no sooner. Alone, the
+// same backlog gets its parallel session. Every verdict right, and the
+// host's work done long before the retry.
+func TestNoParallelSessionBesideGreylisting(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		grey    bool
+		maxConc int
+	}{
+		{"alone", false, 2},
+		{"beside greylisting", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const delay = time.Minute
+				boxes := map[string]mailworld.Behaviour{}
+				var addrs []string
+				for i := range 400 {
+					boxes[fmt.Sprintf("u%d", i)] = mailworld.Exists
+					addrs = append(addrs, fmt.Sprintf("u%d@busy.test", i))
+				}
+				e := startWorld(t, mailworld.Options{},
+					mailworld.Domain{Name: "busy.test", Latency: 2 * time.Millisecond, Mailboxes: boxes},
+					mailworld.Domain{Name: "grey.test", Greylist: delay, Mailboxes: map[string]mailworld.Behaviour{"a": mailworld.Exists}})
+				p := e.prober(func(c *Config) { c.GreylistRetry = delay })
+				var wg sync.WaitGroup
+				if tc.grey {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						res := make([]Result, 1)
+						if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "grey.test", e.mx("grey.test"), []string{"a@grey.test"}, res); err != nil || res[0].Outcome != Deliverable {
+							t.Errorf("a@grey.test: %v (%v)", res[0].Outcome, err)
+						}
+					}()
+					simtime.Advance(time.Second) // its 451 is in
+				}
+				t0 := time.Now()
+				var took [2]time.Duration
+				for b, part := range [][]string{addrs[:100], addrs[100:]} {
+					res := make([]Result, len(part))
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "busy.test", e.mx("busy.test"), part, res); err != nil {
+							t.Error(err)
+						}
+						for i, r := range res {
+							if r.Outcome != Deliverable {
+								t.Errorf("%s: %v (%v)", part[i], r.Outcome, r.Err)
+							}
+						}
+						took[b] = time.Since(t0)
+					}()
+					simtime.Advance(200 * time.Millisecond) // the first batch's replies are in
+				}
+				wg.Wait()
+				if hs := hostStats(e, "mx1.busy.test"); hs.MaxConcurrent != tc.maxConc || max(took[0], took[1]) >= delay/2 {
+					t.Errorf("%d sessions at once (%d in all), done after %v; want %d, within %v", hs.MaxConcurrent, hs.Total, max(took[0], took[1]), tc.maxConc, delay/2)
+				}
+			})
+		})
+	}
+}

@@ -316,7 +316,8 @@ func (p *Prober) kick(q *hostQ) {
 // running ones finishes q's work sooner. While q has addresses waiting
 // out its greylisting, its work ends no sooner than their last retry:
 // another session helps only when the running ones cannot send the
-// backlog before then (about a round trip a group). This
+// backlog before then (about a round trip a group); likewise while
+// other hosts' addresses wait out their greylisting longer. This
 // keeps a host's sessions a function of its work and its limits, not of
 // how busy the process is or how the list was split.
 func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
@@ -332,9 +333,47 @@ func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
 	if q.greyWaiting > 0 && drain <= p.clk.Until(q.greyDue) {
 		return false
 	}
+	// Nor while the running ones send it well before the process's other
+	// greylisted addresses come due: the work ends no sooner.
+	if 2*drain <= p.horizonLocked(q) {
+		return false
+	}
 	// What one more session saves must outweigh its own connect,
 	// greeting and EHLO.
 	return drain/time.Duration(q.sessions+1) > rtt
+}
+
+// horizonLocked is how long from now q's work may take at no cost to
+// the process's: until the last of the other hosts' greylisted
+// addresses comes due for its retry (the process's work ends no sooner;
+// q's own are q's work), less the greylisting delay when q greylists
+// (its new addresses' retries come due that much after them). Zero when
+// none waits (or none is known: see noteGreyLocked). Half is kept back:
+// more work may come.
+func (p *Prober) horizonLocked(q *hostQ) time.Duration {
+	last := p.greyLast[0]
+	if last != nil && last.greyQ == q {
+		last = p.greyLast[1]
+	}
+	if last == nil || last.greyQ == nil || last.greyQ == q {
+		return 0
+	}
+	by := p.clk.Until(last.due)
+	if q.nDeferred > 0 {
+		by -= p.cfg.GreylistRetry
+	}
+	return max(0, by) / 2
+}
+
+// noteGreyLocked notes it, just deferred to wait out its host's
+// greylisting, as the latest to come due (they are deferred by the same
+// delay: the last deferred comes due last), and the one before it at
+// another host.
+func (p *Prober) noteGreyLocked(it *item) {
+	if last := p.greyLast[0]; last != nil && last.greyQ != it.greyQ {
+		p.greyLast[1] = last
+	}
+	p.greyLast[0] = it
 }
 
 // slot is a session goroutine's hold on the global session cap. It is let
