@@ -31,14 +31,7 @@ func TestApplyFlags(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfgv1.Default()
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			fs.String("config", "", "")
-			fs.String("listen", "", "")
-			fs.String("blob-url", "", "")
-			lo := LoggingFrom(c)
-			lo.BindFlags(fs, lo)
-			secrets := SecretsFrom(c)
-			secrets.BindFlags(fs)
+			fs := processFlagSet(c)
 			if err := fs.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
@@ -62,14 +55,9 @@ func TestApplyFlags(t *testing.T) {
 	}
 }
 
-// TestPrintConfig: --print-config shows every value the process runs
-// with: the flags that are settings written into the file's fields (a
-// Secret's name, the log level as the file spells it), the process's own
-// flags with their values in a comment block, given or default, passwords
-// redacted; and the output loads again as a --config file (but for a URL
-// with a password, which the loader refuses in a file).
-func TestPrintConfig(t *testing.T) {
-	c := cfgv1.Default()
+// processFlagSet binds the flags a process binds (the API's): its own,
+// --blob-url, the logging flags and the Secret names.
+func processFlagSet(c *cfgv1.Configuration) *flag.FlagSet {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.String("config", "", "")
 	fs.Bool("print-config", false, "")
@@ -80,6 +68,18 @@ func TestPrintConfig(t *testing.T) {
 	lo.BindFlags(fs, lo)
 	secrets := SecretsFrom(c)
 	secrets.BindFlags(fs)
+	return fs
+}
+
+// TestPrintConfig: --print-config shows every value the process runs
+// with: the flags that are settings written into the file's fields (a
+// Secret's name, the log level as the file spells it), the process's own
+// flags with their values in a comment block, given or default, passwords
+// redacted; and the output loads again as a --config file (but for a URL
+// with a password, which the loader refuses in a file).
+func TestPrintConfig(t *testing.T) {
+	c := cfgv1.Default()
+	fs := processFlagSet(c)
 	if err := fs.Parse([]string{"--listen=:9999", "--log-level=debug", "--history-key-secret=vault-history",
 		"--blob-url=s3://key:s3cret@bucket"}); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,17 @@ import (
 // echoServer answers every connection with "hi\n" and then echoes.
 func echoServer(t *testing.T, n *memnet.Network) string {
 	t.Helper()
-	ln, err := n.Listen("tcp4", "127.0.0.1:0")
+	return serve(t, n, "127.0.0.1:0", func(c net.Conn) {
+		c.Write([]byte("hi\n"))
+		io.Copy(c, c)
+	})
+}
+
+// serve listens on addr of n and runs handle on every connection, each
+// closed after; it returns the address listened on.
+func serve(t *testing.T, n *memnet.Network, addr string, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := n.Listen("tcp4", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +49,7 @@ func echoServer(t *testing.T, n *memnet.Network) string {
 			}
 			wg.Go(func() {
 				defer c.Close()
-				c.Write([]byte("hi\n"))
-				io.Copy(c, c)
+				handle(c)
 			})
 		}
 	})
@@ -297,22 +306,10 @@ func TestBadURLs(t *testing.T) {
 func TestPickFor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := memnet.New()
-		ln, err := n.Listen("tcp4", "127.0.0.1:2525")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		t.Cleanup(func() { ln.Close(); wg.Wait() })
-		wg.Go(func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-				c.Write([]byte(host + "\n"))
-				c.Close()
-			}
+		// The destination tells each connection the address it came from.
+		serve(t, n, "127.0.0.1:2525", func(c net.Conn) {
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			c.Write([]byte(host + "\n"))
 		})
 		var urls []string
 		var servers []*socks5test.Server

@@ -956,6 +956,14 @@ func TestGenerateSharedMX(t *testing.T) {
 	}
 }
 
+// replyTime is how long c's command took to get its reply.
+func replyTime(t *testing.T, c *client, code int, format string, args ...any) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	c.do(code, "", format, args...)
+	return time.Since(t0)
+}
+
 // A reputation host (Domain.ReputationDelay): once a client address has
 // sent an unknown recipient, every later reply to that address waits the
 // delay, in that session and the next; another client address is not
@@ -963,25 +971,19 @@ func TestGenerateSharedMX(t *testing.T) {
 func TestReputationDelay(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	w := start(t, []Domain{{Name: "rep.test", ReputationDelay: delay, Mailboxes: map[string]Behaviour{"ann": Exists}}}, Options{})
-	timed := func(c *client, code int, format string, args ...any) time.Duration {
-		t.Helper()
-		t0 := time.Now()
-		c.do(code, "", format, args...)
-		return time.Since(t0)
-	}
 	a := openSession(t, w, "rep.test", "s@v.test")
-	if d := timed(a, 250, "RCPT TO:<ann@rep.test>"); d >= delay {
+	if d := replyTime(t, a, 250, "RCPT TO:<ann@rep.test>"); d >= delay {
 		t.Fatalf("a good client's reply after %v", d)
 	}
-	if d := timed(a, 550, "RCPT TO:<nobody@rep.test>"); d >= delay {
+	if d := replyTime(t, a, 550, "RCPT TO:<nobody@rep.test>"); d >= delay {
 		t.Fatalf("the unknown recipient's own reply after %v: not slowed for itself", d)
 	}
-	if d := timed(a, 250, "RCPT TO:<ann@rep.test>"); d < delay {
+	if d := replyTime(t, a, 250, "RCPT TO:<ann@rep.test>"); d < delay {
 		t.Fatalf("after an unknown recipient, a reply after %v, want at least %v", d, delay)
 	}
 	again := dial(t, w.MXAddrs("rep.test")[0])
 	again.expect(220, "")
-	if d := timed(again, 250, "EHLO verifier.test"); d < delay {
+	if d := replyTime(t, again, 250, "EHLO verifier.test"); d < delay {
 		t.Fatalf("the same client's next session: EHLO after %v, want at least %v", d, delay)
 	}
 	// Another client address (a second egress) is not slowed.
@@ -993,7 +995,7 @@ func TestReputationDelay(t *testing.T) {
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	b := &client{t: t, nc: nc, tp: textproto.NewConn(nc)}
 	b.expect(220, "")
-	if d := timed(b, 250, "EHLO verifier.test"); d >= delay {
+	if d := replyTime(t, b, 250, "EHLO verifier.test"); d >= delay {
 		t.Fatalf("another client address slowed: EHLO after %v", d)
 	}
 	// Slowed: the first client's RCPT after the unknown one, and its
@@ -1008,19 +1010,13 @@ func TestReputationDelay(t *testing.T) {
 func TestReputationAfter(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	w := start(t, []Domain{{Name: "rep.test", ReputationDelay: delay, ReputationAfter: 2}}, Options{})
-	timed := func(c *client, code int, format string, args ...any) time.Duration {
-		t.Helper()
-		t0 := time.Now()
-		c.do(code, "", format, args...)
-		return time.Since(t0)
-	}
 	a := openSession(t, w, "rep.test", "s@v.test")
-	if d := timed(a, 550, "RCPT TO:<no1@rep.test>"); d >= delay {
+	if d := replyTime(t, a, 550, "RCPT TO:<no1@rep.test>"); d >= delay {
 		t.Fatalf("the first unknown recipient's reply after %v", d)
 	}
 	b := openSession(t, w, "rep.test", "s@v.test")
 	for i, slow := range []bool{false, true} {
-		if d := timed(b, 550, "RCPT TO:<no%d@rep.test>", i+2); (d >= delay) != slow {
+		if d := replyTime(t, b, 550, "RCPT TO:<no%d@rep.test>", i+2); (d >= delay) != slow {
 			t.Fatalf("unknown recipient %d (the session's %d) answered after %v: slowed %v, want %v", i+2, i+1, d, !slow, slow)
 		}
 	}
