@@ -161,7 +161,7 @@ func (r *Running) startSendmail(i int, h Host) error {
 		return err
 	}
 	r.addProc(p)
-	return waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, 20*time.Second)
+	return waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, startWait)
 }
 
 // sendmailLog is the traffic log of the i-th host (a sendmail host).

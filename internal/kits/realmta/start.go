@@ -209,11 +209,20 @@ func StartT(t testing.TB, w World, opt Options) *Running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.CloseAtEnd(t)
+	return r
+}
+
+// CloseAtEnd stops the world when the test ends, as StartT does; a failed
+// test gets the tails of the servers' logs. For a world started with
+// Start (after Require), e.g. one of several started side by side from
+// other goroutines: it may be called from any goroutine.
+func (r *Running) CloseAtEnd(t testing.TB) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, f := range append(r.logNames(), "nsd.log") {
 				if s := r.LogTail(f, 3000); s != "" {
-					t.Logf("--- %s (tail) ---\n%s", f, s)
+					t.Logf("--- %s %s (tail) ---\n%s", r.dir, f, s)
 				}
 			}
 		}
@@ -221,7 +230,6 @@ func StartT(t testing.TB, w World, opt Options) *Running {
 			t.Error(err)
 		}
 	})
-	return r
 }
 
 // DNSAddr is the DNS server's host:port (UDP and TCP), for
