@@ -688,6 +688,16 @@ func TestEngineRealMTAs(t *testing.T) {
 
 	t0 := time.Now()
 	var wg sync.WaitGroup
+	// The worlds stop side by side at the end.
+	var mu sync.Mutex
+	var started []*realmta.Running
+	t.Cleanup(func() {
+		var stops sync.WaitGroup
+		for _, r := range started {
+			stops.Go(func() { r.StopT(t) })
+		}
+		stops.Wait()
+	})
 	// fail fails world's cases (late: those not started yet).
 	fail := func(world string, late bool, err error) {
 		for _, c := range cases {
@@ -703,7 +713,9 @@ func TestEngineRealMTAs(t *testing.T) {
 				fail(name, false, err)
 				return
 			}
-			r.CloseAtEnd(t)
+			mu.Lock()
+			started = append(started, r)
+			mu.Unlock()
 			t.Logf("world %s up after %v", name, time.Since(t0).Round(10*time.Millisecond))
 			wait := startRealCases(cases, name, r, true)
 			defer wait()
