@@ -412,7 +412,9 @@ func reportRealCases(t *testing.T, cases []*realCase) {
 // start, nor the Postfix cases for Haraka's Node.js (issue 33).
 func TestEngineRealMTAs(t *testing.T) {
 	t.Parallel()
+	t00 := time.Now()
 	realmta.Require(t)
+	t.Logf("mail servers checked in %v (hack/install-mail-servers.sh)", time.Since(t00).Round(10*time.Millisecond))
 	opt := realmta.Options{
 		GreylistDelay: realGreyDelay, AnvilRateTimeUnit: realAnvilUnit, PostscreenGreetWait: realGreetWait,
 		EximMain: map[string]string{"recipients_max": fmt.Sprint(realRcptMax)},
