@@ -23,7 +23,8 @@ while [ "$i" -lt "$BUSY" ]; do
 	busy="$busy $!"
 	i=$((i + 1))
 done
-trap 'kill $busy 2>/dev/null' EXIT INT TERM
+trap 'kill $busy 2>/dev/null' EXIT
+trap 'exit 1' INT TERM
 n=0
 fails=0
 while [ "$n" -lt "$RUNS" ]; do
