@@ -360,3 +360,125 @@ func TestSwitchBackBoundedForLongStarvedProcess(t *testing.T) {
 		})
 	})
 }
+
+// slowCheck is a Memory client one of whose health checks, the first
+// from a given time on, is held until the test lets it go (a busy machine,
+// a slow backend): what the test does meanwhile happens between the
+// check's start and its stale mark.
+type slowCheck struct {
+	*memClient
+	mu          sync.Mutex
+	from        time.Time // zero: no check is held
+	began, gate chan struct{}
+}
+
+func (s *slowCheck) arm(from time.Time) {
+	s.mu.Lock()
+	s.from, s.began, s.gate = from, make(chan struct{}), make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *slowCheck) check(ctx context.Context, settle time.Duration) (health, error) {
+	s.mu.Lock()
+	var gate chan struct{}
+	if !s.from.IsZero() && !time.Now().Before(s.from) {
+		s.from, gate = time.Time{}, s.gate
+		close(s.began)
+	}
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return s.memClient.check(ctx, settle)
+}
+
+// TestOwnMarkLeftAfterSlowCheck (issue 33): a health check that marks
+// the process stale (it was in the fallback, or held a divided lease when
+// the check began) while the switch back, or the release of its last
+// divided lease, takes it out of the stale set must not leave its mark
+// behind: the mark held every process's shared leases back a LeaseTTL
+// (1 in 150 runs of TestSwitchBackBoundedForLongStarvedProcess, where
+// the resume timer and a health check are due at the same instant).
+// With the check held the order is forced; the first shared lease comes
+// as the check ends, at the check of the tick due meanwhile (a ticker
+// keeps one), which sees the set empty.
+func TestOwnMarkLeftAfterSlowCheck(t *testing.T) {
+	o := ackOptions(0, nil)
+	took := o.HealthInterval * 3 / 2 // the held check
+	for _, c := range []struct {
+		name string
+		// slowFrom is when the held check starts, from the resume time;
+		// release when the divided lease is given up, from the same
+		// (negative: none held).
+		slowFrom, release time.Duration
+	}{
+		{"the switch back during the check", -o.HealthInterval, -1},
+		{"the last divided lease released during the check", o.HealthInterval, o.HealthInterval * 6 / 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := NewMemory(nil)
+				oo := o
+				oo.defaults()
+				s := &slowCheck{memClient: &memClient{m: m, id: newID(), ttl: oo.LeaseTTL, st: &counters{}, leases: map[*Lease]struct{}{}}}
+				m.clients[s.memClient] = struct{}{}
+				a := newFleet(context.Background(), nil, s, oo)
+				defer a.Close()
+				// A lane a seat (Conns 2, 2 seats): a divided lease lasts
+				// until the switch takes it, no turn ends it.
+				k := Key{Egress: DefaultEgress, Host: "192.0.2.24:25"}
+				lim := Limits{Conns: 2, Rate: 50}
+
+				m.SetDown(true)
+				advanceUntil(t, 5*time.Second, 10*time.Millisecond, "fallback", func() bool { return a.Mode() == ModeFallback })
+				var divided *Lease
+				if c.release >= 0 {
+					var err error
+					if divided, err = a.Acquire(context.Background(), k, lim); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m.SetDown(false)
+				var resume time.Time
+				advanceUntil(t, 5*time.Second, 10*time.Millisecond, "a resume time", func() bool {
+					m.mu.Lock()
+					defer m.mu.Unlock()
+					resume = m.resumeAt
+					return resume.After(time.Now())
+				})
+				s.arm(resume.Add(c.slowFrom))
+				advanceUntil(t, 5*time.Second, time.Millisecond, "the held check", func() bool {
+					select {
+					case <-s.began:
+						return true
+					default:
+						return false
+					}
+				})
+				if divided != nil {
+					simtime.Advance(time.Until(resume.Add(c.release)))
+					select {
+					case <-divided.Lost():
+					default:
+						t.Fatal("the switch back did not end the divided lease")
+					}
+					divided.Release()
+				}
+				simtime.Advance(time.Until(resume.Add(c.slowFrom + took)))
+				close(s.gate)
+				l, err := a.Acquire(context.Background(), k, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := time.Since(resume)
+				l.Release()
+				if a.Mode() != ModeShared {
+					t.Errorf("mode %s, want shared", a.Mode())
+				}
+				if want := c.slowFrom + took; got != want {
+					t.Errorf("first shared lease %v after the resume time, want %v", got, want)
+				}
+			})
+		})
+	}
+}

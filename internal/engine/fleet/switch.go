@@ -155,12 +155,20 @@ func (f *Fleet) tick(ctx context.Context) {
 			h, err = f.b.check(cctx, f.settle())
 		}
 	}
-	if err == nil && (mode == ModeFallback || holding || (epoch != "" && h.epoch != epoch)) {
+	divided, wiped := mode == ModeFallback || holding, epoch != "" && h.epoch != epoch
+	if err == nil && (divided || wiped) {
 		// Divided leases (still held after the switch too), or shared
 		// ones a restart wiped: no process may take shared leases yet,
 		// nor end the pause early (waivable).
 		if err = f.b.markStale(cctx, 2*f.settle()); err == nil && mode == ModeFallback {
 			h.stale = max(h.stale, 1)
+		}
+		if err == nil && divided && !wiped && f.dividedDone() {
+			// The switch back, or the release of the last divided lease,
+			// came while this check was out, and its leaveStale maybe
+			// before this mark: left there, the mark would hold every
+			// process's shared leases back a LeaseTTL.
+			err = f.b.leaveStale(cctx)
 		}
 	}
 	cancel()
@@ -209,6 +217,14 @@ func (f *Fleet) tick(ctx context.Context) {
 	if f.mode == ModeFallback && !f.pauseUntil.IsZero() && !now.Before(f.pauseUntil) {
 		f.toSharedLocked()
 	}
+}
+
+// dividedDone reports whether this process is back in shared mode and
+// holds no divided lease: it has nothing to keep in the stale set.
+func (f *Fleet) dividedDone() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mode == ModeShared && len(f.divided) == 0
 }
 
 // waivable reports whether a shared-mode process may drop the pending

@@ -113,6 +113,44 @@ func list(domain string, boxes []string, missing int) []string {
 	return out
 }
 
+// The worlds of TestEngineRealMTAs: each host's by its software (Exim and
+// the host that is down go with Postfix), each domain its host's, the
+// domains without a host with Postfix.
+const (
+	worldPostfix  = "Postfix"
+	worldSendmail = "sendmail"
+	worldHaraka   = "Haraka"
+)
+
+func realWorlds() map[string]realmta.World {
+	all := realWorld()
+	of := map[string]string{}
+	out := map[string]realmta.World{}
+	for _, h := range all.Hosts {
+		w := worldPostfix
+		switch h.Software {
+		case realmta.Sendmail:
+			w = worldSendmail
+		case realmta.Haraka:
+			w = worldHaraka
+		}
+		of[h.Name] = w
+		rw := out[w]
+		rw.Hosts = append(rw.Hosts, h)
+		out[w] = rw
+	}
+	for _, d := range all.Domains {
+		w := worldPostfix
+		if d.Host != "" {
+			w = of[d.Host]
+		}
+		rw := out[w]
+		rw.Domains = append(rw.Domains, d)
+		out[w] = rw
+	}
+	return out
+}
+
 func realWorld() realmta.World {
 	dom := func(name, host string, boxes []string) realmta.Domain {
 		return realmta.Domain{Name: name, Host: host, Mailboxes: boxes}
@@ -302,8 +340,9 @@ type tb interface {
 // realCase runs in its own goroutine and keeps what it reports; Fatalf
 // ends the goroutine (runtime.Goexit, as testing does).
 type realCase struct {
-	name string
-	run  func(t tb)
+	name  string
+	world string // the world (realWorlds) of its hosts
+	run   func(t tb, r *realmta.Running)
 
 	early bool // starts before the Postfix instance's flow-control tokens are spent
 
@@ -329,18 +368,18 @@ func (c *realCase) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// startRealCases starts the cases whose early is early, side by side,
-// and returns a function that waits for them.
-func startRealCases(cases []*realCase, early bool) (wait func()) {
+// startRealCases starts world's cases whose early is early, side by
+// side, and returns a function that waits for them.
+func startRealCases(cases []*realCase, world string, r *realmta.Running, early bool) (wait func()) {
 	var wg sync.WaitGroup
 	for _, c := range cases {
-		if c.early != early {
+		if c.world != world || c.early != early {
 			continue
 		}
 		wg.Go(func() {
 			t0 := time.Now()
 			defer func() { c.Logf("(%v)", time.Since(t0).Round(10*time.Millisecond)) }()
-			c.run(c)
+			c.run(c, r)
 		})
 	}
 	return wg.Wait
@@ -366,25 +405,37 @@ func reportRealCases(t *testing.T, cases []*realCase) {
 // side; the Postfix instance's flow-control tokens are spent first, as on
 // a quiet MX, so that every new transaction with an accepted RCPT waits
 // in_flow_delay (1s, Postfix's default) at every Postfix host.
+//
+// The hosts are three worlds (realWorlds), started side by side, and each
+// world's cases start as soon as it is up: the sendmail cases, the
+// longest (their rate window), need not wait for Postfix and Haraka to
+// start, nor the Postfix cases for Haraka's Node.js (issue 33).
 func TestEngineRealMTAs(t *testing.T) {
 	t.Parallel()
-	r := realmta.StartT(t, realWorld(), realmta.Options{
+	t00 := time.Now()
+	realmta.Require(t)
+	t.Logf("mail servers checked in %v (hack/install-mail-servers.sh)", time.Since(t00).Round(10*time.Millisecond))
+	opt := realmta.Options{
 		GreylistDelay: realGreyDelay, AnvilRateTimeUnit: realAnvilUnit, PostscreenGreetWait: realGreetWait,
 		EximMain: map[string]string{"recipients_max": fmt.Sprint(realRcptMax)},
-	})
+	}
 
 	// The cases run side by side whatever go test's -parallel (most of
 	// their time is waiting for the servers), then each reports as a
 	// subtest. Those at Postfix hosts start once the flow-control tokens
 	// are spent; the others (sendmail, Haraka, Exim, a host that is down)
-	// start at once.
+	// start as soon as their world is up.
 	var cases []*realCase
-	add := func(name string, run func(t tb)) { cases = append(cases, &realCase{name: name, run: run}) }
-	addEarly := func(name string, run func(t tb)) {
-		cases = append(cases, &realCase{name: name, run: run, early: true})
+	var world string // of the cases added next
+	add := func(name string, run func(t tb, r *realmta.Running)) {
+		cases = append(cases, &realCase{name: name, world: world, run: run})
+	}
+	addEarly := func(name string, run func(t tb, r *realmta.Running)) {
+		cases = append(cases, &realCase{name: name, world: world, run: run, early: true})
 	}
 
-	add("many RCPTs a transaction, flow control on", func(t tb) {
+	world = worldPostfix
+	add("many RCPTs a transaction, flow control on", func(t tb, r *realmta.Running) {
 		e, p := realEngine(r, nil)
 		addrs := append(list("plain.test", locals("user", 300), 20),
 			"x@plainall.test", "ann@plainfull.test", "bob@plainfull.test", "ann@plainpolicy.test")
@@ -406,7 +457,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		t.Logf("%v; engine: %d sessions, %d MAIL, %d RCPT, %d RSET", took, st.Sessions, st.MAIL, st.RCPT, st.RSET)
 	})
 
-	add("many missing mailboxes, Postfix's error limits", func(t tb) {
+	add("many missing mailboxes, Postfix's error limits", func(t tb, r *realmta.Running) {
 		e, _ := realEngine(r, nil)
 		took := verifyReal(t, r, e, list("sparse.test", locals("user", 10), 200), 60*time.Second)
 		hc := settled(t, r, "mx.sparse.test")
@@ -421,7 +472,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		}
 	})
 
-	add("anvil's connection rate limit met mid-list", func(t tb) {
+	add("anvil's connection rate limit met mid-list", func(t tb, r *realmta.Running) {
 		e, p := realEngine(r, nil)
 		// 40 missing mailboxes need 5 sessions at Postfix's error budget
 		// (9 a session); anvil takes 3 a window (6s here, 60s by default),
@@ -450,7 +501,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		t.Logf("%v; engine: %d connections, %d sessions, %d refusals", took, st.Dials, st.Sessions, st.Refusals)
 	})
 
-	add("anvil's concurrency limit", func(t tb) {
+	add("anvil's concurrency limit", func(t tb, r *realmta.Running) {
 		e, _ := realEngine(r, nil)
 		// Enough work for a second session at once, which anvil refuses.
 		verifyReal(t, r, e, list("single.test", locals("user", 120), 30), 60*time.Second)
@@ -460,7 +511,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		}
 	})
 
-	addEarly("Exim's non-mail limit", func(t tb) {
+	addEarly("Exim's non-mail limit", func(t tb, r *realmta.Running) {
 		e, p := realEngine(r, nil)
 		// recipients_max 20: 300 addresses are 15 transactions and more
 		// (the engine learns the limit from Exim's 452), where a session
@@ -478,7 +529,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		t.Logf("engine: %d sessions, %d MAIL, %d RCPT, %d RSET", st.Sessions, st.MAIL, st.RCPT, st.RSET)
 	})
 
-	add("postgrey waited out", func(t tb) {
+	add("postgrey waited out", func(t tb, r *realmta.Running) {
 		e, _ := realEngine(r, nil)
 		addrs := append(list("grey.test", locals("user", 20), 10), "x@greyall.test", "y@greyall.test")
 		took := verifyReal(t, r, e, addrs, 30*time.Second)
@@ -491,7 +542,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		}
 	})
 
-	add("postscreen", func(t tb) {
+	add("postscreen", func(t tb, r *realmta.Running) {
 		e, _ := realEngine(r, nil)
 		verifyReal(t, r, e, list("screen.test", locals("user", 10), 10), 30*time.Second)
 		hc := settled(t, r, "mx.screen.test")
@@ -500,7 +551,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		}
 	})
 
-	add("DNS shapes", func(t tb) {
+	add("DNS shapes", func(t tb, r *realmta.Running) {
 		e, _ := realEngine(r, nil)
 		verifyReal(t, r, e, []string{"ann@aonly.test", "nobody@aonly.test", "ann@nullmx.test", "ann@nomail.test",
 			"ann@gone.test", "ann@undeclared.test"}, 30*time.Second)
@@ -523,7 +574,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		if c.domain == "down.test" {
 			add = addEarly
 		}
-		add(c.name, func(t tb) {
+		add(c.name, func(t tb, r *realmta.Running) {
 			e, p := realEngine(r, func(cfg *smtpprobe.Config) { cfg.GreetingTimeout = c.greet })
 			took := verifyReal(t, r, e, list(c.domain, []string{"ann"}, 3), 30*time.Second)
 			if limit := min(c.greet, realHangUp) + 2*time.Second; took > limit {
@@ -534,6 +585,7 @@ func TestEngineRealMTAs(t *testing.T) {
 			}
 		})
 	}
+	world = worldSendmail
 	// sendmail with the anti-harvest settings of its cf/README and Haraka
 	// with karma and limit (issue 34): every category at least 99%
 	// strict, and within what the hosts' own logs show of their limits.
@@ -550,7 +602,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		{"sendmail: recipient limit, bad-recipient throttle, connection rate", "mx.sendmail.test", "sendmail"},
 		{"sendmail: the same with connections at once", "mx.sendmailconns.test", "sendmailconns"},
 	} {
-		addEarly(c.name, func(t tb) {
+		addEarly(c.name, func(t tb, r *realmta.Running) {
 			// RFC 5321's command timeouts, as in production (the other
 			// cases shorten them): sendmail answers a pipelined group only
 			// once it has slept through its throttle for all of it. The
@@ -597,6 +649,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		})
 	}
 
+	world = worldHaraka
 	// Haraka's hosts: karma slows every reply (by realKarmaTarpit) once a client
 	// has sent an unknown recipient, so the lists are short. The second
 	// host adds limit's connection rate limit, whose refusal ("421
@@ -612,7 +665,7 @@ func TestEngineRealMTAs(t *testing.T) {
 		{"Haraka: karma's reputation delay, limit plugin", "mx.haraka.test", "haraka", true},
 		{"Haraka: the same with limit's connection rate", "mx.harakarate.test", "harakarate", false},
 	} {
-		addEarly(c.name, func(t tb) {
+		addEarly(c.name, func(t tb, r *realmta.Running) {
 			e, p := realEngine(r, nil)
 			addrs := append(list(c.domain+".test", locals("user", 20), 20), "x@"+c.domain+"all.test", "y@"+c.domain+"all.test")
 			took := verifyShare(t, r, e, addrs, 90*time.Second, 0.99, c.required)
@@ -634,14 +687,53 @@ func TestEngineRealMTAs(t *testing.T) {
 			}
 		})
 	}
-	wait := startRealCases(cases, true)
-	n, err := r.SpendFlowTokens("mx.flow.test")
-	if err != nil {
-		wait()
-		t.Fatalf("%v", err)
+
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	// The worlds stop side by side at the end.
+	var mu sync.Mutex
+	var started []*realmta.Running
+	t.Cleanup(func() {
+		var stops sync.WaitGroup
+		for _, r := range started {
+			stops.Go(func() { r.StopT(t) })
+		}
+		stops.Wait()
+	})
+	// fail fails world's cases (late: those not started yet).
+	fail := func(world string, late bool, err error) {
+		for _, c := range cases {
+			if c.world == world && (!late || !c.early) {
+				c.Errorf("world %s: %v", world, err)
+			}
+		}
 	}
-	t.Logf("flow-control tokens spent after %d transactions", n)
-	startRealCases(cases, false)()
-	wait()
+	for name, w := range realWorlds() {
+		wg.Go(func() {
+			r, err := realmta.Start(w, opt)
+			if err != nil {
+				fail(name, false, err)
+				return
+			}
+			mu.Lock()
+			started = append(started, r)
+			mu.Unlock()
+			t.Logf("world %s up after %v", name, time.Since(t0).Round(10*time.Millisecond))
+			wait := startRealCases(cases, name, r, true)
+			defer wait()
+			if name != worldPostfix {
+				return
+			}
+			n, err := r.SpendFlowTokens("mx.flow.test")
+			if err != nil {
+				fail(name, true, err)
+				return
+			}
+			t.Logf("flow-control tokens spent after %d transactions, %v", n, time.Since(t0).Round(10*time.Millisecond))
+			startRealCases(cases, name, r, false)()
+		})
+	}
+	wg.Wait()
+	t.Logf("cases done after %v", time.Since(t0).Round(10*time.Millisecond))
 	reportRealCases(t, cases)
 }

@@ -386,11 +386,11 @@ func TestChartHistoryKey(t *testing.T) {
 // where it only refuses an install.
 func TestChartRendersNoRandomValue(t *testing.T) {
 	for _, vs := range valueSets {
-		first, err := renderFiles(vs.vals)
+		first, err := renderFilesFresh(vs.vals)
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := renderFiles(vs.vals)
+		second, err := renderFilesFresh(vs.vals)
 		if err != nil {
 			t.Fatal(err)
 		}

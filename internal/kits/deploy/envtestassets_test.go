@@ -130,6 +130,7 @@ func TestEnvtestAssetsDownload(t *testing.T) {
 	tarball := envtestTarball(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // its own release server and directory
 			f := &fakeRelease{tarball: tarball, kcm: fakeBinary("kcm"), sched: fakeBinary("sched"),
 				badTarballSum: tc.badTarball, badReleaseSum: tc.badRelease, noEntry: tc.noEntry}
 			var base string

@@ -33,6 +33,7 @@ func TestKustomizePatchRefusesTypos(t *testing.T) {
 		{"invalid value", "executor:\n  jobs:\n    parallelism: -1\n", []string{"executor.jobs.parallelism"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each renders in a directory of its own with kubectl
 			data := patchedConfig(t, head+tc.body)
 			path := filepath.Join(t.TempDir(), "config.yaml")
 			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {

@@ -127,7 +127,7 @@ func (r *Running) startHaraka(i int, h Host) error {
 		return err
 	}
 	r.addProc(p)
-	if err := waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, 30*time.Second); err != nil {
+	if err := waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, startWait); err != nil {
 		return err
 	}
 	// Haraka listens before its plugins' init_master hooks have connected
@@ -188,7 +188,7 @@ func (r *Running) startRedis() error {
 		return err
 	}
 	r.addProc(p)
-	return waitListening(p, []netip.Addr{r.redisAddr.Addr()}, int(r.redisAddr.Port()), 20*time.Second)
+	return waitListening(p, []netip.Addr{r.redisAddr.Addr()}, int(r.redisAddr.Port()), startWait)
 }
 
 const harakaLocalPlugin = `// realmta: the test world's clients (127.0.0.0/8) stand for clients on

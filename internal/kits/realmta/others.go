@@ -143,7 +143,7 @@ func (r *Running) startExim(conf string) error {
 		return err
 	}
 	r.procs = append(r.procs, p)
-	return waitListening(p, r.addrsOf(Exim), r.port, 20*time.Second)
+	return waitListening(p, r.addrsOf(Exim), r.port, startWait)
 }
 
 // --- a policy server that never answers ---------------------------------
@@ -229,7 +229,7 @@ func (r *Running) startPostgrey() error {
 		return err
 	}
 	r.procs = append(r.procs, p)
-	return waitListening(p, []netip.Addr{r.greyAddr.Addr()}, int(r.greyAddr.Port()), 20*time.Second)
+	return waitListening(p, []netip.Addr{r.greyAddr.Addr()}, int(r.greyAddr.Port()), startWait)
 }
 
 // --- NSD ---------------------------------------------------------------
@@ -279,7 +279,7 @@ zone:
 	}
 	r.procs = append(r.procs, p)
 	// Ready when it answers for the zone's SOA.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(startWait)
 	c := &dns.Client{Timeout: 500 * time.Millisecond}
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(r.opt.Zone), dns.TypeSOA)

@@ -133,6 +133,13 @@ func listening(addr netip.Addr, port int) (bool, error) {
 	return false, sc.Err()
 }
 
+// startWait bounds a daemon's start-up: it fails early when the daemon
+// exits, so the bound is for one that hangs. Start-ups are CPU work (a
+// Haraka's Node.js 1.7 s, Postfix's 0.4 s), and on a 2-core machine other
+// work loaded 30 deep a Haraka took 35 s to listen: 30 s failed the
+// world.
+const startWait = 2 * time.Minute
+
 // waitListening waits until every address listens on port, failing early
 // when p (if any) exits.
 func waitListening(p *proc, addrs []netip.Addr, port int, timeout time.Duration) error {

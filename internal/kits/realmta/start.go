@@ -209,19 +209,33 @@ func StartT(t testing.TB, w World, opt Options) *Running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range append(r.logNames(), "nsd.log") {
-				if s := r.LogTail(f, 3000); s != "" {
-					t.Logf("--- %s (tail) ---\n%s", f, s)
-				}
+	r.CloseAtEnd(t)
+	return r
+}
+
+// CloseAtEnd stops the world when the test ends (StopT), as StartT does.
+// For a world started with Start (after Require), e.g. one of several
+// started side by side from other goroutines: it may be called from any
+// goroutine.
+func (r *Running) CloseAtEnd(t testing.TB) {
+	t.Cleanup(func() { r.StopT(t) })
+}
+
+// StopT closes the world; a failed test gets the tails of the servers'
+// logs first. Several worlds may stop side by side.
+func (r *Running) StopT(t testing.TB) {
+	if t.Failed() {
+		for _, f := range append(r.logNames(), "nsd.log") {
+			if s := r.LogTail(f, 3000); s != "" {
+				t.Logf("--- %s %s (tail) ---\n%s", r.dir, f, s)
 			}
 		}
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return r
+	}
+	t0 := time.Now()
+	if err := r.Close(); err != nil {
+		t.Error(err)
+	}
+	t.Logf("realmta: world %s closed in %v", r.dir, time.Since(t0).Round(10*time.Millisecond))
 }
 
 // DNSAddr is the DNS server's host:port (UDP and TCP), for
