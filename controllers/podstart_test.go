@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	listsv1 "github.com/emaildata/emaildata/api/v1alpha1"
@@ -27,15 +28,17 @@ import (
 // The tests in this file run lists (and a Dataset) whose worker pods cannot
 // start, on the real Job path: the real scheduler and Job controller, and
 // the test node reporting the kubelet's waiting reasons. Each runs its own
-// manager with a short --pod-start-grace.
+// manager, on a fake clock that the test moves past the grace once it has
+// seen the pod blocked: the grace is never waited out.
 
-// testPodStartGrace is the tests' grace: long enough for the condition to
-// be seen before the failure on a busy machine, short enough to wait for.
+// testPodStartGrace is the tests' grace, on the manager's fake clock.
 const testPodStartGrace = 10 * time.Second
 
 // blockedManager starts a Job manager in fresh namespaces, its Jobs shaped
-// by change, and returns the manager's namespace.
-func blockedManager(t *testing.T, prefix string, grace time.Duration, change func(*operator.Options)) string {
+// by change, its reconcilers reading the returned fake clock (stopped at a
+// whole second, as status timestamps keep them), and returns the manager's
+// namespace.
+func blockedManager(t *testing.T, prefix string, grace time.Duration, change func(*operator.Options)) (string, *clocktesting.FakePassiveClock) {
 	t.Helper()
 	ns, workers := uniqueName(prefix), uniqueName(prefix+"-workers")
 	for _, n := range []string{ns, workers} {
@@ -44,9 +47,11 @@ func blockedManager(t *testing.T, prefix string, grace time.Duration, change fun
 	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: workers, Name: workerSA}})
 	opts := jobOptions(ns, workers)
 	opts.PodStartGrace = grace
+	clk := clocktesting.NewFakePassiveClock(time.Now().Truncate(time.Second))
+	opts.Clock = clk
 	change(&opts)
 	t.Cleanup(startManager(t, opts))
-	return ns
+	return ns, clk
 }
 
 // smallList creates a one-shard list in ns and returns its name.
@@ -94,13 +99,13 @@ func datasetStatus(t *testing.T, ns, name string) status {
 
 // requireBlockedThenFailed: while it still runs, the object shows the
 // PodsBlocked condition with the pod's reason and message (and Ready says
-// the same) and a Warning event; once the grace has passed since the
-// condition appeared, it fails (Stalled, Ready=False) with that reason,
-// saying it did not start within the grace.
-func requireBlockedThenFailed(t *testing.T, ns, name string, st status, want blockedCase, grace time.Duration) {
+// the same) and a Warning event; once the grace has passed on the
+// manager's clock since the condition appeared, it fails (Stalled,
+// Ready=False) with that reason, saying it did not start within the grace.
+func requireBlockedThenFailed(t *testing.T, ns, name string, st status, want blockedCase, clk *clocktesting.FakePassiveClock, grace time.Duration) {
 	t.Helper()
 	var blocked *metav1.Condition
-	eventually(t, grace+30*time.Second, "the PodsBlocked condition while running", func() (bool, string) {
+	eventually(t, 60*time.Second, "the PodsBlocked condition while running", func() (bool, string) {
 		phase, conds, gen := st()
 		if phase == string(listsv1.PhaseFailed) {
 			t.Fatalf("failed before PodsBlocked was seen: %s", fmtConds(conds))
@@ -125,8 +130,14 @@ func requireBlockedThenFailed(t *testing.T, ns, name string, st status, want blo
 		return false, fmt.Sprint(evs)
 	})
 
+	// The clock has not moved since the condition appeared: the run
+	// cannot have failed yet. Now the grace passes.
+	if !clk.Now().Equal(blocked.LastTransitionTime.Time) {
+		t.Fatalf("PodsBlocked appeared at %s, the manager's clock says %s", blocked.LastTransitionTime.Time, clk.Now())
+	}
+	clk.SetTime(blocked.LastTransitionTime.Add(grace))
 	var stalled *metav1.Condition
-	eventually(t, grace+30*time.Second, "the failure", func() (bool, string) {
+	eventually(t, 30*time.Second, "the failure", func() (bool, string) {
 		phase, conds, _ := st()
 		stalled = condition(conds, listsv1.ConditionStalled)
 		return phase == string(listsv1.PhaseFailed), fmt.Sprintf("phase %q %s", phase, fmtConds(conds))
@@ -148,10 +159,9 @@ func requireBlockedThenFailed(t *testing.T, ns, name string, st status, want blo
 	if c := condition(conds, listsv1.ConditionPodsBlocked); c == nil || c.Message != stalled.Message {
 		t.Errorf("PodsBlocked after the failure: %+v, want it to say what Stalled says", c)
 	}
-	// Not before the grace: it runs from the condition's first appearance
-	// (timestamps have whole seconds).
-	if waited := stalled.LastTransitionTime.Sub(blocked.LastTransitionTime.Time); waited < grace-time.Second {
-		t.Errorf("failed %s after the pod was first seen blocked, before the %s grace", waited, grace)
+	// The grace runs from the condition's first appearance.
+	if waited := stalled.LastTransitionTime.Sub(blocked.LastTransitionTime.Time); waited != grace {
+		t.Errorf("failed %s after the pod was first seen blocked, want the %s grace", waited, grace)
 	}
 }
 
@@ -172,8 +182,9 @@ func requireJobGone(t *testing.T, ns, name string) {
 // An image the node does not know: ErrImagePull, then ImagePullBackOff.
 // The list and a Dataset import both show it, then fail.
 func TestPodStartUnknownImage(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	var workers string
-	ns := blockedManager(t, "noimage", testPodStartGrace, func(o *operator.Options) {
+	ns, clk := blockedManager(t, "noimage", testPodStartGrace, func(o *operator.Options) {
 		o.Job.Image = "registry.example/emaildata:not-on-this-node"
 		workers = o.Job.Namespace
 		if o.PeopleURL == "" { // the import never starts: any store will do
@@ -184,22 +195,23 @@ func TestPodStartUnknownImage(t *testing.T) {
 		message: []string{`"registry.example/emaildata:not-on-this-node"`, "container worker:"}}
 
 	name := smallList(t, ns, "noimage")
-	requireBlockedThenFailed(t, ns, name, listStatus(t, ns, name), want, testPodStartGrace)
+	requireBlockedThenFailed(t, ns, name, listStatus(t, ns, name), want, clk, testPodStartGrace)
 	requireJobGone(t, workers, controllers.JobName(getList(t, ns, name)))
 
 	dsName := uniqueName("noimage-ds")
 	data, _ := peopleCSV(dsName, false)
 	createConfigMap(t, ns, dsName, "people.csv", data)
 	create(t, builders.MakeDataset(ns, dsName).ConfigMap(dsName, "people.csv").ContinueOnError(false).Obj())
-	requireBlockedThenFailed(t, ns, dsName, datasetStatus(t, ns, dsName), want, testPodStartGrace)
+	requireBlockedThenFailed(t, ns, dsName, datasetStatus(t, ns, dsName), want, clk, testPodStartGrace)
 	requireJobGone(t, ns, controllers.DatasetJobName(getDataset(t, ns, dsName)))
 }
 
 // An image without the worker binary: CreateContainerError with the exec
 // error, as CRI-O reports it.
 func TestPodStartMissingBinary(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	var workers string
-	ns := blockedManager(t, "nobin", testPodStartGrace, func(o *operator.Options) {
+	ns, clk := blockedManager(t, "nobin", testPodStartGrace, func(o *operator.Options) {
 		o.Job.Image = emptyImage
 		workers = o.Job.Namespace
 	})
@@ -207,15 +219,16 @@ func TestPodStartMissingBinary(t *testing.T) {
 	requireBlockedThenFailed(t, ns, name, listStatus(t, ns, name), blockedCase{
 		reasons: []string{"CreateContainerError"},
 		message: []string{`exec: "/worker"`, "no such file or directory", "(shard 0)"},
-	}, testPodStartGrace)
+	}, clk, testPodStartGrace)
 	requireJobGone(t, workers, controllers.JobName(getList(t, ns, name)))
 }
 
 // Requests no node has and a selector no node matches: the scheduler's
 // Unschedulable, with its message.
 func TestPodStartUnschedulable(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	var workers string
-	ns := blockedManager(t, "nonode", testPodStartGrace, func(o *operator.Options) {
+	ns, clk := blockedManager(t, "nonode", testPodStartGrace, func(o *operator.Options) {
 		o.Job.NodeSelector = map[string]string{"node.emaildata.io/pool": "nowhere"}
 		workers = o.Job.Namespace
 	})
@@ -223,14 +236,15 @@ func TestPodStartUnschedulable(t *testing.T) {
 	requireBlockedThenFailed(t, ns, name, listStatus(t, ns, name), blockedCase{
 		reasons: []string{"Unschedulable"},
 		message: []string{"0/", "node affinity/selector"},
-	}, testPodStartGrace)
+	}, clk, testPodStartGrace)
 	requireJobGone(t, workers, controllers.JobName(getList(t, ns, name)))
 }
 
 // A pod that starts after all (its binary arrived) clears the condition,
 // and the list completes.
 func TestPodStartsAfterAll(t *testing.T) {
-	ns := blockedManager(t, "late", time.Minute, func(o *operator.Options) { o.Job.Image = lateImage })
+	t.Parallel() // its own manager and namespaces
+	ns, _ := blockedManager(t, "late", time.Minute, func(o *operator.Options) { o.Job.Image = lateImage })
 	name := smallList(t, ns, "late")
 	eventually(t, 60*time.Second, "PodsBlocked with CreateContainerError", func() (bool, string) {
 		l := getList(t, ns, name)
@@ -278,9 +292,10 @@ func TestPodStartsAfterAll(t *testing.T) {
 // workers' namespace allows none) leave the Job without any pod: the list
 // says so with the Job controller's own message, then fails.
 func TestPodStartNoPodCreated(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	ctx := context.Background()
 	var workers string
-	ns := blockedManager(t, "quota", testPodStartGrace, func(o *operator.Options) { workers = o.Job.Namespace })
+	ns, clk := blockedManager(t, "quota", testPodStartGrace, func(o *operator.Options) { workers = o.Job.Namespace })
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: workers, Name: "no-pods"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
 	create(t, quota)
@@ -291,8 +306,12 @@ func TestPodStartNoPodCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := smallList(t, ns, "quota")
+	// A Job without a pod counts as blocked once it is old enough on the
+	// manager's clock.
+	job := listJob(t, workers, getList(t, ns, name))
+	clk.SetTime(job.CreationTimestamp.Add(controllers.NoPodsAfter))
 	requireBlockedThenFailed(t, ns, name, listStatus(t, ns, name), blockedCase{
 		reasons: []string{controllers.ReasonPodsNotCreated},
 		message: []string{"no worker pod", "exceeded quota: no-pods"},
-	}, testPodStartGrace)
+	}, clk, testPodStartGrace)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -124,6 +125,13 @@ type Options struct {
 	// before its list or Dataset fails (default 2m).
 	PodStartGrace time.Duration
 
+	// Clock tells the reconcilers, the Job executor and loader and the
+	// upload sweeper the time: their grace periods, backoffs and status
+	// timestamps (wiring.ProcessClock when nil). Tests give a fake one to
+	// pass a grace period without waiting it out; requeues and the
+	// shards' progress throttle (Pipeline.Clock) keep the wall clock.
+	Clock clock.PassiveClock
+
 	// WatchNamespaces limits the manager to these namespaces (all when
 	// empty): it then reconciles EmailLists, Purchases and Datasets, and
 	// reads ConfigMaps and list Secrets, there and in Namespace and
@@ -172,6 +180,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Pipeline.Clock == nil {
 		o.Pipeline.Clock = wiring.ProcessClock()
+	}
+	if o.Clock == nil {
+		o.Clock = wiring.ProcessClock()
 	}
 	if o.SecretsRecheck <= 0 {
 		o.SecretsRecheck = 30 * time.Second
@@ -252,7 +263,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	lists := &controllers.EmailListReconciler{
-		Clock:     wiring.ProcessClock(),
+		Clock:     o.Clock,
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    scheme,
@@ -287,7 +298,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if o.OrphanUploadAge > 0 {
 		if err := mgr.Add(&controllers.UploadSweeper{Reader: mgr.GetAPIReader(), Namespace: o.APINamespace, Store: store,
-			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval, Clock: wiring.ProcessClock()}); err != nil {
+			MaxAge: o.OrphanUploadAge, Interval: o.UploadSweepInterval, Clock: o.Clock}); err != nil {
 			return nil, fmt.Errorf("set up the upload sweeper: %w", err)
 		}
 	}
@@ -456,8 +467,8 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 		if o.Job.Image == "" {
 			return nil, nil, fmt.Errorf("the job executor needs a worker image")
 		}
-		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetAPIReader(), Config: o.Job, Clock: wiring.ProcessClock()}
-		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL, Clock: wiring.ProcessClock()}
+		exec := &controllers.JobExecutor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Events: mgr.GetAPIReader(), Config: o.Job, Clock: o.Clock}
+		loader := &controllers.DatasetJobLoader{Client: mgr.GetClient(), Events: mgr.GetAPIReader(), Scheme: scheme, Config: o.Job, PeopleURL: o.PeopleURL, Clock: o.Clock}
 		return exec, loader, nil
 	case ExecutorLocal:
 		exec := controllers.NewLocalExecutor(ctx, store, reg, o.Pipeline.Limits, o.LocalConcurrency)
@@ -472,7 +483,7 @@ func executors(ctx context.Context, mgr ctrl.Manager, o Options, scheme *runtime
 // setupOthers wires the Dataset and Purchase controllers and the probes.
 func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blobstore.Store, loader controllers.DatasetLoader) error {
 	datasets := &controllers.DatasetReconciler{
-		Clock:         wiring.ProcessClock(),
+		Clock:         o.Clock,
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Scheme:        scheme,
@@ -487,7 +498,7 @@ func setupOthers(mgr ctrl.Manager, o Options, scheme *runtime.Scheme, store *blo
 	if err := datasets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up dataset controller: %w", err)
 	}
-	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("emaildata-manager"), Clock: wiring.ProcessClock()}
+	purchases := &controllers.PurchaseReconciler{Client: mgr.GetClient(), Store: store, Recorder: mgr.GetEventRecorder("emaildata-manager"), Clock: o.Clock}
 	if err := purchases.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up purchase controller: %w", err)
 	}
