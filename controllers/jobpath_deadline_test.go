@@ -55,6 +55,7 @@ func silentResolver(t *testing.T) (addr string, queries *atomic.Int64) {
 // pod the manager builds is admitted there (it ran: the resolver counted
 // its queries).
 func TestJobPathActiveDeadline(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	const deadline = 20 * time.Second
 	addr, queries := silentResolver(t)
 	ns, workers := uniqueName("deadline"), uniqueName("deadline-workers")

@@ -24,6 +24,7 @@ import (
 // backoffLimitPerIndex, then fails the Job, and the list fails with a
 // message that says OOMKilled and names the limit.
 func TestJobPathOOMKilledFailsList(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	ns, workers := uniqueName("oom"), uniqueName("oom-workers")
 	for _, n := range []string{ns, workers} {
 		create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})

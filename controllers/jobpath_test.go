@@ -156,13 +156,18 @@ func podCondition(p corev1.Pod, c corev1.PodConditionType) bool {
 	return false
 }
 
+// podsOf matches the pods of the Job of the list named name.
+func podsOf(name string) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool { return strings.HasPrefix(p.Labels[batchv1.JobNameLabel], name+"-") }
+}
+
 // armMidShard arms the test node to stop the worker of one index of the
 // list named name the moment its process starts; midShard then lets it run
 // to the middle of its shard.
 func armMidShard(name string, index int) <-chan testnode.Frozen {
+	of := podsOf(name)
 	return plane.Node.FreezeAtStart(func(p *corev1.Pod) bool {
-		return strings.HasPrefix(p.Labels[batchv1.JobNameLabel], name+"-") &&
-			p.Annotations[batchv1.JobCompletionIndexAnnotation] == strconv.Itoa(index)
+		return of(p) && p.Annotations[batchv1.JobCompletionIndexAnnotation] == strconv.Itoa(index)
 	})
 }
 
@@ -390,9 +395,9 @@ func TestJobPathBadInputFailsIndexAtOnce(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		fmt.Fprintf(&body, "user%d@example.com\n", i)
 	}
-	plane.Node.Hold()
-	t.Cleanup(plane.Node.Release)
 	name := uniqueName("exit42")
+	release := plane.Node.Hold(podsOf(name))
+	t.Cleanup(release)
 	create(t, builders.MakeEmailList(nsJob, name).APIUpload(putUpload(t, []byte(body.String())), testTenant).Header().Obj())
 	l := waitPhase(t, nsJob, name, listsv1.PhaseProcessing)
 	job := listJob(t, nsWorkers, l)
@@ -415,7 +420,7 @@ func TestJobPathBadInputFailsIndexAtOnce(t *testing.T) {
 	if err := store.WriteAll(ctx, plan.InputKey, data, nil); err != nil {
 		t.Fatal(err)
 	}
-	plane.Node.Release()
+	release()
 
 	l = waitPhaseWithin(t, nsJob, name, listsv1.PhaseFailed, 2*time.Minute)
 	c := condition(l.Status.Conditions, listsv1.ConditionStalled)
@@ -455,6 +460,7 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
 // TestJobPathManagerRestart: the manager stopped and started again while a
 // list's Job runs creates no second Job, and the list completes.
 func TestJobPathManagerRestart(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	ns, workers := uniqueName("restart"), uniqueName("restart-workers")
 	for _, n := range []string{ns, workers} {
 		create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
@@ -463,10 +469,10 @@ func TestJobPathManagerRestart(t *testing.T) {
 	opts := jobOptions(ns, workers)
 	stop := startManager(t, opts)
 
-	plane.Node.Hold()
-	t.Cleanup(plane.Node.Release)
 	input := bigList(20_000)
 	name := uniqueName("restart")
+	release := plane.Node.Hold(podsOf(name))
+	t.Cleanup(release)
 	create(t, builders.MakeEmailList(ns, name).APIUpload(putUpload(t, input), testTenant).Header().EmailColumn(3).Obj())
 	l := waitPhase(t, ns, name, listsv1.PhaseProcessing)
 	job := listJob(t, workers, l)
@@ -477,7 +483,7 @@ func TestJobPathManagerRestart(t *testing.T) {
 	defer stop()
 	time.Sleep(5 * opts.PollInterval)
 	requireOneJob(t, workers, l, job.UID)
-	plane.Node.Release()
+	release()
 
 	l = waitPhaseWithin(t, ns, name, listsv1.PhaseResults, 2*time.Minute)
 	requireOneJob(t, workers, l, job.UID)
@@ -665,6 +671,7 @@ func rv(s string) int64 {
 // workers' namespace does not exist), the list says so in its Reconciling
 // condition and a Warning event, and starts once the cause is fixed.
 func TestJobPathStartFailureSaysWhy(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	ns, workers := uniqueName("nowhere"), uniqueName("nowhere-workers")
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	stop := startManager(t, jobOptions(ns, workers))

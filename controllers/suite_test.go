@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	neturl "net/url"
 	"os"
@@ -100,7 +101,21 @@ var (
 // the Job executor and one with the in-process local executor. Both use one
 // file:// store, which the worker processes open too.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if !flagGiven("test.parallel") {
+		// The parallel tests (each with a manager and namespaces of its
+		// own) mostly wait for the Job controller and the test node's
+		// processes: four at a time, not GOMAXPROCS (2 on the CI machine).
+		_ = flag.Set("test.parallel", "4")
+	}
 	os.Exit(runSuite(m))
+}
+
+// flagGiven reports whether the flag was set on the command line.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 func runSuite(m *testing.M) int {

@@ -25,6 +25,7 @@ import (
 // (which may be an upload under way) and the upload a live list reads,
 // however old.
 func TestOrphanedUploadsRemoved(t *testing.T) {
+	t.Parallel() // its own manager and namespaces
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := blobstore.Open(ctx, "file://"+dir)

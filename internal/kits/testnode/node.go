@@ -96,7 +96,8 @@ type Node struct {
 	mu     sync.Mutex
 	runs   map[types.UID]*process
 	starts map[types.UID]*failedStart
-	hold   bool
+	holds  map[int]func(*corev1.Pod) bool
+	nextID int
 	ctx    context.Context
 	freeze []freezeRule
 }
@@ -306,18 +307,27 @@ func (n *Node) renewLease(ctx context.Context) error {
 	return err
 }
 
-// Hold keeps pods bound from then on Pending (ContainerCreating), as a slow
-// image pull would, until Release; tests use it to act before a pod starts.
-func (n *Node) Hold() {
+// Hold keeps the pods match accepts that are bound from then on Pending
+// (ContainerCreating), as a slow image pull would, until the returned
+// release is called (once or more); tests use it to act before a pod
+// starts. Other pods, and other tests' holds, are not affected.
+func (n *Node) Hold(match func(*corev1.Pod) bool) (release func()) {
 	n.mu.Lock()
-	n.hold = true
+	if n.holds == nil {
+		n.holds = map[int]func(*corev1.Pod) bool{}
+	}
+	id := n.nextID
+	n.nextID++
+	n.holds[id] = match
 	n.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { n.release(id) }) }
 }
 
-// Release starts the pods that Hold kept waiting.
-func (n *Node) Release() {
+// release drops a hold and starts the pods it kept waiting.
+func (n *Node) release(id int) {
 	n.mu.Lock()
-	n.hold = false
+	delete(n.holds, id)
 	n.mu.Unlock()
 	if n.pods == nil {
 		return
@@ -371,10 +381,15 @@ func (n *Node) frozenAtStart(pod *corev1.Pod, p *process) {
 	rule.out <- Frozen{Namespace: pod.Namespace, Name: pod.Name, PID: p.pid}
 }
 
-func (n *Node) held() bool {
+func (n *Node) held(pod *corev1.Pod) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.hold
+	for _, match := range n.holds {
+		if match(pod) {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) podDir(pod *corev1.Pod) string {

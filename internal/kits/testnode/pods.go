@@ -47,7 +47,7 @@ func (n *Node) sync(ctx context.Context, key string) error {
 		// Running before this node (re)started: the process is gone, as
 		// after a node reboot. The kubelet reports such containers so.
 		return n.fail(ctx, pod, 137, "ContainerStatusUnknown", "The container could not be located when the node restarted")
-	case n.held():
+	case n.held(pod):
 		return n.waiting(ctx, pod, "ContainerCreating", "held by the test node (as a slow image pull)")
 	}
 	return n.start(ctx, pod)
