@@ -39,6 +39,7 @@ func (tc *testCluster) adopt(t *testing.T, args ...string) {
 //     namespace is refused on the kept CRDs, naming `helm-adopt.sh --crds`;
 //     after it, the install succeeds and the lists are still there.
 func TestAdoptionPaths(t *testing.T) {
+	t.Parallel() // a control plane of its own
 	tc := startCluster(t)
 	ctx := context.Background()
 	if out, err := tc.kubectl(t, "apply", "--server-side", "-k", kustomizeBase); err != nil {

@@ -34,6 +34,7 @@ import (
 // well-formed objects of those kinds only; their PromQL is checked by
 // TestAlertRules.
 func TestServerSideDryRun(t *testing.T) {
+	t.Parallel() // a control plane of its own
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
 	}

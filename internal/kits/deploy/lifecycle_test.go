@@ -57,6 +57,7 @@ func (tc *testCluster) createAPIKey(t *testing.T, ns string) {
 //     list's result, byte for byte, and a new list gets a new ID;
 //   - helm upgrade to an object store keeps the claim too.
 func TestUninstallReinstallKeepsResults(t *testing.T) {
+	t.Parallel() // a control plane of its own
 	tc := startCluster(t)
 	ctx := context.Background()
 	const ns = releaseNS

@@ -202,6 +202,7 @@ func TestChartNetworkPolicyScrapers(t *testing.T) {
 // Prometheus account may GET /metrics, and nothing else (no Secret, no
 // other URL); an account bound to nothing may not.
 func TestMetricsReaderBindings(t *testing.T) {
+	t.Parallel() // a control plane of its own
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
 	}

@@ -25,6 +25,7 @@ import (
 // admission is known to be on and to know the namespace's label. (The worker pods the manager builds are admitted under
 // the same label in controllers' TestJobPathActiveDeadline.)
 func TestPodSecurityRestricted(t *testing.T) {
+	t.Parallel() // a control plane of its own
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
 	}

@@ -122,6 +122,7 @@ func (r release) namespacesOf(sc controllers.Scope) []string {
 // outside its namespace and lists or watches no Secret anywhere; the API
 // reads no Secret but the ones it needs.
 func TestRBACMatchesAPICalls(t *testing.T) {
+	t.Parallel() // a control plane of its own
 	tc := startCluster(t)
 	tc.namespaces(t, "emaildata-system", "mail-system", "mail-keys", "shared-system", "team-a", "team-b")
 	installCRDs(context.Background(), t, tc.cfg, tc.c, renderChart(t, nil))

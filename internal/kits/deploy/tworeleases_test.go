@@ -23,6 +23,7 @@ import (
 // namespace already holding an installation, one reusing a release name
 // in another namespace, one installing the CRDs another release owns.
 func TestTwoReleases(t *testing.T) {
+	t.Parallel() // a control plane of its own
 	tc := startCluster(t)
 	ctx := context.Background()
 	tc.namespaces(t, "ops-a", "ops-b", "ops-c", "ops-d", "team-a", "team-b")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,10 @@ import (
 // workers are refused by the server while the manager, which has its own
 // copy of the credentials, still prepares it: the workers use the Secret.
 func TestMakeRunS3Jobs(t *testing.T) {
+	// Side by side with the other stacks: the test's own store client gets
+	// the Secret's key pair as arguments, never through the environment,
+	// which the other tests' processes inherit.
+	t.Parallel()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set; run the tests with `make test`")
@@ -54,13 +59,7 @@ func TestMakeRunS3Jobs(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: localstack.Namespace, Name: localstack.StoreSecret}, &sec); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range sec.Data {
-		t.Setenv(k, string(v))
-	}
-	store, err := blobstore.Open(ctx, st.blobURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(ctx, t, st.blobURL, sec.Data)
 	defer store.Close()
 
 	const rows = 200_000
@@ -351,6 +350,27 @@ func waitGone(t *testing.T, k8s client.Client, l *listsv1.EmailList) {
 		}
 	}
 	t.Fatalf("list %s still there 2m after its delete", l.Name)
+}
+
+// openStore opens the stack's bucket (blobURL, as its banner gives it)
+// with the key pair of the store's Secret.
+func openStore(ctx context.Context, t *testing.T, blobURL string, secret map[string][]byte) *blobstore.Store {
+	t.Helper()
+	creds, err := blobstore.CredentialsFromSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(blobURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	b, err := blobstore.OpenExternal(ctx, blobstore.ExternalURL{Bucket: u.Host, Region: q.Get("region"), Endpoint: q.Get("endpoint"), PathStyle: true},
+		creds, http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blobstore.FromBucket(b, blobURL)
 }
 
 func countObjects(t *testing.T, store *blobstore.Store, prefix string) int {
