@@ -10,6 +10,7 @@ import (
 	"github.com/emaildata/emaildata/internal/engine/proxypool"
 	"github.com/emaildata/emaildata/internal/engine/proxypool/socks5test"
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 // egressProxies starts n SOCKS5 proxies on the world's network, the ith
@@ -221,7 +222,7 @@ func TestReputationRemembered(t *testing.T) {
 		e, addrs := repWorld(t, 20)
 		_, first := repRun(t, e, addrs, func(*Config) {})
 		mem := first.cfg.HostMemory
-		time.Sleep(time.Minute) // the first run's sessions are over
+		simtime.Advance(time.Minute) // the first run's sessions are over
 		took, _ := repRun(t, e, addrs, func(c *Config) { c.HostMemory = mem })
 		hs := hostStats(e, "mx1.rep.test")
 		t.Logf("took %v, host %+v", took, hs)

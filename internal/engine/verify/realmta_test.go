@@ -565,9 +565,9 @@ func TestEngineRealMTAs(t *testing.T) {
 		greet  time.Duration
 	}{
 		{"tarpit", "tarpit.test", time.Second},
-		{"hang-up before the greeting timeout", "hangup.test", realHangUp + 2*time.Second},
+		{"hang-up before the greeting timeout", "hangup.test", realHangUp + 8*time.Second},
 		{"hang-up at the greeting timeout", "hangup.test", realHangUp},
-		{"hang-up after the greeting timeout", "hangup.test", realHangUp - 2*time.Second},
+		{"hang-up after the greeting timeout", "hangup.test", realHangUp - 3*time.Second},
 		{"down", "down.test", time.Second},
 	} {
 		add := add
@@ -577,7 +577,13 @@ func TestEngineRealMTAs(t *testing.T) {
 		add(c.name, func(t tb, r *realmta.Running) {
 			e, p := realEngine(r, func(cfg *smtpprobe.Config) { cfg.GreetingTimeout = c.greet })
 			took := verifyReal(t, r, e, list(c.domain, []string{"ann"}, 3), 30*time.Second)
-			if limit := min(c.greet, realHangUp) + 2*time.Second; took > limit {
+			// The host's hang-up and the engine's own greeting timeout
+			// are far apart (but at the timeout): a run that ends past
+			// the midpoint waited for the later of the two. Only the
+			// midpoint is a wall-clock bound on a real server (a loaded
+			// machine adds seconds); the outcome is asserted exactly.
+			gap := max(c.greet, realHangUp) - min(c.greet, realHangUp)
+			if limit := min(c.greet, realHangUp) + max(gap/2, 2*time.Second); took > limit {
 				t.Errorf("took %v, want under %v", took, limit)
 			}
 			if st := p.Stats(); st.Sessions != 0 {
