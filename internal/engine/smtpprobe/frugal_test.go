@@ -130,3 +130,49 @@ func TestNoParallelSessionBesideGreylisting(t *testing.T) {
 		})
 	}
 }
+
+// A host's greylisting retries come due as its first pass sent them:
+// here in three parts, 1.5 s apart (three first-pass sessions, as a
+// list's batches come). The retries span 3 s, more than greyHold, but
+// each comes due within greyHold of the one before: one session sends
+// them all.
+func TestRetriesSpanningGreyHoldOneSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boxes := map[string]mailworld.Behaviour{}
+		for i := range 30 {
+			boxes[fmt.Sprintf("u%d", i)] = mailworld.Exists
+		}
+		e := startWorld(t, mailworld.Options{Latency: 2 * time.Millisecond},
+			mailworld.Domain{Name: "grey.test", Greylist: time.Minute, Mailboxes: boxes})
+		p := e.prober(func(c *Config) { c.GreylistRetry = time.Minute })
+		var wg sync.WaitGroup
+		for b := range 3 {
+			var addrs []string
+			for i := range 10 {
+				addrs = append(addrs, fmt.Sprintf("u%d@grey.test", b*10+i))
+			}
+			res := make([]Result, len(addrs))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "grey.test", e.mx("grey.test"), addrs, res); err != nil {
+					t.Error(err)
+				}
+				for i, r := range res {
+					if r.Outcome != Deliverable {
+						t.Errorf("%s: %v (%v)", addrs[i], r.Outcome, r.Err)
+					}
+				}
+			}()
+			simtime.Advance(1500 * time.Millisecond)
+		}
+		simtime.Advance(55 * time.Second) // to 59.5 s: the first pass only
+		if hs := hostStats(e, "mx1.grey.test"); hs.Total != 3 {
+			t.Fatalf("%d first-pass sessions, want 3", hs.Total)
+		}
+		wg.Wait()
+		if hs := hostStats(e, "mx1.grey.test"); hs.Total != 4 || hs.MaxConcurrent != 1 {
+			t.Errorf("%d sessions (%d at once), want 4: one for the retries", hs.Total, hs.MaxConcurrent)
+		}
+	})
+}

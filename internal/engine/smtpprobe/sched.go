@@ -86,10 +86,10 @@ const (
 	// QUIT: deferred items come due together, and streamed batches follow
 	// each other closely.
 	holdIdle = 100 * time.Millisecond
-	// greyHold is the longest an open session waits for a host's
-	// greylisted addresses to come due (they do one after another, as
-	// the first pass sent them); at a host that counts connections in
-	// windows, up to a window.
+	// greyHold is the longest an open session sending a host's
+	// greylisting retries waits for the next of them to come due (they
+	// do one after another, as the first pass sent them); at a host that
+	// counts connections in windows, up to a window for the last.
 	greyHold = 2 * time.Second
 )
 
@@ -716,12 +716,16 @@ func (p *Prober) next(q *hostQ, max int, retrying bool) []*item {
 	if q.hs.ConnsPerWindow > 0 {
 		longest = p.cfg.RefusalWindow // its connections are scarcer than an idle session's time
 	}
-	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 && until <= longest {
-		// A session sending a host's greylisting retries, the rest of
-		// which come due within greyHold: they go in this session, not in
-		// a new one each time the queue runs dry between them. (Not the
-		// first pass's session: a deferral holds no session.)
-		hold = until + holdIdle
+	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 &&
+		(until <= longest || q.hs.ConnsPerWindow <= 0) {
+		// A session sending a host's greylisting retries waits up to
+		// greyHold for the next of them (they come due one after
+		// another, as the first pass sent them): they go in this
+		// session, not in a new one each time the queue runs dry between
+		// them, however long the first pass took. (Not the first pass's
+		// session: a deferral holds no session. At a windowed host, only
+		// for retries that all come due within its window.)
+		hold = min(until, longest) + holdIdle
 	}
 	p.mu.Unlock()
 	t := p.clk.NewTimer(hold)
