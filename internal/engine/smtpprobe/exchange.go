@@ -78,6 +78,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 	if n == len(cmds) {
 		p.sizeGroupLocked(q, s, cmds, carried)
 	}
+	p.sampleLocked(q)
 	return keep && n == len(cmds) && !s.broken
 }
 

@@ -130,3 +130,117 @@ func TestNoParallelSessionBesideGreylisting(t *testing.T) {
 		})
 	}
 }
+
+// A provider's host, some of whose domains greylist: its first session's
+// first replies (plain domains' addresses) do not show it, so another
+// session opens only once the host has answered as many RCPTs as the
+// backlog that warrants one (secondSessionBacklog). By then a greylisted
+// address has shown that another session gains nothing: one session
+// for the first pass, one for the retries (before, a second session
+// opened with the second address queued, nothing known of the host).
+// Without greylisting, the same backlog gets its parallel session once
+// sampled.
+func TestNoParallelSessionBeforeSample(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		greylist time.Duration
+		total    int // sessions the host saw
+		maxConc  int
+	}{
+		{"greylisting domain", time.Minute, 2, 1},
+		{"no greylisting", 0, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const provider = "provider.test"
+				plain, grey := map[string]mailworld.Behaviour{}, map[string]mailworld.Behaviour{}
+				var plainAddrs, greyAddrs []string
+				for i := range 400 {
+					plain[fmt.Sprintf("u%d", i)] = mailworld.Exists
+					plainAddrs = append(plainAddrs, fmt.Sprintf("u%d@plain.test", i))
+				}
+				for i := range 20 {
+					grey[fmt.Sprintf("g%d", i)] = mailworld.Exists
+					greyAddrs = append(greyAddrs, fmt.Sprintf("g%d@grey.test", i))
+				}
+				e := startWorld(t, mailworld.Options{Latency: 2 * time.Millisecond},
+					mailworld.Domain{Name: "plain.test", Provider: provider, Mailboxes: plain},
+					mailworld.Domain{Name: "grey.test", Provider: provider, Greylist: tc.greylist, Mailboxes: grey})
+				p := e.prober(func(c *Config) { c.GreylistRetry = time.Minute })
+				var wg sync.WaitGroup
+				// The plain domain's first 20 addresses, the greylisting
+				// domain's, then the plain domain's others: all queued at
+				// once, as a list's batch comes.
+				for _, b := range []struct {
+					domain string
+					addrs  []string
+				}{{"plain.test", plainAddrs[:20]}, {"grey.test", greyAddrs}, {"plain.test", plainAddrs[20:]}} {
+					res := make([]Result, len(b.addrs))
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), b.domain, e.mx(b.domain), b.addrs, res); err != nil {
+							t.Error(err)
+						}
+						for i, r := range res {
+							if r.Outcome != Deliverable {
+								t.Errorf("%s: %v (%v)", b.addrs[i], r.Outcome, r.Err)
+							}
+						}
+					}()
+					synctest.Wait() // queued in this order
+				}
+				wg.Wait()
+				if hs := hostStats(e, "mx1."+provider); hs.Total != tc.total || hs.MaxConcurrent != tc.maxConc {
+					t.Errorf("%d sessions (%d at once), want %d (%d at once)", hs.Total, hs.MaxConcurrent, tc.total, tc.maxConc)
+				}
+			})
+		})
+	}
+}
+
+// A host's greylisting retries come due as its first pass sent them:
+// here in three parts, 1.5 s apart (three first-pass sessions, as a
+// list's batches come). The retries span 3 s, more than greyHold, but
+// each comes due within greyHold of the one before: one session sends
+// them all.
+func TestRetriesSpanningGreyHoldOneSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boxes := map[string]mailworld.Behaviour{}
+		for i := range 30 {
+			boxes[fmt.Sprintf("u%d", i)] = mailworld.Exists
+		}
+		e := startWorld(t, mailworld.Options{Latency: 2 * time.Millisecond},
+			mailworld.Domain{Name: "grey.test", Greylist: time.Minute, Mailboxes: boxes})
+		p := e.prober(func(c *Config) { c.GreylistRetry = time.Minute })
+		var wg sync.WaitGroup
+		for b := range 3 {
+			var addrs []string
+			for i := range 10 {
+				addrs = append(addrs, fmt.Sprintf("u%d@grey.test", b*10+i))
+			}
+			res := make([]Result, len(addrs))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "grey.test", e.mx("grey.test"), addrs, res); err != nil {
+					t.Error(err)
+				}
+				for i, r := range res {
+					if r.Outcome != Deliverable {
+						t.Errorf("%s: %v (%v)", addrs[i], r.Outcome, r.Err)
+					}
+				}
+			}()
+			simtime.Advance(1500 * time.Millisecond)
+		}
+		simtime.Advance(55 * time.Second) // to 59.5 s: the first pass only
+		if hs := hostStats(e, "mx1.grey.test"); hs.Total != 3 {
+			t.Fatalf("%d first-pass sessions, want 3", hs.Total)
+		}
+		wg.Wait()
+		if hs := hostStats(e, "mx1.grey.test"); hs.Total != 4 || hs.MaxConcurrent != 1 {
+			t.Errorf("%d sessions (%d at once), want 4: one for the retries", hs.Total, hs.MaxConcurrent)
+		}
+	})
+}

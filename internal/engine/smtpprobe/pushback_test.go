@@ -297,10 +297,11 @@ func TestTarpitHangup(t *testing.T) {
 // session while the other two are open: that is a limit of sessions at
 // once, not a window to wait out, though it had accepted two connections
 // in the last minute. The host gets two sessions at a time and the list
-// goes on at once.
+// goes on at once. (1,000 addresses: a backlog a third session shortens;
+// 300 are sent by two sooner than a third could help.)
 func TestConcurrencyLimit421(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		boxes, addrs := mixedBoxes("two.test", 300)
+		boxes, addrs := mixedBoxes("two.test", 1000)
 		e := startWorld(t, mailworld.Options{Latency: 2 * time.Millisecond}, mailworld.Domain{Name: "two.test", Mailboxes: boxes, MaxConns: 2})
 		p := e.prober(func(c *Config) { c.RefusalBackoff = 20 * time.Millisecond; c.MaxConnsPerHost = 3 })
 		t0 := time.Now()

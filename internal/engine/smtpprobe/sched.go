@@ -54,6 +54,10 @@ type hostQ struct {
 	slowing int
 
 	waiting bool // in Prober.waitq
+	// sampled: q's sessions have told enough to judge another session
+	// beside the first; budgeted: one of them spent the host's
+	// rejection or non-mail budget with work left (see sampleLocked).
+	sampled, budgeted bool
 
 	// For HostReport: sessions and RCPTs, and the span from the first
 	// session's start to the last one's end.
@@ -86,10 +90,10 @@ const (
 	// QUIT: deferred items come due together, and streamed batches follow
 	// each other closely.
 	holdIdle = 100 * time.Millisecond
-	// greyHold is the longest an open session waits for a host's
-	// greylisted addresses to come due (they do one after another, as
-	// the first pass sent them); at a host that counts connections in
-	// windows, up to a window.
+	// greyHold is the longest an open session sending a host's
+	// greylisting retries waits for the next of them to come due (they
+	// do one after another, as the first pass sent them); at a host that
+	// counts connections in windows, up to a window for the last.
 	greyHold = 2 * time.Second
 )
 
@@ -321,12 +325,19 @@ func (p *Prober) kick(q *hostQ) {
 // keeps a host's sessions a function of its work and its limits, not of
 // how busy the process is or how the list was split.
 func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
+	if !q.sampled {
+		// Nothing known yet: the running session's first groups tell
+		// whether the host greylists (then another gains nothing) and
+		// how fast it answers; sampleLocked kicks q again then.
+		return false
+	}
 	rtt := q.estimate / 2 // estimate is about two (setup + round trip)
-	if rtt <= 0 || q.slowing > 0 {
+	if rtt <= 0 || q.slowing > 0 || q.budgeted {
 		// (Sessions sleeping through a host's errors, as the cost model
-		// planned with the sessions the host takes at once: another one
-		// shortens the work by its share.)
-		return true // nothing known yet, or sleeping: the backlog rule decides
+		// planned with the sessions the host takes at once, or cut
+		// short by the host's error budget, each a connection of its
+		// own: another one shortens the work by its share.)
+		return true // the backlog rule decides
 	}
 	rounds := backlog/max(p.groupLocked(q), 1) + 1
 	drain := time.Duration(rounds) * rtt / time.Duration(q.sessions)
@@ -341,6 +352,26 @@ func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
 	// What one more session saves must outweigh its own connect,
 	// greeting and EHLO.
 	return drain/time.Duration(q.sessions+1) > rtt
+}
+
+// sampleLocked notes, after a window of q's answered or a session cut
+// short by its budget, whether q's sessions have told enough to judge
+// another session beside the first (q.sampled): as many RCPTs answered
+// as the backlog that warrants one (secondSessionBacklog), enough to
+// tell its pace and, where a share of a host's domains greylist (a
+// provider's), whether it greylists; or a session that spent the host's
+// rejection budget with work left (q.budgeted). Until then, another
+// session may well gain nothing. When it turns, the parallel-session
+// rule (kick) judges q's backlog.
+func (p *Prober) sampleLocked(q *hostQ) {
+	if q.sampled || (q.nRcpts < secondSessionBacklog && !q.budgeted) {
+		return
+	}
+	q.sampled = true
+	for n := -1; n != q.sessions; { // (as many as the rule finds shorten q's work)
+		n = q.sessions
+		p.kick(q)
+	}
 }
 
 // horizonLocked is how long from now q's work may take at no cost to
@@ -576,6 +607,10 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		if room <= 0 {
 			if s.rcpts < perSession && p.hasWork(q) {
 				p.st.limits.Add(1) // the rejection or non-mail budget is spent
+				p.mu.Lock()
+				q.budgeted = true
+				p.sampleLocked(q)
+				p.mu.Unlock()
 			}
 			return p.endSession(q, s, sl)
 		}
@@ -716,12 +751,16 @@ func (p *Prober) next(q *hostQ, max int, retrying bool) []*item {
 	if q.hs.ConnsPerWindow > 0 {
 		longest = p.cfg.RefusalWindow // its connections are scarcer than an idle session's time
 	}
-	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 && until <= longest {
-		// A session sending a host's greylisting retries, the rest of
-		// which come due within greyHold: they go in this session, not in
-		// a new one each time the queue runs dry between them. (Not the
-		// first pass's session: a deferral holds no session.)
-		hold = until + holdIdle
+	if until := p.clk.Until(q.greyDue); retrying && q.greyWaiting > 0 && until > 0 &&
+		(until <= longest || q.hs.ConnsPerWindow <= 0) {
+		// A session sending a host's greylisting retries waits up to
+		// greyHold for the next of them (they come due one after
+		// another, as the first pass sent them): they go in this
+		// session, not in a new one each time the queue runs dry between
+		// them, however long the first pass took. (Not the first pass's
+		// session: a deferral holds no session. At a windowed host, only
+		// for retries that all come due within its window.)
+		hold = min(until, longest) + holdIdle
 	}
 	p.mu.Unlock()
 	t := p.clk.NewTimer(hold)
