@@ -165,7 +165,7 @@ func realWorld() realmta.World {
 			{Name: "plainpolicy.test", Host: "mx.plain.test", Mailboxes: []string{"ann"}, Policy: true},
 			dom("sparse.test", "mx.sparse.test", locals("user", 10)),
 			dom("anvil.test", "mx.anvil.test", locals("user", 10)),
-			dom("single.test", "mx.single.test", locals("user", 120)),
+			dom("single.test", "mx.single.test", locals("user", 400)),
 			dom("grey.test", "mx.grey.test", locals("user", 20)),
 			{Name: "greyall.test", Host: "mx.grey.test", CatchAll: true},
 			dom("screen.test", "mx.screen.test", locals("user", 10)),
@@ -503,8 +503,9 @@ func TestEngineRealMTAs(t *testing.T) {
 
 	add("anvil's concurrency limit", func(t tb, r *realmta.Running) {
 		e, _ := realEngine(r, nil)
-		// Enough work for a second session at once, which anvil refuses.
-		verifyReal(t, r, e, list("single.test", locals("user", 120), 30), 60*time.Second)
+		// Enough work for a second session at once (a backlog past the
+		// first replies), which anvil refuses.
+		verifyReal(t, r, e, list("single.test", locals("user", 400), 30), 60*time.Second)
 		hc := settled(t, r, "mx.single.test")
 		if hc.AnvilCount < 1 || hc.AnvilRefused > 3 {
 			t.Errorf("%d anvil concurrency refusals (%d in all), want 1 to 3", hc.AnvilCount, hc.AnvilRefused)
