@@ -13,7 +13,7 @@ OUT=${OUT:-/tmp/stress-engine}
 DEADLINE=${DEADLINE:-0}
 PKGS="./internal/engine/... ./internal/lists/pipeline/"
 if [ "${STRESS_CONTROLLERS:-0}" = 1 ]; then
-	PKGS="$PKGS ./internal/controllers/..."
+	PKGS="$PKGS ./controllers/..."
 fi
 mkdir -p "$OUT"
 busy=""
