@@ -125,9 +125,6 @@ func (p *Prober) repRoomLocked(q *hostQ, egress string) int {
 	return max(0, after-e.unknowns-e.reserved)
 }
 
-// egressName is the identity a session leaves from without PickRoute.
-func (p *Prober) egressName() string { return p.cfg.Egress }
-
 // repCleanLocked reports whether an identity (one not used at q yet
 // counts) has room at q.
 func (p *Prober) repCleanLocked(q *hostQ) bool {
@@ -135,7 +132,7 @@ func (p *Prober) repCleanLocked(q *hostQ) bool {
 		return false
 	}
 	if p.cfg.PickRoute == nil {
-		return p.repRoomLocked(q, p.egressName()) > 0
+		return p.repRoomLocked(q, p.cfg.Egress) > 0 // (the identity without PickRoute)
 	}
 	if len(q.rep.by) < p.routes() {
 		return true
