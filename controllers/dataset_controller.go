@@ -89,7 +89,7 @@ func (r *DatasetReconciler) reconcileStatus(ctx context.Context, orig, ds *lists
 	}
 	if ds.Status.Phase == "" {
 		ds.Status.Phase = listsv1.DatasetPending
-		setDatasetProgressing(ds, ReasonPreparing, "the dataset is queued for loading")
+		r.setProgressing(ds, ReasonPreparing, "the dataset is queued for loading")
 		emit(r.Recorder, ds, corev1.EventTypeNormal, "Accepted", "dataset accepted")
 	}
 	switch ds.Status.Phase {
@@ -109,7 +109,7 @@ func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Da
 	key, err := r.stageSource(ctx, ds)
 	if errors.Is(err, errSourceMissing) {
 		if after, wait := sourceGrace(clockNow(r.Clock), ds.CreationTimestamp.Time, r.SourceGrace, r.PollInterval); wait {
-			setDatasetProgressing(ds, ReasonWaitingForSource, r.Store.Redact(err))
+			r.setProgressing(ds, ReasonWaitingForSource, r.Store.Redact(err))
 			return ctrl.Result{RequeueAfter: after}, nil
 		}
 		r.fail(ds, ReasonSourceMissing, r.Store.Redact(err))
@@ -128,7 +128,7 @@ func (r *DatasetReconciler) reconcilePending(ctx context.Context, ds *listsv1.Da
 	now := metav1.NewTime(clockNow(r.Clock))
 	ds.Status.Phase = listsv1.DatasetLoading
 	ds.Status.StartedAt = &now
-	setDatasetProgressing(ds, ReasonLoading, "loading into the people store")
+	r.setProgressing(ds, ReasonLoading, "loading into the people store")
 	emit(r.Recorder, ds, corev1.EventTypeNormal, ReasonLoading, "loading %s into the people store", key)
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
@@ -205,7 +205,7 @@ func (r *DatasetReconciler) reconcileLoading(ctx context.Context, ds *listsv1.Da
 	ds.Status.CompletedAt = &now
 	ds.Status.Phase = listsv1.DatasetLoaded
 	msg := fmt.Sprintf("loaded %d of %d rows; %d malformed rows skipped", sum.Imported, sum.Rows, sum.Failed)
-	setDatasetDone(ds, ReasonLoaded, msg)
+	r.setDone(ds, ReasonLoaded, msg)
 	emit(r.Recorder, ds, corev1.EventTypeNormal, ReasonLoaded, "%s", msg)
 	return ctrl.Result{}, nil
 }
@@ -236,10 +236,10 @@ func (r *DatasetReconciler) watchStart(ds *listsv1.Dataset, b *BlockedPod) {
 		ds.Status.CompletedAt = &metav1.Time{Time: now}
 		r.fail(ds, b.Reason, w.Message)
 	case w.Cleared:
-		setDatasetProgressing(ds, ReasonLoading, "loading into the people store")
+		r.setProgressing(ds, ReasonLoading, "loading into the people store")
 		emit(r.Recorder, ds, corev1.EventTypeNormal, "PodsStarted", "the import pod started after all")
 	case b != nil:
-		setDatasetProgressing(ds, b.Reason, w.Message)
+		r.setProgressing(ds, b.Reason, w.Message)
 		if w.Warn {
 			emit(r.Recorder, ds, corev1.EventTypeWarning, b.Reason, "%s", w.Message)
 		}
@@ -248,16 +248,21 @@ func (r *DatasetReconciler) watchStart(ds *listsv1.Dataset, b *BlockedPod) {
 
 func (r *DatasetReconciler) fail(ds *listsv1.Dataset, reason, msg string) {
 	ds.Status.Phase = listsv1.DatasetFailed
-	markStalled(&ds.Status.Conditions, ds.Generation, reason, msg)
+	r.conds(ds).stalled(reason, msg)
 	emit(r.Recorder, ds, corev1.EventTypeWarning, reason, "%s", msg)
 }
 
-func setDatasetProgressing(ds *listsv1.Dataset, reason, msg string) {
-	markProgressing(&ds.Status.Conditions, ds.Generation, reason, msg)
+// conds sets a dataset's conditions, dated by the reconciler's clock.
+func (r *DatasetReconciler) conds(ds *listsv1.Dataset) conditions {
+	return conditionsOf(&ds.Status.Conditions, ds.Generation, r.Clock)
 }
 
-func setDatasetDone(ds *listsv1.Dataset, reason, msg string) {
-	markReady(&ds.Status.Conditions, ds.Generation, reason, msg)
+func (r *DatasetReconciler) setProgressing(ds *listsv1.Dataset, reason, msg string) {
+	r.conds(ds).progressing(reason, msg)
+}
+
+func (r *DatasetReconciler) setDone(ds *listsv1.Dataset, reason, msg string) {
+	r.conds(ds).ready(reason, msg)
 }
 
 func isDatasetTerminal(p listsv1.DatasetPhase) bool {

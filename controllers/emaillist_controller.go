@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -94,7 +93,7 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 		if errors.Is(err, listid.ErrKeyMissing) {
 			// A new installation before its manager made the key, or an
 			// installer's own key not provided yet: say so, look again.
-			setProgressing(list, ReasonWaitingForInstallation, "no list ID can be assigned yet: "+err.Error())
+			r.setProgressing(list, ReasonWaitingForInstallation, "no list ID can be assigned yet: "+err.Error())
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		if err != nil {
@@ -108,7 +107,7 @@ func (r *EmailListReconciler) reconcileStatus(ctx context.Context, orig, list *l
 	}
 	if list.Status.Phase == "" {
 		list.Status.Phase = listsv1.PhasePending
-		setProgressing(list, ReasonPreparing, "the list is queued for preparation")
+		r.setProgressing(list, ReasonPreparing, "the list is queued for preparation")
 		emit(r.Recorder, list, corev1.EventTypeNormal, "Accepted", "list %d accepted", list.Status.ListID)
 	}
 
@@ -251,7 +250,7 @@ func (r *EmailListReconciler) reconcilePending(ctx context.Context, list *listsv
 	now := metav1.NewTime(clockNow(r.Clock))
 	list.Status.Phase = listsv1.PhaseProcessing
 	list.Status.StartedAt = &now
-	setProgressing(list, ReasonProcessing, processingMessage(list))
+	r.setProgressing(list, ReasonProcessing, processingMessage(list))
 	emit(r.Recorder, list, corev1.EventTypeNormal, "Processing", "%s", processingMessage(list))
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
@@ -270,10 +269,10 @@ func (r *EmailListReconciler) watchStart(list *listsv1.EmailList, b *BlockedPod)
 		r.fail(list, b.Reason, w.Message)
 		return true
 	case w.Cleared:
-		setProgressing(list, ReasonProcessing, processingMessage(list))
+		r.setProgressing(list, ReasonProcessing, processingMessage(list))
 		emit(r.Recorder, list, corev1.EventTypeNormal, "PodsStarted", "the worker pods started after all")
 	case b != nil:
-		setProgressing(list, b.Reason, w.Message)
+		r.setProgressing(list, b.Reason, w.Message)
 		if w.Warn {
 			emit(r.Recorder, list, corev1.EventTypeWarning, b.Reason, "%s", w.Message)
 		}
@@ -286,12 +285,12 @@ func (r *EmailListReconciler) watchStart(list *listsv1.EmailList, b *BlockedPod)
 func (r *EmailListReconciler) start(ctx context.Context, list *listsv1.EmailList) error {
 	err := r.Executor.Start(ctx, list, int(list.Status.Shards))
 	if waitingForBudget(err) {
-		setProgressing(list, ReasonWaitingForSMTPBudget, err.Error())
+		r.setProgressing(list, ReasonWaitingForSMTPBudget, err.Error())
 		return err
 	}
 	if err != nil {
 		msg := fmt.Sprintf("the shards cannot start (retrying): %v", err)
-		setProgressing(list, ReasonStartFailed, msg)
+		r.setProgressing(list, ReasonStartFailed, msg)
 		emit(r.Recorder, list, corev1.EventTypeWarning, ReasonStartFailed, "%s", msg)
 	}
 	return err
@@ -316,7 +315,7 @@ func (r *EmailListReconciler) noteFleet(list *listsv1.EmailList) {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonFleetUnreachable
 		c.Message = "the fleet backend does not answer (" + detail + "): pods keep to their divided share of each mail host's budget, never more, and verify without the history until it answers; nothing is lost"
 	}
-	meta.SetStatusCondition(&list.Status.Conditions, c)
+	r.conds(list).set(c.Type, c.Status, c.Reason, c.Message)
 }
 
 // waitingForBudget: the list waits for its part of the SMTP budget; no
@@ -398,14 +397,14 @@ func (r *EmailListReconciler) complete(ctx context.Context, list *listsv1.EmailL
 	setProgress(list, out.Rows, list.Status.Records)
 	if list.Spec.EffectiveAction() == listsv1.ActionReport {
 		list.Status.Phase = listsv1.PhaseProcessed
-		setDone(list, ReasonProcessed, "processed; results are held until purchased")
+		r.setDone(list, ReasonProcessed, "processed; results are held until purchased")
 		emit(r.Recorder, list, corev1.EventTypeNormal, "Processed", "processed %d rows; results are held until purchased", out.Rows)
 		// A Purchase may already be waiting.
 		return ctrl.Result{}, r.reconcilePurchase(ctx, list)
 	}
 	list.Status.Phase = listsv1.PhaseResults
 	list.Status.Purchased = true
-	setDone(list, ReasonResults, "processed; results are ready to download")
+	r.setDone(list, ReasonResults, "processed; results are ready to download")
 	emit(r.Recorder, list, corev1.EventTypeNormal, "Results", "processed %d rows; results are ready", out.Rows)
 	return ctrl.Result{}, nil
 }
@@ -431,7 +430,7 @@ func (r *EmailListReconciler) reconcilePurchase(ctx context.Context, list *lists
 		list.Status.Phase = listsv1.PhaseResults
 		list.Status.Purchased = true
 		list.Status.Delivery = &listsv1.DeliveryStatus{Purchase: p.Name, Fields: p.Spec.Fields, MatchType: p.Spec.MatchType}
-		setDone(list, ReasonResults, fmt.Sprintf("purchased by %s; results are ready to download", p.Name))
+		r.setDone(list, ReasonResults, fmt.Sprintf("purchased by %s; results are ready to download", p.Name))
 		emit(r.Recorder, list, corev1.EventTypeNormal, "Purchased", "purchased by %s", p.Name)
 		return nil
 	}
@@ -471,7 +470,7 @@ func purchaseDelivery(p *listsv1.Purchase) pipeline.Delivery {
 }
 
 func (r *EmailListReconciler) fail(list *listsv1.EmailList, reason, msg string) {
-	setFailed(list, reason, msg)
+	r.setFailed(list, reason, msg)
 	emit(r.Recorder, list, corev1.EventTypeWarning, reason, "%s", msg)
 }
 

@@ -31,7 +31,7 @@ func (r *EmailListReconciler) finalize(ctx context.Context, list *listsv1.EmailL
 		}
 		if !stopped {
 			orig := list.DeepCopy()
-			setProgressing(list, ReasonDeleting, "deleting: waiting for the list's shards to stop before its blobs are removed")
+			r.setProgressing(list, ReasonDeleting, "deleting: waiting for the list's shards to stop before its blobs are removed")
 			if err := patchStatus(ctx, r.Client, orig, list, emailListStatus); err != nil {
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}

@@ -28,7 +28,7 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 	src, err := r.resolveSource(ctx, list, keys)
 	if errors.Is(err, errSourceMissing) {
 		if after, wait := sourceGrace(clockNow(r.Clock), list.CreationTimestamp.Time, r.SourceGrace, r.PollInterval); wait {
-			setProgressing(list, ReasonWaitingForSource, r.Store.Redact(err))
+			r.setProgressing(list, ReasonWaitingForSource, r.Store.Redact(err))
 			return ctrl.Result{RequeueAfter: after}, false, nil
 		}
 		r.fail(list, ReasonSourceMissing, r.Store.Redact(err))
@@ -85,6 +85,6 @@ func (r *EmailListReconciler) prepare(ctx context.Context, list *listsv1.EmailLi
 // whole), naming the condition (a full store, say) but not the server's
 // paths, so no list waits in Pending without saying why.
 func (r *EmailListReconciler) retryPreparing(list *listsv1.EmailList, err error) error {
-	setProgressing(list, ReasonPreparing, "preparing the list failed and is retried: "+r.Store.Redact(err))
+	r.setProgressing(list, ReasonPreparing, "preparing the list failed and is retried: "+r.Store.Redact(err))
 	return err
 }

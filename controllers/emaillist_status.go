@@ -29,20 +29,25 @@ const (
 	ReasonWaitingForInstallation = "WaitingForInstallation"
 )
 
+// conds sets a list's conditions, dated by the reconciler's clock.
+func (r *EmailListReconciler) conds(list *listsv1.EmailList) conditions {
+	return conditionsOf(&list.Status.Conditions, list.Generation, r.Clock)
+}
+
 // setProgressing marks a list as being worked on (kstatus InProgress).
-func setProgressing(list *listsv1.EmailList, reason, msg string) {
-	markProgressing(&list.Status.Conditions, list.Generation, reason, msg)
+func (r *EmailListReconciler) setProgressing(list *listsv1.EmailList, reason, msg string) {
+	r.conds(list).progressing(reason, msg)
 }
 
 // setDone marks a list as finished (kstatus Current).
-func setDone(list *listsv1.EmailList, reason, msg string) {
-	markReady(&list.Status.Conditions, list.Generation, reason, msg)
+func (r *EmailListReconciler) setDone(list *listsv1.EmailList, reason, msg string) {
+	r.conds(list).ready(reason, msg)
 }
 
 // setFailed marks a list as failed for good (kstatus Failed).
-func setFailed(list *listsv1.EmailList, reason, msg string) {
+func (r *EmailListReconciler) setFailed(list *listsv1.EmailList, reason, msg string) {
 	list.Status.Phase = listsv1.PhaseFailed
-	markStalled(&list.Status.Conditions, list.Generation, reason, msg)
+	r.conds(list).stalled(reason, msg)
 }
 
 func setProgress(list *listsv1.EmailList, done, total int64) {

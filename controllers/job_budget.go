@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,8 +116,7 @@ func (e *JobExecutor) startDivided(ctx context.Context, list *listsv1.EmailList,
 	if err := e.create(ctx, job); err != nil {
 		return err
 	}
-	meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionHostLimits, Status: metav1.ConditionTrue,
-		Reason: ReasonHostLimitsDivided, Message: msg, ObservedGeneration: list.Generation})
+	conditionsOf(&list.Status.Conditions, list.Generation, e.Clock).set(listsv1.ConditionHostLimits, metav1.ConditionTrue, ReasonHostLimitsDivided, msg)
 	logf.FromContext(ctx).Info("per-host SMTP budget divided", "list", list.Namespace+"/"+list.Name, "pods", pods, "connsPerPod", conns, "ratePerPod", rate)
 	return nil
 }

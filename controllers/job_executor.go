@@ -13,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -172,9 +171,8 @@ func (e *JobExecutor) Start(ctx context.Context, list *listsv1.EmailList, shards
 		return err
 	}
 	if e.Config.SMTPBudget.Shared && list.Spec.Service == listsv1.ServiceEmailValidation {
-		meta.SetStatusCondition(&list.Status.Conditions, metav1.Condition{Type: listsv1.ConditionHostLimits, Status: metav1.ConditionTrue,
-			Reason: ReasonHostLimitsShared, ObservedGeneration: list.Generation,
-			Message: "each mail host's limits hold for the whole fleet (every pod of every list, every API replica), counted per egress, through the fleet backend"})
+		conditionsOf(&list.Status.Conditions, list.Generation, e.Clock).set(listsv1.ConditionHostLimits, metav1.ConditionTrue, ReasonHostLimitsShared,
+			"each mail host's limits hold for the whole fleet (every pod of every list, every API replica), counted per egress, through the fleet backend")
 	}
 	return nil
 }

@@ -162,9 +162,11 @@ func requireBlockedThenFailed(t *testing.T, ns, name string, st status, want blo
 	if c := condition(conds, listsv1.ConditionPodsBlocked); c == nil || c.Message != stalled.Message {
 		t.Errorf("PodsBlocked after the failure: %+v, want it to say what Stalled says", c)
 	}
-	// Not before the grace: checked above, before the clock passed it.
-	// (Stalled's own time is the wall clock's: the kstatus helpers let
-	// meta.SetStatusCondition stamp it, not the reconciler's clock.)
+	// Not before the grace (checked above, before the clock passed it),
+	// and dated by the manager's clock, exactly when the grace ended.
+	if failedAt := blocked.LastTransitionTime.Add(grace); !stalled.LastTransitionTime.Time.Equal(failedAt) {
+		t.Errorf("Stalled dated %s, want the manager's clock at the end of the grace, %s", stalled.LastTransitionTime.Time, failedAt)
+	}
 }
 
 // requireJobGone: the failed run's Job is deleted, and its pods with it.

@@ -90,7 +90,7 @@ func (r *PurchaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			emit(r.Recorder, &p, "Normal", ReasonPurchased, "list %d results are ready to download", list.Status.ListID)
 		}
 		p.Status.Phase = listsv1.PurchasePurchased
-		markReady(&p.Status.Conditions, p.Generation, ReasonPurchased,
+		r.conds(&p).ready(ReasonPurchased,
 			fmt.Sprintf("EmailList %q (list %d) is purchased; results are ready to download", list.Name, list.Status.ListID))
 	case list.Status.Phase == listsv1.PhaseProcessed:
 		p.Status.ListID = list.Status.ListID
@@ -130,7 +130,7 @@ func (r *PurchaseReconciler) patch(ctx context.Context, orig, p *listsv1.Purchas
 
 func (r *PurchaseReconciler) pending(p *listsv1.Purchase, reason, msg string) {
 	p.Status.Phase = listsv1.PurchasePending
-	markProgressing(&p.Status.Conditions, p.Generation, reason, msg)
+	r.conds(p).progressing(reason, msg)
 }
 
 func (r *PurchaseReconciler) failed(p *listsv1.Purchase, reason, msg string) {
@@ -138,5 +138,10 @@ func (r *PurchaseReconciler) failed(p *listsv1.Purchase, reason, msg string) {
 		emit(r.Recorder, p, "Warning", reason, "%s", msg)
 	}
 	p.Status.Phase = listsv1.PurchaseFailed
-	markStalled(&p.Status.Conditions, p.Generation, reason, msg)
+	r.conds(p).stalled(reason, msg)
+}
+
+// conds sets a purchase's conditions, dated by the reconciler's clock.
+func (r *PurchaseReconciler) conds(p *listsv1.Purchase) conditions {
+	return conditionsOf(&p.Status.Conditions, p.Generation, r.Clock)
 }
