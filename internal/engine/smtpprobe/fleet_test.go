@@ -214,12 +214,17 @@ func TestFleetBackendDownDividesBudget(t *testing.T) {
 
 // The child side of TestFleetKilledHolderLeaseExpires: a Prober sharing
 // the fleet keeps two sessions open to the slow host until it is killed.
+// Its list is long enough that it cannot finish before the parent sees
+// both sessions and kills it, however late the parent's poll comes (a
+// second session opens only once the host has answered
+// secondSessionBacklog RCPTs; at 100ms a round trip the rest of 4,000
+// takes the two sessions seconds).
 func fleetChild(t *testing.T) {
 	port, _ := strconv.Atoi(os.Getenv("SMTPPROBE_CHILD_PORT"))
 	f := openFleet(t, os.Getenv("SMTPPROBE_CHILD_FLEET"), fleet.Options{LeaseTTL: time.Second})
 	p := New(Config{Port: port, Limiter: f, Learnt: f, MaxConnsPerHost: 2, RatePerHost: 1000, CommandTimeout: time.Minute})
 	mx := []mxdns.MXHost{{Host: "mx1.slow.test", Pref: 10, Addrs: []netip.Addr{netip.MustParseAddr(os.Getenv("SMTPPROBE_CHILD_IP"))}}}
-	addrs := make([]string, 400)
+	addrs := make([]string, 4000)
 	for i := range addrs {
 		addrs[i] = fmt.Sprintf("child%d@slow.test", i)
 	}
@@ -237,7 +242,9 @@ func TestFleetKilledHolderLeaseExpires(t *testing.T) {
 	}
 	t.Parallel()
 	url := fleetURL(t)
-	e := loopbackWorld(t, mailworld.Options{Latency: 300 * time.Millisecond}, mailworld.Domain{Name: "slow.test"})
+	// 100ms a round trip: the child's second session opens after about
+	// ten (at 300ms the test spent 3.2s of its 5s there).
+	e := loopbackWorld(t, mailworld.Options{Latency: 100 * time.Millisecond}, mailworld.Domain{Name: "slow.test"})
 	mx := e.mx("slow.test")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFleetKilledHolderLeaseExpires$")
 	cmd.Env = append(os.Environ(), "SMTPPROBE_FLEET_CHILD=1", "SMTPPROBE_CHILD_FLEET="+url,
