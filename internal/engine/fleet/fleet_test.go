@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 )
 
 // The test binary doubles as the "other processes" of the fleet tests:
@@ -20,6 +22,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("FLEET_CHILD"); mode != "" {
 		os.Exit(child(mode))
 	}
+	// The parallel tests wait on Redis's TTLs, leases and health
+	// intervals on the wall clock: side by side, not two at a time.
+	realtime.WaitingParallel(16)
 	os.Exit(m.Run())
 }
 

@@ -27,6 +27,14 @@ import (
 // learn. Each engine has its own fleet.Fleet (its own connections and
 // health checks), as separate processes do.
 
+// TestMain: the fleet tests (here, the package's parallel ones) wait on
+// Redis's TTLs, leases and a child process on the wall clock: side by
+// side, not two at a time.
+func TestMain(m *testing.M) {
+	realtime.WaitingParallel(16)
+	os.Exit(m.Run())
+}
+
 // fleetURL returns a URL on the test Redis with a key prefix of the
 // test's own, deleted at the end (redistest: under CI=true an unreachable
 // Redis fails the test).

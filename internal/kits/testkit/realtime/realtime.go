@@ -11,6 +11,9 @@ package realtime
 
 import (
 	"context"
+	"flag"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -56,4 +59,19 @@ func PastTTL(ttl time.Duration) {
 // no bubble holds.
 func Let(d time.Duration) {
 	time.Sleep(d)
+}
+
+// WaitingParallel is for a test package's TestMain, before m.Run: unless
+// -test.parallel was given, up to n of its parallel tests run at once
+// instead of GOMAXPROCS (2 on the project's machines). For packages
+// whose parallel tests spend their time waiting on real servers' clocks
+// (Redis's TTLs, a lease running out, a child process), not on the CPU:
+// at GOMAXPROCS such tests queue behind each other's waits (issue 33).
+func WaitingParallel(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && n > runtime.GOMAXPROCS(0) {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
