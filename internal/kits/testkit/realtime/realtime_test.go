@@ -2,6 +2,9 @@ package realtime
 
 import (
 	"context"
+	"flag"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,5 +33,24 @@ func TestPastTTL(t *testing.T) {
 	PastTTL(20 * time.Millisecond)
 	if d := time.Since(start); d < 20*time.Millisecond {
 		t.Fatalf("returned after %v, before the TTL", d)
+	}
+}
+
+// WaitingParallel raises -test.parallel past GOMAXPROCS, unless the
+// command line gave it (then it is left alone).
+func TestWaitingParallel(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	before := f.Value.String()
+	t.Cleanup(func() { _ = flag.Set("test.parallel", before) })
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	n := runtime.GOMAXPROCS(0) + 3
+	WaitingParallel(n)
+	want := strconv.Itoa(n)
+	if given {
+		want = before
+	}
+	if got := f.Value.String(); got != want {
+		t.Fatalf("-test.parallel %s (given on the command line: %v), want %s", got, given, want)
 	}
 }
