@@ -22,9 +22,10 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("FLEET_CHILD"); mode != "" {
 		os.Exit(child(mode))
 	}
-	// The parallel tests wait on Redis's TTLs, leases and health
-	// intervals on the wall clock: side by side, not two at a time.
-	realtime.WaitingParallel(16)
+	// The parallel tests (ten with the subtests) wait on Redis's TTLs,
+	// leases and health intervals on the wall clock: eight at a time,
+	// not two.
+	realtime.WaitingParallel(8)
 	os.Exit(m.Run())
 }
 
