@@ -26,6 +26,7 @@ type gen struct {
 	decorations bool          // realistic: padded rows, typos, disposable, garbage
 	postfix     bool          // realistic: Postfix's default error limits at some hosts
 	pushback    bool          // realistic: flow control, anvil, Exim's non-mail limit, tarpits that hang up (mailworld.RealisticPushback)
+	reputation  bool          // realistic: karma's reputation delay on some hosts (mailworld.KarmaReputation)
 	loopback    int           // synthetic: the hosts' 127.B.x.y byte B (0: one per world)
 	sharedMX    int           // realistic: shared provider MX hosts (0: none)
 	otherMTAs   bool          // real: sendmail and Haraka hosts too
@@ -48,6 +49,7 @@ func (g *gen) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&g.postfix, "postfix", true, "realistic: Postfix's default error limits on a third of the ordinary domains and two hosting providers")
 	fs.BoolVar(&g.otherMTAs, "other-mtas", false, "real: also a sendmail and a Haraka host with their anti-harvest settings (realmta.OtherHosts)")
 	fs.IntVar(&g.sharedMX, "shared-mx", 0, "realistic: host every domain with MX hosts on this many shared provider MX hosts (mailworld.Profile.SharedMX; 0: none)")
+	fs.BoolVar(&g.reputation, "reputation", false, "realistic: every fifth ordinary host without Postfix's error limits slows every reply to a client address by 1s once it has sent 2 unknown recipients (Haraka's karma; mailworld.KarmaReputation); with -proxies, each relay is a client address of its own")
 	fs.BoolVar(&g.pushback, "pushback", false, "realistic: servers that push back: Postfix's flow control (1s) at Postfix hosts, anvil (12 connections a minute) at a quarter of the ordinary ones, Exim's non-mail limit at a fifth of the others, tarpits hanging up at 10s, 30s or never")
 }
 
@@ -56,7 +58,7 @@ func (g gen) args() []string {
 		"-domains", strconv.Itoa(g.domains), "-rows", strconv.Itoa(g.rows),
 		"-greylist", g.greylist.String(), "-tarpits=" + strconv.FormatBool(g.tarpits),
 		"-latency-max", g.latencyMax.String(), "-greeting-max", g.greetMax.String(), "-rcpt-limit", strconv.Itoa(g.rcptLimit),
-		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback), "-shared-mx", strconv.Itoa(g.sharedMX), "-other-mtas=" + strconv.FormatBool(g.otherMTAs),
+		"-decorations=" + strconv.FormatBool(g.decorations), "-postfix=" + strconv.FormatBool(g.postfix), "-pushback=" + strconv.FormatBool(g.pushback), "-reputation=" + strconv.FormatBool(g.reputation), "-shared-mx", strconv.Itoa(g.sharedMX), "-other-mtas=" + strconv.FormatBool(g.otherMTAs),
 		"-loopback-base", strconv.Itoa(g.loopback)}
 }
 
@@ -92,6 +94,11 @@ func (g gen) generate() ([]mailworld.Domain, []string) {
 	}
 	if g.pushback {
 		p.Pushback = mailworld.RealisticPushback()
+	}
+	if g.reputation {
+		k := mailworld.KarmaReputation()
+		p.Pushback.ReputationEvery, p.Pushback.ReputationDelay, p.Pushback.ReputationAfter, p.Pushback.ReputationConns =
+			k.ReputationEvery, k.ReputationDelay, k.ReputationAfter, k.ReputationConns
 	}
 	p.SharedMX = g.sharedMX
 	if !g.decorations {

@@ -27,7 +27,9 @@ import (
 // fewest connections are summed. Hosts that never answer (tarpits) or
 // hang up at once count one connection each and no time: how long to
 // wait on them is the verifier's choice, not their limit. The verifier's
-// own concurrency is left out (sessionFloor has it).
+// own concurrency is left out (sessionFloor has it). A host with a
+// reputation delay (reputationFloor) counts the verifier's egress
+// identities: each may send it a few unknown recipients for nothing.
 type limitsFloor struct {
 	floor      time.Duration
 	host, why  string // the group that sets the floor, and its limit
@@ -46,7 +48,7 @@ type groupLeast struct {
 	rcpts, rejects int
 }
 
-func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
+func computeLimitsFloor(doms []mailworld.Domain, rows []string, identities int) limitsFloor {
 	byName := make(map[string]*mailworld.Domain, len(doms))
 	for i := range doms {
 		byName[doms[i].Name] = &doms[i]
@@ -60,6 +62,7 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 		// retryRejects errors among those answers.
 		rcpts, rejects, grey int
 		retryRejects         int
+		unknowns             int // refused as unknown (550 5.1.1), what a reputation counts
 		probed               map[string]bool
 		dead                 bool
 	}
@@ -102,6 +105,9 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 				}
 			case !exists:
 				g.rejects++
+			}
+			if !exists && !d.PolicyReject {
+				g.unknowns++
 			}
 		}
 		b := behaviour(d, addr[:at])
@@ -176,9 +182,15 @@ func computeLimitsFloor(doms []mailworld.Domain, rows []string) limitsFloor {
 				}
 			}
 		}
+		if t := reputationFloor(d, g.rcpts, g.unknowns, identities, one); t > floor {
+			floor, why = t, "reputation delay"
+		}
 		f.least += least
 		if g.grey > 0 {
 			what += ", greylisting"
+		}
+		if d.ReputationDelay > 0 {
+			what += ", reputation"
 		}
 		f.perGroup[key] = groupLeast{least: least, what: what, rcpts: g.rcpts + g.grey, rejects: g.rejects + g.retryRejects}
 		if floor > f.floor {
@@ -345,4 +357,29 @@ func printExcess(w io.Writer, runs []*runResult, f limitsFloor) {
 			fmt.Fprintf(w, "- %s: %d connections, fewest %d, by the floor %d (%s; %d RCPTs, %d refused)\n", e.key, e.took, e.g.least, e.g.atFloor, e.g.what, e.g.rcpts, e.g.rejects)
 		}
 	}
+}
+
+// reputationFloor is the soonest a host that slows every reply to a client
+// address once it has sent after unknown recipients (Domain.ReputationDelay)
+// lets rcpts recipients, unknowns of them unknown, be answered from
+// identities egress addresses. A verifier that knows the host's limits
+// still cannot tell which addresses are unknown: in expectation an
+// identity reaches its after-th unknown (whose answer is on time, as
+// karma judges a client after the reply) after after/share of them.
+// The rest are answered a delay late each, in sessions of identities the
+// host already slows (greeting, EHLO and MAIL a delay late too), at most
+// Domain.ClientConns of each identity at once (no limit: a session an
+// address). 0: the delay costs nothing.
+func reputationFloor(d *mailworld.Domain, rcpts, unknowns, identities int, one time.Duration) time.Duration {
+	after := max(1, d.ReputationAfter)
+	if d.ReputationDelay <= 0 || unknowns <= identities*after {
+		return 0
+	}
+	fast := int(float64(identities*after) * float64(rcpts) / float64(unknowns))
+	slow := rcpts - fast
+	perStream := 1
+	if d.ClientConns > 0 {
+		perStream = (slow + identities*d.ClientConns - 1) / (identities * d.ClientConns)
+	}
+	return one + time.Duration(3+perStream)*d.ReputationDelay
 }

@@ -55,7 +55,7 @@ func TestLimitsFloorCounts(t *testing.T) {
 	for range 10 {
 		rows = append(rows, "a@grey.test", "b@grey.test", "a@policy.test", "a@big.test")
 	}
-	f := computeLimitsFloor(doms, rows)
+	f := computeLimitsFloor(doms, rows, 1)
 	for key, want := range map[string]groupLeast{
 		// 20 first asks and the probe: 21 errors (2 sessions); their
 		// retries, 10 unknown and the probe refused: 1. By the floor,
@@ -70,5 +70,36 @@ func TestLimitsFloorCounts(t *testing.T) {
 	}
 	if f.least != 5 || f.atFloor != 7 {
 		t.Errorf("fewest %d, by the floor %d; want 5 and 7", f.least, f.atFloor)
+	}
+}
+
+// TestReputationFloor: unknowns within what the identities may send cost
+// nothing; past that, the addresses after each identity's last free
+// unknown are answered a delay late, in its sessions at once.
+func TestReputationFloor(t *testing.T) {
+	karma := &mailworld.Domain{Name: "karma.test", ReputationDelay: time.Second, ReputationAfter: 2, ClientConns: 2}
+	unlimited := &mailworld.Domain{Name: "k1.test", ReputationDelay: time.Second}
+	one := 100 * time.Millisecond
+	for _, tc := range []struct {
+		name                        string
+		d                           *mailworld.Domain
+		rcpts, unknowns, identities int
+		want                        time.Duration
+	}{
+		{"no reputation", &mailworld.Domain{Name: "plain.test"}, 100, 50, 1, 0},
+		{"within one identity", karma, 100, 2, 1, 0},
+		// 100 addresses, 10 unknown: 20 on time, 80 late, 40 a session.
+		{"past one identity", karma, 100, 10, 1, one + 43*time.Second},
+		{"within three identities", karma, 100, 6, 3, 0},
+		// 60 on time, 40 late over 6 sessions: 7 a session.
+		{"past three identities", karma, 100, 10, 3, one + 10*time.Second},
+		// Bad from the first unknown, sessions without limit: one an address.
+		{"no connection limit", unlimited, 100, 10, 1, one + 4*time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := reputationFloor(tc.d, tc.rcpts, tc.unknowns, tc.identities, one); got != tc.want {
+				t.Fatalf("%v, want %v", got, tc.want)
+			}
+		})
 	}
 }

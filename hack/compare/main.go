@@ -87,6 +87,7 @@ func main() {
 		confFile    = flag.String("config", "", "a Configuration (docs/configuration.md) whose engine settings our runs use (worker run processes, the local stack and its Job pods), over the tool's; the world's DNS server, SMTP port and loopback range stay the tool's")
 		sets        []string
 		outCSV      = flag.String("csv", "", "write per-row answers to this file")
+		proxies     = flag.Int("proxies", 0, "our runs reach the world through this many SOCKS5 relays (verification.proxies.urls), each dialing from its own loopback address: egress identities a host with a reputation delay (-reputation) tells apart (0: none, straight from 127.0.0.1)")
 		procs       = flag.Int("procs", 1, "ours-list: run the list as this many worker run processes at once, each on a contiguous part (what a list's Job pods do)")
 		split       = flag.String("split", "rows", "ours-list with -procs: rows (contiguous parts, as a list's Job shards are), domain (by a hash of the domain: each domain's rows in one process) or mx (by a hash of the domain's primary MX host, as --shard-by mx)")
 		noHistory   = flag.Bool("no-history", false, "ours-list: no verification history even with -fleet-url (a second run on the same -fleet-url and -loopback-base then reuses only what was learnt about the hosts)")
@@ -135,6 +136,19 @@ func main() {
 			log.Fatal(err)
 		}
 		return
+	}
+	if *proxies > 0 {
+		urls, stop, err := startProxies(*proxies)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
+		if conf == nil {
+			conf = map[string]any{}
+		}
+		if err := setPath(conf, "verification.proxies.urls", toAny(urls)); err != nil {
+			log.Fatal(err)
+		}
 	}
 	installResolver()
 	http.DefaultTransport = denyTransport{}
@@ -246,10 +260,10 @@ func main() {
 		fmt.Printf("\nworld: real (Postfix, postgrey, Exim, NSD; internal/kits/realmta), seed %d, %d domains, %d rows, postgrey delay %v, anvil rate limit %d/min; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
 			g.seed, g.domains, len(rows), g.greylist, g.anvilRate, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	} else {
-		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
-			g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.pushback, g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+		fmt.Printf("\nworld: %s, seed %d, %d domains, %d rows, greylisting %v, tarpits %v, Postfix error limits %v, pushback %v, reputation %v, %d egress identities, round trips up to %v, greetings up to %v late; concurrency %d; our greylist retry %v; %s/%s, %d CPUs\n",
+			g.profile, g.seed, g.domains, len(rows), g.greylist, g.tarpits, g.postfix, g.pushback, g.reputation, max(1, *proxies), g.latencyMax, g.greetMax, *concurrency, retry, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 		computeSessionFloor(doms, rows, *concurrency).print(os.Stdout, *concurrency)
-		lim = computeLimitsFloor(doms, rows)
+		lim = computeLimitsFloor(doms, rows, max(1, *proxies))
 		lim.print(os.Stdout)
 	}
 	if len(runs) == 0 {
@@ -290,4 +304,13 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+}
+
+// toAny is a YAML document's list of strings.
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

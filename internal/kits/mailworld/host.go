@@ -42,6 +42,31 @@ type host struct {
 	// unknowns: the unknown recipients each client address sent
 	// (ReputationDelay), under anvilMu.
 	unknowns map[string]int
+	// clients: the connections each client address holds open
+	// (ClientConns), under anvilMu.
+	clients map[string]int
+}
+
+// holdClient counts a connection of ip and reports whether it is within
+// limit at once (0: no limit); release must be called either way.
+func (h *host) holdClient(ip string, limit int) (ok bool, release func()) {
+	if limit <= 0 {
+		return true, func() {}
+	}
+	h.anvilMu.Lock()
+	defer h.anvilMu.Unlock()
+	if h.clients == nil {
+		h.clients = make(map[string]int)
+	}
+	h.clients[ip]++
+	n := h.clients[ip]
+	return n <= limit, func() {
+		h.anvilMu.Lock()
+		defer h.anvilMu.Unlock()
+		if h.clients[ip]--; h.clients[ip] == 0 {
+			delete(h.clients, ip)
+		}
+	}
 }
 
 // markUnknown records that ip sent an unknown recipient.

@@ -130,6 +130,11 @@ type Domain struct {
 	// 4.7.0 <host> Error: too many connections from <ip>", at the greeting
 	// and are closed (smtpd_client_connection_count_limit).
 	MaxConns int
+	// ClientConns, if positive, is the number of concurrent connections
+	// one client address may hold to an MX host (Haraka's limit plugin
+	// [concurrency], which karma sets per client); extra connections get
+	// the same 421 at the greeting. Other addresses are not counted.
+	ClientConns int
 	// ConnRateLimit, if positive, is the number of connections a client
 	// IP may open in a window of ConnRateWindow (default 60s); later ones
 	// get the same 421 at the greeting. As Postfix's anvil counts
@@ -558,7 +563,7 @@ func sameConnSettings(a, b *domainState) error {
 		Tarpit, DropConnection, DropAtRCPT, SecondRCPT452, PDown bool
 		AllDown                                                  bool
 		MaxConns, RcptLimit, ConnRateLimit, TxRcptLimit          int
-		NonmailLimit                                             int
+		NonmailLimit, ClientConns                                int
 		Latency, GreetingDelay, ConnRateWindow, InFlowDelay      time.Duration
 		TarpitHangup                                             time.Duration
 		EqualPrefs                                               bool
@@ -573,7 +578,7 @@ func sameConnSettings(a, b *domainState) error {
 	}
 	key := func(d *domainState) conn {
 		return conn{d.MXHosts, d.Tarpit, d.DropConnection, d.DropAtRCPT, d.SecondRCPT452, d.PrimaryDown, d.AllDown,
-			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit,
+			d.MaxConns, d.RcptLimit, d.ConnRateLimit, d.TxRcptLimit, d.NonmailLimit, d.ClientConns,
 			d.Latency, d.GreetingDelay, d.ConnRateWindow, d.InFlowDelay, d.TarpitHangup,
 			d.EqualPrefs, d.SoftErrors, d.HardErrors, d.ErrorSleep, d.Banner,
 			d.BadRcptThrottle, d.BadRcptSleep, d.WholeGroups, d.ConnRateSliding, d.ReputationDelay, d.ReputationAfter}

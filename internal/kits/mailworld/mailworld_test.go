@@ -783,6 +783,32 @@ func TestGenerateWith(t *testing.T) {
 	}
 	t.Logf("pushback kinds %v", pk)
 	start(t, d3, Options{}) // a valid world: providers agree on their hosts
+
+	// Karma's reputation alone: only those fields change, on ordinary
+	// hosts without Postfix's error limits, none of them an Exim one.
+	p.Pushback = KarmaReputation()
+	d4, a4 := GenerateWith(3, 1000, 20_000, p)
+	if strings.Join(a1, ",") != strings.Join(a4, ",") {
+		t.Fatal("reputation changed the list")
+	}
+	karma := 0
+	for i, d := range d4 {
+		base := d
+		base.ReputationDelay, base.ReputationAfter, base.ClientConns = 0, 0, 0
+		if fmt.Sprint(base) != fmt.Sprint(d1[i]) {
+			t.Fatalf("%s: reputation changed more than reputation", d.Name)
+		}
+		if d.ReputationDelay == 0 {
+			continue
+		}
+		karma++
+		if d.ReputationDelay != time.Second || d.ReputationAfter != 2 || d.ClientConns != 2 || d.SoftErrors > 0 || d.Provider != "" || d.Tarpit {
+			t.Fatalf("%s: reputation %v after %d on a host it does not belong to: %+v", d.Name, d.ReputationDelay, d.ReputationAfter, d)
+		}
+	}
+	if karma < 50 {
+		t.Fatalf("%d reputation hosts", karma)
+	}
 	if tr, _ := w.RowTruth(" \u00a0" + "x@gmial.com\t"); tr != TruthTypo {
 		t.Errorf("padded typo: %s", tr)
 	}
@@ -1022,5 +1048,46 @@ func TestReputationAfter(t *testing.T) {
 	}
 	if hs := w.Stats().Hosts["mx1.rep.test"]; hs.Unknowns["127.0.0.1"] != 3 || hs.Slowed != 1 {
 		t.Fatalf("stats %+v: want 3 unknown recipients and 1 slowed reply", hs)
+	}
+}
+
+// TestClientConns: a client address holds ClientConns connections at
+// once; the next from it is refused at the greeting, one from another
+// address is not, and a closed one frees its place.
+func TestClientConns(t *testing.T) {
+	w := start(t, []Domain{{Name: "karma.test", ClientConns: 2}}, Options{})
+	addr := w.MXAddrs("karma.test")[0]
+	from := func(ip string) *client {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 2 * time.Second}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %s from %s: %v", addr, ip, err)
+		}
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		t.Cleanup(func() { nc.Close() })
+		return &client{t: t, nc: nc, tp: textproto.NewConn(nc)}
+	}
+	a, b := from("127.0.0.1"), from("127.0.0.1")
+	a.expect(220, "")
+	b.expect(220, "")
+	from("127.0.0.1").expect(421, "too many connections from 127.0.0.1")
+	from("127.0.0.2").expect(220, "")
+	a.do(221, "", "QUIT")
+	a.nc.Close()
+	// The server lets a's place go once it has seen the close.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := from("127.0.0.1")
+		code, _, err := c.read()
+		if code == 220 {
+			break
+		}
+		if code != 421 || time.Now().After(deadline) {
+			t.Fatalf("after a close: %d, %v", code, err)
+		}
+	}
+	if hs := w.Stats().Hosts["mx1.karma.test"]; hs.Rejected < 1 {
+		t.Fatalf("stats %+v: want the refusal counted", hs)
 	}
 }

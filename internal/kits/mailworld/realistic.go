@@ -81,6 +81,26 @@ type Pushback struct {
 	// TarpitHangups: tarpits hang up after these times in turn, without a
 	// word (Domain.TarpitHangup; 0: they hold on).
 	TarpitHangups []time.Duration
+	// Every ReputationEvery-th ordinary domain without Postfix's error
+	// limits (and without Exim's non-mail limit) slows every reply by
+	// ReputationDelay to a client address that has sent it
+	// ReputationAfter unknown recipients (Domain.ReputationDelay: Haraka's
+	// karma, reputation services), and serves a client address
+	// ReputationConns connections at once (Domain.ClientConns); 0: none.
+	ReputationEvery int
+	ReputationDelay time.Duration
+	ReputationAfter int
+	ReputationConns int
+}
+
+// KarmaReputation is Haraka's karma as the project's real Haraka host
+// runs it (1 s before every reply once a client's score falls, after 2
+// unknown recipients; 2 connections at once, what karma's
+// [concurrency_history] gives a client it cannot judge yet), on every
+// fifth ordinary domain without Postfix's error limits. (Karma gives a
+// client it knows as bad 1: not modelled.)
+func KarmaReputation() Pushback {
+	return Pushback{ReputationEvery: 5, ReputationDelay: time.Second, ReputationAfter: 2, ReputationConns: 2}
 }
 
 // RealisticPushback is Postfix's default flow control on every Postfix
@@ -114,8 +134,12 @@ func (pb Pushback) apply(doms []Domain) {
 				d.ConnRateLimit, d.ConnRateWindow = pb.AnvilLimit, time.Minute
 			}
 		case !d.DropConnection && !d.DropAtRCPT:
-			if other++; pb.EximEvery > 0 && other%pb.EximEvery == 0 {
+			other++
+			switch {
+			case pb.EximEvery > 0 && other%pb.EximEvery == 0:
 				d.NonmailLimit = eximNonmailLimit
+			case pb.ReputationEvery > 0 && other%pb.ReputationEvery == 1%pb.ReputationEvery:
+				d.ReputationDelay, d.ReputationAfter, d.ClientConns = pb.ReputationDelay, pb.ReputationAfter, pb.ReputationConns
 			}
 		}
 	}

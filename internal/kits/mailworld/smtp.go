@@ -85,7 +85,9 @@ func (w *World) serve(h *host, c net.Conn) {
 	s.ip = ip
 	// Postfix's anvil counts every connection in the rate, refused or not.
 	overRate := t.ConnRateLimit > 0 && !h.countConn(ip, t.ConnRateLimit, t.ConnRateWindow, t.ConnRateSliding, time.Now())
-	if (t.MaxConns > 0 && n > int64(t.MaxConns)) || overRate {
+	clientOK, release := h.holdClient(ip, t.ClientConns)
+	defer release()
+	if (t.MaxConns > 0 && n > int64(t.MaxConns)) || overRate || !clientOK {
 		h.rejected.Add(1)
 		s.reply("421 4.7.0 " + h.name + " Error: too many connections from " + ip)
 		return
