@@ -316,10 +316,14 @@ type SMTP struct {
 	MaxSessions int `json:"maxSessions"`
 	// MaxRcptPerTransaction is the number of RCPTs after one MAIL FROM
 	// (RFC 5321: servers take at least 100); a host's lower limit is
-	// learnt and kept within [1, this].
+	// learnt and kept within [1, this]. While it is not known, a session
+	// whose non-mail budget (10 RSETs at a server that does not name
+	// itself Postfix) leaves too few transactions for the host's queued
+	// work takes bigger ones, within maxRcptPerSession.
 	MaxRcptPerTransaction int `json:"maxRcptPerTransaction"`
 	// MaxRcptPerSession is the number of RCPTs in one session before
-	// reconnecting.
+	// reconnecting (a provider's MX host may have thousands of a list's
+	// recipients; each session is a connection it counts).
 	MaxRcptPerSession int `json:"maxRcptPerSession"`
 	// MaxRejectsPerSession is the number of rejected RCPTs in one session
 	// to a Postfix server before reconnecting (Postfix slows every reply

@@ -15,7 +15,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		return true
 	}
 	p.mu.Lock()
-	txCap := p.txPlanLocked(q, s)
+	txCap := p.txPlanLocked(q, s, len(items))
 	p.mu.Unlock()
 	segs, rest := s.plan(items, txCap)
 	if len(rest) > 0 {

@@ -142,14 +142,46 @@ func (p *Prober) txCap(q *hostQ) int {
 // sleeps for each one past its limit: so a window takes a transaction at
 // most PipelineStart RCPTs past the most one has taken there (q.txProven)
 // and the recipients beyond go to a new transaction. A 452 then comes
-// for at most PipelineStart RCPTs, once, and settles the limit.
-func (p *Prober) txPlanLocked(q *hostQ, s *session) int {
+// for at most PipelineStart RCPTs, once, and settles the limit. While
+// it is not known, a session whose non-mail budget leaves too few
+// transactions for the host's work takes bigger ones (see stretchLocked);
+// queued is the work taken from q for the window being planned.
+func (p *Prober) txPlanLocked(q *hostQ, s *session, queued int) int {
 	txCap := p.txCap(q)
+	if q.hs.RcptsPerTransaction <= 0 {
+		txCap = max(txCap, p.stretchLocked(q, s, queued))
+	}
 	s.txSafe, s.txStep = txCap, 0
 	if q.hs.RcptsPerTransaction <= 0 && q.txProven < txCap {
 		s.txSafe, s.txStep = q.txProven, max(1, p.cfg.PipelineStart)
 	}
 	return txCap
+}
+
+// stretchLocked is the RCPTs a transaction at q must carry for the
+// host's work (q's queue and the queued RCPTs taken from it for the
+// window being planned) to fit in the transactions s's non-mail budget
+// still lets it open, the open one's room included (0: none is needed).
+// A server that does not name itself gets Exim's budget, 10 RSETs (see
+// eximNonmail): at MaxRcptPerTransaction's 100 a transaction, a session
+// ends at 1,100 RCPTs, and a provider hosting thousands of domains on a
+// few MX hosts gets a new connection for every 1,100 of its recipients,
+// although it may take them all in one. RFC 5321 §4.5.3.1.8 has a server
+// refuse the recipients past its limit in order ("452 too many
+// recipients"), never the message; the probing of txPlanLocked keeps the
+// 452s to PipelineStart RCPTs, once, and a limit learnt ends the
+// stretching. The session's own bound (MaxRcptPerSession, or the host's)
+// still holds: capacity applies it.
+func (p *Prober) stretchLocked(q *hostQ, s *session, queued int) int {
+	if s.nonmailCap <= 0 {
+		return 0
+	}
+	work := q.n + queued
+	if s.inTx {
+		work += s.txRcpts // the open transaction's, counted against its cap
+	}
+	txs := max(0, s.nonmailRoom()) + 1 // the open one (or the first MAIL's), and one a non-mail command
+	return min((work+txs-1)/txs, p.perSession(q))
 }
 
 // maxConns is the number of sessions q may have at once.
@@ -599,9 +631,9 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		}
 		p.mu.Lock()
 		perSession := p.perSession(q)
-		room := s.capacity(p.txPlanLocked(q, s), perSession)
+		room := s.capacity(p.txPlanLocked(q, s, 0), perSession)
 		if room <= 0 && p.slowZoneLocked(q, s) {
-			room = s.capacity(p.txPlanLocked(q, s), perSession)
+			room = s.capacity(p.txPlanLocked(q, s, 0), perSession)
 		}
 		p.mu.Unlock()
 		if room <= 0 {

@@ -190,12 +190,20 @@ type Config struct {
 	// MAIL FROM (default 100: RFC 5321 §4.5.3.1.8 requires servers to take
 	// at least 100 recipients a message; Postfix's smtpd_recipient_limit
 	// is 1000, Exim's recipients_max 50000). A host that answers 452 after
-	// fewer gets its own limit.
+	// fewer gets its own limit. While a host's limit is not known, a
+	// session whose non-mail budget (RSETs: 10 at a server that does not
+	// name itself Postfix) leaves too few transactions for the host's
+	// queued work takes bigger ones, within MaxRcptPerSession: the host
+	// refuses the recipients past its limit in order (452), which settles
+	// it (see Prober.stretchLocked).
 	MaxRcptPerTransaction int
 	// MaxRcptPerSession is the number of RCPT commands sent in one SMTP
-	// session before reconnecting (default 1000). A host that shows a
-	// lower limit (452 at the first RCPT of a transaction, or a drop after
-	// some RCPTs) gets its own.
+	// session before reconnecting (default 5000: a provider hosting
+	// thousands of domains on a few MX hosts may have thousands of a
+	// list's recipients, and each new session is a connection it counts;
+	// the bound keeps one connection's life to about a hundred round
+	// trips). A host that shows a lower limit (452 at the first RCPT of a
+	// transaction, or a drop after some RCPTs) gets its own.
 	MaxRcptPerSession int
 	// MaxRejectsPerSession is the number of rejections (replies other than
 	// 2xx to MAIL or RCPT: missing mailboxes, the catch-all probe,
@@ -328,7 +336,7 @@ func (c *Config) setDefaults() {
 	defInt(&c.Routes, 1)
 	defInt(&c.MaxSessions, 1000)
 	defInt(&c.MaxRcptPerTransaction, 100)
-	defInt(&c.MaxRcptPerSession, 1000)
+	defInt(&c.MaxRcptPerSession, 5000)
 	defInt(&c.PipelineDepth, 50)
 	defInt(&c.PipelineStart, 10)
 	c.PipelineStart = min(c.PipelineStart, c.PipelineDepth)

@@ -171,3 +171,43 @@ func TestPausesThatAreNotABudget(t *testing.T) {
 		})
 	}
 }
+
+// A host with thousands of a list's recipients (a provider's MX host)
+// that does not name itself gets Exim's non-mail budget (10 RSETs, 11
+// transactions a session): its backlog goes in one session of bigger
+// transactions rather than a new connection every 1,100 RCPTs. A host
+// that limits transactions to RFC 5321's 100 answers 452 to the RCPTs a
+// window took past it, once: its limit is learnt, and the stretching ends.
+func TestBacklogStretchesTransactions(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		txLimit              int
+		sessions, mails, tms int
+	}{
+		// 2,400 RCPTs in 11 transactions of at most 219.
+		{"no limit", 0, 1, 11, 0},
+		// The first transaction probes 10 past 100 and learns the limit
+		// (its 10 RCPTs past it answered 452 and sent again); after the
+		// 452 a one-RCPT transaction tells it from a limit a session;
+		// then 100 a transaction, 11 transactions a session: 2,410 RCPTs
+		// need 3 sessions.
+		{"100 a transaction", 100, 3, 24, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				boxes, addrs := mixedBoxes("big.test", 2400)
+				e := startWorld(t, mailworld.Options{}, mailworld.Domain{Name: "big.test", Mailboxes: boxes, TxRcptLimit: tc.txLimit})
+				p := e.prober(func(c *Config) { c.MaxConnsPerHost = 1 })
+				requireTruth(t, e, p, "big.test", addrs)
+				hs := hostStats(e, "mx1.big.test")
+				// RCPTs: every address once, and again those answered 452.
+				if hs.Total != tc.sessions || hs.MAIL != tc.mails || hs.RCPT != len(addrs)+tc.tms || hs.NonmailDrops != 0 || hs.RSET > 10*hs.Total {
+					t.Fatalf("host %+v: want %d sessions, %d transactions, %d RCPTs answered 452, no drop", hs, tc.sessions, tc.mails, tc.tms)
+				}
+				if learnt := p.cfg.HostMemory.Load(e.w.MXAddrs("big.test")[0]); learnt.RcptsPerTransaction != tc.txLimit {
+					t.Fatalf("learnt %+v, want %d RCPTs a transaction", learnt, tc.txLimit)
+				}
+			})
+		})
+	}
+}
