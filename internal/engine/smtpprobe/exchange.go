@@ -49,6 +49,7 @@ func (p *Prober) exchange(q *hostQ, s *session, items []*item) bool {
 		rtt = s.helloRTT // its round trips hold the error sleeps we chose, not the host's pace
 	}
 	q.estimate = max(q.estimate, 2*(s.setup+rtt))
+	q.round = rtt
 	q.nRcpts += len(sent)
 	q.nRejected += s.rejects - rejected
 	q.last = p.clk.Now()

@@ -27,6 +27,7 @@ type hostQ struct {
 	group    int           // RCPTs a round trip (0: Config.PipelineStart; see group.go)
 	txProven int           // most RCPTs one transaction took before any "too many recipients" (see txPlanLocked)
 	estimate time.Duration // one more session for a retry takes about this long
+	round    time.Duration // the latest window's round trip (a session's setup left out)
 
 	// Refusals (the host asking to slow down): how many in a row, the
 	// last one, no new session before backoffUntil (timer kicks the host
@@ -363,7 +364,13 @@ func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
 		// how fast it answers; sampleLocked kicks q again then.
 		return false
 	}
-	rtt := q.estimate / 2 // estimate is about two (setup + round trip)
+	// What one more session costs before its first window: its setup
+	// and a round trip (estimate is about two of those); what the
+	// backlog takes the running ones, a round trip a group.
+	rtt, round := q.estimate/2, q.round
+	if round <= 0 {
+		round = rtt
+	}
 	if rtt <= 0 || q.slowing > 0 || q.budgeted {
 		// (Sessions sleeping through a host's errors, as the cost model
 		// planned with the sessions the host takes at once, or cut
@@ -371,8 +378,11 @@ func (p *Prober) parallelShortensLocked(q *hostQ, backlog int) bool {
 		// own: another one shortens the work by its share.)
 		return true // the backlog rule decides
 	}
-	rounds := backlog/max(p.groupLocked(q), 1) + 1
-	drain := time.Duration(rounds) * rtt / time.Duration(q.sessions)
+	// The backlog takes the running sessions a round trip a group, and
+	// another setup each time one of them reaches its RCPTs a session.
+	per := max(p.perSession(q), 1)
+	rounds := backlog/max(min(p.groupLocked(q), per), 1) + 1
+	drain := (time.Duration(rounds)*round + time.Duration(backlog/per)*rtt) / time.Duration(q.sessions)
 	if q.greyWaiting > 0 && drain <= p.clk.Until(q.greyDue) {
 		return false
 	}
