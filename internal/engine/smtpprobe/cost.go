@@ -68,7 +68,8 @@ type sessionPlan struct {
 
 // sessionTime is a session's time with cap rejections at a host that
 // refuses share of the recipients: once past quiet, every reply waits
-// the host's sleep, accepted recipients' replies and QUIT's too.
+// the host's sleep, accepted recipients' replies and QUIT's too. It is
+// how long the session holds one of the host's slots.
 func (m costModel) sessionTime(cap int, share float64) time.Duration {
 	if cap <= m.quiet || m.sleep <= 0 {
 		return m.base
@@ -77,7 +78,19 @@ func (m costModel) sessionTime(cap int, share float64) time.Duration {
 	return m.base + time.Duration(held)*m.sleep
 }
 
-// finish is when the host's work ends, from now, and the sessions it
+// workTime is when a session's last RCPT reply comes, from its start:
+// its sessionTime but for the sleep before the reply to QUIT, which
+// holds the host's slot but no verdict.
+func (m costModel) workTime(cap int, share float64) time.Duration {
+	t := m.sessionTime(cap, share)
+	if cap > m.quiet && m.sleep > 0 {
+		t -= m.sleep
+	}
+	return t
+}
+
+// finish is when the host's work ends (its last RCPT reply), from now,
+// and the sessions it
 // takes, when the sessions in the current window (this one, starting now,
 // among them) take up to now rejections each and those of later windows
 // up to later, rejects in all.
@@ -86,9 +99,8 @@ func (m costModel) finish(rejects, now, later int, share float64, st costState) 
 	for i := range min(st.busy, len(slots)-1) {
 		slots[i+1] = st.busyFor
 	}
-	t := m.sessionTime(now, share)
-	slots[0] = t // this session
-	end, k := t, 1
+	slots[0] = m.sessionTime(now, share) // this session
+	end, k := m.workTime(now, share), 1
 	left, wStart, wEnd, current := st.left, time.Duration(0), st.winEnd, true
 	for rejects -= now; rejects > 0; k++ {
 		earliest := time.Duration(0)
@@ -115,7 +127,7 @@ func (m costModel) finish(rejects, now, later int, share float64, st costState) 
 		}
 		start := max(earliest, slots[j])
 		slots[j] = start + m.sessionTime(c, share)
-		end = max(end, slots[j])
+		end = max(end, start+m.workTime(c, share))
 		rejects -= c
 	}
 	return end, k
