@@ -66,7 +66,7 @@ func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
 		DNSServer: v.DNS.Server, DNSTimeout: v.DNS.Timeout.Duration, DNSWorkers: v.DNS.Workers,
 		SMTP: s.Enabled, Probe: smtpprobe.Config{
 			Port: s.Port, HELOName: s.HELOName, MailFrom: s.MailFrom,
-			MaxConnsPerHost: s.MaxConnsPerHost, RatePerHost: s.RatePerHost, MaxSessions: s.MaxSessions,
+			MaxConnsPerHost: s.MaxConnsPerHost, MaxSleepingConnsPerHost: s.MaxSleepingConnsPerHost, RatePerHost: s.RatePerHost, MaxSessions: s.MaxSessions,
 			MaxRcptPerTransaction: s.MaxRcptPerTransaction, MaxRcptPerSession: s.MaxRcptPerSession,
 			MaxRejectsPerSession: s.MaxRejectsPerSession, PipelineDepth: s.PipelineDepth, RefusalBackoff: s.RefusalBackoff.Duration,
 			ConnectTimeout: s.ConnectTimeout.Duration, GreetingTimeout: s.GreetingTimeout.Duration, CommandTimeout: s.CommandTimeout.Duration,
@@ -301,6 +301,7 @@ func IntoConfig(c *cfgv1.Configuration, vc VerifyConfig) {
 	setVal(&s.HELOName, p.HELOName)
 	setVal(&s.MailFrom, p.MailFrom)
 	setVal(&s.MaxConnsPerHost, p.MaxConnsPerHost)
+	setVal(&s.MaxSleepingConnsPerHost, p.MaxSleepingConnsPerHost)
 	setVal(&s.RatePerHost, p.RatePerHost)
 	setVal(&s.MaxSessions, p.MaxSessions)
 	setVal(&s.MaxRcptPerTransaction, p.MaxRcptPerTransaction)

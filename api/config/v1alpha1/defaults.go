@@ -115,6 +115,7 @@ func setDefaultsSMTP(s *SMTP) {
 	str(&s.HELOName, "verify.emaildata.local")
 	str(&s.MailFrom, "verify@emaildata.local")
 	num(&s.MaxConnsPerHost, p.MaxConnsPerHost)
+	num(&s.MaxSleepingConnsPerHost, p.MaxSleepingConnsPerHost)
 	if s.RatePerHost == 0 {
 		s.RatePerHost = p.RatePerHost
 	}

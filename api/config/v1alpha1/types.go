@@ -309,6 +309,13 @@ type SMTP struct {
 	// MaxConnsPerHost bounds the concurrent connections per mail host
 	// address (per egress).
 	MaxConnsPerHost int `json:"maxConnsPerHost"`
+	// MaxSleepingConnsPerHost bounds them instead while sessions there
+	// sleep through the host's error sleeps as planned (Postfix's slow
+	// zone: a second before every reply; such a session mostly waits on
+	// the host), where the plan finishes the host's work sooner so;
+	// never above the host's learnt limit; below maxConnsPerHost,
+	// maxConnsPerHost.
+	MaxSleepingConnsPerHost int `json:"maxSleepingConnsPerHost"`
 	// RatePerHost is the new connections a second per mail host address.
 	RatePerHost float64 `json:"ratePerHost"`
 	// MaxSessions caps the SMTP connections open at once, all hosts

@@ -154,7 +154,7 @@ func validateSMTP(s SMTP, p path) ErrorList {
 	if s.HELOName == "" {
 		errs = append(errs, FieldError{string(p.child("heloName")), "required: mail servers refuse an empty EHLO"})
 	}
-	for name, n := range map[string]int{"maxConnsPerHost": s.MaxConnsPerHost, "maxSessions": s.MaxSessions,
+	for name, n := range map[string]int{"maxConnsPerHost": s.MaxConnsPerHost, "maxSleepingConnsPerHost": s.MaxSleepingConnsPerHost, "maxSessions": s.MaxSessions,
 		"maxRcptPerTransaction": s.MaxRcptPerTransaction, "maxRcptPerSession": s.MaxRcptPerSession, "pipelineDepth": s.PipelineDepth,
 		"maxRefusals": s.MaxRefusals} {
 		errs = append(errs, atLeast(p.child(name), int64(n), 1)...)

@@ -39,6 +39,7 @@ const planSlack = 1.05
 // costModel is one host's limits as a planner sees them.
 type costModel struct {
 	conns     int           // sessions at once
+	sleeping  int           // sessions at once while some sleep past quiet (0: conns)
 	perWindow int           // connections a window (0: none known)
 	window    time.Duration // the window's length
 	interval  time.Duration // between new connections past burst (0: no rate)
@@ -95,7 +96,7 @@ func (m costModel) workTime(cap int, share float64) time.Duration {
 // among them) take up to now rejections each and those of later windows
 // up to later, rejects in all.
 func (m costModel) finish(rejects, now, later int, share float64, st costState) (time.Duration, int) {
-	slots := make([]time.Duration, max(1, m.conns))
+	slots := make([]time.Duration, max(1, m.conns, m.sleeping))
 	for i := range min(st.busy, len(slots)-1) {
 		slots[i+1] = st.busyFor
 	}
@@ -120,7 +121,7 @@ func (m costModel) finish(rejects, now, later int, share float64, st costState) 
 		}
 		c = min(c, rejects)
 		j := 0
-		for s := range slots {
+		for s := range slots[:m.slots(c)] {
 			if slots[s] < slots[j] {
 				j = s
 			}
@@ -131,6 +132,15 @@ func (m costModel) finish(rejects, now, later int, share float64, st costState) 
 		rejects -= c
 	}
 	return end, k
+}
+
+// slots is the number of sessions at once a session with a budget of cap
+// rejections may be one of: more when it sleeps past quiet (sleeping).
+func (m costModel) slots(cap int) int {
+	if cap > m.quiet && m.sleeping > m.conns {
+		return m.sleeping
+	}
+	return max(1, m.conns)
 }
 
 // plan picks the rejection budget of the next session for rcpts
@@ -204,7 +214,7 @@ func (p *Prober) costModelLocked(q *hostQ, s *session) (costModel, bool) {
 	if s.rejectCap <= 0 || hard <= 0 || sleep <= 0 || hard-1 <= s.rejectCap {
 		return costModel{}, false
 	}
-	m := costModel{conns: p.maxConns(q) * p.routes(), quiet: s.rejectCap, most: hard - 1, sleep: sleep,
+	m := costModel{conns: p.maxConns(q) * p.routes(), sleeping: p.sleepingConns(q) * p.routes(), quiet: s.rejectCap, most: hard - 1, sleep: sleep,
 		base: s.setup + quietRounds*s.helloRTT, burst: p.burst(q)}
 	if w := q.hs.ConnsPerWindow; w > 0 {
 		m.perWindow, m.window = w, p.cfg.RefusalWindow+windowMargin

@@ -274,3 +274,56 @@ func TestGreylistRetriesOneSession(t *testing.T) {
 		})
 	}
 }
+
+// TestSleepingSessionsAtOnce: issue 34's Postfix host (anvil's 12
+// connections a minute and 3 at once, known from before) at our default
+// of 2 sessions at once. Sessions planned to sleep through its error
+// sleeps may be 3 at once (MaxSleepingConnsPerHost, within the host's
+// limit): its first window's 12 connections carry the work, done within
+// 10% of the floor of the host's own limits (64.04-64.05 s in runs;
+// the order in which the world's sessions are served varies), where 2 at
+// once spill into a third window (130.45-131.45 s, one refusal), with
+// the same 24 connections; never more than its limits, never closed for
+// errors.
+func TestSleepingSessionsAtOnce(t *testing.T) {
+	const (
+		n, unknown = 480, 318
+		window     = time.Minute
+	)
+	floor, _, _ := LimitsFloor(ServerLimits{Conns: 3, PerWindow: 12, Window: window, SoftErrors: 10, HardErrors: 20,
+		ErrorSleep: time.Second, Session: 5 * 10 * time.Millisecond}, n+1, unknown+1)
+	for _, tc := range []struct {
+		sleeping, refused int
+		lo, hi            time.Duration // took
+	}{
+		{2, 1, 2 * window, 3 * window},
+		{3, 0, floor, floor * 11 / 10},
+	} {
+		t.Run(fmt.Sprint(tc.sleeping), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dom, addrs, ok := anvilHost("anvil.test", n, unknown, window)
+				e := startWorld(t, mailworld.Options{Latency: 10 * time.Millisecond}, dom)
+				p := e.prober(func(c *Config) {
+					c.RatePerHost, c.CommandTimeout, c.RefusalWindow, c.MaxSleepingConnsPerHost = 5, 5*time.Minute, window, tc.sleeping
+				})
+				p.cfg.HostMemory.Learn(e.w.MXAddrs("anvil.test")[0], HostState{ConnsPerWindow: 12, Answered: true})
+				t0 := time.Now()
+				res := make([]Result, len(addrs))
+				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "anvil.test", e.mx("anvil.test"), addrs, res); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(t0)
+				for i, r := range res {
+					if want := map[bool]Outcome{true: Deliverable, false: Missing}[ok[addrs[i]]]; r.Outcome != want {
+						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+					}
+				}
+				hs := hostStats(e, "mx1.anvil.test")
+				t.Logf("took %v (floor %v), %d connections, %d at once, %d refused", took, floor, hs.Total, hs.MaxConcurrent, hs.Rejected)
+				if hs.TooManyErrors != 0 || hs.Rejected != tc.refused || hs.MaxConcurrent != tc.sleeping || hs.Total != 24 || took < tc.lo || took > tc.hi {
+					t.Fatalf("host %+v, took %v: want 24 connections, %d refused, %d at once, done within [%v, %v]", hs, took, tc.refused, tc.sleeping, tc.lo, tc.hi)
+				}
+			})
+		})
+	}
+}

@@ -190,6 +190,21 @@ func (p *Prober) maxConns(q *hostQ) int {
 	return capBy(p.cfg.MaxConnsPerHost, q.hs.Conns)
 }
 
+// sleepingConns is the number of sessions q may have at once while some
+// sleep through its error sleeps as planned (MaxSleepingConnsPerHost).
+func (p *Prober) sleepingConns(q *hostQ) int {
+	return capBy(max(p.cfg.MaxConnsPerHost, p.cfg.MaxSleepingConnsPerHost), q.hs.Conns)
+}
+
+// connsNowLocked is the number of sessions q may have at once now: more
+// while some of them sleep through its error sleeps (q.slowing).
+func (p *Prober) connsNowLocked(q *hostQ) int {
+	if q.slowing > 0 {
+		return p.sleepingConns(q)
+	}
+	return p.maxConns(q)
+}
+
 // routes is the number of egresses sessions leave from: each has its own
 // per-host limits (the Limiter holds each).
 func (p *Prober) routes() int {
@@ -316,7 +331,7 @@ func (p *Prober) kick(q *hostQ) {
 	// is still growing (see group.go) takes less a round trip at first:
 	// what the running ones have yet to grow to does not count as backlog.
 	backlog := q.n - q.sessions*(p.cfg.PipelineDepth-p.groupLocked(q))
-	if q.sessions >= p.maxConns(q)*p.routes() {
+	if q.sessions >= p.connsNowLocked(q)*p.routes() {
 		return
 	}
 	if q.sessions > 0 {

@@ -28,7 +28,7 @@ const sharedTimeout = time.Second
 // windows takes its window's connections from the fleet as tickets:
 // tickets.go.)
 func (p *Prober) limitsLocked(q *hostQ) fleet.Limits {
-	return fleet.Limits{Conns: p.maxConns(q), Rate: p.connRate(q), Burst: p.burst(q)}
+	return fleet.Limits{Conns: p.connsNowLocked(q), Rate: p.connRate(q), Burst: p.burst(q)}
 }
 
 // background runs a write to the shared state without holding anyone up;

@@ -180,6 +180,18 @@ type Config struct {
 	// MaxConnsPerHost is the number of concurrent connections per MX host
 	// address (default 2).
 	MaxConnsPerHost int
+	// MaxSleepingConnsPerHost is the number of concurrent connections per
+	// MX host address while sessions there sleep through the host's error
+	// sleeps as the cost model planned them (Postfix's slow zone: a
+	// second before every reply past smtpd_soft_error_limit; such a
+	// session mostly waits on the host, which does nothing for it
+	// meanwhile), where the plan finishes the host's work sooner so: at a
+	// host that paces connections in windows (anvil), a window's few
+	// connections carry more errors each (default 3, issue 34's anvil
+	// host's limit; Postfix's own default, smtpd_client_connection_count_limit,
+	// is 50). Never above the host's learnt limit (HostState.Conns); below
+	// MaxConnsPerHost, MaxConnsPerHost.
+	MaxSleepingConnsPerHost int
 	// RatePerHost is the number of new connections per second per MX host
 	// address (default 5), with a burst of MaxConnsPerHost.
 	RatePerHost float64
@@ -333,6 +345,7 @@ func (c *Config) setDefaults() {
 	def(&c.CatchAllCacheTTL, time.Hour)
 	def(&c.GreylistRetry, 60*time.Second)
 	defInt(&c.MaxConnsPerHost, 2)
+	defInt(&c.MaxSleepingConnsPerHost, 3)
 	defInt(&c.Routes, 1)
 	defInt(&c.MaxSessions, 1000)
 	defInt(&c.MaxRcptPerTransaction, 100)
