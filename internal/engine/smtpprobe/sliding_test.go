@@ -15,19 +15,19 @@ import (
 // A host that counts connection attempts in a sliding window, refused ones
 // too (sendmail's ratecontrol, Haraka's limit plugin;
 // mailworld.Domain.ConnRateSliding): 3 a 30 s window, a 4 s greeting, 100
-// addresses (half missing: 9 rejections a session, 6 sessions). Sessions
-// at 0, 4 and 8 s; the fourth, at 12 s, is refused: the host counts
+// addresses (half missing). Sessions at 0, 4 and 8.06 s; the fourth, at
+// 12.08 s, is refused: the host counts
 // connections in windows, 3 of them, and is tried again when the window
 // of the first ends (32 s, as Postfix's anvil would take it). Refused
-// of the second has ended (36 s): a host that counts the refused 12 s
+// of the second has ended (36 s): a host that counts the refused 12.08 s
 // as well still has room for one, and anvil's fixed window has ended.
-// From then on 3 a window: 36 and 40.02 s; the last session ends at
-// 44.02 s. (The sessions go past their quiet budget into the host's
+// From then on 36 and 40.02 s; the last session ends at 44.02 s. (The
+// sessions go past their quiet budget of 9 rejections into the host's
 // 20 ms error sleeps, the cost model counting up to
-// MaxSleepingConnsPerHost such sessions at once: 5 sessions, not 6;
-// without that, and with the sleep before QUIT counted as work, 36, 40
-// and 44 s, done at 48 s.) One refusal (main's engine: 3, the limit
-// lowered to 2, 72 s).
+// MaxSleepingConnsPerHost such sessions at once: 5 sessions, not 6.
+// Without that, and with the sleep before QUIT counted as work: sessions
+// of 9 rejections, dials at 0, 4, 8, 12 (refused), 36, 40 and 44 s, done
+// at 48 s.) One refusal (main's engine: 3, the limit lowered to 2, 72 s).
 func TestSlidingWindowRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const window = 30 * time.Second
