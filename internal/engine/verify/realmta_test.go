@@ -502,9 +502,13 @@ func TestEngineRealMTAs(t *testing.T) {
 	})
 
 	add("anvil's concurrency limit", func(t tb, r *realmta.Running) {
-		e, _ := realEngine(r, nil)
-		// Enough work for a second session at once (a backlog past the
-		// first replies), which anvil refuses.
+		// Enough work for a second session at once, which anvil refuses:
+		// sessions of 40 RCPTs, so that the list is a chain of a dozen,
+		// each a connect, greeting and EHLO, that another session at once
+		// shortens. (One session's round trips alone send 430 RCPTs
+		// sooner than another session's setup would help: the engine
+		// opens none then.)
+		e, _ := realEngine(r, func(c *smtpprobe.Config) { c.MaxRcptPerSession = 40 })
 		verifyReal(t, r, e, list("single.test", locals("user", 400), 30), 60*time.Second)
 		hc := settled(t, r, "mx.single.test")
 		if hc.AnvilCount < 1 || hc.AnvilRefused > 3 {
