@@ -3,6 +3,7 @@ package verify_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -508,12 +509,24 @@ func TestEngineRealMTAs(t *testing.T) {
 		// shortens. (One session's round trips alone send 430 RCPTs
 		// sooner than another session's setup would help: the engine
 		// opens none then.)
-		e, _ := realEngine(r, func(c *smtpprobe.Config) { c.MaxRcptPerSession = 40 })
+		var conns openConns
+		e, _ := realEngine(r, func(c *smtpprobe.Config) {
+			c.MaxRcptPerSession = 40
+			c.Dialer = conns.dial(c.Dialer)
+		})
 		verifyReal(t, r, e, list("single.test", locals("user", 400), 30), 60*time.Second)
 		hc := settled(t, r, "mx.single.test")
-		if hc.AnvilCount < 1 || hc.AnvilRefused > 3 {
-			t.Errorf("%d anvil concurrency refusals (%d in all), want 1 to 3", hc.AnvilCount, hc.AnvilRefused)
+		// The engine tries a session beside another, is refused, and
+		// keeps to one at once: at most 3 connections opened while one
+		// of its own was open. Anvil also refuses a connection that
+		// follows a closed one before smtpd has told it of the close (a
+		// lag that grows with the load: 7 refusals at load 21): those,
+		// with none of ours open, are the server's, logged, not judged.
+		beside := conns.beside()
+		if hc.AnvilCount < 1 || beside < 1 || beside > 3 {
+			t.Errorf("%d anvil concurrency refusals (%d in all), %d connections opened beside another; want 1 to 3 of both", hc.AnvilCount, hc.AnvilRefused, beside)
 		}
+		t.Logf("%d connections opened beside another, %d anvil concurrency refusals", beside, hc.AnvilCount)
 	})
 
 	addEarly("Exim's non-mail limit", func(t tb, r *realmta.Running) {
@@ -747,4 +760,46 @@ func TestEngineRealMTAs(t *testing.T) {
 	wg.Wait()
 	t.Logf("cases done after %v", time.Since(t0).Round(10*time.Millisecond))
 	reportRealCases(t, cases)
+}
+
+// openConns counts the engine's connections open at once, on its side:
+// what it chose, whatever lag the server's own count has.
+type openConns struct {
+	mu           sync.Mutex
+	open, besides int
+}
+
+// dial wraps the engine's dialer.
+func (o *openConns) dial(next smtpprobe.DialFunc) smtpprobe.DialFunc {
+	if next == nil {
+		var d net.Dialer
+		next = d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		o.mu.Lock()
+		if o.open > 0 {
+			o.besides++
+		}
+		o.open++
+		o.mu.Unlock()
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			o.closed()
+			return nil, err
+		}
+		return &countedConn{Conn: c, done: o.closed}, nil
+	}
+}
+
+func (o *openConns) closed() {
+	o.mu.Lock()
+	o.open--
+	o.mu.Unlock()
+}
+
+// beside is the number of connections opened while another was open.
+func (o *openConns) beside() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.besides
 }
