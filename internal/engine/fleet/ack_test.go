@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -78,13 +79,15 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var rec recorder
 	var wg sync.WaitGroup
-	for _, f := range []*Fleet{a, a, b, b} {
+	for i, f := range []*Fleet{a, a, b, b} {
+		who := string("aabb"[i]) + string("1212"[i])
 		wg.Go(func() {
-			if err := hammer(ctx, f, k, lim, 400*time.Millisecond, &rec); err != nil {
+			if err := hammerAs(ctx, who, f, k, lim, 400*time.Millisecond, &rec); err != nil {
 				t.Errorf("hammer: %v", err)
 			}
 		})
 	}
+	cut := time.Now()
 	w.down(true)
 	// Generous bounds: on a real Redis they wait for health checks and
 	// client timeouts of a loaded machine (not what is tested).
@@ -114,6 +117,13 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 
 	if m := maxConcurrent(rec.spans); m > 2 {
 		t.Errorf("%d connections at once around the switch, limit 2", m)
+		rec.mu.Lock()
+		sort.Slice(rec.spans, func(i, j int) bool { return rec.spans[i].from.Before(rec.spans[j].from) })
+		for _, s := range rec.spans {
+			t.Logf("%s from %v to %v start %v lost %v", s.who, s.from.Sub(cut), s.to.Sub(cut), s.start.Sub(cut), s.lost)
+		}
+		rec.mu.Unlock()
+		t.Logf("cut at 0, back at %v; a %+v; b %+v", back.Sub(cut), a.Stats(), b.Stats())
 	}
 	if st := b.Stats(); st.Fallbacks != 1 || st.LeasesLost == 0 {
 		t.Errorf("starved process stats %+v: want one fallback and its divided leases ended at the switch", st)
