@@ -115,20 +115,22 @@ func (r *Redis) Client() *redis.Client { return r.rdb }
 // Prefix is the key prefix.
 func (r *Redis) Prefix() string { return r.prefix }
 
-func backend(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return &BackendError{err}
-}
-
 // ctxErr prefers the caller's context error to the one a cancelled call
-// returned (go-redis reports context errors as its own).
+// returned (go-redis reports context errors as its own). While the
+// caller's context lives, any error is the backend's, a context error too:
+// it is a deadline of the call's own (redislock gives Obtain one of a
+// lease TTL when the caller's context has none, and a slow Redis outlasts
+// it), which must count as a backend failure, not end the caller's
+// Acquire as if its context had (issue 33: "hammer: context deadline
+// exceeded" under load).
 func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return backend(err)
+	if err == nil {
+		return nil
+	}
+	return &BackendError{err}
 }
 
 func (r *Redis) slotKey(k Key, i int) string {
