@@ -127,6 +127,7 @@ func (r *Running) startHaraka(i int, h Host) error {
 		return err
 	}
 	r.addProc(p)
+	started := time.Now()
 	if err := waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, startWait); err != nil {
 		return err
 	}
@@ -148,7 +149,8 @@ func (r *Running) startHaraka(i int, h Host) error {
 			}
 		}
 		if missing == "" {
-			return nil
+			// And it serves: it answers a connection with its greeting.
+			return r.waitGreeting(p, []netip.Addr{r.hostAddr[h.Name]}, started.Add(startWait))
 		}
 		if p.exited() || time.Now().After(deadline) {
 			return fmt.Errorf("realmta: Haraka %s: no %q in its log: %s", h.Name, missing, p.tail())
@@ -253,6 +255,8 @@ func (r *Running) harakaCounts(i int, hc *HostCounts) error {
 		txnRCPT, refused int
 	}
 	ss := map[string]*sess{}
+	probe := "connect ip=" + r.probeAddr().String() + " "
+	probes := map[string]bool{} // the kit's readiness probe's session (waitGreeting)
 	var opens, closes []time.Time
 	err := eachLine(r.harakaLog(i), func(line string) {
 		f := strings.SplitN(line, " ", 5)
@@ -263,6 +267,12 @@ func (r *Running) harakaCounts(i int, hc *HostCounts) error {
 		uuid, _, _ = strings.Cut(uuid, ".")
 		plugin, msg := f[3], f[4]
 		ts, _ := time.Parse(time.RFC3339Nano, f[0])
+		if plugin == "[core]" && strings.HasPrefix(msg, probe) {
+			probes[uuid] = true
+		}
+		if probes[uuid] {
+			return
+		}
 		switch {
 		case plugin == "[karma]" && strings.HasPrefix(msg, "tarpitting "):
 			hc.Throttled++

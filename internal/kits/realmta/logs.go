@@ -100,8 +100,12 @@ var (
 
 // Counts reads the logs written so far. Postfix writes through postlogd,
 // so the last lines may lag a moment behind the session that caused them.
+// The kit's own readiness probes (waitGreeting) are left out: Postfix's,
+// Exim's and Haraka's lines by their client address, sendmail's sessions
+// by the probe's NOOP.
 func (r *Running) Counts() (Counts, error) {
 	c := Counts{Hosts: map[string]*HostCounts{}}
+	probe := "[" + r.probeAddr().String() + "]"
 	byAddr := map[string]*HostCounts{}
 	for _, h := range r.World.Hosts {
 		hc := &HostCounts{Host: h.Name, Kind: h.Kind(), Rejects: map[string]int{}}
@@ -110,7 +114,7 @@ func (r *Running) Counts() (Counts, error) {
 	}
 	if err := eachLine(r.logPath("postfix.log"), func(line string) {
 		m := pfLine.FindStringSubmatch(line)
-		if m == nil {
+		if m == nil || strings.Contains(m[3], probe) {
 			return
 		}
 		if hc := c.Hosts[m[1]]; hc != nil {
@@ -124,7 +128,7 @@ func (r *Running) Counts() (Counts, error) {
 	// it too).
 	if err := eachLine(r.logPath("exim/mainlog"), func(line string) {
 		m := eximIface.FindStringSubmatch(line)
-		if m == nil {
+		if m == nil || strings.Contains(line, probe) {
 			return
 		}
 		hc := byAddr[m[1]]
@@ -258,11 +262,20 @@ func sendmailCounts(path string, hc *HostCounts, throttle int) error {
 		txnRefused       int // sendmail's throttle counts a transaction's
 		ended            bool
 	}
+	// The kit's readiness probe's session (waitGreeting): its pid.
+	probes := map[string]bool{}
+	if err := eachLine(path, func(line string) {
+		if pid, rest, ok := strings.Cut(line, " "); ok && strings.HasPrefix(rest, "<<< NOOP "+probeMark) {
+			probes[pid] = true
+		}
+	}); err != nil {
+		return err
+	}
 	ss := map[string]*sess{}
 	var order []string
 	err := eachLine(path, func(line string) {
 		pid, rest, ok := strings.Cut(line, " ")
-		if !ok || len(rest) < 4 {
+		if !ok || len(rest) < 4 || probes[pid] {
 			return
 		}
 		dir, text := rest[:3], rest[4:]

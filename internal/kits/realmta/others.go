@@ -143,7 +143,7 @@ func (r *Running) startExim(conf string) error {
 		return err
 	}
 	r.procs = append(r.procs, p)
-	return waitListening(p, r.addrsOf(Exim), r.port, startWait)
+	return r.waitServing(p, r.addrsOf(Exim), r.greetingAddrs(Exim), startWait)
 }
 
 // --- a policy server that never answers ---------------------------------

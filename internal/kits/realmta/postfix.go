@@ -282,8 +282,7 @@ func (r *Running) startPostfix(conf string) error {
 	}
 	r.postfix = p
 	r.postfixConf = conf
-	var addrs = r.addrsOf(Postfix)
-	return waitListening(p, addrs, r.port, startWait)
+	return r.waitServing(p, r.addrsOf(Postfix), r.greetingAddrs(Postfix), startWait)
 }
 
 // stopPostfix asks master to stop (it stops its children), then makes

@@ -198,7 +198,8 @@ type Options struct {
 	// AfterShip's verifier dials 25 only.
 	Port int
 	// Net is the /16 the world's addresses come from: hosts at .1.1 up,
-	// DNS at .0.53, postgrey at .0.23. By default 127.B.0.0/16 with B
+	// DNS at .0.53, postgrey at .0.23, the kit's readiness probes from
+	// .0.25 (left out of Counts). By default 127.B.0.0/16 with B
 	// varying per process and world (16 to 239), so that worlds of
 	// concurrent processes on one fixed port (25) stay apart; Start tries
 	// another B when a daemon cannot bind.

@@ -161,7 +161,8 @@ func (r *Running) startSendmail(i int, h Host) error {
 		return err
 	}
 	r.addProc(p)
-	return waitListening(p, []netip.Addr{r.hostAddr[h.Name]}, r.port, startWait)
+	a := []netip.Addr{r.hostAddr[h.Name]}
+	return r.waitServing(p, a, a, startWait)
 }
 
 // sendmailLog is the traffic log of the i-th host (a sendmail host).

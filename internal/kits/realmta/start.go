@@ -38,8 +38,10 @@ type Running struct {
 }
 
 // Start installs the software if needed (Ensure), writes the
-// configurations and starts the daemons the world needs. On error,
-// whatever it started is stopped. With Options.Port 0 it retries on other
+// configurations and starts the daemons the world needs; an SMTP daemon
+// is up once it answers a connection with its greeting (waitGreeting), not
+// once it listens, except a Tarpit or HangUp host's, which never greets.
+// On error, whatever it started is stopped. With Options.Port 0 it retries on other
 // ports when a daemon could not bind.
 func Start(w World, opt Options) (*Running, error) {
 	netGiven := opt.Net.IsValid()
