@@ -40,8 +40,9 @@
 //
 // The SMTP engine (internal/engine/smtpprobe, shared.go) calls them here:
 //
-//   - before each connection (sched.go, Prober.session): Acquire(ctx,
-//     Key{egress, addr}, lim), then Wait(ctx, key, lim), then dial. The
+//   - before each connection (sched.go, Prober.session): Take(ctx,
+//     limiter, Key{egress, addr}, lim) (Acquire, then Wait, again when the
+//     lease is lost meanwhile), then dial. The
 //     session takes no more work once lease.Lost() is closed or
 //     lease.Deadline() is near, its I/O is cut shortly after, and
 //     lease.Release() is called when the connection is closed.
@@ -141,6 +142,47 @@ type Limiter interface {
 	// Wait returns once one more new connection to k may start: at most
 	// lim.Rate a second, lim.Burst at once.
 	Wait(ctx context.Context, k Key, lim Limits) error
+}
+
+// Take is what a connection to k needs before it is dialled: a slot
+// (Acquire), then the rate (Wait) while holding it. A lease lost while
+// its holder waits for the rate is given up and another asked for: a
+// connection must not start on it. (A Fleet's shared lease lost when the
+// backend goes away leaves its holder in Wait until the divided budget
+// starts, when other processes' divided leases may already fill the
+// host: dialled then, it was one connection too many, issue 33.) The
+// Wait is cut short when the lease is lost.
+func Take(ctx context.Context, lm Limiter, k Key, lim Limits) (*Lease, error) {
+	for {
+		l, err := lm.Acquire(ctx, k, lim)
+		if err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-l.Lost():
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		err = lm.Wait(wctx, k, lim)
+		cancel()
+		select {
+		case <-l.Lost():
+			l.Release()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		default:
+		}
+		if err != nil {
+			l.Release()
+			return nil, err
+		}
+		return l, nil
+	}
 }
 
 // Lease is one connection slot held.

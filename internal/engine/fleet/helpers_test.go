@@ -40,8 +40,9 @@ func fastOptions() Options {
 	return Options{LeaseTTL: time.Second, HealthInterval: 100 * time.Millisecond, FailAfter: 2}
 }
 
-// span is one lease held (from acquisition to release) and the time its
-// connection started (after the rate).
+// span is one lease held for a connection (from the end of Take, slot
+// and rate had, to release) and the time its connection started (the
+// same in hammer).
 type span struct {
 	from, to time.Time
 	start    time.Time
@@ -102,8 +103,9 @@ func maxStartsIn(spans []span, w time.Duration) int {
 	return most
 }
 
-// hammer acquires, waits for the rate, holds for hold and releases (early
-// when the lease ends) until ctx ends, recording each lease.
+// hammer takes a lease and the rate (Take, as the engine does), holds for
+// hold and releases (early when the lease ends) until ctx ends, recording
+// each connection it would have had (from the end of Take).
 func hammer(ctx context.Context, lm Limiter, k Key, lim Limits, hold time.Duration, rec *recorder) error {
 	return hammerAs(ctx, "", lm, k, lim, hold, rec)
 }
@@ -111,7 +113,7 @@ func hammer(ctx context.Context, lm Limiter, k Key, lim Limits, hold time.Durati
 // hammerAs is hammer with its spans named who.
 func hammerAs(ctx context.Context, who string, lm Limiter, k Key, lim Limits, hold time.Duration, rec *recorder) error {
 	for ctx.Err() == nil {
-		l, err := lm.Acquire(ctx, k, lim)
+		l, err := Take(ctx, lm, k, lim)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -119,14 +121,7 @@ func hammerAs(ctx context.Context, who string, lm Limiter, k Key, lim Limits, ho
 			return err
 		}
 		from := time.Now()
-		if err := lm.Wait(ctx, k, lim); err != nil {
-			l.Release()
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		start := time.Now()
+		start := from
 		if dl, ok := l.Deadline(); ok && !start.Before(dl) {
 			l.Release() // the turn ended while waiting for the rate: no connection
 			continue

@@ -692,12 +692,7 @@ func (p *Prober) lease(k fleet.Key, budget time.Time, lim fleet.Limits) (*fleet.
 		ctx, cancel = context.WithDeadline(ctx, budget)
 		defer cancel()
 	}
-	lease, err := p.cfg.Limiter.Acquire(ctx, k, lim)
-	if err == nil {
-		if err = p.cfg.Limiter.Wait(ctx, k, lim); err != nil {
-			lease.Release()
-		}
-	}
+	lease, err := fleet.Take(ctx, p.cfg.Limiter, k, lim)
 	if err != nil {
 		return nil, &budgetError{fmt.Errorf("%w: no connection to %s possible before the deadline: %w", context.DeadlineExceeded, k.Host, err)}
 	}
