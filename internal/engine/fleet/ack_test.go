@@ -117,6 +117,11 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 
 	if m := maxConcurrent(rec.spans); m > 2 {
 		t.Errorf("%d connections at once around the switch, limit 2", m)
+	}
+	if st := b.Stats(); st.Fallbacks != 1 || st.LeasesLost == 0 {
+		t.Errorf("starved process stats %+v: want one fallback and its divided leases ended at the switch", st)
+	}
+	if t.Failed() { // what happened, for the next one to read
 		rec.mu.Lock()
 		sort.Slice(rec.spans, func(i, j int) bool { return rec.spans[i].from.Before(rec.spans[j].from) })
 		for _, s := range rec.spans {
@@ -124,9 +129,6 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 		}
 		rec.mu.Unlock()
 		t.Logf("cut at 0, back at %v; a %+v; b %+v", back.Sub(cut), a.Stats(), b.Stats())
-	}
-	if st := b.Stats(); st.Fallbacks != 1 || st.LeasesLost == 0 {
-		t.Errorf("starved process stats %+v: want one fallback and its divided leases ended at the switch", st)
 	}
 }
 
