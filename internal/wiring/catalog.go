@@ -48,6 +48,11 @@ func RegistryFor(e *verify.Engine, c VerifyConfig) *listservice.Registry {
 	reg := listservice.NewRegistry()
 	ev := evlist.New(evlist.EngineChecker(e))
 	ev.InFlight = c.RowsInFlight
+	if e.DNS != nil {
+		// Grouping a host's rows pays off at its sessions; offline, no
+		// host is asked.
+		ev.GroupRows = c.GroupRows
+	}
 	if e.DNS == nil && (ev.InFlight <= 0 || ev.InFlight > OfflineRowsInFlight) {
 		// Offline verification never waits on a server: a few batches
 		// keep every core busy, and a bigger window only holds memory

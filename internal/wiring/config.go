@@ -54,6 +54,10 @@ type VerifyConfig struct {
 	// at once (shared by the shards it runs, see SharedBy): every wait of
 	// the rows in flight overlaps. Each costs about 0.7 KB of memory.
 	RowsInFlight int
+	// GroupRows is the most rows a shard reads ahead and groups by domain
+	// before verification (evlist.Service.GroupRows; at most half its rows
+	// in flight).
+	GroupRows int
 	// ListsDir holds operator list extensions (a mounted ConfigMap). It is
 	// the manager's own and not passed to workers.
 	ListsDir string

@@ -75,7 +75,8 @@ func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
 		},
 		SMTPAllowCIDRs: strings.Join(s.AllowCIDRs, ","),
 		Proxies:        proxies(v.Proxies.URLs), ProxyMaxConns: v.Proxies.MaxConnsPerProxy, RowsInFlight: v.RowsInFlight,
-		ListsDir: v.ListsDir, ExtraTLDs: strings.Join(v.ExtraTLDs, ","),
+		GroupRows: v.GroupRows,
+		ListsDir:  v.ListsDir, ExtraTLDs: strings.Join(v.ExtraTLDs, ","),
 		Fleet:      FleetConfig{URL: c.Fleet.URL, Egress: c.Fleet.Egress, LeaseTTL: c.Fleet.LeaseTTL.Duration, Seat: -1, Seats: 1},
 		HistoryURL: v.History.URL, HistoryTTLs: evhistory.TTLs{
 			Deliverable: v.History.TTLs.Deliverable.Duration, Undeliverable: v.History.TTLs.Undeliverable.Duration,
@@ -321,6 +322,7 @@ func IntoConfig(c *cfgv1.Configuration, vc VerifyConfig) {
 	v.Proxies.URLs = append([]string(nil), vc.Proxies...)
 	setVal(&v.Proxies.MaxConnsPerProxy, vc.ProxyMaxConns)
 	setVal(&v.RowsInFlight, vc.RowsInFlight)
+	setVal(&v.GroupRows, vc.GroupRows)
 	v.ListsDir, v.ExtraTLDs = vc.ListsDir, splitList(vc.ExtraTLDs)
 	c.Fleet.URL = vc.Fleet.URL
 	setVal(&c.Fleet.Egress, vc.Fleet.Egress)

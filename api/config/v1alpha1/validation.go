@@ -136,6 +136,7 @@ func validateVerification(v Verification, p path) ErrorList {
 	}
 	errs = append(errs, atLeast(p.child("proxies", "maxConnsPerProxy"), int64(v.Proxies.MaxConnsPerProxy), 1)...)
 	errs = append(errs, atLeast(p.child("rowsInFlight"), int64(v.RowsInFlight), 1)...)
+	errs = append(errs, atLeast(p.child("groupRows"), int64(v.GroupRows), 1)...)
 	hp := p.child("history")
 	errs = append(errs, oneOf(hp.child("scope"), v.History.Scope, "tenant", "shared")...)
 	for name, d := range map[string]Duration{"deliverable": v.History.TTLs.Deliverable, "undeliverable": v.History.TTLs.Undeliverable,

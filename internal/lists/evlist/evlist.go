@@ -61,6 +61,11 @@ type Service struct {
 	// delays, slow hosts) overlaps, so a shard of up to InFlight rows pays
 	// the greylisting delay once.
 	InFlight int
+	// GroupRows is the most rows a shard reads ahead and groups by domain
+	// (listservice.Grouper): a domain's rows among them are verified in
+	// one batch, so its mail host's sessions are planned from all of
+	// them. Zero or up to Batch: batches in input order (no grouping).
+	GroupRows int
 	// Counters, when set, snapshots the verification engine's work
 	// counters; a shard's summary gets the difference over its run (with
 	// several lists in one process, their counters overlap).
@@ -276,6 +281,13 @@ func (s *Service) ShardKey(addr string) string {
 	}
 	return domain
 }
+
+// GroupRows implements listservice.Grouper.
+func (p *processor) GroupRows() int { return p.svc.GroupRows }
+
+// GroupKey implements listservice.Grouper: the row's domain, as ShardKey
+// normalises it ("" without one).
+func (p *processor) GroupKey(r listservice.Row) string { return p.svc.ShardKey(r.Field(p.col)) }
 
 // BatchSize is the rows verified together: enough to group a batch's
 // addresses by domain; the SMTP stage shares sessions across batches.

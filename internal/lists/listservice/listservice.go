@@ -81,6 +81,24 @@ type Streamer interface {
 	FinishBatch(rows []Row, out [][]string)
 }
 
+// Grouper is implemented by Streamers whose work is cheaper when the
+// rows of one key arrive together (email verification: a mail host's
+// sessions are planned from the work queued at it, so a domain's rows
+// spread over several batches can each cost a session of their own). The
+// pipeline reads up to GroupRows rows ahead (at most half its rows in
+// flight, so two read-aheads overlap), and hands the processor batches of
+// whole groups: a key's rows among them go in one ProcessBatch call. It
+// still writes the rows, and calls FinishBatch, in input order.
+type Grouper interface {
+	// GroupRows is the most rows read ahead and grouped at once (up to
+	// the batch size: no grouping across batches).
+	GroupRows() int
+	// GroupKey returns row's group ("" for none: such rows go in any
+	// batch). It must be a pure function; it may be called from several
+	// goroutines at once.
+	GroupKey(row Row) string
+}
+
 // Deduper is implemented by services that flag rows repeating an earlier
 // row of the list. The pipeline finds the repeats once for the whole list,
 // when it prepares the list (in time linear in the list and memory bounded

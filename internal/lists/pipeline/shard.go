@@ -173,18 +173,28 @@ func processRows(ctx context.Context, plan *Plan, shard listfile.Shard, proc lis
 	if bs, ok := proc.(listservice.BatchSizer); ok && bs.BatchSize() > 0 {
 		size = min(bs.BatchSize(), maxBatchSize)
 	}
-	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, repeats: repeats, side: side, wr: wr, size: size, clock: clk, progress: progress, lastProgress: clk.Now()}
+	st := &streamer{ctx: ctx, plan: plan, shard: shard, proc: proc, repeats: repeats, side: side, wr: wr, size: size, chunk: size, clock: clk, progress: progress, lastProgress: clk.Now()}
 	if s, ok := proc.(listservice.Streamer); ok {
 		st.finish = s
 		if s.RowsInFlight() > size {
 			st.stream, st.window = s, s.RowsInFlight()
+			if g, ok := proc.(listservice.Grouper); ok {
+				st.chunk = groupChunk(g.GroupRows(), st.window, size, shard.Rows)
+				if st.chunk > size {
+					st.group = g
+				} else {
+					st.chunk = size
+				}
+			}
 		}
 	}
 	return st.run(rd)
 }
 
 // streamer runs batches through a processor: one at a time, or for a
-// listservice.Streamer up to window rows at once, written in order.
+// listservice.Streamer up to window rows at once, written in order. For a
+// listservice.Grouper a flight is a read-ahead of chunk rows, handed to
+// the processor in batches of whole groups (group.go).
 type streamer struct {
 	ctx      context.Context
 	plan     *Plan
@@ -194,9 +204,11 @@ type streamer struct {
 	finish   listservice.Streamer // gets FinishBatch, windowed or not
 	repeats  *repeatCursor        // nil: the service flags no duplicates
 	side     *domainSide          // nil: contiguous shards
+	group    listservice.Grouper  // nil: batches in input order
 	window   int
 	wr       *listfile.Writer
-	size     int
+	size     int // rows a batch
+	chunk    int // rows a flight: size, or a Grouper's read-ahead
 	clock    clock.Clock
 	progress func(int64)
 
@@ -210,13 +222,15 @@ type streamer struct {
 	lastProgress time.Time
 }
 
-// flight is one batch handed to the processor.
+// flight is one batch handed to the processor, or one read-ahead handed
+// to it in batches of whole groups.
 type flight struct {
-	b    *batch
-	rows []listservice.Row
-	out  [][]string
-	err  error
-	over chan struct{}
+	b       *batch
+	rows    []listservice.Row
+	out     [][]string
+	err     error
+	over    chan struct{}
+	grouped grouped // a Grouper's batches
 }
 
 func (st *streamer) run(rd *listfile.Reader) (int64, error) {
@@ -237,7 +251,7 @@ func (st *streamer) run(rd *listfile.Reader) (int64, error) {
 			return st.done, classify(fmt.Errorf("row %d: %w", st.shard.FirstRow+st.read+int64(b.len())+1, err))
 		}
 		b.add(rec, st.plan.EscapeFormulas)
-		if b.len() == st.size {
+		if b.len() == st.chunk {
 			if err := st.launch(b); err != nil {
 				return st.done, err
 			}
@@ -294,15 +308,10 @@ func (st *streamer) launch(b *batch) error {
 	st.flights = append(st.flights, f)
 	st.inFlight += len(f.rows)
 	go func() {
-		f.err = st.proc.ProcessBatch(st.ctx, f.rows, f.out)
-		if f.err != nil {
-			// Fail fast: batches before this one may be waiting long.
-			st.failMu.Lock()
-			if st.failed == nil {
-				st.failed = f.err
-				st.cancel()
-			}
-			st.failMu.Unlock()
+		if st.group != nil && len(f.rows) > st.size {
+			f.err = st.processGrouped(f)
+		} else if f.err = st.proc.ProcessBatch(st.ctx, f.rows, f.out); f.err != nil {
+			st.fail(f.err)
 		}
 		close(f.over)
 	}()
@@ -313,6 +322,17 @@ func (st *streamer) launch(b *batch) error {
 		}
 	}
 	return nil
+}
+
+// fail cancels the shard's batches on the first error: batches before
+// this one may be waiting long.
+func (st *streamer) fail(err error) {
+	st.failMu.Lock()
+	defer st.failMu.Unlock()
+	if st.failed == nil {
+		st.failed = err
+		st.cancel()
+	}
 }
 
 // writeHead waits for the oldest batch and writes its rows.
@@ -375,7 +395,7 @@ func (st *streamer) flightFor(b *batch) *flight {
 	}
 	f.rows, f.err, f.over = b.rows(st.shard.FirstRow+st.read), nil, make(chan struct{})
 	if cap(f.out) < len(f.rows) {
-		f.out = make([][]string, 0, st.size)
+		f.out = make([][]string, 0, max(st.chunk, len(f.rows)))
 	}
 	f.out = f.out[:len(f.rows)]
 	for i := range f.out {
