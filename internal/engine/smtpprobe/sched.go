@@ -438,12 +438,19 @@ func (p *Prober) sampleLocked(q *hostQ) {
 // (its new addresses' retries come due that much after them). Zero when
 // none waits (or none is known: see noteGreyLocked). Half is kept back:
 // more work may come.
+//
+// The last deferral counts while its host has addresses waiting out its
+// greylisting, not only while that one address does: an address settled
+// early (its job ended, another MX host answered) leaves the others
+// deferred with it waiting, and a horizon that fell to zero with it
+// would let a burst of work open a parallel session the process's end
+// does not need.
 func (p *Prober) horizonLocked(q *hostQ) time.Duration {
 	last := p.greyLast[0]
-	if last != nil && last.greyQ == q {
+	if last.q == q {
 		last = p.greyLast[1]
 	}
-	if last == nil || last.greyQ == nil || last.greyQ == q {
+	if last.q == nil || last.q == q || last.q.greyWaiting == 0 {
 		return 0
 	}
 	by := p.clk.Until(last.due)
@@ -453,15 +460,22 @@ func (p *Prober) horizonLocked(q *hostQ) time.Duration {
 	return max(0, by) / 2
 }
 
+// greyMark is a greylisting deferral: the host and when the address
+// comes due for its retry.
+type greyMark struct {
+	q   *hostQ
+	due time.Time
+}
+
 // noteGreyLocked notes it, just deferred to wait out its host's
 // greylisting, as the latest to come due (they are deferred by the same
 // delay: the last deferred comes due last), and the one before it at
 // another host.
 func (p *Prober) noteGreyLocked(it *item) {
-	if last := p.greyLast[0]; last != nil && last.greyQ != it.greyQ {
+	if last := p.greyLast[0]; last.q != nil && last.q != it.greyQ {
 		p.greyLast[1] = last
 	}
-	p.greyLast[0] = it
+	p.greyLast[0] = greyMark{q: it.greyQ, due: it.due}
 }
 
 // slot is a session goroutine's hold on the global session cap. It is let

@@ -612,10 +612,9 @@ type Prober struct {
 	timer                 clock.Timer
 	timerAt               time.Time
 	caOwner               map[string]*job // domain → the job whose catch-all probe is in flight
-	// greyLast are the greylisted items waiting for the latest retry
-	// (see horizonLocked), [1] at another host than [0]'s; once retried
-	// or settled an item's greyQ is nil.
-	greyLast [2]*item
+	// greyLast are the latest greylisting deferrals (see horizonLocked),
+	// [1] at another host than [0]'s.
+	greyLast [2]greyMark
 	// holder names this Prober in fleet-wide claims (claim.go).
 	holder string
 	// tickets numbers the window tickets this Prober took (tickets.go).
