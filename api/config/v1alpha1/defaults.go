@@ -97,7 +97,7 @@ func setDefaultsVerification(v *Verification) {
 	dur(&i.HostPenaltyTTL, 5*time.Minute)
 	num(&v.Proxies.MaxConnsPerProxy, 100)
 	num(&v.RowsInFlight, 100_000)
-	num(&v.GroupRows, 25_000)
+	num(&v.GroupRows, 1_000) // no grouping: see GroupRows
 	t := evhistory.DefaultTTLs()
 	dur(&v.History.TTLs.Deliverable, t.Deliverable)
 	dur(&v.History.TTLs.Undeliverable, t.Undeliverable)

@@ -279,8 +279,13 @@ type Verification struct {
 	// are verified in one batch, so its mail host's sessions are planned
 	// from all of them, not opened again for each batch they fell in. The
 	// output keeps the input's row order; the rows are those in flight
-	// (about 80 bytes a row more). Up to the batch size (1,000), or with
-	// dns.server off: no grouping.
+	// (about 80 bytes a row more). Up to the batch size (1,000, the
+	// default), or with dns.server off: no grouping. Off by default: a
+	// host of many domains (a provider's) then gets its work a whole
+	// domain at a time, and its first session's sample of replies spans
+	// fewer domains, so it less often shows the greylisting that holds
+	// back a parallel first-pass session (8 processes on 20 shared MX
+	// hosts: 97-98 connections against 90-94; docs/benchmarks.md).
 	GroupRows int `json:"groupRows"`
 	// ListsDir holds operator list extensions (disposable.txt, free.txt,
 	// role.txt, ...; a mounted ConfigMap), which the manager publishes to
