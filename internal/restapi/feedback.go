@@ -187,7 +187,14 @@ func (s *Server) recordFeedback(w http.ResponseWriter, r *http.Request, tenant s
 		return bad(notMultipart)
 	}
 	// Room for the multipart framing and small other parts.
-	r.Body = http.MaxBytesReader(w, r.Body, limit+64<<10)
+	most := limit + 64<<10
+	if r.ContentLength > most {
+		// Refused before a byte of the body is read: a client that sent
+		// "Expect: 100-continue" then sends none, and gets the 413
+		// instead of a connection reset in the middle of its upload.
+		return feedbackAnswer{}, &feedbackStatus{code: http.StatusRequestEntityTooLarge}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, most)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return bad(notMultipart)
