@@ -8,6 +8,7 @@ package s3server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,22 +99,51 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := writeIdentities(config, o.Identities); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(11, o.Port)
-	if err != nil {
-		return nil, err
-	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 10 * time.Second
 	}
+	for attempt := 1; ; attempt++ {
+		s, err := start(ctx, o, dir, config)
+		if err == nil {
+			return s, nil
+		}
+		if attempt < portAttempts && errors.Is(err, errExited) && s.lostPort() {
+			continue // another process took a port between freePorts and weed's bind
+		}
+		return nil, fmt.Errorf("%w (log: %s)", err, s.Log)
+	}
+}
+
+// portAttempts bounds the starts with fresh ports: weed binds the ports
+// freePorts found free only when it starts, and on a machine running
+// tests side by side another process may take one in between.
+const portAttempts = 3
+
+// errExited: weed exited before it served.
+var errExited = errors.New("s3server: weed exited while starting")
+
+// start is one attempt of Start, on fresh ports; on an error the server
+// is stopped, and the returned one tells only its log.
+func start(ctx context.Context, o Options, dir, config string) (*Server, error) {
+	ports, err := freePorts(11, o.Port)
+	if err != nil {
+		return &Server{}, err
+	}
 	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(ports[6]), Log: filepath.Join(dir, "weed.log"), ports: ports, grace: o.StopGrace}
 	if err := s.run(o.Binary, dir, config); err != nil {
-		return nil, err
+		return s, err
 	}
 	if err := s.createBuckets(ctx, o.Identities[0], o.Buckets); err != nil {
 		_ = s.Stop()
-		return nil, fmt.Errorf("%w (log: %s)", err, s.Log)
+		return s, err
 	}
 	return s, nil
+}
+
+// lostPort reports whether weed's log says one of its ports was taken.
+func (s *Server) lostPort() bool {
+	b, err := os.ReadFile(s.Log)
+	return err == nil && bytes.Contains(b, []byte("address already in use"))
 }
 
 // run starts `weed mini`, SeaweedFS's single-process mode (master, volume
@@ -257,7 +287,7 @@ func (s *Server) createBuckets(ctx context.Context, admin Identity, buckets []st
 			}
 			select {
 			case <-s.exited:
-				return errors.New("s3server: weed exited while starting")
+				return errExited
 			case <-ctx.Done():
 				return fmt.Errorf("s3server: not ready within 60s: %w", err)
 			case <-time.After(100 * time.Millisecond):

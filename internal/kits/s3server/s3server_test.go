@@ -3,6 +3,8 @@ package s3server
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -90,4 +92,28 @@ func TestRestartKeepsObjects(t *testing.T) {
 		t.Fatalf("after a restart: %v", err)
 	}
 	out.Body.Close()
+}
+
+// lostPort tells a start that lost a port race (weed's bind refused)
+// from other exits, which are not retried.
+func TestLostPort(t *testing.T) {
+	for _, tc := range []struct {
+		log  string
+		want bool
+	}{
+		{"I1129 s3.go:412] Start Seaweed S3 API Server\nF1129 s3.go:420] S3 API Server listener on 127.0.0.1:41234 error: listen tcp 127.0.0.1:41234: bind: address already in use\n", true},
+		{"F1129 master.go:200] invalid bucket name\n", false},
+		{"", false},
+	} {
+		s := &Server{Log: filepath.Join(t.TempDir(), "weed.log")}
+		if err := os.WriteFile(s.Log, []byte(tc.log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.lostPort(); got != tc.want {
+			t.Errorf("lostPort(%q) = %v, want %v", tc.log, got, tc.want)
+		}
+	}
+	if (&Server{Log: filepath.Join(t.TempDir(), "none.log")}).lostPort() {
+		t.Error("lostPort without a log = true")
+	}
 }
