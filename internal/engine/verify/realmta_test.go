@@ -765,7 +765,7 @@ func TestEngineRealMTAs(t *testing.T) {
 // openConns counts the engine's connections open at once, on its side:
 // what it chose, whatever lag the server's own count has.
 type openConns struct {
-	mu           sync.Mutex
+	mu            sync.Mutex
 	open, besides int
 }
 

@@ -72,7 +72,7 @@ func TestWaitGreeting(t *testing.T) {
 	// One that never greets is not up by the deadline.
 	silent, err := net.Listen("tcp4", netip.AddrPortFrom(r.opt.addr(1, 2), uint16(r.port)).String())
 	if err != nil {
-		t.Skipf("port %d taken on %s: %v", r.port, r.opt.addr(1, 2), err)
+		t.Fatalf("port %d taken on %s: %v", r.port, r.opt.addr(1, 2), err)
 	}
 	defer silent.Close()
 	if err := r.waitGreeting(nil, []netip.Addr{r.opt.addr(1, 2)}, time.Now().Add(500*time.Millisecond)); err == nil {
