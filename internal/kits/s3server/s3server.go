@@ -110,6 +110,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if attempt < portAttempts && errors.Is(err, errExited) && s.lostPort() {
 			continue // another process took a port between freePorts and weed's bind
 		}
+		if s.Log == "" { // no weed started
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w (log: %s)", err, s.Log)
 	}
 }
