@@ -357,34 +357,42 @@ func TestSlowZone(t *testing.T) {
 	}
 }
 
-// What a refused connection teaches: with another session of ours open it
-// may be a limit of sessions at once (fewer sessions, half the rate); with
-// none open, after two or more accepted connections in the last window,
-// a limit a window (anvil's rate limit); a refusal mid-session is neither.
+// What a refused connection teaches: with other connections of ours open
+// (when it was dialled or when its refusal is read) it may be a limit of
+// sessions at once (fewer sessions, half the rate); with none open, after
+// two or more accepted connections in the last window, a limit a window
+// (anvil's rate limit), and so with fewer open than the host took at once
+// before; a refusal mid-session is neither.
 func TestLowerAfterRefusal(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		sessions  int // ours at the host, the refused one included
+		conns     int // our other connections to the host when the refusal is read
+		beside    int // ours open when the refused one was dialled
+		peak      int // the most sessions at once the host accepted
 		accepted  int // connections accepted in the last window
 		atConnect bool
 		want      HostState
 	}{
-		{"others open", 3, 5, true, HostState{Conns: 2, ConnRate: 2.5}},
-		{"none open, a window", 1, 5, true, HostState{ConnsPerWindow: 5}},
-		{"none open, too few to tell", 1, 1, true, HostState{Conns: 1, ConnRate: 2.5}},
-		{"mid-session", 1, 5, false, HostState{Conns: 1, ConnRate: 2.5}},
+		{"others open", 2, 0, 2, 5, true, HostState{Conns: 2, ConnRate: 2.5}},
+		{"none open, a window", 0, 0, 1, 5, true, HostState{ConnsPerWindow: 5}},
+		{"none open, too few to tell", 0, 0, 1, 1, true, HostState{Conns: 1, ConnRate: 2.5}},
+		// A busy machine read the refusal after the connection beside it
+		// closed: the host had one of ours open when it refused.
+		{"one open at the dial, closed since", 0, 1, 1, 5, true, HostState{Conns: 1, ConnRate: 2.5}},
+		{"fewer open than it took at once", 1, 1, 3, 5, true, HostState{ConnsPerWindow: 5}},
+		{"mid-session", 0, 0, 1, 5, false, HostState{Conns: 1, ConnRate: 2.5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := New(Config{})
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			q := p.host("127.0.0.1:25")
-			q.sessions = tc.sessions
+			q.conns, q.peakOpen = tc.conns, tc.peak
 			now := time.Now()
 			for i := range tc.accepted {
 				q.accepted = append(q.accepted, now.Add(-time.Duration(i+1)*time.Second))
 			}
-			p.lowerLocked(q, now, tc.atConnect)
+			p.lowerLocked(q, now, tc.atConnect, tc.beside)
 			if q.hs != tc.want {
 				t.Fatalf("learnt %+v, want %+v", q.hs, tc.want)
 			}

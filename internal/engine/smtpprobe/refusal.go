@@ -77,12 +77,22 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 		// now on attempts are counted as it counts them, over the last
 		// window, refused ones too: the next comes once enough of them
 		// have left the window (slidingSlotLocked).
+		//
+		// Refused beside sessions of ours, at a host that never took
+		// more at once: that may as well be a limit of sessions at once
+		// (anvil says the same words for both; the window may have been
+		// learnt from a refusal that anvil, lagging behind a closed
+		// connection, made with none of ours open). It gets no more at
+		// once from now on.
+		if rf.beside > 0 && q.peakOpen <= rf.beside {
+			p.learnLocked(q, HostState{Conns: rf.beside})
+		}
 		if !q.sliding {
 			q.sliding = true
 			q.slideSlots = append(append([]time.Time(nil), q.accepted...), q.refusedAt...)
 		}
 	case !dialled.Before(q.loweredAt):
-		p.lowerLocked(q, now, atConnect)
+		p.lowerLocked(q, now, atConnect, rf.beside)
 	}
 	p.settleUnfitLocked(q)
 	p.requeueLocked(items, false, nil)
@@ -90,16 +100,27 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 }
 
 // lowerLocked lowers q's limits. A host that refused a connection while
-// none of our other sessions to it was open, after accepting n (at least
-// two) in the last RefusalWindow, counts connections in windows: it gets n
-// a window, and nothing before the current one ends. Otherwise (Postfix's
-// anvil says the same "too many connections" for its concurrency limit)
-// its concurrent sessions go down to those still open besides the refused
-// one (at least one), and its rate is halved; should it refuse again with
-// none open, or fewer than it took at once before, that is a window.
-func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
+// none of our other connections to it was open, after accepting n (at
+// least two) in the last RefusalWindow, counts connections in windows: it
+// gets n a window, and nothing before the current one ends. So does one
+// that took more at once before than were open beside the refused one.
+// Otherwise (Postfix's anvil says the same "too many connections" for its
+// concurrency limit) its concurrent sessions go down to those open beside
+// the refused one (at least one), and its rate is halved; should it refuse
+// again with none open, or fewer than it took at once before, that is a
+// window.
+//
+// "Open beside" counts our connections over the refused one's life: those
+// open when it was dialled (beside) and those open when its refusal is
+// read (q.conns, dialled after it too: the host may have accepted them
+// first). On a busy machine the refusal may be read after the connection
+// beside it closed; counting only then, a limit of one session at once
+// would be taken for a window, and sessions would go on being opened two
+// at a time. Sessions waiting for their lease or rate are not counted: the
+// host has not seen them.
+func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool, beside int) {
 	q.loweredAt = now
-	others := q.sessions - 1
+	others := max(q.conns, beside)
 	conns := max(1, min(p.maxConns(q), others))
 	win := p.cfg.RefusalWindow
 	var in []time.Time // accepted within the window, oldest first
@@ -110,9 +131,7 @@ func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool) {
 	}
 	slices.SortFunc(in, time.Time.Compare)
 	n := len(in)
-	// A host that took more sessions at once than are open now does not
-	// refuse this one for its concurrency: it counts connections.
-	if atConnect && (others == 0 || q.peakOpen > q.open) && n >= 2 {
+	if atConnect && (others == 0 || q.peakOpen > others) && n >= 2 {
 		p.learnLocked(q, HostState{ConnsPerWindow: n})
 		// The retry comes when the second of them has left the window,
 		// not the first: at a host that counts over a sliding window,

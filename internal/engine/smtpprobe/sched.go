@@ -47,9 +47,14 @@ type hostQ struct {
 	// our current window's start and connections.
 	winStart time.Time
 	winCount int
-	// open counts our sessions to q that the host accepted and that are
-	// still open; peakOpen the most at once.
-	open, peakOpen int
+	// open counts our sessions to q that the host accepted and that have
+	// not begun to quit; peakOpen the most at once: what the host surely
+	// took at once (one quitting may have gone from the host's count
+	// before we read its close: a session accepted then is no evidence of
+	// two at once). conns counts our connections to q, from their dial to
+	// their close: those the host may count (a session waiting for its
+	// lease or its rate is not one).
+	open, peakOpen, conns int
 	// slowing counts the open sessions the cost model sent past the
 	// host's quiet budget (cost.go): their round trips are error sleeps.
 	slowing int
@@ -615,8 +620,16 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.hostFailed(q, items, &hostError{tg: tg, err: err})
 		return false
 	}
-	t0 := p.clk.Now()
+	p.mu.Lock()
+	t0, beside := p.clk.Now(), q.conns
+	q.conns++
+	p.mu.Unlock()
 	s, err := p.dial(tg, budget, answered, dialer)
+	if err != nil {
+		p.mu.Lock()
+		q.conns--
+		p.mu.Unlock()
+	}
 	if err != nil {
 		lease.Release()
 	} else {
@@ -632,6 +645,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.noRoute(items, err)
 		return false
 	case errors.As(err, &refused):
+		refused.beside = beside
 		p.mu.Lock()
 		p.refusedLocked(q, refused, t0, true, items)
 		p.mu.Unlock()
@@ -785,9 +799,12 @@ func (p *Prober) endSession(q *hostQ, s *session, sl *slot) bool {
 	if !more {
 		p.letGo(sl)
 	}
+	p.mu.Lock()
+	q.open-- // (before QUIT: see hostQ.open)
+	p.mu.Unlock()
 	s.end()
 	p.mu.Lock()
-	q.open--
+	q.conns--
 	if s.slowZone {
 		q.slowing--
 	}

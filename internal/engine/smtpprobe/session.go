@@ -155,6 +155,10 @@ type refusalError struct {
 	tg    target
 	reply reply // the refusing reply; code 0 for a refused or dropped connection
 	err   error
+	// beside: for a connection refused at its greeting, our other
+	// connections to the host when it was dialled (they may have closed
+	// by the time the refusal is read: see lowerLocked).
+	beside int
 }
 
 func (e *refusalError) Error() string {

@@ -117,3 +117,49 @@ func TestSlidingDetected(t *testing.T) {
 		}
 	})
 }
+
+// A host that taught a window (a refusal with none of ours open: anvil
+// lagging behind a closed connection says the same words) refuses again,
+// after the window, a connection dialled beside one of ours: with no more
+// at once ever accepted, it keeps to the sessions open beside it from then
+// on (issue 33's stress run: the engine went on opening a second session
+// at a host taking one at once, refused 7 times).
+func TestWindowRefusedBesideOurs(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		beside, peak int
+		wantConns    int
+	}{
+		{"one beside, never two at once", 1, 1, 1},
+		{"one beside, two at once before", 1, 2, 0},
+		{"none beside", 0, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const win = 30 * time.Second
+				p := New(Config{RefusalWindow: win})
+				sleep := func(d time.Duration) { p.mu.Unlock(); simtime.Advance(d); p.mu.Lock() }
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				q := p.host("127.0.0.1:25")
+				t0 := time.Now()
+				for _, d := range []time.Duration{0, 4 * time.Second} {
+					p.noteAcceptedLocked(q, t0.Add(d))
+				}
+				rf := &refusalError{tg: target{host: "mx", addr: q.key}, reply: reply{code: 421}}
+				sleep(8 * time.Second)
+				p.refusedLocked(q, rf, time.Now(), true, nil)
+				if q.hs.ConnsPerWindow != 2 || q.hs.Conns != 0 {
+					t.Fatalf("first refusal: learnt %+v, want 2 a window", q.hs)
+				}
+				q.peakOpen = tc.peak
+				sleep(q.windowEnd.Sub(time.Now()))
+				again := &refusalError{tg: rf.tg, reply: rf.reply, beside: tc.beside}
+				p.refusedLocked(q, again, time.Now(), true, nil)
+				if q.hs.ConnsPerWindow != 2 || !q.sliding || q.hs.Conns != tc.wantConns {
+					t.Fatalf("second refusal: learnt %+v, sliding %v; want 2 a window, sliding, %d at once", q.hs, q.sliding, tc.wantConns)
+				}
+			})
+		})
+	}
+}
