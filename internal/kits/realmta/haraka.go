@@ -250,11 +250,7 @@ exports.hook_data = function (next) {
 // next), "[karma] tarpitting" a delayed reply. The timestamps give the
 // most sessions at once and the most connections in a window.
 func (r *Running) harakaCounts(i int, hc *HostCounts) error {
-	type sess struct {
-		cmd              string
-		txnRCPT, refused int
-	}
-	ss := map[string]*sess{}
+	ss := map[string]*smtpTally{}
 	probe := "connect ip=" + r.probeAddr().String() + " "
 	probes := map[string]bool{} // the kit's readiness probe's session (waitGreeting)
 	var opens, closes []time.Time
@@ -280,7 +276,7 @@ func (r *Running) harakaCounts(i int, hc *HostCounts) error {
 		case plugin != "[core]":
 			return
 		case strings.HasPrefix(msg, "connect ip="):
-			ss[uuid] = &sess{}
+			ss[uuid] = &smtpTally{}
 			hc.Sessions++
 			opens = append(opens, ts)
 			return
@@ -294,23 +290,7 @@ func (r *Running) harakaCounts(i int, hc *HostCounts) error {
 			return
 		}
 		if cmd, ok := strings.CutPrefix(msg, "C: "); ok {
-			verb := strings.ToUpper(strings.SplitN(cmd, " ", 2)[0])
-			if j := strings.IndexByte(verb, ':'); j > 0 {
-				verb = verb[:j]
-			}
-			s.cmd = verb
-			switch verb {
-			case "MAIL":
-				hc.MAIL++
-				s.txnRCPT = 0
-			case "RSET":
-				hc.RSET++
-				s.txnRCPT = 0
-			case "RCPT":
-				hc.RCPT++
-				s.txnRCPT++
-				hc.MaxTxnRCPT = max(hc.MaxTxnRCPT, s.txnRCPT)
-			}
+			s.command(hc, cmd)
 			return
 		}
 		text, ok := strings.CutPrefix(msg, "S: ")
@@ -329,18 +309,7 @@ func (r *Running) harakaCounts(i int, hc *HostCounts) error {
 		if code == "421" {
 			hc.Disconnected++
 		}
-		if s.cmd == "RCPT" {
-			if code[0] == '2' {
-				hc.RCPTAccepted++
-			} else {
-				hc.Rejects[code]++
-				if code[0] == '5' {
-					s.refused++
-					hc.MaxRejected = max(hc.MaxRejected, s.refused)
-				}
-			}
-		}
-		s.cmd = ""
+		s.reply(hc, code)
 	})
 	hc.MaxConcurrent = maxOverlap(opens, closes)
 	window := r.rateWindow(r.World.Hosts[i])

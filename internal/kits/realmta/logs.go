@@ -257,10 +257,8 @@ func (r *Running) logNames() []string {
 // process is gone (or it said 221 or 421).
 func sendmailCounts(path string, hc *HostCounts, throttle int) error {
 	type sess struct {
-		cmd              string // the verb awaiting its reply
-		txnRCPT, refused int
-		txnRefused       int // sendmail's throttle counts a transaction's
-		ended            bool
+		smtpTally
+		ended bool
 	}
 	// The kit's readiness probe's session (waitGreeting): its pid.
 	probes := map[string]bool{}
@@ -292,25 +290,11 @@ func sendmailCounts(path string, hc *HostCounts, throttle int) error {
 			hc.Sessions++
 		}
 		if dir == "<<<" {
-			verb := strings.ToUpper(strings.SplitN(strings.TrimSpace(text), " ", 2)[0])
-			if i := strings.IndexByte(verb, ':'); i > 0 {
-				verb = verb[:i]
-			}
-			s.cmd = verb
-			switch verb {
-			case "MAIL":
-				hc.MAIL++
-				s.txnRCPT, s.txnRefused = 0, 0
-			case "RSET":
-				hc.RSET++
-				s.txnRCPT, s.txnRefused = 0, 0
-			case "RCPT":
-				hc.RCPT++
-				s.txnRCPT++
-				hc.MaxTxnRCPT = max(hc.MaxTxnRCPT, s.txnRCPT)
-				if throttle > 0 && s.txnRefused >= throttle {
-					hc.Throttled++
-				}
+			// sendmail counts every RCPT error of a transaction toward
+			// its throttle, "452 4.5.3 Too many recipients" too
+			// (srvrsmtp.c: rcpt_done, ++n_badrcpts).
+			if s.command(hc, text) == "RCPT" && throttle > 0 && s.txnRefused >= throttle {
+				hc.Throttled++
 			}
 			return
 		}
@@ -334,22 +318,7 @@ func sendmailCounts(path string, hc *HostCounts, throttle int) error {
 				hc.Disconnected++
 			}
 		}
-		if s.cmd == "RCPT" {
-			if code[0] == '2' {
-				hc.RCPTAccepted++
-			} else {
-				hc.Rejects[code]++
-				// sendmail counts every RCPT error toward its
-				// throttle, "452 4.5.3 Too many recipients" too
-				// (srvrsmtp.c: rcpt_done, ++n_badrcpts).
-				s.txnRefused++
-				if code[0] == '5' {
-					s.refused++
-					hc.MaxRejected = max(hc.MaxRejected, s.refused)
-				}
-			}
-		}
-		s.cmd = ""
+		s.reply(hc, code)
 	})
 	for _, pid := range order {
 		if ss[pid].ended || !pidAlive(pid) {
@@ -357,6 +326,57 @@ func sendmailCounts(path string, hc *HostCounts, throttle int) error {
 		}
 	}
 	return err
+}
+
+// smtpTally follows one session's commands and replies in a server's own
+// log of its dialogue (sendmail's -X trace, Haraka's protocol lines) and
+// counts into a HostCounts what reads alike in every such log: MAIL, RSET
+// and RCPT, RCPTs a transaction, RCPT replies and refusals a session.
+type smtpTally struct {
+	cmd        string // the verb awaiting its reply
+	txnRCPT    int    // the transaction's RCPTs
+	txnRefused int    // the transaction's RCPTs refused, 4xx too
+	refused    int    // the session's RCPTs refused with 5xx
+}
+
+// command notes a command as the client sent it; it returns its verb.
+func (s *smtpTally) command(hc *HostCounts, text string) string {
+	verb := strings.ToUpper(strings.SplitN(strings.TrimSpace(text), " ", 2)[0])
+	if i := strings.IndexByte(verb, ':'); i > 0 {
+		verb = verb[:i]
+	}
+	s.cmd = verb
+	switch verb {
+	case "MAIL":
+		hc.MAIL++
+		s.txnRCPT, s.txnRefused = 0, 0
+	case "RSET":
+		hc.RSET++
+		s.txnRCPT, s.txnRefused = 0, 0
+	case "RCPT":
+		hc.RCPT++
+		s.txnRCPT++
+		hc.MaxTxnRCPT = max(hc.MaxTxnRCPT, s.txnRCPT)
+	}
+	return verb
+}
+
+// reply notes the code of the last line of a reply to the command awaiting
+// one.
+func (s *smtpTally) reply(hc *HostCounts, code string) {
+	if s.cmd == "RCPT" {
+		if code[0] == '2' {
+			hc.RCPTAccepted++
+		} else {
+			hc.Rejects[code]++
+			s.txnRefused++
+			if code[0] == '5' {
+				s.refused++
+				hc.MaxRejected = max(hc.MaxRejected, s.refused)
+			}
+		}
+	}
+	s.cmd = ""
 }
 
 func pidAlive(pid string) bool {
