@@ -30,10 +30,15 @@ import (
 
 // planSlack: a budget whose plan finishes within this factor of the
 // soonest (of the host's whole span) is as good, and the one with the
-// fewest sessions wins. (Stretching a host's work towards the list's
-// greylisting retries was tried: it saved no connections on the
-// benchmark worlds, where session slots are busy then, and a greylisting
-// host's own first pass sets when its retries come due.)
+// fewest sessions wins. Time the process waits anyway is as good too
+// (costState.idle, idleAheadLocked): a host that takes any number of
+// connections still counts each one, and while the process waits for
+// other hosts' greylisting retries, error sleeps that end before those
+// retries come due cost nobody anything, as long as the sleeping
+// session holds no global slot (sleepOnLocked). (Stretching every
+// host's work to the list's last greylisting retry, sleeping sessions
+// holding their slots, was tried: they held the slots the greylisting
+// hosts' first passes needed, and their retries came later.)
 const planSlack = 1.05
 
 // costModel is one host's limits as a planner sees them.
@@ -58,6 +63,12 @@ type costState struct {
 	busy    int           // slots other sessions hold
 	busyFor time.Duration // about how long they still hold them
 	elapsed time.Duration // since the host's first session started: planSlack is of the whole span
+	// idle: the host's work may take this long from now at no cost to
+	// the process (see idleAheadLocked); 0: only planSlack.
+	idle time.Duration
+	// spent: the rejections the session took already, its quiet budget
+	// spent (sleepOnLocked); 0: the session is about to start.
+	spent int
 }
 
 // sessionPlan is a rejection budget a session and what it costs the host:
@@ -102,8 +113,13 @@ func (m costModel) finish(rejects, now, later int, share float64, st costState) 
 	}
 	slots[0] = m.sessionTime(now, share) // this session
 	end, k := m.workTime(now, share), 1
+	if st.spent > 0 {
+		// An open session past its setup and its quiet rejections: what
+		// is left of it is its sleeps.
+		slots[0], end = slots[0]-m.base, max(0, end-m.base)
+	}
 	left, wStart, wEnd, current := st.left, time.Duration(0), st.winEnd, true
-	for rejects -= now; rejects > 0; k++ {
+	for rejects -= now - st.spent; rejects > 0; k++ {
 		earliest := time.Duration(0)
 		if m.perWindow > 0 {
 			if left <= 0 {
@@ -150,7 +166,7 @@ func (m costModel) slots(cap int) int {
 func (m costModel) plan(rcpts int, share float64, st costState) sessionPlan {
 	share = min(max(share, 0.02), 1)
 	rejects := max(1, int(math.Ceil(float64(rcpts)*share)))
-	lo, hi := max(1, m.quiet), max(m.quiet, m.most)
+	lo, hi := max(1, m.quiet, st.spent), max(m.quiet, m.most)
 	var all []sessionPlan
 	best := -1
 	for now := lo; now <= hi; now++ {
@@ -167,12 +183,26 @@ func (m costModel) plan(rcpts int, share float64, st costState) sessionPlan {
 	}
 	pick := all[best]
 	for _, p := range all {
-		if float64(st.elapsed+p.finish) <= planSlack*float64(st.elapsed+all[best].finish) &&
-			(p.sessions < pick.sessions || (p.sessions == pick.sessions && p.finish < pick.finish)) {
+		if p.finish > st.idle && float64(st.elapsed+p.finish) > planSlack*float64(st.elapsed+all[best].finish) {
+			continue
+		}
+		if p.sessions < pick.sessions || (p.sessions == pick.sessions && m.before(p, pick, st.idle)) {
 			pick = p
 		}
 	}
 	return pick
+}
+
+// before reports whether plan a is to be preferred to b, as many
+// sessions: the sooner, but of two that end while the process waits
+// anyway (idle), the larger budget, which leaves the least work to
+// later sessions when the share of refused recipients planned with,
+// taken from the host's first replies, is off.
+func (m costModel) before(a, b sessionPlan, idle time.Duration) bool {
+	if a.finish <= idle && b.finish <= idle {
+		return a.cap > b.cap
+	}
+	return a.finish < b.finish
 }
 
 // hardErrors is the number of errors after which q closes a session
@@ -231,12 +261,60 @@ func (p *Prober) planSessionLocked(q *hostQ, s *session, taken int) {
 	if !ok {
 		return
 	}
+	st, share := p.costStateLocked(q, m)
+	pl := m.plan(q.n+taken, share, st)
+	p.applyPlanLocked(q, s, m, pl, share, 0)
+}
+
+// sleepOnLocked lets s, a session to q that has spent its quiet
+// rejection budget with work left, go on past it into the host's error
+// sleeps when the cost model, planning q's work left with s as one of
+// its sessions, finds that cheapest: at a host that takes any number of
+// connections, while the process has time to wait anyway
+// (idleAheadLocked), the sleeps of one session cost less than another
+// connection. It reports whether s may go on.
+func (p *Prober) sleepOnLocked(q *hostQ, s *session, sl *slot) bool {
+	if s.slowZone || s.rejectRoom() > 0 || q.n == 0 {
+		return false
+	}
+	m, ok := p.costModelLocked(q, s)
+	if !ok {
+		return false
+	}
+	st, _ := p.costStateLocked(q, m)
+	share := float64(q.nRejected) / float64(max(q.nRcpts, 1)) // (its rejections at least)
+	if st.idle = p.idleAheadLocked(q); st.idle <= 0 {
+		return false
+	}
+	st.spent = s.rejects
+	pl := m.plan(q.n, share, st)
+	if !p.applyPlanLocked(q, s, m, pl, share, st.idle) {
+		return false
+	}
+	// Sleeping, it holds no global slot: it costs the process no worker
+	// and holds no other host back (bounded by maxUnslotted).
+	if sl.held {
+		sl.held = false
+		p.open--
+		s.unslotted = true
+		p.unslotted++
+		p.serveWaitqLocked()
+	}
+	// The host's quiet budget is met with work left, as when a session
+	// ends there: its other sessions of the plan may start beside it.
+	q.budgeted = true
+	p.sampleLocked(q)
+	return true
+}
+
+// costStateLocked is where q's limits stand now, for its cost model m,
+// and the share of refused recipients to plan with.
+func (p *Prober) costStateLocked(q *hostQ, m costModel) (costState, float64) {
 	now := p.clk.Now()
 	st := costState{busy: q.sessions - 1, busyFor: m.base}
 	if !q.first.IsZero() {
 		st.elapsed = now.Sub(q.first)
 	}
-
 	if m.perWindow > 0 {
 		st.left, st.winEnd = m.perWindow, m.window
 		if !q.winStart.IsZero() && now.Before(q.winStart.Add(m.window)) {
@@ -247,14 +325,50 @@ func (p *Prober) planSessionLocked(q *hostQ, s *session, taken int) {
 	if q.nRcpts >= minShareSample {
 		share = float64(q.nRejected) / float64(q.nRcpts)
 	}
-	pl := m.plan(q.n+taken, share, st)
-	if pl.cap > s.rejectCap {
-		s.rejectCap = pl.cap
-		s.slowZone, s.errorSleep = true, m.sleep
-		s.slowUntil = now.Add(m.sessionTime(pl.cap, share) + m.sleep)
-		q.slowing++
-		s.rules.watchSlow = false // its pauses are the ones we chose
+	return st, share
+}
+
+// applyPlanLocked gives s the budget of pl when it takes s past its
+// quiet one into the host's error sleeps, and reports whether it did.
+//
+// The session ends once past the time the plan gave it (the share of
+// refused recipients it planned with may be off: every reply sleeps),
+// or, going on while the process waits anyway (idle), once that time
+// is over.
+func (p *Prober) applyPlanLocked(q *hostQ, s *session, m costModel, pl sessionPlan, share float64, idle time.Duration) bool {
+	if pl.cap <= s.rejectCap {
+		return false
 	}
+	left := m.sessionTime(pl.cap, share) + m.sleep
+	if idle > 0 {
+		left = idle - m.sleep // (the sleep before QUIT's reply within it)
+	}
+	s.rejectCap = pl.cap
+	s.slowZone, s.errorSleep = true, m.sleep
+	s.slowUntil = p.clk.Now().Add(left)
+	q.slowing++
+	s.rules.watchSlow = false // its pauses are the ones we chose
+	return true
+}
+
+// idleAheadLocked is how long from now q's work may take at no cost to
+// the process: until the first of the addresses deferred for a retry
+// (other hosts' greylisting, mostly) comes due, as the process waits
+// for them anyway. Zero when q itself deferred an address (its retries
+// come due after its first pass: sleeping there makes them later), when
+// none waits, or when maxUnslotted sessions sleep already.
+func (p *Prober) idleAheadLocked(q *hostQ) time.Duration {
+	if q.nDeferred > 0 || q.greyWaiting > 0 || p.unslotted >= p.maxUnslotted() || len(p.deferred) == 0 {
+		return 0
+	}
+	return max(0, p.clk.Until(p.deferred[0].due))
+}
+
+// maxUnslotted bounds the sessions sleeping through their hosts' errors
+// without a global slot (sleepOnLocked): the connections open at once
+// stay within 1.5 MaxSessions.
+func (p *Prober) maxUnslotted() int {
+	return max(1, p.cfg.MaxSessions/2)
 }
 
 // minShareSample: the recipients a host must have answered before its

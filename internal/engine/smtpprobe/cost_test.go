@@ -2,6 +2,7 @@ package smtpprobe
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -326,4 +327,138 @@ func TestSleepingSessionsAtOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// postfixHost is a Postfix host with its default error limits
+// (smtpd_soft_error_limit 10, a 1 s sleep before every reply from then
+// on, smtpd_hard_error_limit 20) and no connection limit: n recipients,
+// unknown of them refused, spread evenly.
+func postfixHost(name string, n, unknown int) (mailworld.Domain, []string, map[string]bool) {
+	d, addrs, ok := anvilHost(name, n, unknown, 0)
+	d.MaxConns, d.ConnRateLimit, d.ConnRateWindow = 0, 0, 0
+	return d, addrs, ok
+}
+
+// TestSleepsWhileTheProcessWaits: at a Postfix host without connection
+// limits, a quiet session (under its soft error limit) costs nothing but
+// a connection, so alone the host gets as many as its unknown
+// recipients need, 9 rejections each, and its work ends within a second
+// or two. Beside another host's addresses waiting out a minute's
+// greylisting, the process waits anyway: the host's sessions go on past
+// the soft limit, sleeping through its error sleeps, up to one short of
+// its hard limit, and the host sees the fewest sessions its limits allow
+// (LimitsFloor), its work done before the greylisting retry, never a
+// session closed for its errors, every verdict right.
+func TestSleepsWhileTheProcessWaits(t *testing.T) {
+	const delay = time.Minute
+	for _, tc := range []struct {
+		name       string
+		n, unknown int
+		grey       bool
+	}{
+		{"alone, 12 of 34 unknown", 34, 12, false},
+		{"beside greylisting, 12 of 34 unknown", 34, 12, true},
+		{"alone, 17 of 17 unknown", 17, 17, false},
+		{"beside greylisting, 17 of 17 unknown", 17, 17, true},
+		{"beside greylisting, 17 of 56 unknown", 56, 17, true},
+		{"beside greylisting, 11 of 129 unknown", 129, 11, true},
+		{"beside greylisting, 31 of 98 unknown", 98, 31, true},
+		{"beside greylisting, 60 of 120 unknown", 120, 60, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dom, addrs, ok := postfixHost("pf.test", tc.n, tc.unknown)
+				e := startWorld(t, mailworld.Options{Latency: 10 * time.Millisecond}, dom,
+					mailworld.Domain{Name: "grey.test", Greylist: delay, Mailboxes: map[string]mailworld.Behaviour{"a": mailworld.Exists}})
+				p := e.prober(func(c *Config) { c.GreylistRetry, c.CommandTimeout = delay, 5*time.Minute })
+				var wg sync.WaitGroup
+				if tc.grey {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						res := make([]Result, 1)
+						if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "grey.test", e.mx("grey.test"), []string{"a@grey.test"}, res); err != nil || res[0].Outcome != Deliverable {
+							t.Errorf("a@grey.test: %v (%v)", res[0].Outcome, err)
+						}
+					}()
+					simtime.Advance(time.Second) // its 451 is in
+				}
+				t0 := time.Now()
+				res := make([]Result, len(addrs))
+				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "pf.test", e.mx("pf.test"), addrs, res); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(t0)
+				for i, r := range res {
+					want := Missing
+					if ok[addrs[i]] {
+						want = Deliverable
+					}
+					if r.Outcome != want {
+						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+					}
+				}
+				wg.Wait()
+				hs := hostStats(e, "mx1.pf.test")
+				// Alone: sessions of the quiet budget (MaxRejectsPerSession's
+				// 9), no reply slowed. Beside greylisting: the fewest the
+				// host's limits allow, 19 rejections a session.
+				want := (tc.unknown + 8) / 9
+				if tc.grey {
+					_, _, want = LimitsFloor(ServerLimits{SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second,
+						Session: 5 * 10 * time.Millisecond}, tc.n, tc.unknown)
+				}
+				t.Logf("%d sessions, %d replies slowed, took %v", hs.Total, hs.Slowed, took)
+				if hs.Total != want || hs.TooManyErrors != 0 || (hs.Slowed > 0) != tc.grey {
+					t.Errorf("%d sessions (%d closed for errors, %d replies slowed), want %d (slowed: %v)", hs.Total, hs.TooManyErrors, hs.Slowed, want, tc.grey)
+				}
+				if tc.grey && took >= delay {
+					t.Errorf("the host's work took %v, past the greylisting retry (%v)", took, delay)
+				}
+			})
+		})
+	}
+}
+
+// TestSleepingSessionHoldsNoSlot: a session that goes on into its host's
+// error sleeps while the process waits for a greylisting retry gives up
+// its global slot: with one slot (MaxSessions 1), another host's work
+// sent while it sleeps is done at once, not after its sleeps.
+func TestSleepingSessionHoldsNoSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = time.Minute
+		dom, addrs, _ := postfixHost("pf.test", 17, 17)
+		e := startWorld(t, mailworld.Options{Latency: 10 * time.Millisecond}, dom,
+			mailworld.Domain{Name: "grey.test", Greylist: delay, Mailboxes: map[string]mailworld.Behaviour{"a": mailworld.Exists}},
+			mailworld.Domain{Name: "plain.test", Mailboxes: map[string]mailworld.Behaviour{"b": mailworld.Exists}})
+		p := e.prober(func(c *Config) { c.GreylistRetry, c.CommandTimeout, c.MaxSessions = delay, 5*time.Minute, 1 })
+		var wg sync.WaitGroup
+		probe := func(domain string, addrs []string, done *time.Duration) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				res := make([]Result, len(addrs))
+				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), domain, e.mx(domain), addrs, res); err != nil {
+					t.Error(err)
+				}
+				*done = time.Since(t0)
+			}()
+		}
+		var grey, pf, plain time.Duration
+		probe("grey.test", []string{"a@grey.test"}, &grey)
+		simtime.Advance(time.Second) // its 451 is in
+		probe("pf.test", addrs, &pf)
+		simtime.Advance(2 * time.Second) // past its quiet budget: sleeping
+		probe("plain.test", []string{"b@plain.test"}, &plain)
+		wg.Wait()
+		hs := hostStats(e, "mx1.pf.test")
+		t.Logf("pf.test %v (%d sessions, %d replies slowed), plain.test %v", pf, hs.Total, hs.Slowed, plain)
+		if hs.Total != 1 || hs.Slowed == 0 {
+			t.Fatalf("pf.test: %d sessions, %d replies slowed; want one session that sleeps", hs.Total, hs.Slowed)
+		}
+		if plain >= time.Second || pf < 2*time.Second+plain {
+			t.Errorf("plain.test took %v while pf.test's session slept (%v in all): it waited for the slot", plain, pf)
+		}
+	})
 }

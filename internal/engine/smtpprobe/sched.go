@@ -685,7 +685,7 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		p.mu.Lock()
 		perSession := p.perSession(q)
 		room := s.capacity(p.txPlanLocked(q, s, 0), perSession)
-		if room <= 0 && p.slowZoneLocked(q, s) {
+		if room <= 0 && (p.slowZoneLocked(q, s) || p.sleepOnLocked(q, s, sl)) {
 			room = s.capacity(p.txPlanLocked(q, s, 0), perSession)
 		}
 		p.mu.Unlock()
@@ -807,6 +807,9 @@ func (p *Prober) endSession(q *hostQ, s *session, sl *slot) bool {
 	q.conns--
 	if s.slowZone {
 		q.slowing--
+	}
+	if s.unslotted {
+		p.unslotted--
 	}
 	p.endReputationLocked(q, s)
 	p.mu.Unlock()

@@ -45,6 +45,7 @@ type session struct {
 	answered             int           // RCPT replies other than "too many recipients"
 	rejects, rejectCap   int           // rejections so far; their budget (0: none)
 	slowZone             bool          // rejectCap takes the session past the host's quiet budget (see cost.go)
+	unslotted            bool          // it sleeps through the host's errors without a global slot (sleepOnLocked)
 	errorSleep           time.Duration // the host's sleep before each reply past it
 	slowUntil            time.Time     // the cost model's plan ends the session by then (zero: no plan)
 	retrying             bool          // it sent an address again after a 4xx (greylisting)

@@ -608,6 +608,7 @@ type Prober struct {
 	sweptFloor, sweptSpan time.Duration
 	open                  int      // sessions running (waiting for a token, connecting or open)
 	waitq                 []*hostQ // hosts waiting for a global session slot
+	unslotted             int      // sessions sleeping through a host's errors without a slot (sleepOnLocked)
 	deferred              itemHeap
 	timer                 clock.Timer
 	timerAt               time.Time
