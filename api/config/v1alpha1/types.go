@@ -333,7 +333,9 @@ type SMTP struct {
 	// RatePerHost is the new connections a second per mail host address.
 	RatePerHost float64 `json:"ratePerHost"`
 	// MaxSessions caps the SMTP connections open at once, all hosts
-	// together.
+	// together, that do the process's work; sessions sleeping through a
+	// host's error sleeps while the process waits for greylisting
+	// retries anyway (no work, a socket each) may add up to half as many.
 	MaxSessions int `json:"maxSessions"`
 	// MaxRcptPerTransaction is the number of RCPTs after one MAIL FROM
 	// (RFC 5321: servers take at least 100); a host's lower limit is

@@ -293,11 +293,11 @@ func (p *Prober) sleepOnLocked(q *hostQ, s *session, sl *slot) bool {
 	}
 	// Sleeping, it holds no global slot: it costs the process no worker
 	// and holds no other host back (bounded by maxUnslotted).
+	s.unslotted = true
+	p.unslotted++
 	if sl.held {
 		sl.held = false
 		p.open--
-		s.unslotted = true
-		p.unslotted++
 		p.serveWaitqLocked()
 	}
 	// The host's quiet budget is met with work left, as when a session

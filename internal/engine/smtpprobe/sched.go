@@ -705,6 +705,14 @@ func (p *Prober) session(q *hostQ, sl *slot) bool {
 		if s.slowZone && !s.slowUntil.IsZero() && p.clk.Now().After(s.slowUntil) {
 			return p.endSession(q, s, sl) // past the time its plan gave it: every reply sleeps
 		}
+		if s.unslotted {
+			// Past the soft limit every reply waits the host's sleep: no
+			// more RCPTs than are answered before the process's wait is
+			// over (its greylisting retries come due then).
+			if room = min(room, int(p.clk.Until(s.slowUntil)/s.errorSleep)); room <= 0 {
+				return p.endSession(q, s, sl)
+			}
+		}
 		if items = p.next(q, room, s.retrying); len(items) == 0 {
 			return p.endSession(q, s, sl)
 		}

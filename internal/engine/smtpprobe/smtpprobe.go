@@ -197,6 +197,9 @@ type Config struct {
 	RatePerHost float64
 	// MaxSessions caps the SMTP connections open at once over all hosts
 	// (default 1000): sockets, and the footprint on an egress proxy.
+	// Sessions sleeping through a host's error sleeps while the process
+	// waits for greylisting retries anyway (cost.go's sleepOnLocked) hold
+	// no slot: up to MaxSessions/2 more sockets, none doing work.
 	MaxSessions int
 	// MaxRcptPerTransaction is the number of RCPT commands sent after one
 	// MAIL FROM (default 100: RFC 5321 §4.5.3.1.8 requires servers to take
