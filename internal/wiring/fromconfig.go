@@ -67,6 +67,7 @@ func VerifyFrom(c *cfgv1.Configuration) VerifyConfig {
 		SMTP: s.Enabled, Probe: smtpprobe.Config{
 			Port: s.Port, HELOName: s.HELOName, MailFrom: s.MailFrom,
 			MaxConnsPerHost: s.MaxConnsPerHost, MaxSleepingConnsPerHost: s.MaxSleepingConnsPerHost, RatePerHost: s.RatePerHost, MaxSessions: s.MaxSessions,
+			MaxSleepingSessions:   s.MaxSleepingSessions,
 			MaxRcptPerTransaction: s.MaxRcptPerTransaction, MaxRcptPerSession: s.MaxRcptPerSession,
 			MaxRejectsPerSession: s.MaxRejectsPerSession, PipelineDepth: s.PipelineDepth, RefusalBackoff: s.RefusalBackoff.Duration,
 			ConnectTimeout: s.ConnectTimeout.Duration, GreetingTimeout: s.GreetingTimeout.Duration, CommandTimeout: s.CommandTimeout.Duration,
@@ -305,6 +306,7 @@ func IntoConfig(c *cfgv1.Configuration, vc VerifyConfig) {
 	setVal(&s.MaxSleepingConnsPerHost, p.MaxSleepingConnsPerHost)
 	setVal(&s.RatePerHost, p.RatePerHost)
 	setVal(&s.MaxSessions, p.MaxSessions)
+	setVal(&s.MaxSleepingSessions, p.MaxSleepingSessions)
 	setVal(&s.MaxRcptPerTransaction, p.MaxRcptPerTransaction)
 	setVal(&s.MaxRcptPerSession, p.MaxRcptPerSession)
 	setVal(&s.MaxRejectsPerSession, p.MaxRejectsPerSession)

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,25 @@ func TestDecode(t *testing.T) {
 			wantErr: []string{"verification.dns.server"}},
 		{name: "bad duration", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\nfleet:\n  leaseTTL: soon\n",
 			wantErr: []string{"soon"}},
+		{name: "sleeping sessions unwritten: the engine's half of maxSessions", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n" +
+			"verification:\n  smtp:\n    maxSessions: 100\n",
+			check: func(c *Configuration) string {
+				if n := c.Verification.SMTP.MaxSleepingSessions; n != 0 {
+					return fmt.Sprintf("maxSleepingSessions %d, want 0 (smtpprobe.SleepingSessions of maxSessions)", n)
+				}
+				return ""
+			}},
+		{name: "no sleeping sessions: maxSessions caps every connection", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n" +
+			"verification:\n  smtp:\n    maxSleepingSessions: -1\n",
+			check: func(c *Configuration) string {
+				if n := c.Verification.SMTP.MaxSleepingSessions; n != -1 {
+					return fmt.Sprintf("maxSleepingSessions %d, want -1", n)
+				}
+				return ""
+			}},
+		{name: "sleeping sessions below -1", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Configuration\n" +
+			"verification:\n  smtp:\n    maxSleepingSessions: -2\n",
+			wantErr: []string{"verification.smtp.maxSleepingSessions", "-1 for none"}},
 		{name: "wrong kind", doc: "apiVersion: config.emaildata.io/v1alpha1\nkind: Something\n", wantErr: []string{"kind"}},
 	}
 	for _, tc := range cases {

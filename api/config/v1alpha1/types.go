@@ -333,10 +333,17 @@ type SMTP struct {
 	// RatePerHost is the new connections a second per mail host address.
 	RatePerHost float64 `json:"ratePerHost"`
 	// MaxSessions caps the SMTP connections open at once, all hosts
-	// together, that do the process's work; sessions sleeping through a
-	// host's error sleeps while the process waits for greylisting
-	// retries anyway (no work, a socket each) may add up to half as many.
+	// together, that do the process's work (maxSleepingSessions more may
+	// sleep).
 	MaxSessions int `json:"maxSessions"`
+	// MaxSleepingSessions is the number of sessions that may, beyond
+	// maxSessions, sleep through a host's error sleeps without a session
+	// slot while the process waits for greylisting retries anyway (no
+	// work, a socket each: fewer connections to the host, no other host
+	// held back). 0 (the default): half of maxSessions; -1: none, so
+	// that maxSessions caps every connection (an egress proxy's limit,
+	// say).
+	MaxSleepingSessions int `json:"maxSleepingSessions"`
 	// MaxRcptPerTransaction is the number of RCPTs after one MAIL FROM
 	// (RFC 5321: servers take at least 100); a host's lower limit is
 	// learnt and kept within [1, this]. While it is not known, a session

@@ -160,6 +160,9 @@ func validateSMTP(s SMTP, p path) ErrorList {
 		"maxRefusals": s.MaxRefusals} {
 		errs = append(errs, atLeast(p.child(name), int64(n), 1)...)
 	}
+	if s.MaxSleepingSessions < -1 {
+		errs = append(errs, invalid(p.child("maxSleepingSessions"), s.MaxSleepingSessions, "must be positive, 0 for half of maxSessions, or -1 for none"))
+	}
 	if s.MaxRejectsPerSession < -1 || s.MaxRejectsPerSession == 0 {
 		errs = append(errs, invalid(p.child("maxRejectsPerSession"), s.MaxRejectsPerSession, "must be positive, or -1 for no limit"))
 	}

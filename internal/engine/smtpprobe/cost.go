@@ -365,10 +365,17 @@ func (p *Prober) idleAheadLocked(q *hostQ) time.Duration {
 }
 
 // maxUnslotted bounds the sessions sleeping through their hosts' errors
-// without a global slot (sleepOnLocked): the connections open at once
-// stay within 1.5 MaxSessions.
+// without a global slot (sleepOnLocked): Config.MaxSleepingSessions, none
+// when it is -1.
 func (p *Prober) maxUnslotted() int {
-	return max(1, p.cfg.MaxSessions/2)
+	return max(0, p.cfg.MaxSleepingSessions)
+}
+
+// SleepingSessions is the default of Config.MaxSleepingSessions for a
+// process with maxSessions session slots: half as many again, so that
+// sleeping sessions never outnumber the working ones' room.
+func SleepingSessions(maxSessions int) int {
+	return max(1, maxSessions/2)
 }
 
 // minShareSample: the recipients a host must have answered before its

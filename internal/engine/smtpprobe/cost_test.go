@@ -356,26 +356,33 @@ func TestSleepsWhileTheProcessWaits(t *testing.T) {
 		n, unknown int
 		grey       bool
 		sized      bool // the fewest cannot end before the retry
+		none       bool // MaxSleepingSessions -1: MaxSessions caps every connection
 	}{
-		{"alone, 12 of 34 unknown", 34, 12, false, false},
-		{"beside greylisting, 12 of 34 unknown", 34, 12, true, false},
-		{"alone, 17 of 17 unknown", 17, 17, false, false},
-		{"beside greylisting, 17 of 17 unknown", 17, 17, true, false},
-		{"beside greylisting, 17 of 56 unknown", 56, 17, true, false},
-		{"beside greylisting, 11 of 129 unknown", 129, 11, true, false},
-		{"beside greylisting, 31 of 98 unknown", 98, 31, true, false},
-		{"beside greylisting, 60 of 120 unknown", 120, 60, true, false},
+		{"alone, 12 of 34 unknown", 34, 12, false, false, false},
+		{"beside greylisting, 12 of 34 unknown", 34, 12, true, false, false},
+		{"alone, 17 of 17 unknown", 17, 17, false, false, false},
+		{"beside greylisting, 17 of 17 unknown", 17, 17, true, false, false},
+		{"beside greylisting, 17 of 56 unknown", 56, 17, true, false, false},
+		{"beside greylisting, 11 of 129 unknown", 129, 11, true, false, false},
+		{"beside greylisting, 31 of 98 unknown", 98, 31, true, false, false},
+		{"beside greylisting, 60 of 120 unknown", 120, 60, true, false, false},
 		// 11 sessions of 19 rejections, 21 s each, 3 at once
 		// (MaxSleepingConnsPerHost), end after the retry: budgets the
 		// cost model sizes to the wait, more sessions than the fewest.
-		{"beside greylisting, 200 of 400 unknown", 400, 200, true, true},
+		{"beside greylisting, 200 of 400 unknown", 400, 200, true, true, false},
+		{"beside greylisting, no sleeping sessions, 12 of 34 unknown", 34, 12, true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				dom, addrs, ok := postfixHost("pf.test", tc.n, tc.unknown)
 				e := startWorld(t, mailworld.Options{Latency: 10 * time.Millisecond}, dom,
 					mailworld.Domain{Name: "grey.test", Greylist: delay, Mailboxes: map[string]mailworld.Behaviour{"a": mailworld.Exists}})
-				p := e.prober(func(c *Config) { c.GreylistRetry, c.CommandTimeout = delay, 5*time.Minute })
+				p := e.prober(func(c *Config) {
+					c.GreylistRetry, c.CommandTimeout = delay, 5*time.Minute
+					if tc.none {
+						c.MaxSleepingSessions = -1
+					}
+				})
 				var wg sync.WaitGroup
 				if tc.grey {
 					wg.Add(1)
@@ -414,7 +421,8 @@ func TestSleepsWhileTheProcessWaits(t *testing.T) {
 				// session's quiet budget is spent, its budgets all alike
 				// (the sessions plan again as they go, with what they see).
 				want, most := (tc.unknown+8)/9, 0
-				if tc.grey {
+				sleeps := tc.grey && !tc.none
+				if sleeps {
 					limits := ServerLimits{SoftErrors: 10, HardErrors: 20, ErrorSleep: time.Second, Session: 5 * 10 * time.Millisecond}
 					_, _, want = LimitsFloor(limits, tc.n, tc.unknown)
 					if tc.sized {
@@ -424,8 +432,8 @@ func TestSleepsWhileTheProcessWaits(t *testing.T) {
 				}
 				t.Logf("%d sessions, %d replies slowed, took %v", hs.Total, hs.Slowed, took)
 				if (most == 0 && hs.Total != want) || (most > 0 && (hs.Total < want || hs.Total > most)) ||
-					hs.TooManyErrors != 0 || (hs.Slowed > 0) != tc.grey {
-					t.Errorf("%d sessions (%d closed for errors, %d replies slowed), want %d (up to %d; slowed: %v)", hs.Total, hs.TooManyErrors, hs.Slowed, want, most, tc.grey)
+					hs.TooManyErrors != 0 || (hs.Slowed > 0) != sleeps {
+					t.Errorf("%d sessions (%d closed for errors, %d replies slowed), want %d (up to %d; slowed: %v)", hs.Total, hs.TooManyErrors, hs.Slowed, want, most, sleeps)
 				}
 				if tc.grey && took >= delay {
 					t.Errorf("the host's work took %v, past the greylisting retry (%v)", took, delay)
@@ -476,4 +484,23 @@ func TestSleepingSessionHoldsNoSlot(t *testing.T) {
 			t.Errorf("plain.test took %v while pf.test's session slept (%v in all): it waited for the slot", plain, pf)
 		}
 	})
+}
+
+// The sessions that may sleep without a slot: half of MaxSessions unless
+// set; -1 none.
+func TestMaxSleepingSessions(t *testing.T) {
+	for _, tc := range []struct {
+		maxSessions, sleeping, want int
+	}{
+		{0, 0, 500},
+		{100, 0, 50},
+		{1, 0, 1},
+		{100, 7, 7},
+		{100, -1, 0},
+	} {
+		p := New(Config{MaxSessions: tc.maxSessions, MaxSleepingSessions: tc.sleeping})
+		if got := p.maxUnslotted(); got != tc.want {
+			t.Errorf("MaxSessions %d, MaxSleepingSessions %d: %d may sleep, want %d", tc.maxSessions, tc.sleeping, got, tc.want)
+		}
+	}
 }

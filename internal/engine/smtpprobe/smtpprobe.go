@@ -199,8 +199,11 @@ type Config struct {
 	// (default 1000): sockets, and the footprint on an egress proxy.
 	// Sessions sleeping through a host's error sleeps while the process
 	// waits for greylisting retries anyway (cost.go's sleepOnLocked) hold
-	// no slot: up to MaxSessions/2 more sockets, none doing work.
+	// none: up to MaxSleepingSessions more sockets, none doing work.
 	MaxSessions int
+	// MaxSleepingSessions bounds those (default SleepingSessions of
+	// MaxSessions); -1: none, so that MaxSessions caps every connection.
+	MaxSleepingSessions int
 	// MaxRcptPerTransaction is the number of RCPT commands sent after one
 	// MAIL FROM (default 100: RFC 5321 §4.5.3.1.8 requires servers to take
 	// at least 100 recipients a message; Postfix's smtpd_recipient_limit
@@ -351,6 +354,9 @@ func (c *Config) setDefaults() {
 	defInt(&c.MaxSleepingConnsPerHost, 3)
 	defInt(&c.Routes, 1)
 	defInt(&c.MaxSessions, 1000)
+	if c.MaxSleepingSessions == 0 { // (-1 stays: none)
+		c.MaxSleepingSessions = SleepingSessions(c.MaxSessions)
+	}
 	defInt(&c.MaxRcptPerTransaction, 100)
 	defInt(&c.MaxRcptPerSession, 5000)
 	defInt(&c.PipelineDepth, 50)
