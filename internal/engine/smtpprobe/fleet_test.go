@@ -427,3 +427,55 @@ func TestMailboxVerdictsTellDeferrals(t *testing.T) {
 		}
 	})
 }
+
+// slowLimits is a fleet whose learnt limits take a while to come (a
+// loaded backend), holding a window for every host.
+type slowLimits struct {
+	fleet.Learnt
+	delay time.Duration
+}
+
+func (s slowLimits) HostLimits(ctx context.Context, k fleet.Key) (fleet.HostLimits, error) {
+	select {
+	case <-time.After(s.delay):
+		return fleet.HostLimits{ConnsPerWindow: 12, Answered: true}, nil
+	case <-ctx.Done():
+		return fleet.HostLimits{}, ctx.Err()
+	}
+}
+
+// TestFirstSessionAwaitsLearntLimits: a new process's first session to a
+// host waits for the fleet's answer about it (within sharedTimeout), not
+// only the sessions after it: the window another run learnt is known
+// before the first connection is counted. A fleet slower than that says
+// nothing.
+func TestFirstSessionAwaitsLearntLimits(t *testing.T) {
+	for _, tc := range []struct {
+		delay  time.Duration
+		window int
+	}{
+		{200 * time.Millisecond, 12},
+		{2 * sharedTimeout, 0},
+	} {
+		t.Run(tc.delay.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newSharedHostMemory(NewHostMemory(10, time.Minute, nil), slowLimits{delay: tc.delay}, "direct", time.Minute, nil)
+				const addr = "192.0.2.1:25"
+				if s := m.Load(addr); s.ConnsPerWindow != 0 {
+					t.Fatalf("learnt %+v before the fleet answered", s)
+				}
+				t0 := time.Now()
+				m.awaitFirst(addr)
+				waited := time.Since(t0)
+				if s := m.Load(addr); s.ConnsPerWindow != tc.window || waited != min(tc.delay, sharedTimeout) {
+					t.Fatalf("after %v: learnt %+v; want a window of %d after %v", waited, s, tc.window, min(tc.delay, sharedTimeout))
+				}
+				m.awaitFirst(addr) // a later call: nothing to wait for
+				if time.Since(t0) != waited {
+					t.Fatalf("waited again")
+				}
+				synctest.Wait()
+			})
+		})
+	}
+}

@@ -565,6 +565,9 @@ func (p *Prober) serveWaitqLocked() {
 // run another at once (the server's per-session limit was reached and work
 // is left).
 func (p *Prober) session(q *hostQ, sl *slot) bool {
+	if h, ok := p.cfg.HostMemory.(*sharedHostMemory); ok {
+		h.awaitFirst(q.key) // (q.key is read-only)
+	}
 	p.mu.Lock()
 	if p.clk.Now().Before(q.backoffUntil) {
 		p.mu.Unlock()

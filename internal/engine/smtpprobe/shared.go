@@ -128,6 +128,9 @@ type sharedHostMemory struct {
 	clk     clock.Clock
 	mu      sync.Mutex
 	fetched map[string]time.Time
+	// first holds a host's first fetch while it runs (closed when its
+	// answer is in local): see awaitFirst.
+	first map[string]chan struct{}
 }
 
 // hostRefresh is how often a host's learnt limits are read from the fleet
@@ -135,14 +138,21 @@ type sharedHostMemory struct {
 const hostRefresh = 2 * time.Second
 
 func newSharedHostMemory(local HostMemory, l fleet.Learnt, egress string, ttl time.Duration, clk clock.Clock) *sharedHostMemory {
-	return &sharedHostMemory{local: local, learnt: l, egress: egress, ttl: ttl, clk: clock.Or(clk), fetched: map[string]time.Time{}}
+	return &sharedHostMemory{local: local, learnt: l, egress: egress, ttl: ttl, clk: clock.Or(clk), fetched: map[string]time.Time{},
+		first: map[string]chan struct{}{}}
 }
 
 func (h *sharedHostMemory) Load(addr string) HostState {
 	s := h.local.Load(addr)
 	now := h.clk.Now()
 	h.mu.Lock()
-	due := now.Sub(h.fetched[addr]) >= hostRefresh
+	last, seen := h.fetched[addr]
+	due := now.Sub(last) >= hostRefresh
+	var done chan struct{}
+	if due && !seen {
+		done = make(chan struct{})
+		h.first[addr] = done
+	}
 	if due {
 		if len(h.fetched) >= 10_000 {
 			for a, t := range h.fetched {
@@ -162,9 +172,39 @@ func (h *sharedHostMemory) Load(addr string) HostState {
 			if l, err := h.learnt.HostLimits(ctx, k); err == nil && l != (fleet.HostLimits{}) {
 				h.local.Learn(addr, fromFleet(l))
 			}
+			if done != nil {
+				h.mu.Lock()
+				delete(h.first, addr)
+				h.mu.Unlock()
+				close(done)
+			}
 		}()
 	}
 	return s
+}
+
+// awaitFirst waits, within sharedTimeout, for the first fetch of addr's
+// learnt limits when it is still running: a new process's first sessions
+// to a host would otherwise run as if nothing were known of it. Traced
+// in world (P) on a loaded machine: the limits another run had learnt
+// (anvil's 12 connections a minute) came a second after this process's
+// first sessions to the host had started; the window count then taken
+// missed the connection still being dialled, the host refused the
+// thirteenth, which taught a limit of 2 sessions at once and held the
+// rest for a window (130 s against 73-83 s).
+func (h *sharedHostMemory) awaitFirst(addr string) {
+	h.mu.Lock()
+	done := h.first[addr]
+	h.mu.Unlock()
+	if done == nil {
+		return
+	}
+	t := h.clk.NewTimer(sharedTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C():
+	}
 }
 
 func (h *sharedHostMemory) Learn(addr string, s HostState) HostState {
