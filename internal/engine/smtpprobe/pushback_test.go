@@ -381,9 +381,13 @@ func TestLowerAfterRefusal(t *testing.T) {
 		{"one open at the dial, closed since", 0, 1, 1, 5, true, HostState{Conns: 1, ConnRate: 2.5}},
 		{"fewer open than it took at once", 1, 1, 3, 5, true, HostState{ConnsPerWindow: 5}},
 		{"mid-session", 0, 0, 1, 5, false, HostState{Conns: 1, ConnRate: 2.5}},
+		// Sessions sleeping through its errors were open beside it, more
+		// than MaxConnsPerHost (2; MaxSleepingConnsPerHost 5): the host
+		// took 4 at once.
+		{"four sleeping beside", 4, 4, 4, 5, true, HostState{Conns: 4, ConnRate: 2.5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Config{})
+			p := New(Config{MaxSleepingConnsPerHost: 5})
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			q := p.host("127.0.0.1:25")

@@ -121,7 +121,10 @@ func (p *Prober) refusedLocked(q *hostQ, rf *refusalError, dialled time.Time, at
 func (p *Prober) lowerLocked(q *hostQ, now time.Time, atConnect bool, beside int) {
 	q.loweredAt = now
 	others := max(q.conns, beside)
-	conns := max(1, min(p.maxConns(q), others))
+	// (Up to the most we open at once: sessions sleeping through the
+	// host's errors may be more than MaxConnsPerHost, and the host took
+	// them; the learnt limit is the host's, our own caps apply beside it.)
+	conns := max(1, min(p.sleepingConns(q), others))
 	win := p.cfg.RefusalWindow
 	var in []time.Time // accepted within the window, oldest first
 	for _, t := range q.accepted {
