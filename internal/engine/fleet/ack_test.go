@@ -71,10 +71,28 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 	b := w.open(ackOptions(1, lateClock{late: late}))
 	defer b.Close()
 	// Two connections: one each while divided, so that each process holds
-	// a divided lease most of the time, the switch included; two workers
+	// a divided lease, the starved one through the switch; two workers
 	// each, so that shared leases would take both.
 	k := Key{Egress: DefaultEgress, Host: "192.0.2.21:25"}
 	lim := Limits{Conns: 2, Rate: 50}
+	// Sessions of 400 ms, but the starved process's divided ones last
+	// until the switch ends them (Lost): it holds one at the switch for
+	// certain. Of 400 ms, they ended at its health checks on a real Redis
+	// (they began at one, the check that saw the backend back waking the
+	// workers that waited for the divided budget, and its checks are
+	// 400 ms apart too, HealthInterval + late), the switch's among them:
+	// the switch came within 1 ms of a session's end or the next one's
+	// start in 19 runs of 175, and now and then between the two (issue 33:
+	// 1 run in 125 to 200 beside 6 busy loops); it found no divided lease
+	// held, rightly lost none, and the stats below failed.
+	hold := func(f *Fleet) func() time.Duration {
+		return func() time.Duration {
+			if f == b && f.Mode() == ModeFallback {
+				return 0 // a lease had meanwhile in shared mode is lost already
+			}
+			return 400 * time.Millisecond
+		}
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var rec recorder
@@ -82,7 +100,7 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 	for i, f := range []*Fleet{a, a, b, b} {
 		who := string("aabb"[i]) + string("1212"[i])
 		wg.Go(func() {
-			if err := hammerAs(ctx, who, f, k, lim, 400*time.Millisecond, &rec); err != nil {
+			if err := hammerAs(ctx, who, f, k, lim, hold(f), &rec); err != nil {
 				t.Errorf("hammer: %v", err)
 			}
 		})
@@ -93,6 +111,10 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 	// client timeouts of a loaded machine (not what is tested).
 	w.until(t, 20*time.Second, "fallback", func() bool { return a.Mode() == ModeFallback && b.Mode() == ModeFallback })
 	w.pass(w.divided) // divided leases from LeaseTTL + HealthInterval after the fallback
+	// The starved process's divided leases start late (its timer): the
+	// backend comes back once it holds one, whatever the load, for the
+	// switch to end.
+	w.until(t, 20*time.Second, "a divided lease of the starved process", func() bool { return holdsDivided(b) })
 	w.down(false)
 	back := time.Now()
 	w.until(t, 20*time.Second, "shared mode again", func() bool { return a.Mode() == ModeShared && b.Mode() == ModeShared })
@@ -130,6 +152,13 @@ func starvedSwitch(t *testing.T, w switchWorld, late time.Duration) {
 		rec.mu.Unlock()
 		t.Logf("cut at 0, back at %v; a %+v; b %+v", back.Sub(cut), a.Stats(), b.Stats())
 	}
+}
+
+// holdsDivided reports whether f holds a divided lease.
+func holdsDivided(f *Fleet) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.divided) > 0
 }
 
 // TestSwitchBackWaitsForStarvedProcess runs starvedSwitch on a Memory in

@@ -107,11 +107,12 @@ func maxStartsIn(spans []span, w time.Duration) int {
 // hold and releases (early when the lease ends) until ctx ends, recording
 // each connection it would have had (from the end of Take).
 func hammer(ctx context.Context, lm Limiter, k Key, lim Limits, hold time.Duration, rec *recorder) error {
-	return hammerAs(ctx, "", lm, k, lim, hold, rec)
+	return hammerAs(ctx, "", lm, k, lim, func() time.Duration { return hold }, rec)
 }
 
-// hammerAs is hammer with its spans named who.
-func hammerAs(ctx context.Context, who string, lm Limiter, k Key, lim Limits, hold time.Duration, rec *recorder) error {
+// hammerAs is hammer with its spans named who, each lease held for hold(),
+// asked once the lease is had (0: until it is lost or ctx ends).
+func hammerAs(ctx context.Context, who string, lm Limiter, k Key, lim Limits, hold func() time.Duration, rec *recorder) error {
 	for ctx.Err() == nil {
 		l, err := Take(ctx, lm, k, lim)
 		if err != nil {
@@ -126,13 +127,20 @@ func hammerAs(ctx context.Context, who string, lm Limiter, k Key, lim Limits, ho
 			l.Release() // the turn ended while waiting for the rate: no connection
 			continue
 		}
-		t := time.NewTimer(hold)
+		var held <-chan time.Time // nil: until lost
+		var t *time.Timer
+		if d := hold(); d > 0 {
+			t = time.NewTimer(d)
+			held = t.C
+		}
 		select {
-		case <-t.C:
+		case <-held:
 		case <-l.Lost():
 		case <-ctx.Done():
 		}
-		t.Stop()
+		if t != nil {
+			t.Stop()
+		}
 		to := time.Now()
 		lost := false
 		select {
