@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/emaildata/emaildata/internal/kits/simtime"
 )
 
 // Local keeps one process's limits, on the clock its limiters grant by
@@ -363,4 +365,38 @@ func TestFreshBackendWaivesPause(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The backend comes back, every process agrees on a resume time, and it
+// goes away again before that time: the process stays on its divided
+// budget at the resume time (its last check failed) and switches back at
+// the first check that reaches the backend again.
+func TestResumeWaitsForTheBackend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMemory(nil)
+		f := OpenMemory(context.Background(), m, fastOptions())
+		defer f.Close()
+		step := 10 * time.Millisecond
+		m.SetDown(true)
+		advanceUntil(t, 5*time.Second, step, "fallback", func() bool { return f.Mode() == ModeFallback })
+		m.SetDown(false)
+		resume := func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.pauseUntil }
+		advanceUntil(t, 5*time.Second, step, "a resume time", func() bool { return !resume().IsZero() })
+		at := resume()
+		m.SetDown(true)
+		failed := func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.fails > 0 }
+		advanceUntil(t, 5*time.Second, step, "a failed check", failed)
+		if !time.Now().Before(at) {
+			t.Fatalf("the check failed at the resume time or after (%v): the test proves nothing", time.Now().Sub(at))
+		}
+		simtime.Advance(time.Until(at) + 3*fastOptions().HealthInterval)
+		if n := f.Stats().Fallbacks; f.Mode() != ModeFallback || n != 1 {
+			t.Fatalf("mode %v, %d fallbacks: want still the first fallback (no switch to shared leases with the backend gone)", f.Mode(), n)
+		}
+		m.SetDown(false)
+		advanceUntil(t, 5*time.Second, step, "shared mode again", func() bool { return f.Mode() == ModeShared })
+		if n := f.Stats().Fallbacks; n != 1 {
+			t.Fatalf("%d fallbacks, want 1", n)
+		}
+	})
 }

@@ -49,22 +49,21 @@ type Fleet struct {
 	// the Fleet is used.
 	OnMode func(m Mode, why string)
 
-	mu            sync.Mutex
-	mode          Mode
-	fails         int
-	epoch         string
-	pauseUntil    time.Time // shared leases wait until then
-	waived        time.Time // a resume time this process dropped early (waivable)
-	readyAt       time.Time // divided leases wait until then
-	since         time.Time // when the fallback began
-	fallbackTime  time.Duration
-	changed       chan struct{} // closed at each switch
-	divided       map[*Lease]struct{}
-	staleLive     int       // processes in the stale set at the last check
-	checkedAt     time.Time // the last check that reached the backend
-	stop          context.CancelFunc
-	done          chan struct{}
-	lastCheckedOK bool
+	mu           sync.Mutex
+	mode         Mode
+	fails        int
+	epoch        string
+	pauseUntil   time.Time // shared leases wait until then
+	waived       time.Time // a resume time this process dropped early (waivable)
+	readyAt      time.Time // divided leases wait until then
+	since        time.Time // when the fallback began
+	fallbackTime time.Duration
+	changed      chan struct{} // closed at each switch
+	divided      map[*Lease]struct{}
+	staleLive    int       // processes in the stale set at the last check
+	checkedAt    time.Time // the last check that reached the backend
+	stop         context.CancelFunc
+	done         chan struct{}
 }
 
 func newFleet(ctx context.Context, r *Redis, b fleetBackend, o Options) *Fleet {
@@ -179,14 +178,12 @@ func (f *Fleet) tick(ctx context.Context) {
 	defer f.mu.Unlock()
 	if err != nil {
 		f.st.backendErrors.Add(1)
-		f.lastCheckedOK = false
 		if f.fails++; f.fails >= f.o.FailAfter && f.mode == ModeShared {
 			f.toFallbackLocked("the fleet backend does not answer: " + err.Error())
 		}
 		return
 	}
 	f.fails = 0
-	f.lastCheckedOK = true
 	now := f.o.Clock.Now()
 	blocked := f.staleBlockedLocked(now)
 	f.staleLive, f.checkedAt = h.stale, now
@@ -247,7 +244,9 @@ func (f *Fleet) waivable(h health, now time.Time) bool {
 func (f *Fleet) resumeAt(at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.mode == ModeFallback && f.pauseUntil.Equal(at) {
+	// Not while the last check failed: the backend that agreed on the
+	// resume time has gone again; the next check that reaches it switches.
+	if f.mode == ModeFallback && f.pauseUntil.Equal(at) && f.fails == 0 {
 		f.toSharedLocked()
 	}
 }
