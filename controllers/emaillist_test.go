@@ -102,6 +102,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // controller; its TTL is set only after the outcome is saved, and the real
 // TTL controller then removes it.
 func TestJobShape(t *testing.T) {
+	t.Parallel() // its list alone: most of its time is the TTL's wait
 	ctx := context.Background()
 	name := uniqueName("shape")
 	var body strings.Builder
@@ -222,6 +223,7 @@ func TestJobShape(t *testing.T) {
 // TestBadInputFails: each bad list ends Failed with a precise message and a
 // Warning event, and a good list next to them still completes.
 func TestBadInputFails(t *testing.T) {
+	t.Parallel() // its lists alone: the missing ConfigMap waits out the source grace
 	bomb := strings.Repeat("a@example.com\n", testLimit/10)
 	cases := []struct {
 		name  string

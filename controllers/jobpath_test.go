@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,6 +67,7 @@ func bigList(n int) []byte {
 }
 
 var bigRef struct {
+	mu            sync.Mutex // the big-list tests run side by side
 	input, result []byte
 }
 
@@ -73,6 +75,8 @@ var bigRef struct {
 // executor, computed once.
 func bigReference(t *testing.T) (input, result []byte) {
 	t.Helper()
+	bigRef.mu.Lock()
+	defer bigRef.mu.Unlock()
 	if bigRef.result != nil {
 		return bigRef.input, bigRef.result
 	}
@@ -318,6 +322,7 @@ func TestJobPathMatchesLocal(t *testing.T) {
 // pod (exit 137); the Job controller retries the index within
 // backoffLimitPerIndex, and the result is still byte-identical.
 func TestJobPathKilledWorkerIsRetried(t *testing.T) {
+	t.Parallel() // its list alone: most of its time is the Job controller's retry backoff
 	input, want := bigReference(t)
 	name := uniqueName("big-kill")
 	frozen := armMidShard(name, 1)
@@ -353,6 +358,7 @@ func TestJobPathKilledWorkerIsRetried(t *testing.T) {
 // is ignored by the pod failure policy: nothing counts against the index,
 // the index runs again and the list completes, byte-identical.
 func TestJobPathEvictedPodIsIgnored(t *testing.T) {
+	t.Parallel() // its list alone: most of its time is the Job controller's backoff
 	input, want := bigReference(t)
 	name := uniqueName("big-evict")
 	frozen := armMidShard(name, 2)

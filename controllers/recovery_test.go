@@ -15,6 +15,7 @@ import (
 // source grace has failed (SourceMissing); when the ConfigMap appears, the
 // ConfigMap watch brings it back and it reaches Results.
 func TestLateConfigMapRecovers(t *testing.T) {
+	t.Parallel() // its list alone: most of its time is the source grace
 	name := uniqueName("late")
 	create(t, builders.MakeEmailList(nsLocal, name).ConfigMap(name, "list.csv").Obj())
 	l := waitPhase(t, nsLocal, name, listsv1.PhaseFailed)

@@ -103,10 +103,13 @@ var (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if !flagGiven("test.parallel") {
-		// The parallel tests (each with a manager and namespaces of its
-		// own) mostly wait for the Job controller and the test node's
-		// processes: four at a time, not GOMAXPROCS (2 on the CI machine).
-		_ = flag.Set("test.parallel", "4")
+		// The parallel tests (each with a manager and namespaces, or a
+		// list, of its own) mostly wait: for the Job controller's backoff,
+		// a TTL, a deadline, the source grace, the test node's processes.
+		// All of them at once, not GOMAXPROCS (2 on the CI machine): at
+		// four, the longest wait (the active deadline's 20 s) could start
+		// last, behind the others.
+		_ = flag.Set("test.parallel", "16")
 	}
 	os.Exit(runSuite(m))
 }
