@@ -82,6 +82,7 @@ func (c *rawConn) closedByServer() bool {
 // 408 SlowUpload on each route that takes a body, and the connection is
 // closed; before, it held the connection as long as the client liked.
 func TestSlowBodyIsCut(t *testing.T) {
+	t.Parallel() // its own API; its time is the stalls' waits
 	base := startThrottledAPI(t, restapi.Config{Throttle: restapi.ThrottleConfig{BodyStall: 500 * time.Millisecond}})
 	id := listID(t, submit(t, keyAcme, nil, "purchase.csv", []byte("a@example.com\n")))
 	for _, tc := range []struct {
@@ -98,6 +99,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 			start: "--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f.tsv\"\r\n\r\nemail\tfraud_type\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a connection of its own, cut by its own stall
 			headers := append([]string{"Content-Type: " + tc.contentType, "Content-Length: 100000"}, tc.headers...)
 			c := openRaw(t, base, "POST", tc.target, headers...)
 			if err := c.send(tc.start); err != nil {
@@ -143,6 +145,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 // rest of it). Before, the answer came but the server then waited for the
 // rest of a small body forever.
 func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
+	t.Parallel() // a connection of its own; its time is the 2 s grace
 	c := openRaw(t, baseURL, "POST", "/v5/list", "api_key: not-a-real-key-000000000", "Content-Type: text/csv", "Content-Length: 1000")
 	if err := c.send("a@example.com\n"); err != nil {
 		t.Fatal(err)
@@ -184,6 +187,7 @@ func TestRefusedBodyIsDrainedBeforeTheClose(t *testing.T) {
 // although it lasts four times the stall: the deadline grows with the
 // bytes, it is not a bound on the whole body.
 func TestSteadySlowUploadPasses(t *testing.T) {
+	t.Parallel() // its own API; its time is the slow link's
 	base := startThrottledAPI(t, restapi.Config{Throttle: restapi.ThrottleConfig{BodyStall: time.Second}})
 	pr, pw := io.Pipe()
 	const chunks = 40

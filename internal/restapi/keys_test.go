@@ -195,6 +195,7 @@ func TestMalformedQuery(t *testing.T) {
 // different tenants: the key is refused for both, and works again for the
 // remaining tenant once one goes.
 func TestClashingKeySecrets(t *testing.T) {
+	t.Parallel() // a key of its own; its time is the informer's and the 2 s check
 	ctx := context.Background()
 	const key = "clashing-key-0000000000001"
 	mk := func(name, tenant string) *corev1.Secret {

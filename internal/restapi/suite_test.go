@@ -28,6 +28,7 @@ import (
 	"github.com/emaildata/emaildata/internal/engine/typo"
 	"github.com/emaildata/emaildata/internal/engine/verify"
 	"github.com/emaildata/emaildata/internal/kits/mailworld"
+	"github.com/emaildata/emaildata/internal/kits/testkit/realtime"
 	"github.com/emaildata/emaildata/internal/lists/blobstore"
 	"github.com/emaildata/emaildata/internal/lists/callback"
 	"github.com/emaildata/emaildata/internal/lists/evlist"
@@ -75,7 +76,13 @@ var (
 	metricsURLs sync.Map
 )
 
-func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
+// TestMain runs the suite. Its parallel tests wait on the wall clock (a
+// body's stall, a grace, the key informer), not on the CPU: several at a
+// time, not GOMAXPROCS.
+func TestMain(m *testing.M) {
+	realtime.WaitingParallel(8)
+	os.Exit(runSuite(m))
+}
 
 // runSuite starts envtest, the manager with the local executor, and the
 // API on a loopback port, all sharing one in-memory store.
