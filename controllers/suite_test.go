@@ -133,20 +133,27 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	binDir := filepath.Join(tmp, "bin")
+	// The worker's link (seconds of CPU, in a fresh directory each run)
+	// goes on while the control plane starts; no pod runs before it ends.
+	built := make(chan struct{})
+	var buildErr error
+	go func() {
+		defer close(built)
+		build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/worker")
+		build.Dir = ".."
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build the worker: %v\n%s", err, out)
+		}
+	}()
+	workerBin = filepath.Join(binDir, "worker")
 	keepTmp := false // kept when a test failed: the job plane's logs are there
 	defer func() {
+		<-built // not removed from under the link
 		if !keepTmp {
 			os.RemoveAll(tmp)
 		}
 	}()
-	binDir := filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/worker")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the worker: %v\n%s", err, out)
-		return 1
-	}
-	workerBin = filepath.Join(binDir, "worker")
 	emptyDir := filepath.Join(tmp, "images", "empty")
 	lateImageDir = filepath.Join(tmp, "images", "late")
 	for _, d := range []string{emptyDir, lateImageDir} {
@@ -179,6 +186,10 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = plane.Stop() }()
+	if <-built; buildErr != nil {
+		fmt.Fprintln(os.Stderr, buildErr)
+		return 1
+	}
 	if kubeconfig, err = writeKubeconfig(env); err != nil {
 		fmt.Fprintln(os.Stderr, "kubeconfig:", err)
 		return 1
