@@ -155,6 +155,9 @@ func (tc *testCluster) startManager(t *testing.T, ns, fullname, storeDir string)
 		Namespace: ns, Executor: operator.ExecutorLocal, BlobURL: "file://" + storeDir, Registry: wiring.Registry(nil),
 		MetricsAddr: "0", ProbeAddr: "0", SkipNameValidation: true, PollInterval: 200 * time.Millisecond,
 		LeaderElection: slices.Contains(args, "--leader-elect"),
+		// stop waits for Start to return: the next manager of the release
+		// (after a reinstall) takes the Lease at once, not 15 s later.
+		ReleaseLeaseOnStop: true,
 	}
 	conf := tc.releaseConfig(t, ns, fullname)
 	o.Secrets, o.ListIDConfigMap = wiring.SecretsFrom(conf), conf.Installation.ListIDConfigMap
