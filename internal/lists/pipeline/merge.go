@@ -42,15 +42,18 @@ func Summaries(ctx context.Context, store *blobstore.Store, keys blobstore.ListK
 	return out, nil
 }
 
-// ShardFailure returns the first failed shard's summary, if any shard wrote one.
+// ShardFailure returns the summary of the first shard that met bad input
+// or, if none did, of the first failed shard, if any shard wrote one. Bad
+// input comes first: when it fails a Job, the shards still running are
+// stopped and may write their cancellation as their error, from a lower
+// index than the one that names the row.
 func ShardFailure(ctx context.Context, store *blobstore.Store, keys blobstore.ListKeys, plan *Plan) (*Summary, error) {
 	var failed *Summary
 	err := eachSummary(ctx, store, keys, plan, func(s Summary) bool {
-		if s.Error != "" {
+		if s.Error != "" && (failed == nil || s.BadInput) {
 			failed = &s
-			return false
 		}
-		return true
+		return !s.BadInput
 	})
 	return failed, err
 }

@@ -913,6 +913,47 @@ func TestRunShardFailures(t *testing.T) {
 	}
 }
 
+// TestShardFailurePrefersBadInput: a shard stopped because another
+// index's bad input failed the Job writes its cancellation as its error;
+// the failure reported is the bad input, whichever shard comes first.
+func TestShardFailurePrefersBadInput(t *testing.T) {
+	cancelled := Summary{Index: 0, Error: "context canceled"}
+	bad := Summary{Index: 2, Error: "line 7: NUL byte", BadInput: true}
+	other := Summary{Index: 1, Error: "store unreachable"}
+	for _, tc := range []struct {
+		name string
+		sums []Summary
+		want Summary
+	}{
+		{"bad input after a cancelled shard", []Summary{cancelled, bad}, bad},
+		{"bad input between failures", []Summary{cancelled, other, bad}, bad},
+		{"no bad input: the first failure", []Summary{other, cancelled}, cancelled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := memStore(t)
+			var b strings.Builder
+			b.WriteString("email\n")
+			for i := range 60 {
+				fmt.Fprintf(&b, "u%02d@x.com\n", i)
+			}
+			keys, plan := prepared(t, s, b.String(), 200)
+			if len(plan.Shards) < 3 {
+				t.Fatalf("want at least 3 shards, got %d", len(plan.Shards))
+			}
+			for _, sum := range tc.sums {
+				if err := s.WriteJSON(ctx, keys.Summary(sum.Index), sum); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, err := ShardFailure(ctx, s, keys, plan)
+			if err != nil || f == nil || f.Index != tc.want.Index || f.Error != tc.want.Error || f.BadInput != tc.want.BadInput {
+				t.Errorf("ShardFailure = %+v, %v; want %+v", f, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestProgressAndShardFailure(t *testing.T) {
 	ctx := context.Background()
 	s := memStore(t)
