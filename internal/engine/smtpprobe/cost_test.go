@@ -106,21 +106,7 @@ func TestCheapestWayThroughLimits(t *testing.T) {
 				if tc.known {
 					p.cfg.HostMemory.Learn(e.w.MXAddrs("anvil.test")[0], HostState{ConnsPerWindow: 12, Answered: true})
 				}
-				t0 := time.Now()
-				res := make([]Result, len(addrs))
-				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "anvil.test", e.mx("anvil.test"), addrs, res); err != nil {
-					t.Fatal(err)
-				}
-				took := time.Since(t0)
-				for i, r := range res {
-					want := Missing
-					if ok[addrs[i]] {
-						want = Deliverable
-					}
-					if r.Outcome != want {
-						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
-					}
-				}
+				took := probeKnown(t, e, p, "anvil.test", addrs, ok)
 				hs := hostStats(e, "mx1.anvil.test")
 				// The floor and the fewest sessions the host's own limits allow.
 				floor, _, least := LimitsFloor(ServerLimits{Conns: 3, PerWindow: 12, Window: window, SoftErrors: 10, HardErrors: 20,
@@ -383,33 +369,11 @@ func TestSleepsWhileTheProcessWaits(t *testing.T) {
 						c.MaxSleepingSessions = -1
 					}
 				})
-				var wg sync.WaitGroup
+				wg := &sync.WaitGroup{}
 				if tc.grey {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						res := make([]Result, 1)
-						if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "grey.test", e.mx("grey.test"), []string{"a@grey.test"}, res); err != nil || res[0].Outcome != Deliverable {
-							t.Errorf("a@grey.test: %v (%v)", res[0].Outcome, err)
-						}
-					}()
-					simtime.Advance(time.Second) // its 451 is in
+					wg = greylistBeside(t, e, p)
 				}
-				t0 := time.Now()
-				res := make([]Result, len(addrs))
-				if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "pf.test", e.mx("pf.test"), addrs, res); err != nil {
-					t.Fatal(err)
-				}
-				took := time.Since(t0)
-				for i, r := range res {
-					want := Missing
-					if ok[addrs[i]] {
-						want = Deliverable
-					}
-					if r.Outcome != want {
-						t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
-					}
-				}
+				took := probeKnown(t, e, p, "pf.test", addrs, ok)
 				wg.Wait()
 				hs := hostStats(e, "mx1.pf.test")
 				// Alone: sessions of the quiet budget (MaxRejectsPerSession's

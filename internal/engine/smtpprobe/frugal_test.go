@@ -91,17 +91,9 @@ func TestNoParallelSessionBesideGreylisting(t *testing.T) {
 					mailworld.Domain{Name: "busy.test", Latency: 2 * time.Millisecond, Mailboxes: boxes},
 					mailworld.Domain{Name: "grey.test", Greylist: delay, Mailboxes: map[string]mailworld.Behaviour{"a": mailworld.Exists}})
 				p := e.prober(func(c *Config) { c.GreylistRetry = delay })
-				var wg sync.WaitGroup
+				wg := &sync.WaitGroup{}
 				if tc.grey {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						res := make([]Result, 1)
-						if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "grey.test", e.mx("grey.test"), []string{"a@grey.test"}, res); err != nil || res[0].Outcome != Deliverable {
-							t.Errorf("a@grey.test: %v (%v)", res[0].Outcome, err)
-						}
-					}()
-					simtime.Advance(time.Second) // its 451 is in
+					wg = greylistBeside(t, e, p)
 				}
 				t0 := time.Now()
 				var took [2]time.Duration

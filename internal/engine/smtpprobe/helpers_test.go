@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,4 +168,42 @@ func hostStats(e *env, host string) mailworld.HostStats {
 		e.t.Fatalf("no host %s", host)
 	}
 	return hs
+}
+
+// probeKnown probes addrs of domain and fails t unless every one is
+// Deliverable where ok says so and Missing elsewhere; it returns how long
+// the probe took.
+func probeKnown(t *testing.T, e *env, p *Prober, domain string, addrs []string, ok map[string]bool) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	res := make([]Result, len(addrs))
+	if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), domain, e.mx(domain), addrs, res); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	for i, r := range res {
+		want := Missing
+		if ok[addrs[i]] {
+			want = Deliverable
+		}
+		if r.Outcome != want {
+			t.Fatalf("%s: %v (%v), want %v", addrs[i], r.Outcome, r.Err, want)
+		}
+	}
+	return took
+}
+
+// greylistBeside probes a@grey.test (a greylisting domain of e) on its
+// own goroutine, leaves it waiting for its retry, and returns what waits
+// for its verdict: the process then has a greylisting retry ahead.
+func greylistBeside(t *testing.T, e *env, p *Prober) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		res := make([]Result, 1)
+		if err := p.ProbeBatch(ctxTimeout(t, 10*time.Minute), "grey.test", e.mx("grey.test"), []string{"a@grey.test"}, res); err != nil || res[0].Outcome != Deliverable {
+			t.Errorf("a@grey.test: %v (%v)", res[0].Outcome, err)
+		}
+	})
+	simtime.Advance(time.Second) // its 451 is in
+	return &wg
 }

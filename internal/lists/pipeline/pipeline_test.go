@@ -932,15 +932,7 @@ func TestShardFailurePrefersBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := memStore(t)
-			var b strings.Builder
-			b.WriteString("email\n")
-			for i := range 60 {
-				fmt.Fprintf(&b, "u%02d@x.com\n", i)
-			}
-			keys, plan := prepared(t, s, b.String(), 200)
-			if len(plan.Shards) < 3 {
-				t.Fatalf("want at least 3 shards, got %d", len(plan.Shards))
-			}
+			keys, plan := sixtyRowsPrepared(t, s)
 			for _, sum := range tc.sums {
 				if err := s.WriteJSON(ctx, keys.Summary(sum.Index), sum); err != nil {
 					t.Fatal(err)
@@ -954,9 +946,10 @@ func TestShardFailurePrefersBadInput(t *testing.T) {
 	}
 }
 
-func TestProgressAndShardFailure(t *testing.T) {
-	ctx := context.Background()
-	s := memStore(t)
+// sixtyRowsPrepared prepares a list of 60 addresses in s, in shards of
+// 200 bytes: at least 3 of them.
+func sixtyRowsPrepared(t *testing.T, s *blobstore.Store) (blobstore.ListKeys, *Plan) {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString("email\n")
 	for i := range 60 {
@@ -966,6 +959,13 @@ func TestProgressAndShardFailure(t *testing.T) {
 	if len(plan.Shards) < 3 {
 		t.Fatalf("want at least 3 shards, got %d", len(plan.Shards))
 	}
+	return keys, plan
+}
+
+func TestProgressAndShardFailure(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	keys, plan := sixtyRowsPrepared(t, s)
 	reg := testRegistry()
 
 	check := func(want int64) {
